@@ -1,0 +1,101 @@
+"""User-defined primitives: an opaque node with a numeric implementation and symbolic partials.
+
+The way MindSpore registers a bprop and SymPy defines ``fdiff``::
+
+    @sd.primitive
+    def softsign(x):
+        return x / (1 + np.abs(x))          # numeric: NumPy in, NumPy out
+
+    @softsign.defpartials
+    def _(x):
+        return (1 / (1 + abs(x)) ** 2,)     # one symbolic partial per argument
+
+The node prints as ``softsign(x)`` in formulas; its partials are traced, so
+higher derivatives of a custom primitive work whenever its partials are made
+of traceable operations.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+
+import sympy
+
+from symad.errors import DifferentiationError
+from symad.primitives import Primitive
+from symad.tracer import apply, is_traced
+
+__all__ = ["CustomPrimitive", "primitive", "CUSTOM_PRIMITIVES"]
+
+#: Custom primitives by name, so ``sd.from_sympy`` can map ``softsign(x)`` back to one.
+CUSTOM_PRIMITIVES: dict[str, CustomPrimitive] = {}
+
+
+class CustomPrimitive:
+    """A user primitive: call it on arrays (numeric) or traced values (records a node)."""
+
+    def __init__(self, implementation: Callable, name: str | None = None):
+        self.implementation = implementation
+        self.name = name or implementation.__name__
+        try:
+            self.arity = len(inspect.signature(implementation).parameters)
+        except (TypeError, ValueError):
+            self.arity = None
+        self._partials_rule: Callable | None = None
+        self.primitive = Primitive(
+            self.name,
+            sympy.Function(self.name),
+            implementation,
+            None,
+            folds_constants=False,  # an opaque function has no exact value to fold to
+            variadic=True,
+        )
+        self.__doc__ = implementation.__doc__
+        self.__name__ = self.name
+        CUSTOM_PRIMITIVES[self.name] = self
+
+    def defpartials(self, rule: Callable) -> Callable:
+        """Register ``rule(*args) -> tuple`` of partial derivatives, one per argument."""
+        self._partials_rule = rule
+        self.primitive.partials = self._partial
+        return rule
+
+    def _partial(self, index: int, *args):
+        partials = self._partials_rule(*args)
+        if not isinstance(partials, (tuple, list)) or len(partials) != len(args):
+            raise DifferentiationError(
+                f"the partials of primitive {self.name!r} must be a tuple with one entry per "
+                f"argument ({len(args)}), got {partials!r}"
+            )
+        return partials[index]
+
+    def __call__(self, *args):
+        if self.arity is not None and len(args) != self.arity:
+            raise TypeError(f"{self.name}() takes {self.arity} arguments, got {len(args)}")
+        if any(is_traced(arg) for arg in args):
+            return apply(self.primitive, *args)
+        return self.implementation(*args)
+
+    def __repr__(self) -> str:
+        return f"<symad primitive {self.name}>"
+
+
+def primitive(implementation: Callable | None = None, *, name: str | None = None):
+    """Declare a numeric function as an opaque primitive; add partials with ``.defpartials``.
+
+    >>> import numpy as np, symad as sd
+    >>> @primitive
+    ... def softsign(x):
+    ...     return x / (1 + np.abs(x))
+    >>> @softsign.defpartials
+    ... def _(x):
+    ...     return (1 / (1 + abs(x)) ** 2,)
+    >>> float(sd.grad(softsign)(1.0))
+    0.25
+    >>> sd.trace(softsign, 0.5).formula()
+    softsign(x)
+    """
+    if implementation is None:
+        return lambda f: CustomPrimitive(f, name)
+    return CustomPrimitive(implementation, name)

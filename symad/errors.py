@@ -1,0 +1,39 @@
+"""The exceptions symad raises.
+
+Every library error derives from :class:`SymadError` and also from the
+built-in exception a Python user would expect in that situation, so
+``except TypeError`` keeps working around symad calls.
+
+>>> issubclass(TracingError, TypeError) and issubclass(TracingError, SymadError)
+True
+"""
+
+from __future__ import annotations
+
+__all__ = ["SymadError", "TracingError", "DifferentiationError", "CompileError"]
+
+
+class SymadError(Exception):
+    """Base class of every error raised by symad."""
+
+
+class TracingError(SymadError, TypeError):
+    """A function could not be traced into a graph.
+
+    Raised for Python control flow on traced values (use ``snp.where``),
+    unsupported NumPy functions, and arguments too large to trace
+    symbolically (use ``sd.vmap``).
+    """
+
+
+class DifferentiationError(SymadError, TypeError, ValueError):
+    """A derivative was asked for that cannot be formed.
+
+    It is both a ``TypeError`` (wrong kind of input, e.g. integers in a
+    differentiated position) and a ``ValueError`` (bad ``argnums``, a
+    primitive without a partial derivative rule), as SPEC §5 allows either.
+    """
+
+
+class CompileError(SymadError, RuntimeError):
+    """A graph could not be lowered to a backend."""

@@ -1,0 +1,487 @@
+"""Traced functions: a Graph plus the structure of its arguments and results.
+
+:func:`trace` runs a Python function on symbolic arguments and returns a
+:class:`Function`. A Function is both sides of symad at once: the formula
+(``formula``, ``cse``, ``latex``) and an evaluator (``F(*args)``), and it is
+the unit every transform takes and returns.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import sympy
+
+from symad.compile import make_evaluator
+from symad.errors import CompileError, TracingError
+from symad.graph import Graph, GraphBuilder, current_builder, replay
+from symad.pytree import TreeDef, leaf_paths, tree_flatten, tree_unflatten
+from symad.tracer import Parameter, Tracer, as_atoms, builder_parameter_atoms, symbol_array
+
+__all__ = ["Function", "trace", "MAX_SYMBOLIC_ELEMENTS", "function_name"]
+
+#: The most scalar elements one argument may have when traced symbolically.
+#: Tracing unrolls arrays into scalar nodes; beyond this, map a smaller
+#: function over the batch with ``sd.vmap`` (batch dimensions are free).
+MAX_SYMBOLIC_ELEMENTS = 50_000
+
+
+def function_name(fun: Any) -> str:
+    """A readable name for a user's callable."""
+    if isinstance(fun, Function):
+        return fun.name
+    name = getattr(fun, "__name__", None)
+    if name is None:
+        name = type(fun).__name__
+    return name
+
+
+def _argument_names(fun: Callable, count: int) -> list[str]:
+    """Names for ``count`` positional arguments, taken from the Python signature."""
+    try:
+        parameters = list(inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):  # builtins and ufuncs have no signature
+        parameters = []
+    names: list[str] = []
+    for parameter in parameters:
+        if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+            names.append(parameter.name)
+        elif parameter.kind == parameter.VAR_POSITIONAL:
+            names.extend(f"{parameter.name}{i}" for i in range(count - len(names)))
+            break
+    if len(names) < count:
+        default = ["x"] if count == 1 else [f"x{i}" for i in range(count)]
+        names = names + default[len(names):]
+    return names[:count]
+
+
+def _shape_of(value: Any) -> tuple:
+    if isinstance(value, (Tracer, Parameter)):
+        return tuple(value.shape)
+    return tuple(np.shape(value))
+
+
+class Function:
+    """A traced function: its Graph, argument structure and result structure.
+
+    Call it to evaluate (NumPy arrays in, NumPy arrays out; extra leading
+    dimensions are a batch), or call it on traced values inside another
+    trace to inline it. Build one with :func:`trace` or ``transform.trace``.
+
+    >>> import numpy as np
+    >>> F = trace(lambda x1, x2: np.log(x1) + x1 * x2 - np.sin(x2), 2.0, 5.0)
+    >>> F.inputs
+    (x1, x2)
+    >>> F.formula()
+    x1*x2 + log(x1) - sin(x2)
+    >>> float(F(2.0, 5.0))
+    11.652071455223084
+    """
+
+    def __init__(
+        self,
+        graph: Graph,
+        *,
+        name: str,
+        in_treedef: TreeDef,
+        in_symbols: Sequence[np.ndarray],
+        out_treedef: TreeDef,
+        out_shapes: Sequence[tuple],
+        parameters: Sequence[tuple[Parameter, np.ndarray]] = (),
+    ):
+        self.graph = graph
+        self.name = name
+        self.in_treedef = in_treedef
+        self.in_symbols = tuple(in_symbols)
+        self.in_shapes = tuple(s.shape for s in self.in_symbols)
+        self.out_treedef = out_treedef
+        self.out_shapes = tuple(tuple(s) for s in out_shapes)
+        self.parameters = tuple(parameters)
+        self._evaluators: dict = {}
+
+    # -- structure -----------------------------------------------------------
+
+    @property
+    def inputs(self) -> Any:
+        """The input symbols, in the structure of the arguments (arrays as ``sympy.Array``)."""
+        return tree_unflatten(self.in_treedef, [_to_sympy_value(s) for s in self.in_symbols])
+
+    @property
+    def parameter_symbols(self) -> dict:
+        """``{Parameter: symbols}`` for the Parameters this function closes over."""
+        return {parameter: _to_sympy_value(atoms) for parameter, atoms in self.parameters}
+
+    def _output_atoms(self) -> list[np.ndarray]:
+        arrays, start = [], 0
+        for shape in self.out_shapes:
+            count = math.prod(shape)
+            flat = np.empty(count, dtype=object)
+            flat[:] = list(self.graph.outputs[start:start + count])
+            arrays.append(flat.reshape(shape))
+            start += count
+        return arrays
+
+    def trace(self, *args) -> Function:
+        """A Function is already traced: ``F.trace(...)`` is ``F``."""
+        return self
+
+    def __repr__(self) -> str:
+        return (
+            f"<symad.Function {self.name!r}: {len(self.graph.inputs)} inputs, "
+            f"{len(self.graph.nodes)} nodes, {len(self.graph.outputs)} outputs>"
+        )
+
+    # -- the formula side ------------------------------------------------------
+
+    def formula(self) -> Any:
+        """The outputs as SymPy expressions, shared subexpressions inlined.
+
+        A scalar output is a ``sympy.Expr``, an array output a ``sympy.Array``
+        of the same shape; several outputs keep the function's structure.
+        """
+        expression_of: dict = {}
+        for node in self.graph.nodes:
+            expression_of[node.symbol] = node.expr.xreplace(expression_of)
+        leaves = []
+        for atoms in self._output_atoms():
+            values = np.empty(atoms.shape, dtype=object)
+            for index in np.ndindex(atoms.shape):
+                values[index] = expression_of.get(atoms[index], atoms[index])
+            leaves.append(_to_sympy_value(values))
+        return tree_unflatten(self.out_treedef, leaves)
+
+    def cse(self) -> tuple[list[tuple[sympy.Symbol, sympy.Basic]], Any]:
+        """The shared-subexpression program, in the form ``sympy.cse`` returns.
+
+        Nodes used once are inlined into their consumer; nodes used more than
+        once become assignments ``x0, x1, ...`` (a prefix that no input uses).
+        Returns ``(assignments, outputs)`` with ``outputs`` structured as in
+        :meth:`formula`.
+        """
+        uses = self.graph.use_counts()
+        names = _fresh_symbols(self.graph.inputs)
+        assignments: list = []
+        replacement: dict = {}
+        for node in self.graph.nodes:
+            expression = node.expr.xreplace(replacement)
+            if uses.get(node.symbol, 0) > 1:
+                name = next(names)
+                assignments.append((name, expression))
+                replacement[node.symbol] = name
+            else:
+                replacement[node.symbol] = expression
+        leaves = []
+        for atoms in self._output_atoms():
+            values = np.empty(atoms.shape, dtype=object)
+            for index in np.ndindex(atoms.shape):
+                values[index] = replacement.get(atoms[index], atoms[index])
+            leaves.append(_to_sympy_value(values))
+        return assignments, tree_unflatten(self.out_treedef, leaves)
+
+    def latex(self, **options) -> str:
+        """LaTeX of the shared-subexpression program: one ``aligned`` block.
+
+        Options are SymPy ``latex()`` settings (e.g. ``mul_symbol="dot"``),
+        plus ``output_names``: labels for the outputs in flattening order.
+        """
+        from symad.export.latex import function_latex
+
+        return function_latex(self, **options)
+
+    def _repr_latex_(self) -> str:
+        return f"$\\displaystyle {self.latex()}$"
+
+    def stats(self) -> dict:
+        """Sizes of the graph: ``nodes`` (operations), ``inputs``, ``outputs``, ``operations``."""
+        operations = Counter(node.primitive.name for node in self.graph.nodes)
+        uses = self.graph.use_counts()
+        return {
+            "nodes": len(self.graph.nodes),
+            "inputs": len(self.graph.inputs),
+            "outputs": len(self.graph.outputs),
+            "shared": sum(1 for node in self.graph.nodes if uses.get(node.symbol, 0) > 1),
+            "operations": dict(sorted(operations.items())),
+        }
+
+    # -- the numeric side ---------------------------------------------------------
+
+    def compile(self, backend: str = "numpy") -> Callable:
+        """An evaluator of this function with ``backend`` (see ``sd.available_backends()``)."""
+        self._evaluator(backend)  # compile now, so errors surface here
+
+        def evaluate(*args):
+            return self._call(args, backend)
+
+        evaluate.__name__ = self.name
+        evaluate.__doc__ = f"{self.name}, compiled for the {backend} backend."
+        return evaluate
+
+    def _evaluator(self, backend: str):
+        evaluator = self._evaluators.get(backend)
+        if evaluator is None:
+            evaluator = self._evaluators[backend] = make_evaluator(self.graph, backend)
+        return evaluator
+
+    def __call__(self, *args) -> Any:
+        return self._call(args, "numpy")
+
+    def _call(self, args: tuple, backend: str) -> Any:
+        leaves, treedef = tree_flatten(tuple(args))
+        if treedef != self.in_treedef:
+            raise TypeError(
+                f"{self.name}: called with arguments structured as {_describe(treedef)}, but it "
+                f"was traced with {_describe(self.in_treedef)}"
+            )
+        if any(isinstance(leaf, (Tracer, Parameter)) for leaf in leaves) and current_builder():
+            return self._inline(leaves)
+        return self._evaluate(leaves, backend)
+
+    def _inline(self, leaves: list) -> Any:
+        """Record this function's graph into the active trace, applied to ``leaves``."""
+        builder = current_builder()
+        bindings: dict = {}
+        for leaf, symbols in zip(leaves, self.in_symbols):
+            atoms = as_atoms(leaf)
+            if atoms.shape != symbols.shape:
+                try:
+                    atoms = np.broadcast_to(atoms, symbols.shape)
+                except ValueError:
+                    raise TracingError(
+                        f"{self.name}: traced with an argument of shape {symbols.shape}, called "
+                        f"inside a trace with shape {atoms.shape}; inside a trace the shapes "
+                        "must match (map over a batch with sd.vmap)"
+                    ) from None
+            bindings.update(zip(symbols.reshape(-1), atoms.reshape(-1)))
+        for parameter, symbols in self.parameters:
+            atoms = builder_parameter_atoms(builder, parameter)
+            bindings.update(zip(symbols.reshape(-1), atoms.reshape(-1)))
+        env = replay(self.graph, builder, bindings)
+        out_leaves = []
+        for atoms in self._output_atoms():
+            mapped = np.empty(atoms.shape, dtype=object)
+            for index in np.ndindex(atoms.shape):
+                mapped[index] = env.get(atoms[index], atoms[index])
+            out_leaves.append(Tracer(mapped))
+        return tree_unflatten(self.out_treedef, out_leaves)
+
+    def _evaluate(self, leaves: list, backend: str) -> Any:
+        arrays = [_numeric_array(leaf, self.name) for leaf in leaves]
+        parameter_values = []
+        for parameter, symbols in self.parameters:
+            if parameter.shape != symbols.shape:
+                raise CompileError(
+                    f"{self.name}: Parameter {parameter.name!r} now has shape {parameter.shape} "
+                    f"but was traced with shape {symbols.shape}; trace the function again"
+                )
+            parameter_values.append(parameter.value)
+        all_float32 = all(a.dtype == np.float32 for a in arrays + parameter_values)
+        dtype = np.float32 if (arrays or parameter_values) and all_float32 else np.float64
+
+        batch_shapes, columns = [], []
+        for array, core_shape in zip(arrays, self.in_shapes):
+            batch_shape = _batch_shape(array.shape, core_shape, self.name)
+            batch_shapes.append(batch_shape)
+            flat = array.astype(dtype, copy=False).reshape(batch_shape + (-1,))
+            columns.extend(flat[..., i] for i in range(flat.shape[-1]))
+        for value in parameter_values:
+            columns.extend(value.astype(dtype, copy=False).reshape(-1))
+        batch = np.broadcast_shapes(*batch_shapes) if batch_shapes else ()
+
+        results = self._evaluator(backend)(columns)
+        out_leaves, start = [], 0
+        for shape in self.out_shapes:
+            count = math.prod(shape)
+            elements = [_as_batch(v, batch, dtype) for v in results[start:start + count]]
+            start += count
+            if shape == ():
+                value = elements[0]
+                out_leaves.append(value[()] if value.ndim == 0 else value)
+            else:
+                stacked = np.stack(elements, axis=-1) if elements else np.zeros(batch + (0,), dtype)
+                out_leaves.append(stacked.reshape(batch + shape))
+        return tree_unflatten(self.out_treedef, out_leaves)
+
+
+# ---------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------
+
+
+def _numeric_array(value: Any, name: str) -> np.ndarray:
+    if isinstance(value, Parameter):
+        return value.value
+    array = np.asarray(value)
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"{name}: arguments must be real numbers or arrays of them, got {array.dtype}")
+    if array.dtype.kind != "f":
+        array = array.astype(np.float64)
+    return array
+
+
+def _batch_shape(shape: tuple, core_shape: tuple, name: str) -> tuple:
+    core_rank = len(core_shape)
+    if len(shape) < core_rank or tuple(shape[len(shape) - core_rank:]) != core_shape:
+        raise ValueError(
+            f"{name}: an argument has shape {shape}, but the function was traced with shape "
+            f"{core_shape}; extra leading dimensions are a batch, the trailing ones must match"
+        )
+    return tuple(shape[: len(shape) - core_rank])
+
+
+def _as_batch(value: Any, batch: tuple, dtype) -> np.ndarray:
+    array = np.asarray(value)
+    if array.dtype.kind in "biuf" and array.dtype != np.bool_:
+        array = array.astype(dtype, copy=False)
+    if array.shape != batch:
+        array = np.array(np.broadcast_to(array, batch))
+    return array
+
+
+def _describe(treedef: TreeDef) -> str:
+    if treedef.kind == "leaf":
+        return "*"
+    if treedef.kind == "none":
+        return "None"
+    inner = ", ".join(_describe(child) for child in treedef.children)
+    if treedef.kind == "tuple":
+        return f"({inner}{',' if len(treedef.children) == 1 else ''})"
+    if treedef.kind == "list":
+        return f"[{inner}]"
+    return "{" + ", ".join(f"{k!r}: {_describe(c)}" for k, c in zip(treedef.keys, treedef.children)) + "}"
+
+
+def _to_sympy_value(atoms: np.ndarray) -> Any:
+    if atoms.ndim == 0:
+        return atoms[()]
+    return sympy.ImmutableDenseNDimArray(atoms.reshape(-1).tolist(), atoms.shape)
+
+
+def _fresh_symbols(inputs: Sequence[sympy.Symbol]):
+    """``x0, x1, ...`` with a prefix that no input name uses."""
+    taken = {symbol.name for symbol in inputs}
+    for prefix in ("x", "t", "c", "u", "_x"):
+        if not any(name.startswith(prefix) and name[len(prefix):].isdigit() for name in taken):
+            break
+    return sympy.numbered_symbols(prefix, exclude=set(inputs))
+
+
+def trace(fun: Callable, *example_args, name: str | None = None) -> Function:
+    """Trace ``fun`` into a :class:`Function` at the shapes of ``example_args``.
+
+    Args:
+        fun: a Python function of arrays (NumPy or ``symad.numpy`` operations).
+        example_args: values (or anything with ``.shape``) fixing each argument's
+            core shape; pytrees (tuples, lists, dicts) of them are allowed.
+        name: the function's name in messages and LaTeX (default: ``fun.__name__``).
+
+    Returns:
+        The traced :class:`Function`.
+
+    >>> import numpy as np
+    >>> F = trace(lambda w: np.sum(w ** 2), np.zeros(2))
+    >>> F.formula(), F(np.array([3.0, 4.0]))
+    (w[0]**2 + w[1]**2, np.float64(25.0))
+    """
+    if isinstance(fun, Function):
+        return fun
+    if getattr(fun, "_is_symad_transform", False):
+        return fun.trace(*example_args)
+    name = name or function_name(fun)
+    leaves, in_treedef = tree_flatten(tuple(example_args))
+    argument_names = _argument_names(fun, len(example_args))
+    paths = []
+    for argument_name, child in zip(argument_names, in_treedef.children):
+        paths.extend(leaf_paths(child, argument_name))
+
+    builder = GraphBuilder(name)
+    in_symbols = []
+    for path, leaf in zip(paths, leaves):
+        shape = _shape_of(leaf)
+        size = math.prod(shape)
+        if size > MAX_SYMBOLIC_ELEMENTS:
+            raise TracingError(
+                f"argument {path!r} of function {name!r} has {size} elements; symbolic tracing "
+                f"is limited to {MAX_SYMBOLIC_ELEMENTS} per argument. Trace the computation for "
+                f"one point and map it over the batch with sd.vmap({name}), or trace with a small "
+                "example (sd.trace(f, x[0])) and call the traced Function on the whole array"
+            )
+        symbols = symbol_array(path, shape)
+        for symbol in symbols.reshape(-1):
+            builder.add_input(symbol)
+        in_symbols.append(symbols)
+
+    with builder.active():
+        tracers = [Tracer(symbols) for symbols in in_symbols]
+        result = fun(*tree_unflatten(in_treedef, tracers))
+        out_leaves, out_treedef = tree_flatten(result)
+        out_atoms = [as_atoms(leaf) for leaf in out_leaves]
+
+    outputs = [atom for atoms in out_atoms for atom in atoms.reshape(-1)]
+    graph = builder.finish(outputs)
+    return Function(
+        graph,
+        name=name,
+        in_treedef=in_treedef,
+        in_symbols=in_symbols,
+        out_treedef=out_treedef,
+        out_shapes=[atoms.shape for atoms in out_atoms],
+        parameters=list(builder.parameters.items()),
+    )
+
+
+def derive(
+    function: Function,
+    name: str,
+    build: Callable[[GraphBuilder, list, list], Any],
+    extra_inputs: tuple[TreeDef, list[np.ndarray]] | None = None,
+) -> Function:
+    """A new Function computed from ``function``'s graph: the frame of every transform.
+
+    The primal graph is replayed into a fresh builder over the same input
+    symbols; ``build(builder, primal_nodes, output_atom_arrays)`` then records
+    the derived quantities and returns them as a pytree of atom arrays.
+    ``extra_inputs`` (a treedef and symbol arrays, e.g. tangents) become a
+    second argument: the new Function is called as ``G(args, extra)``.
+    """
+    builder = GraphBuilder(name)
+    in_symbols = list(function.in_symbols)
+    in_treedef = function.in_treedef
+    if extra_inputs is not None:
+        extra_treedef, extra_symbols = extra_inputs
+        in_treedef = TreeDef("tuple", (function.in_treedef, extra_treedef))
+        in_symbols += list(extra_symbols)
+    for symbols in in_symbols:
+        for symbol in symbols.reshape(-1):
+            builder.add_input(symbol)
+    for parameter, symbols in function.parameters:
+        builder.parameters[parameter] = symbols
+        for symbol in symbols.reshape(-1):
+            builder.add_input(symbol)
+
+    with builder.active():
+        env = replay(function.graph, builder, {})
+        primal_nodes = list(builder.nodes)
+        outputs = []
+        for atoms in function._output_atoms():
+            mapped = np.empty(atoms.shape, dtype=object)
+            for index in np.ndindex(atoms.shape):
+                mapped[index] = env.get(atoms[index], atoms[index])
+            outputs.append(mapped)
+        result = build(builder, primal_nodes, outputs)
+
+    out_leaves, out_treedef = tree_flatten(result)
+    flat_outputs = [atom for atoms in out_leaves for atom in atoms.reshape(-1)]
+    return Function(
+        builder.finish(flat_outputs),
+        name=name,
+        in_treedef=in_treedef,
+        in_symbols=in_symbols,
+        out_treedef=out_treedef,
+        out_shapes=[atoms.shape for atoms in out_leaves],
+        parameters=function.parameters,
+    )

@@ -1,0 +1,281 @@
+"""The Graph: an SSA list of small SymPy expressions, and the builder that records it.
+
+A :class:`Graph` is what every other layer works on. Its nodes are recorded
+in topological order; each node applies one :class:`~symad.primitives.Primitive`
+to *atoms* -- input symbols, earlier node symbols, or exact constants -- so
+``(node.symbol, node.expr)`` pairs have exactly the shape ``sympy.cse``
+returns. Nothing here is a nested tree: a derivative that refers to a
+subexpression refers to its node symbol, which is why derivatives do not swell.
+
+:class:`GraphBuilder` records nodes. It hash-conses (the same primitive on the
+same operands returns the existing node), folds constants exactly, and
+applies each primitive's own algebraic identities (``x * 1 -> x``), so that
+structural zeros of derivatives stay exact zeros and shared subexpressions
+stay shared.
+
+>>> import sympy
+>>> from symad.primitives import sin_p, mul_p
+>>> x = sympy.Symbol("x")
+>>> builder = GraphBuilder("demo")
+>>> builder.add_input(x)
+>>> s = builder.record(sin_p, (x,))
+>>> builder.record(sin_p, (x,)) is s         # hash-consed
+True
+>>> builder.record(mul_p, (s, sympy.Integer(1))) is s   # x * 1 -> x
+True
+>>> graph = builder.finish([builder.record(mul_p, (s, s))])
+>>> [str(expr) for _, expr in graph.assignments()]
+['sin(x)', '_n0**2']
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import sympy
+
+__all__ = [
+    "Node",
+    "Graph",
+    "GraphBuilder",
+    "current_builder",
+    "is_constant",
+    "constant_value",
+]
+
+
+# ---------------------------------------------------------------------------
+# Atoms: what a node's operands may be
+# ---------------------------------------------------------------------------
+
+
+def is_constant(atom: sympy.Basic) -> bool:
+    """True for exact constants (numbers, ``pi``, ``log(2)``, booleans); False for symbols."""
+    if atom.is_Symbol:
+        return False
+    if isinstance(atom, sympy.logic.boolalg.BooleanAtom):
+        return True
+    return atom.is_number
+
+
+def constant_value(atom: sympy.Basic) -> Any:
+    """The Python value of a constant atom (float or bool) for numeric evaluation."""
+    if isinstance(atom, sympy.logic.boolalg.BooleanAtom):
+        return bool(atom)
+    if atom.is_Integer:
+        return float(int(atom))
+    return float(atom.evalf(17) if not atom.is_Float else atom)
+
+
+def _is_foldable(value: sympy.Basic) -> bool:
+    """A folded constant is kept only if it is a finite real number or a boolean.
+
+    ``1/0`` (zoo), ``log(-1)`` (complex) and NaN are left as nodes so that the
+    numeric backends produce NumPy's inf/nan exactly as they would at run time.
+    """
+    if isinstance(value, sympy.logic.boolalg.BooleanAtom):
+        return True
+    if not isinstance(value, sympy.Expr) or not value.is_number:
+        return False
+    return bool(value.is_extended_real) and bool(value.is_finite)
+
+
+# ---------------------------------------------------------------------------
+# Nodes and graphs
+# ---------------------------------------------------------------------------
+
+
+class Node:
+    """One operation: ``symbol = primitive(*args, **params)``."""
+
+    __slots__ = ("symbol", "primitive", "args", "params", "_expr")
+
+    def __init__(self, symbol: sympy.Symbol, primitive, args: tuple, params: tuple):
+        self.symbol = symbol
+        self.primitive = primitive
+        self.args = args
+        self.params = params
+        self._expr = None
+
+    @property
+    def expr(self) -> sympy.Basic:
+        """The node as a small SymPy expression over its operand atoms (built lazily)."""
+        if self._expr is None:
+            self._expr = self.primitive.to_sympy(self.args, dict(self.params))
+        return self._expr
+
+    def __repr__(self) -> str:
+        return f"Node({self.symbol} = {self.expr})"
+
+
+class Graph:
+    """Inputs, topologically ordered nodes, and output atoms.
+
+    ``inputs`` are SymPy symbols; ``outputs`` are atoms (input symbols, node
+    symbols or constants). A graph never mutates after construction.
+    """
+
+    def __init__(self, inputs: Sequence[sympy.Symbol], nodes: Sequence[Node], outputs: Sequence):
+        self.inputs = tuple(inputs)
+        self.nodes = tuple(nodes)
+        self.outputs = tuple(outputs)
+
+    def assignments(self) -> Iterator[tuple[sympy.Symbol, sympy.Basic]]:
+        """``(symbol, expression)`` pairs in topological order."""
+        for node in self.nodes:
+            yield node.symbol, node.expr
+
+    def free_symbols(self) -> set:
+        """Symbols used by nodes or outputs that are neither inputs nor nodes.
+
+        They appear when a function closes over the traced values of an
+        enclosing trace; such a graph is only meaningful inside that trace.
+        """
+        known = set(self.inputs) | {node.symbol for node in self.nodes}
+        used = {a for node in self.nodes for a in node.args if a.is_Symbol}
+        used |= {a for a in self.outputs if a.is_Symbol}
+        return used - known
+
+    def use_counts(self) -> dict:
+        """How many times each node symbol is used by later nodes and outputs."""
+        counts: dict = {}
+        for node in self.nodes:
+            for atom in node.args:
+                counts[atom] = counts.get(atom, 0) + 1
+        for atom in self.outputs:
+            counts[atom] = counts.get(atom, 0) + 1
+        return counts
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __repr__(self) -> str:
+        return f"<Graph: {len(self.inputs)} inputs, {len(self.nodes)} nodes, {len(self.outputs)} outputs>"
+
+
+def eliminate_dead_nodes(nodes: Sequence[Node], outputs: Iterable) -> list[Node]:
+    """Keep only the nodes that the outputs depend on, in their original order."""
+    live = {atom for atom in outputs if atom.is_Symbol}
+    kept: list[Node] = []
+    for node in reversed(nodes):
+        if node.symbol in live:
+            kept.append(node)
+            live.update(a for a in node.args if a.is_Symbol)
+    kept.reverse()
+    return kept
+
+
+def replay(graph: Graph, builder: GraphBuilder, bindings: dict) -> dict:
+    """Record ``graph``'s nodes again in ``builder`` with inputs replaced per ``bindings``.
+
+    Returns the map from the graph's symbols to the builder's atoms. Because
+    the builder hash-conses and simplifies, replaying into a builder that
+    already holds equal nodes reuses them. Free symbols (values of an
+    enclosing trace) map to themselves.
+    """
+    env = dict(bindings)
+    for node in graph.nodes:
+        args = tuple(env.get(a, a) for a in node.args)
+        env[node.symbol] = builder.record(node.primitive, args, node.params)
+    return env
+
+
+# ---------------------------------------------------------------------------
+# Recording
+# ---------------------------------------------------------------------------
+
+_ACTIVE_BUILDERS: list[GraphBuilder] = []
+
+
+def current_builder() -> GraphBuilder | None:
+    """The innermost builder that is recording, or None outside any trace."""
+    return _ACTIVE_BUILDERS[-1] if _ACTIVE_BUILDERS else None
+
+
+class GraphBuilder:
+    """Records nodes, hash-consed and simplified, for one trace or one transform."""
+
+    _symbol_counter = itertools.count()
+
+    def __init__(self, function_name: str = "function"):
+        self.function_name = function_name
+        self.inputs: list[sympy.Symbol] = []
+        self.nodes: list[Node] = []
+        self._node_by_key: dict = {}
+        self._node_of: dict = {}
+        self._order: dict = {}
+        # Parameters met while tracing: Parameter -> object array of its symbols here.
+        self.parameters: dict = {}
+
+    # -- context -----------------------------------------------------------
+
+    @contextlib.contextmanager
+    def active(self):
+        """Make this builder the one that traced operations record into."""
+        _ACTIVE_BUILDERS.append(self)
+        try:
+            yield self
+        finally:
+            _ACTIVE_BUILDERS.pop()
+
+    # -- inputs ------------------------------------------------------------
+
+    def add_input(self, symbol: sympy.Symbol) -> None:
+        self._order[symbol] = len(self._order)
+        self.inputs.append(symbol)
+
+    def input_names(self) -> set[str]:
+        return {symbol.name for symbol in self.inputs}
+
+    # -- nodes -------------------------------------------------------------
+
+    def node_of(self, atom) -> Node | None:
+        """The node that defines ``atom`` in this builder, if any."""
+        return self._node_of.get(atom)
+
+    def sort_key(self, atom) -> tuple:
+        """Deterministic operand order for commutative primitives.
+
+        Constants come first (by value), then symbols in the order this
+        builder first saw them; never by ``hash``, which varies between runs.
+        """
+        if is_constant(atom):
+            value = constant_value(atom)
+            return (0, float(value), sympy.srepr(atom))
+        order = self._order.get(atom)
+        if order is None:  # a symbol of an enclosing trace
+            order = self._order[atom] = len(self._order)
+        return (1, order, "")
+
+    def record(self, primitive, args: Sequence, params: tuple = ()) -> sympy.Basic:
+        """Apply ``primitive`` to ``args`` and return the resulting atom."""
+        args = tuple(args)
+        if primitive.commutative:
+            args = tuple(sorted(args, key=self.sort_key))
+        if primitive.simplify is not None:
+            simplified = primitive.simplify(self, args)
+            if simplified is not None:
+                return simplified
+        if primitive.folds_constants and all(is_constant(a) for a in args):
+            value = primitive.to_sympy(args, dict(params))
+            if _is_foldable(value):
+                return value
+        key = (primitive, args, params)
+        existing = self._node_by_key.get(key)
+        if existing is not None:
+            return existing
+        symbol = sympy.Dummy(f"n{len(self.nodes)}")
+        node = Node(symbol, primitive, args, params)
+        self.nodes.append(node)
+        self._node_by_key[key] = symbol
+        self._node_of[symbol] = node
+        self._order[symbol] = len(self._order)
+        return symbol
+
+    def finish(self, outputs: Sequence) -> Graph:
+        """Freeze the recording into a Graph holding only the live nodes."""
+        outputs = tuple(outputs)
+        return Graph(self.inputs, eliminate_dead_nodes(self.nodes, outputs), outputs)

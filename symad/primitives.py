@@ -1,0 +1,467 @@
+"""Every primitive symad records, each with its symbolic partial derivatives.
+
+One stanza per primitive keeps its pieces together: the name, the SymPy
+expression it records, the NumPy implementation, the partial derivatives
+(one rule per argument, written with traceable ``symad.numpy`` operations so
+that derivatives are again graphs and higher orders come by recursion), and
+its algebraic identities. The chain rule itself lives in
+``symad.transforms``; nothing here knows about adjoints or tangents.
+
+A partial rule returns ``None`` for a structural zero. A primitive whose
+``partials`` is ``None`` has no rule: differentiating through it raises
+:class:`~symad.errors.DifferentiationError`.
+
+>>> sin_p.name, sin_p.numpy_name
+('sin', 'sin')
+>>> import sympy
+>>> sin_p.to_sympy((sympy.Symbol("x"),), {})
+sin(x)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import scipy.special
+import sympy
+from sympy.codegen.cfunctions import expm1 as sympy_expm1
+from sympy.codegen.cfunctions import log1p as sympy_log1p
+
+__all__ = ["Primitive", "PRIMITIVES"]
+
+PartialRule = Callable[..., Any]
+
+
+class Primitive:
+    """An operation the tracer records as one node.
+
+    Args:
+        name: the primitive's name, as printed in errors.
+        to_sympy: builds the node's SymPy expression from operand atoms.
+        numpy_impl: evaluates the primitive on NumPy arrays or floats.
+        partials: one rule per argument, each ``rule(*args) -> value or None``
+            (None: the partial is structurally zero); for a variadic
+            primitive a single ``rule(index, *args)``; ``None`` if the
+            primitive has no derivative rule.
+        commutative: operands may be reordered (for hash-consing).
+        simplify: ``simplify(builder, args) -> atom or None``, identities
+            such as ``x * 1 -> x`` applied before recording.
+        folds_constants: constant operands are evaluated exactly by SymPy.
+        variadic: takes any number of operands.
+        numpy_name: the NumPy spelling, for generated code and dispatch.
+        numexpr_name: the numexpr spelling, or None where numexpr lacks it.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        to_sympy: Callable[..., sympy.Basic],
+        numpy_impl: Callable[..., Any],
+        partials: Sequence[PartialRule | None] | PartialRule | None,
+        *,
+        commutative: bool = False,
+        simplify: Callable | None = None,
+        folds_constants: bool = True,
+        variadic: bool = False,
+        numpy_name: str | None = None,
+        numexpr_name: str | None = None,
+    ):
+        self.name = name
+        self._to_sympy = to_sympy
+        self.numpy_impl = numpy_impl
+        self.partials = partials
+        self.commutative = commutative
+        self.simplify = simplify
+        self.folds_constants = folds_constants
+        self.variadic = variadic
+        self.numpy_name = numpy_name
+        self.numexpr_name = numexpr_name
+
+    def to_sympy(self, args: Sequence, params: dict) -> sympy.Basic:
+        return self._to_sympy(*args, **params)
+
+    @property
+    def has_partials(self) -> bool:
+        return self.partials is not None
+
+    def partial(self, index: int, args: Sequence):
+        """The partial derivative w.r.t. operand ``index`` (a traced value), or None for zero."""
+        if self.variadic:
+            return self.partials(index, *args)
+        rule = self.partials[index]
+        return None if rule is None else rule(*args)
+
+    def __repr__(self) -> str:
+        return f"Primitive({self.name!r})"
+
+
+PRIMITIVES: dict[str, Primitive] = {}
+
+
+def _register(primitive: Primitive) -> Primitive:
+    PRIMITIVES[primitive.name] = primitive
+    return primitive
+
+
+# ---------------------------------------------------------------------------
+# SymPy functions for primitives SymPy has no class for
+# ---------------------------------------------------------------------------
+
+
+class sigmoid(sympy.Function):  # noqa: N801 - SymPy function classes are lower case
+    """The logistic function 1/(1 + exp(-x)), printed as sigma(x)."""
+
+    @classmethod
+    def eval(cls, x):
+        if x.is_zero:
+            return sympy.Rational(1, 2)
+        return None
+
+    def _eval_rewrite_as_exp(self, x, **kwargs):
+        return 1 / (1 + sympy.exp(-x))
+
+    def fdiff(self, argindex=1):
+        return sigmoid(self.args[0]) * (1 - sigmoid(self.args[0]))
+
+
+class softplus(sympy.Function):  # noqa: N801
+    """log(1 + exp(x)), evaluated stably."""
+
+    def _eval_rewrite_as_exp(self, x, **kwargs):
+        return sympy.log(1 + sympy.exp(x))
+
+    _eval_rewrite_as_log = _eval_rewrite_as_exp
+
+    def fdiff(self, argindex=1):
+        return sigmoid(self.args[0])
+
+
+class cbrt(sympy.Function):  # noqa: N801
+    """The real cube root (negative for negative x, unlike SymPy's principal root)."""
+
+    @classmethod
+    def eval(cls, x):
+        if x.is_Number and x.is_real:
+            return sympy.sign(x) * sympy.root(abs(x), 3)
+        return None
+
+    def fdiff(self, argindex=1):
+        return 1 / (3 * cbrt(self.args[0]) ** 2)
+
+
+class stop_gradient(sympy.Function):  # noqa: N801
+    """Identity whose derivative is zero (every order)."""
+
+    @classmethod
+    def eval(cls, x):
+        if x.is_number:
+            return x
+        return None
+
+    def fdiff(self, argindex=1):
+        return sympy.Integer(0)
+
+
+# ---------------------------------------------------------------------------
+# Identities used by ``simplify`` hooks
+# ---------------------------------------------------------------------------
+
+
+def _is_number(atom, value) -> bool:
+    return atom.is_Number and atom == value
+
+
+def _is_zero(atom) -> bool:
+    return atom.is_Number and atom.is_zero
+
+
+def _negated_operand(builder, atom):
+    """``y`` if ``atom`` is the node ``-y`` in ``builder``, else None."""
+    node = builder.node_of(atom)
+    if node is not None and node.primitive is neg_p:
+        return node.args[0]
+    return None
+
+
+def _simplify_add(builder, args):
+    kept = tuple(a for a in args if not _is_zero(a))
+    if not kept:
+        return sympy.Integer(0)
+    if len(kept) == 1:
+        return kept[0]
+    if len(kept) != len(args):
+        return builder.record(add_p, kept)
+    return None
+
+
+def _simplify_sub(builder, args):
+    a, b = args
+    if _is_zero(b):
+        return a
+    if a == b:
+        return sympy.Integer(0)
+    if _is_zero(a):
+        return builder.record(neg_p, (b,))
+    inner = _negated_operand(builder, b)
+    if inner is not None:  # a - (-y) = a + y
+        return builder.record(add_p, (a, inner))
+    return None
+
+
+def _simplify_mul(builder, args):
+    a, b = args  # sorted: a constant operand comes first
+    if _is_zero(a) or _is_zero(b):
+        return sympy.Integer(0)
+    if _is_number(a, 1):
+        return b
+    if _is_number(b, 1):
+        return a
+    if _is_number(a, -1):
+        return builder.record(neg_p, (b,))
+    return None
+
+
+def _simplify_div(builder, args):
+    a, b = args
+    if _is_number(b, 1):
+        return a
+    if _is_number(b, -1):
+        return builder.record(neg_p, (a,))
+    if _is_zero(a) and not _is_zero(b):
+        return sympy.Integer(0)
+    return None
+
+
+def _simplify_neg(builder, args):
+    inner = _negated_operand(builder, args[0])
+    return inner
+
+
+def _simplify_pow(builder, args):
+    base, exponent = args
+    if _is_number(exponent, 1):
+        return base
+    if _is_zero(exponent):
+        return sympy.Integer(1)
+    if _is_number(base, 1):
+        return sympy.Integer(1)
+    return None
+
+
+def _simplify_select(builder, args):
+    condition, if_true, if_false = args
+    if isinstance(condition, sympy.logic.boolalg.BooleanAtom) or condition.is_Number:
+        return if_true if bool(condition) else if_false
+    if if_true == if_false:
+        return if_true
+    return None
+
+
+def _simplify_stop_gradient(builder, args):
+    (x,) = args
+    if is_constant_atom(x):
+        return x
+    node = builder.node_of(x)
+    if node is not None and node.primitive is stop_gradient_p:
+        return x
+    return None
+
+
+def is_constant_atom(atom) -> bool:
+    from symad.graph import is_constant
+
+    return is_constant(atom)
+
+
+# ---------------------------------------------------------------------------
+# The table. Rules use ``snp`` (symad.numpy), bound at the end of this module.
+# ---------------------------------------------------------------------------
+
+ONE = sympy.Integer(1)
+TWO_OVER_SQRT_PI = 2 / sympy.sqrt(sympy.pi)
+
+# -- arithmetic --------------------------------------------------------------
+
+add_p = _register(Primitive(
+    "add", lambda *a: sympy.Add(*a), lambda *a: _sum_arrays(a),
+    lambda index, *args: ONE,
+    commutative=True, simplify=_simplify_add, variadic=True, numpy_name="add", numexpr_name="+"))
+sub_p = _register(Primitive(
+    "subtract", lambda a, b: a - b, np.subtract,
+    (lambda a, b: ONE, lambda a, b: -ONE),
+    simplify=_simplify_sub, numpy_name="subtract", numexpr_name="-"))
+mul_p = _register(Primitive(
+    "multiply", lambda a, b: a * b, np.multiply,
+    (lambda a, b: b, lambda a, b: a),
+    commutative=True, simplify=_simplify_mul, numpy_name="multiply", numexpr_name="*"))
+div_p = _register(Primitive(
+    "divide", lambda a, b: a / b, np.true_divide,
+    (lambda a, b: 1 / b, lambda a, b: -a / b**2),
+    simplify=_simplify_div, numpy_name="true_divide", numexpr_name="/"))
+neg_p = _register(Primitive(
+    "negative", lambda a: -a, np.negative, (lambda a: -ONE,),
+    simplify=_simplify_neg, numpy_name="negative", numexpr_name="-"))
+pow_p = _register(Primitive(
+    "power", lambda a, b: a**b, np.power,
+    (lambda a, b: b * a ** (b - 1), lambda a, b: snp.log(a) * a**b),
+    simplify=_simplify_pow, numpy_name="power", numexpr_name="**"))
+
+
+def _sum_arrays(terms):
+    total = terms[0]
+    for term in terms[1:]:
+        total = total + term
+    return total
+
+
+# -- roots, exponentials, logarithms -----------------------------------------
+
+sqrt_p = _register(Primitive(
+    "sqrt", sympy.sqrt, np.sqrt, (lambda x: 1 / (2 * snp.sqrt(x)),),
+    numpy_name="sqrt", numexpr_name="sqrt"))
+cbrt_p = _register(Primitive(
+    "cbrt", cbrt, np.cbrt, (lambda x: 1 / (3 * snp.cbrt(x) ** 2),),
+    numpy_name="cbrt"))
+exp_p = _register(Primitive(
+    "exp", sympy.exp, np.exp, (lambda x: snp.exp(x),), numpy_name="exp", numexpr_name="exp"))
+exp2_p = _register(Primitive(
+    "exp2", lambda x: 2**x, np.exp2, (lambda x: sympy.log(2) * snp.exp2(x),),
+    numpy_name="exp2"))
+expm1_p = _register(Primitive(
+    "expm1", sympy_expm1, np.expm1, (lambda x: snp.exp(x),),
+    numpy_name="expm1", numexpr_name="expm1"))
+log_p = _register(Primitive(
+    "log", sympy.log, np.log, (lambda x: 1 / x,), numpy_name="log", numexpr_name="log"))
+log2_p = _register(Primitive(
+    "log2", lambda x: sympy.log(x, 2), np.log2, (lambda x: 1 / (x * sympy.log(2)),),
+    numpy_name="log2"))
+log10_p = _register(Primitive(
+    "log10", lambda x: sympy.log(x, 10), np.log10, (lambda x: 1 / (x * sympy.log(10)),),
+    numpy_name="log10", numexpr_name="log10"))
+log1p_p = _register(Primitive(
+    "log1p", sympy_log1p, np.log1p, (lambda x: 1 / (1 + x),),
+    numpy_name="log1p", numexpr_name="log1p"))
+
+# -- trigonometric and hyperbolic ----------------------------------------------
+
+sin_p = _register(Primitive(
+    "sin", sympy.sin, np.sin, (lambda x: snp.cos(x),), numpy_name="sin", numexpr_name="sin"))
+cos_p = _register(Primitive(
+    "cos", sympy.cos, np.cos, (lambda x: -snp.sin(x),), numpy_name="cos", numexpr_name="cos"))
+tan_p = _register(Primitive(
+    "tan", sympy.tan, np.tan, (lambda x: 1 + snp.tan(x) ** 2,),
+    numpy_name="tan", numexpr_name="tan"))
+arcsin_p = _register(Primitive(
+    "arcsin", sympy.asin, np.arcsin, (lambda x: 1 / snp.sqrt(1 - x**2),),
+    numpy_name="arcsin", numexpr_name="arcsin"))
+arccos_p = _register(Primitive(
+    "arccos", sympy.acos, np.arccos, (lambda x: -1 / snp.sqrt(1 - x**2),),
+    numpy_name="arccos", numexpr_name="arccos"))
+arctan_p = _register(Primitive(
+    "arctan", sympy.atan, np.arctan, (lambda x: 1 / (1 + x**2),),
+    numpy_name="arctan", numexpr_name="arctan"))
+arctan2_p = _register(Primitive(
+    "arctan2", sympy.atan2, np.arctan2,
+    (lambda y, x: x / (x**2 + y**2), lambda y, x: -y / (x**2 + y**2)),
+    numpy_name="arctan2", numexpr_name="arctan2"))
+sinh_p = _register(Primitive(
+    "sinh", sympy.sinh, np.sinh, (lambda x: snp.cosh(x),), numpy_name="sinh", numexpr_name="sinh"))
+cosh_p = _register(Primitive(
+    "cosh", sympy.cosh, np.cosh, (lambda x: snp.sinh(x),), numpy_name="cosh", numexpr_name="cosh"))
+tanh_p = _register(Primitive(
+    "tanh", sympy.tanh, np.tanh, (lambda x: 1 - snp.tanh(x) ** 2,),
+    numpy_name="tanh", numexpr_name="tanh"))
+arcsinh_p = _register(Primitive(
+    "arcsinh", sympy.asinh, np.arcsinh, (lambda x: 1 / snp.sqrt(x**2 + 1),),
+    numpy_name="arcsinh", numexpr_name="arcsinh"))
+arccosh_p = _register(Primitive(
+    "arccosh", sympy.acosh, np.arccosh, (lambda x: 1 / snp.sqrt(x**2 - 1),),
+    numpy_name="arccosh", numexpr_name="arccosh"))
+arctanh_p = _register(Primitive(
+    "arctanh", sympy.atanh, np.arctanh, (lambda x: 1 / (1 - x**2),),
+    numpy_name="arctanh", numexpr_name="arctanh"))
+
+# -- piecewise and two-argument smooth functions ------------------------------
+
+abs_p = _register(Primitive(
+    "abs", sympy.Abs, np.abs, (lambda x: snp.sign(x),), numpy_name="abs", numexpr_name="abs"))
+sign_p = _register(Primitive(
+    "sign", sympy.sign, np.sign, (None,), numpy_name="sign"))
+
+
+def _max_partial(a, b):
+    # JAX's convention: at a tie each operand gets half the derivative.
+    return snp.where(a > b, 1, snp.where(a < b, 0, sympy.Rational(1, 2)))
+
+
+maximum_p = _register(Primitive(
+    "maximum", sympy.Max, np.maximum,
+    (lambda a, b: _max_partial(a, b), lambda a, b: _max_partial(b, a)),
+    commutative=True, numpy_name="maximum"))
+minimum_p = _register(Primitive(
+    "minimum", sympy.Min, np.minimum,
+    (lambda a, b: _max_partial(b, a), lambda a, b: _max_partial(a, b)),
+    commutative=True, numpy_name="minimum"))
+hypot_p = _register(Primitive(
+    "hypot", lambda a, b: sympy.sqrt(a**2 + b**2), np.hypot,
+    (lambda a, b: a / snp.hypot(a, b), lambda a, b: b / snp.hypot(a, b)),
+    commutative=True, numpy_name="hypot"))
+logaddexp_p = _register(Primitive(
+    "logaddexp", lambda a, b: sympy.log(sympy.exp(a) + sympy.exp(b)), np.logaddexp,
+    (lambda a, b: snp.sigmoid(a - b), lambda a, b: snp.sigmoid(b - a)),
+    commutative=True, numpy_name="logaddexp"))
+logsumexp_p = _register(Primitive(
+    "logsumexp", lambda *a: sympy.log(sympy.Add(*[sympy.exp(t) for t in a])),
+    lambda *a: scipy.special.logsumexp(np.stack(np.broadcast_arrays(*a)), axis=0),
+    lambda index, *args: snp.exp(args[index] - logsumexp_of(args)),
+    commutative=True, variadic=True))
+
+
+def logsumexp_of(args):
+    """The traced logsumexp of scalar traced values (hash-conses with the primal node)."""
+    return snp.apply(logsumexp_p, *args)
+
+
+# -- special functions ---------------------------------------------------------
+
+erf_p = _register(Primitive(
+    "erf", sympy.erf, scipy.special.erf,
+    (lambda x: TWO_OVER_SQRT_PI * snp.exp(-(x**2)),), numpy_name="erf"))
+erfc_p = _register(Primitive(
+    "erfc", sympy.erfc, scipy.special.erfc,
+    (lambda x: -TWO_OVER_SQRT_PI * snp.exp(-(x**2)),), numpy_name="erfc"))
+sigmoid_p = _register(Primitive(
+    "sigmoid", sigmoid, scipy.special.expit,
+    (lambda x: snp.sigmoid(x) * (1 - snp.sigmoid(x)),), numpy_name="expit"))
+softplus_p = _register(Primitive(
+    "softplus", softplus, lambda x: np.logaddexp(0.0, x),
+    (lambda x: snp.sigmoid(x),), numpy_name="softplus"))
+
+# -- selection, comparison, gradient control -----------------------------------
+
+select_p = _register(Primitive(
+    "where", lambda c, a, b: sympy.Piecewise((a, c), (b, True)), np.where,
+    (None, lambda c, a, b: snp.where(c, 1, 0), lambda c, a, b: snp.where(c, 0, 1)),
+    simplify=_simplify_select, numpy_name="where", numexpr_name="where"))
+
+
+def _comparison(name, relation, numpy_impl, numexpr_name):
+    return _register(Primitive(
+        name, relation, numpy_impl, (None, None), numpy_name=name, numexpr_name=numexpr_name))
+
+
+less_p = _comparison("less", sympy.StrictLessThan, np.less, "<")
+less_equal_p = _comparison("less_equal", sympy.LessThan, np.less_equal, "<=")
+greater_p = _comparison("greater", sympy.StrictGreaterThan, np.greater, ">")
+greater_equal_p = _comparison("greater_equal", sympy.GreaterThan, np.greater_equal, ">=")
+equal_p = _comparison("equal", sympy.Eq, np.equal, "==")
+not_equal_p = _comparison("not_equal", sympy.Ne, np.not_equal, "!=")
+
+stop_gradient_p = _register(Primitive(
+    "stop_gradient", stop_gradient, lambda x: x, (None,),
+    simplify=_simplify_stop_gradient, numpy_name=None))
+
+
+from symad import numpy as snp  # noqa: E402  (rules above call it lazily)

@@ -1,0 +1,35 @@
+"""Forward mode: tangents pushed through the nodes in topological order."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from symad.graph import GraphBuilder, Node
+from symad.primitives import mul_p
+from symad.transforms.terms import is_zero_atom, partial_atom, sum_terms
+
+
+def push_forward(
+    builder: GraphBuilder,
+    primal_nodes: Sequence[Node],
+    tangents: dict,
+    function_name: str,
+) -> dict:
+    """Tangents of every node reached from the seeded ``tangents`` (atom -> tangent atom).
+
+    Atoms missing from the result have an exact zero tangent.
+    """
+    tangent_of = {atom: t for atom, t in tangents.items() if not is_zero_atom(t)}
+    for node in primal_nodes:
+        terms = []
+        for index, arg in enumerate(node.args):
+            arg_tangent = tangent_of.get(arg)
+            if arg_tangent is None:
+                continue
+            partial = partial_atom(node, index, function_name)
+            if partial is not None:
+                terms.append(builder.record(mul_p, (partial, arg_tangent)))
+        total = sum_terms(builder, terms)
+        if total is not None and not is_zero_atom(total):
+            tangent_of[node.symbol] = total
+    return tangent_of

@@ -1,0 +1,81 @@
+"""Pieces both sweeps share: a node's partial as an atom, and sums of chain-rule terms."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import sympy
+
+from symad.errors import DifferentiationError
+from symad.graph import GraphBuilder, Node
+from symad.primitives import add_p, neg_p, sub_p
+from symad.tracer import Tracer, as_atoms
+
+
+def is_zero_atom(atom) -> bool:
+    return atom.is_Number and atom.is_zero
+
+
+def partial_atom(node: Node, index: int, function_name: str):
+    """The partial derivative of ``node`` w.r.t. operand ``index``, as an atom (None for zero)."""
+    primitive = node.primitive
+    if not primitive.has_partials:
+        raise DifferentiationError(
+            f"no partial derivative of {primitive.name!r} w.r.t. argument {index}, needed to "
+            f"differentiate function {function_name!r}; give the primitive its partials with "
+            f"@{primitive.name}.defpartials, or wrap the value in sd.stop_gradient"
+        )
+    operands = []
+    for atom in node.args:
+        scalar = np.empty((), dtype=object)
+        scalar[()] = atom
+        operands.append(Tracer(scalar))
+    partial = primitive.partial(index, operands)
+    if partial is None:
+        return None
+    atoms = as_atoms(partial)
+    if atoms.ndim != 0:
+        raise DifferentiationError(
+            f"the partial derivative rule of {primitive.name!r} w.r.t. argument {index} "
+            f"returned shape {atoms.shape}; a partial of a scalar primitive must be a scalar"
+        )
+    atom = atoms[()]
+    return None if is_zero_atom(atom) else atom
+
+
+def sum_terms(builder: GraphBuilder, terms: Sequence | None):
+    """The sum of chain-rule ``terms`` (None when there are none).
+
+    Negated terms are subtracted rather than negated and added, so that
+    ``a - b`` costs one node, not two.
+    """
+    if not terms:
+        return None
+    positive, negative = [], []
+    for term in terms:
+        node = builder.node_of(term)
+        if node is not None and node.primitive is neg_p:
+            negative.append(node.args[0])
+        elif term.is_Number and term.is_negative:
+            negative.append(-term)
+        else:
+            positive.append(term)
+    plus = _add_all(builder, positive)
+    minus = _add_all(builder, negative)
+    if minus is None:
+        return plus
+    if plus is None:
+        return builder.record(neg_p, (minus,))
+    return builder.record(sub_p, (plus, minus))
+
+
+def _add_all(builder: GraphBuilder, atoms: list):
+    if not atoms:
+        return None
+    if len(atoms) == 1:
+        return atoms[0]
+    return builder.record(add_p, atoms)
+
+
+ONE = sympy.Integer(1)
