@@ -20,7 +20,7 @@ import numpy as np
 import sympy
 
 from symad.errors import DifferentiationError
-from symad.function import Function, derive, function_name, trace
+from symad.function import Function, argument_names, derive, function_name, trace
 from symad.graph import current_builder
 from symad.pytree import TreeDef, leaf_paths, tree_flatten, tree_unflatten
 from symad.tracer import Parameter, Tracer, symbol_array
@@ -44,12 +44,12 @@ def _normalize_argnums(argnums, grad_position, weights, transform: str, fun) -> 
     """Validate ``argnums`` (alias ``grad_position``) at transform-creation time."""
     if grad_position is not None:
         if argnums not in (0, None) and argnums != grad_position:
-            raise ValueError(f"{transform}: pass argnums or grad_position, not both")
+            raise DifferentiationError(f"{transform}: pass argnums or grad_position, not both")
         argnums = grad_position
     name = function_name(fun)
     if argnums is None:
         if weights is None:
-            raise ValueError(
+            raise DifferentiationError(
                 f"{transform}({name}): argnums=None differentiates with respect to nothing; "
                 "pass weights=[...] or an argument position"
             )
@@ -57,14 +57,14 @@ def _normalize_argnums(argnums, grad_position, weights, transform: str, fun) -> 
     entries = argnums if isinstance(argnums, (tuple, list)) else (argnums,)
     for entry in entries:
         if isinstance(entry, bool) or not isinstance(entry, numbers.Integral):
-            raise ValueError(
+            raise DifferentiationError(
                 f"{transform}({name}): argnums entry {entry!r} is not an integer; "
                 "use an int or a tuple of ints"
             )
     seen = set()
     for entry in entries:
         if entry in seen:
-            raise ValueError(f"{transform}({name}): argnums entry {entry} appears twice")
+            raise DifferentiationError(f"{transform}({name}): argnums entry {entry} appears twice")
         seen.add(entry)
     if isinstance(argnums, (tuple, list)):
         return tuple(int(e) for e in argnums)
@@ -77,13 +77,13 @@ def _resolve_argnums(argnums, count: int, transform: str, name: str) -> tuple[in
     resolved = []
     for entry in entries:
         if not -count <= entry < count:
-            raise ValueError(
+            raise DifferentiationError(
                 f"{transform}({name}): argnums entry {entry} is out of range for a call "
                 f"with {count} positional argument{'s' if count != 1 else ''}"
             )
         resolved.append(entry % count)
     if len(set(resolved)) != len(resolved):
-        raise ValueError(f"{transform}({name}): argnums {argnums} name the same argument twice")
+        raise DifferentiationError(f"{transform}({name}): argnums {argnums} name the same argument twice")
     return tuple(resolved)
 
 
@@ -93,7 +93,7 @@ def _check_weights(weights, transform: str, name: str) -> tuple[Parameter, ...]:
     weights = tuple(weights)
     for weight in weights:
         if not isinstance(weight, Parameter):
-            raise TypeError(
+            raise DifferentiationError(
                 f"{transform}({name}): weights must be sd.Parameter objects, got "
                 f"{type(weight).__name__}; wrap the array as sd.Parameter(value, name=...)"
             )
@@ -102,9 +102,11 @@ def _check_weights(weights, transform: str, name: str) -> tuple[Parameter, ...]:
 
 def _check_differentiable(args: tuple, positions: Sequence[int], transform: str, fun) -> None:
     """Integer inputs in a differentiated position are an error, as in JAX."""
+    names = argument_names(fun, len(args))
     for position in positions:
         leaves, treedef = tree_flatten(args[position])
-        for path, leaf in zip(leaf_paths(treedef, f"argument {position}"), leaves):
+        root = f"argument {names[position]!r} (position {position})"
+        for path, leaf in zip(leaf_paths(treedef, root), leaves):
             if isinstance(leaf, (Tracer, Parameter)):
                 continue
             dtype = np.asarray(leaf).dtype

@@ -39,7 +39,9 @@ class CustomPrimitive:
         self.implementation = implementation
         self.name = name or implementation.__name__
         try:
-            self.arity = len(inspect.signature(implementation).parameters)
+            # Tracing names the inputs after the implementation's parameters.
+            self.__signature__ = inspect.signature(implementation)
+            self.arity = len(self.__signature__.parameters)
         except (TypeError, ValueError):
             self.arity = None
         self._partials_rule: Callable | None = None

@@ -41,7 +41,7 @@ def function_name(fun: Any) -> str:
     return name
 
 
-def _argument_names(fun: Callable, count: int) -> list[str]:
+def argument_names(fun: Callable, count: int) -> list[str]:
     """Names for ``count`` positional arguments, taken from the Python signature."""
     try:
         parameters = list(inspect.signature(fun).parameters.values())
@@ -393,9 +393,9 @@ def trace(fun: Callable, *example_args, name: str | None = None) -> Function:
         return fun.trace(*example_args)
     name = name or function_name(fun)
     leaves, in_treedef = tree_flatten(tuple(example_args))
-    argument_names = _argument_names(fun, len(example_args))
+    names = argument_names(fun, len(example_args))
     paths = []
-    for argument_name, child in zip(argument_names, in_treedef.children):
+    for argument_name, child in zip(names, in_treedef.children):
         paths.extend(leaf_paths(child, argument_name))
 
     builder = GraphBuilder(name)

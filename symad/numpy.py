@@ -24,7 +24,7 @@ import sympy
 from symad import primitives as P
 from symad.errors import TracingError
 from symad.graph import current_builder
-from symad.tracer import Parameter, Tracer, apply, as_atoms, is_traced
+from symad.tracer import Parameter, Tracer, apply, as_atoms, contains_traced, is_traced
 
 # ---------------------------------------------------------------------------
 # Elementwise functions
@@ -37,7 +37,7 @@ def _concrete(value):
 
 def _elementwise(primitive, public_name: str, doc: str):
     def function(*operands):
-        if builtins.any(is_traced(operand) for operand in operands):
+        if builtins.any(contains_traced(operand) for operand in operands):
             return apply(primitive, *operands)
         with _np.errstate(all="ignore"):
             return primitive.numpy_impl(*(_np.asarray(_concrete(o)) for o in operands))
@@ -143,7 +143,7 @@ def clip(x, a_min=None, a_max=None):
 
 
 def _traced_inputs(*values) -> bool:
-    return builtins.any(is_traced(v) for v in values)
+    return builtins.any(contains_traced(v) for v in values)
 
 
 def asarray(value, dtype=None):
@@ -603,7 +603,7 @@ def dispatch_function(func, args: tuple, kwargs: dict) -> Any:
 
 __all__ = [name for name in dir() if not name.startswith("_") and name not in {
     "annotations", "builtins", "math", "sympy", "Any", "P", "TracingError", "current_builder",
-    "Parameter", "Tracer", "as_atoms", "is_traced", "apply",
+    "Parameter", "Tracer", "as_atoms", "contains_traced", "is_traced", "apply",
 }]
 
 

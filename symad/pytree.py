@@ -14,8 +14,9 @@ insertion order.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 __all__ = ["TreeDef", "tree_flatten", "tree_unflatten", "tree_map", "leaf_paths"]
 

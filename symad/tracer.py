@@ -23,7 +23,9 @@ import sympy
 from symad.errors import TracingError
 from symad.graph import GraphBuilder, current_builder
 
-__all__ = ["Tracer", "Parameter", "apply", "as_atoms", "is_traced", "symbol_array"]
+__all__ = [
+    "Tracer", "Parameter", "apply", "as_atoms", "contains_traced", "is_traced", "symbol_array",
+]
 
 
 # ---------------------------------------------------------------------------
@@ -60,6 +62,8 @@ def as_atoms(value: Any) -> np.ndarray:
         return builder_parameter_atoms(builder, value)
     if isinstance(value, sympy.Basic):
         return _scalar_array(_constant_atom(value))
+    if isinstance(value, (list, tuple)) and any(contains_traced(v) for v in value):
+        return np.stack([as_atoms(v) for v in value])
     array = np.asarray(value)
     if array.dtype == object:
         # e.g. a list mixing traced values and numbers: convert each element.
@@ -87,6 +91,13 @@ def _scalar_array(atom) -> np.ndarray:
     array = np.empty((), dtype=object)
     array[()] = atom
     return array
+
+
+def contains_traced(value: Any) -> bool:
+    """True if ``value`` is traced or is a (nested) list or tuple holding a traced value."""
+    if isinstance(value, (list, tuple)):
+        return any(contains_traced(v) for v in value)
+    return is_traced(value)
 
 
 def is_traced(value: Any) -> bool:

@@ -287,7 +287,8 @@ def test_bce_has_aux():
     np.testing.assert_allclose(gb, gb_expected, rtol=1e-10)
     np.testing.assert_allclose(z_out, z_expected, rtol=1e-12)
 
-    (value, (z_out2,)), (gw3, gb3) = sd.value_and_grad(bce_with_z, (1, 2), has_aux=True)(
+    # value_and_grad returns exactly what the function returned, here (loss, z)
+    (value, z_out2), (gw3, gb3) = sd.value_and_grad(bce_with_z, (1, 2), has_aux=True)(
         x, w, b, y
     )
     np.testing.assert_allclose(value, loss_value, rtol=1e-12)
