@@ -55,7 +55,7 @@ def latex(fun, *args, **options) -> str:
     >>> import numpy as np, symad as sd
     >>> print(sd.latex(lambda x: np.sin(x) ** 2, 0.0))
     \\begin{aligned}
-    \\mathrm{<lambda>} &= \\sin^{2}{\\left(x \\right)}
+    f &= \\sin^{2}{\\left(x \\right)}
     \\end{aligned}
     """
     return trace(fun, *args).latex(**options)

@@ -286,7 +286,23 @@ def grad_function(function: Function, argnums, has_aux: bool = False, weights=()
             return (tree_unflatten(function.out_treedef, outputs), grads)
         return (grads, aux) if has_aux else grads
 
-    return derive(function, f"{transform}({function.name})", build)
+    result = derive(function, f"{transform}({function.name})", build)
+    if not with_value and not has_aux and positions is not None and not weights:
+        result.output_labels = _partial_labels(function, positions)
+    return result
+
+
+def _partial_labels(function: Function, positions: tuple[int, ...]) -> list[str]:
+    """LaTeX labels d f / d x for the gradient leaves of the arguments at ``positions``."""
+    from symad.export.latex import partial_label
+
+    names = []
+    for position in positions:
+        for index in _input_leaf_ranges(function)[position]:
+            symbols = function.in_symbols[index]
+            leaf_name = symbols.reshape(-1)[0].name.split("[")[0] if symbols.size else "x"
+            names.append(partial_label(function.name, leaf_name))
+    return names
 
 
 def _make_reverse(fun, argnums, has_aux, weights, grad_position, with_value):

@@ -103,6 +103,9 @@ class Function:
         self.out_shapes = tuple(tuple(s) for s in out_shapes)
         self.parameters = tuple(parameters)
         self._evaluators: dict = {}
+        #: LaTeX labels of the output leaves (set by transforms, e.g. partial derivatives).
+        self.output_labels: list[str] | None = None
+        self._closes_over_trace: bool | None = None
 
     # -- structure -----------------------------------------------------------
 
@@ -125,6 +128,13 @@ class Function:
             arrays.append(flat.reshape(shape))
             start += count
         return arrays
+
+    @property
+    def closes_over_trace(self) -> bool:
+        """True if the graph uses values of an enclosing trace (it then only inlines)."""
+        if self._closes_over_trace is None:
+            self._closes_over_trace = bool(self.graph.free_symbols())
+        return self._closes_over_trace
 
     def trace(self, *args) -> Function:
         """A Function is already traced: ``F.trace(...)`` is ``F``."""
@@ -160,8 +170,14 @@ class Function:
 
         Nodes used once are inlined into their consumer; nodes used more than
         once become assignments ``x0, x1, ...`` (a prefix that no input uses).
-        Returns ``(assignments, outputs)`` with ``outputs`` structured as in
-        :meth:`formula`.
+        Returns ``(assignments, outputs)``: ``assignments`` a list of
+        ``(symbol, expression)`` pairs in order, ``outputs`` a list with one
+        entry per output leaf (an expression, or a ``sympy.Array``), exactly
+        as ``sympy.cse`` returns for a list of expressions.
+
+        >>> import numpy as np
+        >>> trace(lambda t: np.sin(t) ** 2 + np.sin(t), 0.0).cse()
+        ([(x0, sin(t))], [x0**2 + x0])
         """
         uses = self.graph.use_counts()
         names = _fresh_symbols(self.graph.inputs)
@@ -181,7 +197,7 @@ class Function:
             for index in np.ndindex(atoms.shape):
                 values[index] = replacement.get(atoms[index], atoms[index])
             leaves.append(_to_sympy_value(values))
-        return assignments, tree_unflatten(self.out_treedef, leaves)
+        return assignments, leaves
 
     def latex(self, **options) -> str:
         """LaTeX of the shared-subexpression program: one ``aligned`` block.
@@ -237,7 +253,9 @@ class Function:
                 f"{self.name}: called with arguments structured as {_describe(treedef)}, but it "
                 f"was traced with {_describe(self.in_treedef)}"
             )
-        if any(isinstance(leaf, (Tracer, Parameter)) for leaf in leaves) and current_builder():
+        if current_builder() is not None and (
+            self.closes_over_trace or any(isinstance(leaf, (Tracer, Parameter)) for leaf in leaves)
+        ):
             return self._inline(leaves)
         return self._evaluate(leaves, backend)
 
@@ -362,11 +380,20 @@ def _to_sympy_value(atoms: np.ndarray) -> Any:
 
 
 def _fresh_symbols(inputs: Sequence[sympy.Symbol]):
-    """``x0, x1, ...`` with a prefix that no input name uses."""
-    taken = {symbol.name for symbol in inputs}
-    for prefix in ("x", "t", "c", "u", "_x"):
-        if not any(name.startswith(prefix) and name[len(prefix):].isdigit() for name in taken):
-            break
+    """``x0, x1, ...`` with a prefix no input uses, in SymPy or in LaTeX.
+
+    ``x0`` and the array element ``x[0]`` both print as ``x_{0}``, so a prefix
+    is free only if no input's base name is the prefix or the prefix plus digits.
+    """
+    bases = {symbol.name.split("[")[0] for symbol in inputs}
+
+    def taken(prefix: str) -> bool:
+        return any(base == prefix or (base.startswith(prefix) and base[len(prefix):].isdigit())
+                   for base in bases)
+
+    prefix = next((p for p in ("x", "t", "c", "u", "v", "w") if not taken(p)), None)
+    if prefix is None:
+        prefix = "x" + "_" * max(len(b) for b in bases)
     return sympy.numbered_symbols(prefix, exclude=set(inputs))
 
 

@@ -244,7 +244,8 @@ class GraphBuilder:
         """
         if is_constant(atom):
             value = constant_value(atom)
-            return (0, float(value), sympy.srepr(atom))
+            # The type name breaks ties such as 2 (Integer) against 2.0 (Float).
+            return (0, float(value), type(atom).__name__)
         order = self._order.get(atom)
         if order is None:  # a symbol of an enclosing trace
             order = self._order[atom] = len(self._order)

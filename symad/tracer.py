@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import sympy
+from sympy.core.sympify import CantSympify
 
 from symad.errors import TracingError
 from symad.graph import GraphBuilder, current_builder
@@ -172,13 +173,15 @@ def _function_name() -> str:
     return builder.function_name if builder is not None else "function"
 
 
-class Tracer:
+class Tracer(CantSympify):
     """A traced array (or scalar): an object array of graph atoms.
 
     Behaves like a NumPy array of floats: operators, methods, indexing and
     NumPy functions all work and record nodes in the graph being traced.
     """
 
+    # CantSympify: SymPy's own operators then return NotImplemented, so
+    # ``sympy.pi * tracer`` reaches Tracer.__rmul__ instead of failing in sympify.
     __slots__ = ("atoms",)
     # Higher than ndarray's, so ``ndarray + tracer`` defers to the tracer.
     __array_priority__ = 1000
@@ -379,7 +382,7 @@ def _install_operators() -> None:
 _parameter_counter = itertools.count()
 
 
-class Parameter:
+class Parameter(CantSympify):
     """A named array (or scalar) that traced functions may close over.
 
     Outside a trace it behaves like its current ``value``; inside a trace it

@@ -13,7 +13,7 @@ import re
 import sympy
 from sympy.printing.latex import LatexPrinter
 
-__all__ = ["SymadLatexPrinter", "function_latex", "latex_text"]
+__all__ = ["SymadLatexPrinter", "display_name", "function_latex", "latex_text", "partial_label"]
 
 _INDEXED_NAME = re.compile(r"^(?P<base>[A-Za-z][A-Za-z0-9_]*)\[(?P<index>[0-9, ]+)\]$")
 
@@ -29,6 +29,32 @@ def latex_text(text: str) -> str:
         "^": r"\hat{}", "_": r"\_", "%": r"\%", "~": r"\sim{}", " ": r"\ ",
     }
     return r"\mathrm{" + "".join(specials.get(ch, ch) for ch in text) + "}"
+
+
+def display_name(name: str) -> str:
+    """A function name for display: anonymous functions are called ``f``."""
+    return name.replace("<lambda>", "f")
+
+
+def name_latex(name: str) -> str:
+    """A function name in LaTeX: one letter in math italic, longer names upright.
+
+    >>> print(name_latex("f"), name_latex("loss"))
+    f \\mathrm{loss}
+    """
+    name = display_name(name)
+    return name if re.fullmatch(r"[A-Za-z]", name) else latex_text(name)
+
+
+def partial_label(function_name: str, wrt_name: str, printer: LatexPrinter | None = None) -> str:
+    """``\\frac{\\partial f}{\\partial x_{1}}`` for the derivative of ``function_name`` by ``wrt_name``.
+
+    >>> print(partial_label("f", "x1"))
+    \\frac{\\partial f}{\\partial x_{1}}
+    """
+    printer = printer or SymadLatexPrinter()
+    numerator = name_latex(function_name)
+    return rf"\frac{{\partial {numerator}}}{{\partial {printer.doprint(sympy.Symbol(wrt_name))}}}"
 
 
 class SymadLatexPrinter(LatexPrinter):
@@ -78,7 +104,9 @@ def _output_labels(function, count: int, names) -> list[str]:
         if len(names) != count:
             raise ValueError(f"latex: output_names has {len(names)} names for {count} outputs")
         return [latex_text(str(n)) for n in names]
-    base = latex_text(function.name)
+    if function.output_labels is not None and len(function.output_labels) == count:
+        return list(function.output_labels)
+    base = name_latex(function.name)
     if count == 1:
         return [base]
     return [f"{base}_{{{i}}}" for i in range(count)]
@@ -87,10 +115,7 @@ def _output_labels(function, count: int, names) -> list[str]:
 def function_latex(function, output_names=None, **settings) -> str:
     """LaTeX of ``function.cse()``: intermediates, then outputs, in one aligned block."""
     printer = SymadLatexPrinter(settings)
-    assignments, outputs = function.cse()
-    from symad.pytree import tree_flatten
-
-    leaves, _ = tree_flatten(outputs)
+    assignments, leaves = function.cse()
     lines = [f"{printer.doprint(symbol)} &= {printer.doprint(value)}" for symbol, value in assignments]
     for label, value in zip(_output_labels(function, len(leaves), output_names), leaves):
         lines.append(f"{label} &= {printer.doprint(value)}")
