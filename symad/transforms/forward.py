@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from symad.graph import GraphBuilder, Node
 from symad.primitives import mul_p
-from symad.transforms.terms import is_zero_atom, partial_atom, sum_terms
+from symad.transforms.terms import is_zero_atom, partial_atoms, sum_terms
 
 
 def push_forward(
@@ -21,14 +21,12 @@ def push_forward(
     """
     tangent_of = {atom: t for atom, t in tangents.items() if not is_zero_atom(t)}
     for node in primal_nodes:
-        terms = []
-        for index, arg in enumerate(node.args):
-            arg_tangent = tangent_of.get(arg)
-            if arg_tangent is None:
-                continue
-            partial = partial_atom(node, index, function_name)
-            if partial is not None:
-                terms.append(builder.record(mul_p, (partial, arg_tangent)))
+        seeded = [index for index, arg in enumerate(node.args) if arg in tangent_of]
+        if not seeded:
+            continue
+        partials = partial_atoms(node, seeded, function_name)
+        terms = [builder.record(mul_p, (partial, tangent_of[node.args[index]]))
+                 for index, partial in partials.items()]
         total = sum_terms(builder, terms)
         if total is not None and not is_zero_atom(total):
             tangent_of[node.symbol] = total

@@ -8,7 +8,7 @@ import sympy
 
 from symad.graph import GraphBuilder, Node
 from symad.primitives import mul_p
-from symad.transforms.terms import is_zero_atom, partial_atom, sum_terms
+from symad.transforms.terms import is_zero_atom, partial_atoms, sum_terms
 
 
 def backpropagate(
@@ -45,12 +45,10 @@ def backpropagate(
         if node.symbol not in terms:
             continue
         cotangent = sum_terms(builder, terms.pop(node.symbol))
-        for index, arg in enumerate(node.args):
-            if arg not in active:
-                continue
-            partial = partial_atom(node, index, function_name)
-            if partial is not None:
-                terms.setdefault(arg, []).append(builder.record(mul_p, (cotangent, partial)))
+        wanted = [index for index, arg in enumerate(node.args) if arg in active]
+        for index, partial in partial_atoms(node, wanted, function_name).items():
+            term = builder.record(mul_p, (cotangent, partial))
+            terms.setdefault(node.args[index], []).append(term)
 
     zero = sympy.Integer(0)
     return [sum_terms(builder, terms.get(atom)) if atom in terms else zero for atom in wrt]

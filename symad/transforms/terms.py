@@ -17,13 +17,19 @@ def is_zero_atom(atom) -> bool:
     return atom.is_Number and atom.is_zero
 
 
-def partial_atom(node: Node, index: int, function_name: str):
-    """The partial derivative of ``node`` w.r.t. operand ``index``, as an atom (None for zero)."""
+def partial_atoms(node: Node, indices: Sequence[int], function_name: str) -> dict:
+    """``{index: partial}`` of ``node`` w.r.t. the operands at ``indices``; zeros are left out.
+
+    The operands are wrapped as traced scalars once per node, not once per
+    partial: an n-ary sum would otherwise cost n**2.
+    """
     primitive = node.primitive
+    if not indices:
+        return {}
     if not primitive.has_partials:
         raise DifferentiationError(
-            f"no partial derivative of {primitive.name!r} w.r.t. argument {index}, needed to "
-            f"differentiate function {function_name!r}; give the primitive its partials with "
+            f"no partial derivative of {primitive.name!r} w.r.t. argument {indices[0]}, needed "
+            f"to differentiate function {function_name!r}; give the primitive its partials with "
             f"@{primitive.name}.defpartials, or wrap the value in sd.stop_gradient"
         )
     operands = []
@@ -31,17 +37,20 @@ def partial_atom(node: Node, index: int, function_name: str):
         scalar = np.empty((), dtype=object)
         scalar[()] = atom
         operands.append(Tracer(scalar))
-    partial = primitive.partial(index, operands)
-    if partial is None:
-        return None
-    atoms = as_atoms(partial)
-    if atoms.ndim != 0:
-        raise DifferentiationError(
-            f"the partial derivative rule of {primitive.name!r} w.r.t. argument {index} "
-            f"returned shape {atoms.shape}; a partial of a scalar primitive must be a scalar"
-        )
-    atom = atoms[()]
-    return None if is_zero_atom(atom) else atom
+    partials = {}
+    for index in indices:
+        partial = primitive.partial(index, operands)
+        if partial is None:
+            continue
+        atoms = as_atoms(partial)
+        if atoms.ndim != 0:
+            raise DifferentiationError(
+                f"the partial derivative rule of {primitive.name!r} w.r.t. argument {index} "
+                f"returned shape {atoms.shape}; a partial of a scalar primitive must be a scalar"
+            )
+        if not is_zero_atom(atoms[()]):
+            partials[index] = atoms[()]
+    return partials
 
 
 def sum_terms(builder: GraphBuilder, terms: Sequence | None):
