@@ -15,6 +15,7 @@ exp(x[0]) + exp(x[1])
 from __future__ import annotations
 
 import builtins
+import inspect
 import math
 from typing import Any
 
@@ -44,6 +45,12 @@ def _elementwise(primitive, public_name: str, doc: str):
 
     function.__name__ = function.__qualname__ = public_name
     function.__doc__ = doc
+    if not primitive.variadic:
+        # Name the arguments like NumPy's ufuncs, so traced inputs read x (or x1, x2).
+        names = ["x"] if len(primitive.partials) == 1 else [f"x{i + 1}" for i in range(len(primitive.partials))]
+        function.__signature__ = inspect.Signature(
+            [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names]
+        )
     return function
 
 
