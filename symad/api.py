@@ -23,7 +23,7 @@ from symad.errors import DifferentiationError
 from symad.function import Function, argument_names, derive, function_name, trace
 from symad.graph import current_builder
 from symad.pytree import TreeDef, leaf_paths, tree_flatten, tree_unflatten
-from symad.tracer import Parameter, Tracer, symbol_array
+from symad.tracer import Parameter, Tracer, substitute_atoms, symbol_array
 from symad.transforms import backpropagate, push_forward
 
 __all__ = [
@@ -452,7 +452,9 @@ def _jvp_function(function: Function, has_aux: bool) -> Function:
         for symbols, tangents in zip(function.in_symbols, tangent_symbols):
             seeds.update(zip(symbols.reshape(-1), tangents.reshape(-1)))
         tangent_of = push_forward(builder, primal_nodes, seeds, function.name)
-        tangent_outputs = [_map_atoms(leaf, lambda a: tangent_of.get(a, ZERO)) for leaf in outputs]
+        zero_tangents = {atom: ZERO for leaf in outputs for atom in leaf.reshape(-1)
+                         if atom not in tangent_of}
+        tangent_outputs = [substitute_atoms(leaf, {**zero_tangents, **tangent_of}) for leaf in outputs]
         out_tree = tree_unflatten(function.out_treedef, outputs)
         tangent_tree = tree_unflatten(function.out_treedef, tangent_outputs)
         if has_aux:
@@ -470,13 +472,6 @@ def _leaf_root(function: Function, position: int) -> str:
         return f"x{position}"
     name = symbols.reshape(-1)[0].name
     return name.split("[")[0].split(".")[0]
-
-
-def _map_atoms(atoms: np.ndarray, function: Callable) -> np.ndarray:
-    out = np.empty(atoms.shape, dtype=object)
-    for index in np.ndindex(atoms.shape):
-        out[index] = function(atoms[index])
-    return out
 
 
 # ---------------------------------------------------------------------------

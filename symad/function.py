@@ -21,7 +21,14 @@ from symad.compile import make_evaluator
 from symad.errors import CompileError, TracingError
 from symad.graph import Graph, GraphBuilder, current_builder, replay
 from symad.pytree import TreeDef, leaf_paths, tree_flatten, tree_unflatten
-from symad.tracer import Parameter, Tracer, as_atoms, builder_parameter_atoms, symbol_array
+from symad.tracer import (
+    Parameter,
+    Tracer,
+    as_atoms,
+    builder_parameter_atoms,
+    substitute_atoms,
+    symbol_array,
+)
 
 __all__ = ["Function", "trace", "MAX_SYMBOLIC_ELEMENTS", "function_name"]
 
@@ -157,12 +164,8 @@ class Function:
         expression_of: dict = {}
         for node in self.graph.nodes:
             expression_of[node.symbol] = node.expr.xreplace(expression_of)
-        leaves = []
-        for atoms in self._output_atoms():
-            values = np.empty(atoms.shape, dtype=object)
-            for index in np.ndindex(atoms.shape):
-                values[index] = expression_of.get(atoms[index], atoms[index])
-            leaves.append(_to_sympy_value(values))
+        leaves = [_to_sympy_value(substitute_atoms(atoms, expression_of))
+                  for atoms in self._output_atoms()]
         return tree_unflatten(self.out_treedef, leaves)
 
     def cse(self) -> tuple[list[tuple[sympy.Symbol, sympy.Basic]], Any]:
@@ -191,12 +194,8 @@ class Function:
                 replacement[node.symbol] = name
             else:
                 replacement[node.symbol] = expression
-        leaves = []
-        for atoms in self._output_atoms():
-            values = np.empty(atoms.shape, dtype=object)
-            for index in np.ndindex(atoms.shape):
-                values[index] = replacement.get(atoms[index], atoms[index])
-            leaves.append(_to_sympy_value(values))
+        leaves = [_to_sympy_value(substitute_atoms(atoms, replacement))
+                  for atoms in self._output_atoms()]
         return assignments, leaves
 
     def latex(self, **options) -> str:
@@ -279,12 +278,7 @@ class Function:
             atoms = builder_parameter_atoms(builder, parameter)
             bindings.update(zip(symbols.reshape(-1), atoms.reshape(-1)))
         env = replay(self.graph, builder, bindings)
-        out_leaves = []
-        for atoms in self._output_atoms():
-            mapped = np.empty(atoms.shape, dtype=object)
-            for index in np.ndindex(atoms.shape):
-                mapped[index] = env.get(atoms[index], atoms[index])
-            out_leaves.append(Tracer(mapped))
+        out_leaves = [Tracer(substitute_atoms(atoms, env)) for atoms in self._output_atoms()]
         return tree_unflatten(self.out_treedef, out_leaves)
 
     def _evaluate(self, leaves: list, backend: str) -> Any:
@@ -445,20 +439,9 @@ def trace(fun: Callable, *example_args, name: str | None = None) -> Function:
     with builder.active():
         tracers = [Tracer(symbols) for symbols in in_symbols]
         result = fun(*tree_unflatten(in_treedef, tracers))
-        out_leaves, out_treedef = tree_flatten(result)
-        out_atoms = [as_atoms(leaf) for leaf in out_leaves]
-
-    outputs = [atom for atoms in out_atoms for atom in atoms.reshape(-1)]
-    graph = builder.finish(outputs)
-    return Function(
-        graph,
-        name=name,
-        in_treedef=in_treedef,
-        in_symbols=in_symbols,
-        out_treedef=out_treedef,
-        out_shapes=[atoms.shape for atoms in out_atoms],
-        parameters=list(builder.parameters.items()),
-    )
+        return finish_function(
+            builder, name, in_treedef, in_symbols, result, list(builder.parameters.items())
+        )
 
 
 def derive(
@@ -493,15 +476,25 @@ def derive(
     with builder.active():
         env = replay(function.graph, builder, {})
         primal_nodes = list(builder.nodes)
-        outputs = []
-        for atoms in function._output_atoms():
-            mapped = np.empty(atoms.shape, dtype=object)
-            for index in np.ndindex(atoms.shape):
-                mapped[index] = env.get(atoms[index], atoms[index])
-            outputs.append(mapped)
+        outputs = [substitute_atoms(atoms, env) for atoms in function._output_atoms()]
         result = build(builder, primal_nodes, outputs)
+    return finish_function(builder, name, in_treedef, in_symbols, result, function.parameters)
 
+
+def finish_function(
+    builder: GraphBuilder,
+    name: str,
+    in_treedef: TreeDef,
+    in_symbols: Sequence[np.ndarray],
+    result: Any,
+    parameters: Sequence[tuple[Parameter, np.ndarray]] = (),
+) -> Function:
+    """Freeze ``builder`` into a Function whose outputs are ``result``, a pytree of atom arrays."""
     out_leaves, out_treedef = tree_flatten(result)
+    # Transforms hand over arrays of atoms already; a traced function returns
+    # tracers, Parameters or constants (converted inside the active trace).
+    out_leaves = [leaf if isinstance(leaf, np.ndarray) and leaf.dtype == object else as_atoms(leaf)
+                  for leaf in out_leaves]
     flat_outputs = [atom for atoms in out_leaves for atom in atoms.reshape(-1)]
     return Function(
         builder.finish(flat_outputs),
@@ -510,5 +503,5 @@ def derive(
         in_symbols=in_symbols,
         out_treedef=out_treedef,
         out_shapes=[atoms.shape for atoms in out_leaves],
-        parameters=function.parameters,
+        parameters=parameters,
     )

@@ -25,7 +25,7 @@ import sympy
 from symad import primitives as P
 from symad.errors import TracingError
 from symad.graph import current_builder
-from symad.tracer import Parameter, Tracer, apply, as_atoms, contains_traced, is_traced
+from symad.tracer import Parameter, Tracer, apply, as_atoms, contains_traced
 
 # ---------------------------------------------------------------------------
 # Elementwise functions

@@ -16,9 +16,9 @@ from sympy.codegen.cfunctions import log1p as sympy_log1p
 
 from symad import primitives as P
 from symad.errors import TracingError
-from symad.function import Function
+from symad.function import Function, finish_function
 from symad.graph import GraphBuilder, is_constant
-from symad.pytree import tree_flatten
+from symad.pytree import tree_flatten, tree_unflatten
 
 __all__ = ["from_sympy"]
 
@@ -153,23 +153,15 @@ def from_sympy(exprs: Any, inputs: Sequence, name: str = "sympy_function") -> Fu
     importer = _Importer(builder, set(builder.inputs))
     out_atoms = []
     for leaf in leaves:
-        array = np.array(leaf, dtype=object) if not isinstance(leaf, sympy.Basic) else None
-        if array is None:
-            array = np.empty((), dtype=object)
-            array[()] = sympy.sympify(leaf)
-        mapped = np.empty(array.shape, dtype=object)
-        for index in np.ndindex(array.shape):
-            mapped[index] = importer.atom(sympy.sympify(array[index]))
-        out_atoms.append(mapped)
-    from symad.pytree import tree_flatten as flatten_inputs
-
-    in_treedef = flatten_inputs(tuple(0 for _ in in_symbols))[1]
-    outputs = [a for arr in out_atoms for a in arr.reshape(-1)]
-    return Function(
-        builder.finish(outputs),
-        name=name,
-        in_treedef=in_treedef,
-        in_symbols=in_symbols,
-        out_treedef=out_treedef,
-        out_shapes=[a.shape for a in out_atoms],
-    )
+        expressions = np.empty((), dtype=object) if isinstance(leaf, sympy.Basic) else None
+        if expressions is None:
+            expressions = np.array(leaf, dtype=object)
+        else:
+            expressions[()] = leaf
+        atoms = np.empty(expressions.shape, dtype=object)
+        for index in np.ndindex(expressions.shape):
+            atoms[index] = importer.atom(sympy.sympify(expressions[index]))
+        out_atoms.append(atoms)
+    in_treedef = tree_flatten(tuple(0 for _ in in_symbols))[1]
+    result = tree_unflatten(out_treedef, out_atoms)
+    return finish_function(builder, name, in_treedef, in_symbols, result)

@@ -25,7 +25,8 @@ from symad.errors import TracingError
 from symad.graph import GraphBuilder, current_builder
 
 __all__ = [
-    "Tracer", "Parameter", "apply", "as_atoms", "contains_traced", "is_traced", "symbol_array",
+    "Tracer", "Parameter", "apply", "as_atoms", "contains_traced", "is_traced", "substitute_atoms",
+    "symbol_array",
 ]
 
 
@@ -116,6 +117,19 @@ def _require_builder(action: str) -> GraphBuilder:
             "produced it (return it from the function instead of storing it)"
         )
     return builder
+
+
+def substitute_atoms(atoms: np.ndarray, mapping: dict) -> np.ndarray:
+    """A copy of the object array ``atoms`` with each atom replaced by ``mapping.get(atom, atom)``.
+
+    >>> substitute_atoms(np.array([sympy.Symbol("a"), 2], dtype=object), {sympy.Symbol("a"): 1})
+    array([1, 2], dtype=object)
+    """
+    out = np.empty(atoms.shape, dtype=object)
+    flat = out.reshape(-1)
+    for position, atom in enumerate(atoms.reshape(-1)):
+        flat[position] = mapping.get(atom, atom)
+    return out
 
 
 def symbol_array(name: str, shape: tuple) -> np.ndarray:
