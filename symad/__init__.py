@@ -29,7 +29,13 @@ from symad.api import (
 )
 from symad.compile import available_backends
 from symad.custom import primitive
-from symad.errors import CompileError, DifferentiationError, SymadError, TracingError
+from symad.errors import (
+    CompileError,
+    DifferentiationError,
+    ExportError,
+    SymadError,
+    TracingError,
+)
 from symad.function import Function, trace
 from symad.numpy import stop_gradient as _stop_gradient_elementwise
 from symad.pytree import tree_map as _tree_map
@@ -62,7 +68,7 @@ def latex(fun, *args, **options) -> str:
 
 
 __all__ = [
-    "CompileError", "DifferentiationError", "Function", "Parameter", "SymadError",
+    "CompileError", "DifferentiationError", "ExportError", "Function", "Parameter", "SymadError",
     "TracingError", "Transformed", "available_backends", "derivative", "from_sympy", "grad",
     "hessian", "jacfwd", "jacobian", "jacrev", "jvp", "latex", "primitive", "stop_gradient",
     "trace", "value_and_grad", "vjp", "vmap",

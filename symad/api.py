@@ -12,6 +12,7 @@ applied to the graph that reverse mode produced.
 from __future__ import annotations
 
 import functools
+import inspect
 import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -19,11 +20,17 @@ from typing import Any
 import numpy as np
 import sympy
 
-from symad.errors import DifferentiationError
+from symad.errors import DifferentiationError, TracingError
 from symad.function import Function, argument_names, derive, function_name, trace
 from symad.graph import current_builder
 from symad.pytree import TreeDef, leaf_paths, tree_flatten, tree_unflatten
-from symad.tracer import Parameter, Tracer, substitute_atoms, symbol_array
+from symad.tracer import (
+    Parameter,
+    Tracer,
+    active_input_names,
+    fresh_symbol_array,
+    substitute_atoms,
+)
 from symad.transforms import backpropagate, push_forward
 
 __all__ = [
@@ -118,8 +125,25 @@ def _check_differentiable(args: tuple, positions: Sequence[int], transform: str,
                 )
 
 
+def _argument_checker(argnums, transform: str, fun, differentiates: bool = True) -> Callable:
+    """A call-time check: ``argnums`` in range, and float inputs where derivatives are taken."""
+
+    def check_args(args: tuple) -> None:
+        if argnums is None:
+            return
+        positions = _resolve_argnums(argnums, len(args), transform, function_name(fun))
+        if differentiates:
+            _check_differentiable(args, positions, transform, fun)
+
+    return check_args
+
+
 def _signature(args: tuple) -> tuple:
-    """The cache key of a call: structure, shapes and float width of the arguments."""
+    """The cache key of a call: the structure and shapes of the arguments.
+
+    The dtype is not part of it: a graph is the same for float32 and float64,
+    and the evaluator follows the arguments' dtype.
+    """
     leaves, treedef = tree_flatten(args)
     shapes = tuple(tuple(np.shape(leaf)) if not isinstance(leaf, (Tracer, Parameter))
                    else tuple(leaf.shape) for leaf in leaves)
@@ -136,54 +160,76 @@ class Transformed:
 
     The user's function is traced at the first call for each argument
     signature, the graph transform is applied once, and the result is
-    cached; later calls only evaluate.
+    cached; later calls only evaluate. Keyword arguments are bound to their
+    positional parameters (so they are traced, and differentiable by position).
     """
 
     _is_symad_transform = True
 
-    def __init__(self, fun: Callable, transform: Callable[[Function, tuple], Function], name: str,
-                 check_args: Callable[[tuple], None] | None = None, trace_scalars: bool = False):
+    def __init__(
+        self,
+        fun: Callable,
+        transform: Callable[[Function], Function],
+        name: str,
+        check_args: Callable[[tuple], None] | None = None,
+        trace_at: Callable[[tuple], tuple] | None = None,
+    ):
+        """``trace_at(args)`` gives the example arguments to trace at (default: the arguments)."""
         if not callable(fun):
-            raise TypeError(f"{name}: expected a callable, got {type(fun).__name__}")
+            raise TracingError(f"{name}: expected a callable, got {type(fun).__name__}")
         self.fun = fun
         self._transform = transform
         self.name = name
         self._check_args = check_args
-        self._trace_scalars = trace_scalars
+        self._trace_at = trace_at or (lambda args: args)
         self._cache: dict = {}
         functools.update_wrapper(self, fun, assigned=("__doc__",), updated=())
         self.__name__ = name
 
-    def _primal(self, args: tuple) -> Function:
-        fun = self.fun
-        if isinstance(fun, Function):
-            return fun
-        if self._trace_scalars:
-            examples = tuple(np.float64(0.0) for _ in args)
-            return trace(fun, *examples)
-        if getattr(fun, "_is_symad_transform", False):
-            return fun.trace(*args)
-        return trace(fun, *args)
+    def _primal(self, examples: tuple) -> Function:
+        if getattr(self.fun, "_is_symad_transform", False):
+            return self.fun.trace(*examples)
+        return trace(self.fun, *examples)
 
-    def trace(self, *args) -> Function:
+    def trace(self, *args, **kwargs) -> Function:
         """The transformed function as a traced :class:`~symad.function.Function`."""
-        key = (len(args),) if self._trace_scalars or isinstance(self.fun, Function) else _signature(args)
+        args = _bind_keywords(self.fun, args, kwargs, self.name)
+        examples = self._trace_at(args)
+        key = _signature(examples)
         cached = self._cache.get(key)
         if cached is not None and _parameters_unchanged(cached):
             return cached
-        primal = self._primal(args)
-        result = self._transform(primal, args)
-        if not result.graph.free_symbols():  # closures over an outer trace can't be reused
+        result = self._transform(self._primal(examples))
+        if not result.closes_over_trace:  # closures over an outer trace can't be reused
             self._cache[key] = result
         return result
 
-    def __call__(self, *args) -> Any:
+    def __call__(self, *args, **kwargs) -> Any:
+        args = _bind_keywords(self.fun, args, kwargs, self.name)
         if self._check_args is not None:
             self._check_args(args)
         return self.trace(*args)(*args)
 
     def __repr__(self) -> str:
         return f"<symad transform {self.name}>"
+
+
+def _bind_keywords(fun: Callable, args: tuple, kwargs: dict, name: str) -> tuple:
+    """``args`` with ``kwargs`` bound to their positional parameters of ``fun``."""
+    if not kwargs:
+        return args
+    try:
+        signature = inspect.signature(fun)
+        bound = signature.bind(*args, **kwargs)
+    except (TypeError, ValueError) as error:
+        raise TracingError(f"{name}: cannot bind the keyword arguments {sorted(kwargs)}: {error}") from None
+    bound.apply_defaults()
+    if bound.kwargs:
+        raise TracingError(
+            f"{name}: keyword-only arguments {sorted(bound.kwargs)} are not supported; "
+            "make them positional parameters or close over them"
+        )
+    return tuple(bound.args)
 
 
 def _parameters_unchanged(function: Function) -> bool:
@@ -310,14 +356,10 @@ def _make_reverse(fun, argnums, has_aux, weights, grad_position, with_value):
     argnums = _normalize_argnums(argnums, grad_position, weights, transform, fun)
     weights = _check_weights(weights, transform, function_name(fun))
 
-    def check_args(args):
-        if argnums is not None:
-            positions = _resolve_argnums(argnums, len(args), transform, function_name(fun))
-            _check_differentiable(args, positions, transform, fun)
-
+    check_args = _argument_checker(argnums, transform, fun)
     return Transformed(
         fun,
-        lambda primal, args: grad_function(primal, argnums, has_aux, weights, with_value),
+        lambda primal: grad_function(primal, argnums, has_aux, weights, with_value),
         f"{transform}({function_name(fun)})",
         check_args,
     )
@@ -395,7 +437,8 @@ def _vjp_function(function: Function, has_aux: bool) -> Function:
         leaves_tree = function.out_treedef.children[0]
     out_shapes = function.out_shapes[: leaves_tree.num_leaves]
     paths = leaf_paths(leaves_tree, "ct")
-    cotangent_symbols = [symbol_array(path, shape) for path, shape in zip(paths, out_shapes)]
+    taken = _taken_names(function)
+    cotangent_symbols = [fresh_symbol_array(path, shape, taken) for path, shape in zip(paths, out_shapes)]
     positions = tuple(range(len(function.in_treedef.children)))
 
     def build(builder, primal_nodes, outputs):
@@ -425,13 +468,13 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
     primals, tangents = tuple(primals), tuple(tangents)
     name = function_name(fun)
     if len(primals) != len(tangents):
-        raise ValueError(f"jvp({name}): {len(primals)} primals but {len(tangents)} tangents")
+        raise TracingError(f"jvp({name}): {len(primals)} primals but {len(tangents)} tangents")
     for position, (p, t) in enumerate(zip(primals, tangents)):
         p_leaves, p_tree = tree_flatten(p)
         t_leaves, t_tree = tree_flatten(t)
         if p_tree != t_tree or any(np.shape(a) != np.shape(b) for a, b in zip(p_leaves, t_leaves)
                                    if not isinstance(a, Tracer) and not isinstance(b, Tracer)):
-            raise ValueError(
+            raise TracingError(
                 f"jvp({name}): tangent {position} does not have the structure and shapes of primal {position}"
             )
     _check_differentiable(primals, range(len(primals)), "jvp", fun)
@@ -445,7 +488,8 @@ def _jvp_function(function: Function, has_aux: bool) -> Function:
     paths = []
     for position, child in enumerate(function.in_treedef.children):
         paths.extend(leaf_paths(child, f"{_leaf_root(function, position)}_dot"))
-    tangent_symbols = [symbol_array(path, s.shape) for path, s in zip(paths, function.in_symbols)]
+    taken = _taken_names(function)
+    tangent_symbols = [fresh_symbol_array(path, s.shape, taken) for path, s in zip(paths, function.in_symbols)]
 
     def build(builder, primal_nodes, outputs):
         seeds = {}
@@ -466,6 +510,11 @@ def _jvp_function(function: Function, has_aux: bool) -> Function:
     return derive(function, f"jvp({function.name})", build, extra_inputs=extra)
 
 
+def _taken_names(function: Function) -> set[str]:
+    """Names new input symbols of a transform of ``function`` must avoid."""
+    return {symbol.name for symbol in function.graph.inputs} | active_input_names()
+
+
 def _leaf_root(function: Function, position: int) -> str:
     symbols = function.in_symbols[_input_leaf_ranges(function)[position].start] if function.in_symbols else None
     if symbols is None or symbols.size == 0:
@@ -479,7 +528,8 @@ def _leaf_root(function: Function, position: int) -> str:
 # ---------------------------------------------------------------------------
 
 
-def jacobian_function(function: Function, argnums, has_aux: bool = False, mode: str = "rev") -> Function:
+def jacobian_function(function: Function, argnums, has_aux: bool = False, mode: str = "rev",
+                      flat_aux: bool = False) -> Function:
     """The Jacobian of a traced Function, by reverse (one sweep per output element) or forward mode.
 
     Each output leaf of shape ``So`` holds, per differentiated input leaf of
@@ -510,7 +560,10 @@ def jacobian_function(function: Function, argnums, has_aux: bool = False, mode: 
             result_leaves.append(pack(list(range(len(wrt_atoms))), single,
                                       functools.partial(_jacobian_block, block, leaf.shape)))
         jac = tree_unflatten(out_treedef, result_leaves)
-        return (jac, aux) if has_aux else jac
+        if not has_aux:
+            return jac
+        # flat_aux: (jac, *aux), so that a further has_aux transform sees the same aux tuple.
+        return (jac, *aux) if flat_aux else (jac, aux)
 
     return derive(function, f"{transform}({function.name})", build)
 
@@ -527,13 +580,10 @@ def _make_jacobian(fun, argnums, has_aux, mode):
     transform = "jacrev" if mode == "rev" else "jacfwd"
     argnums = _normalize_argnums(argnums, None, None, transform, fun)
 
-    def check_args(args):
-        positions = _resolve_argnums(argnums, len(args), transform, function_name(fun))
-        _check_differentiable(args, positions, transform, fun)
-
+    check_args = _argument_checker(argnums, transform, fun)
     return Transformed(
         fun,
-        lambda primal, args: jacobian_function(primal, argnums, has_aux, mode),
+        lambda primal: jacobian_function(primal, argnums, has_aux, mode),
         f"{transform}({function_name(fun)})",
         check_args,
     )
@@ -562,14 +612,23 @@ def jacfwd(fun: Callable, argnums=0, has_aux: bool = False) -> Transformed:
 jacobian = jacrev
 
 
-def hessian(fun: Callable, argnums=0) -> Transformed:
+def hessian(fun: Callable, argnums=0, has_aux: bool = False) -> Transformed:
     """The Hessian of ``fun``: ``jacfwd(jacrev(fun))``, shape ``out.shape + in.shape + in.shape``.
+
+    With ``has_aux`` the call returns ``(hessian, aux)``.
 
     >>> import numpy as np
     >>> hessian(lambda x: x[0] ** 2 * x[1])(np.array([1.0, 2.0])).tolist()
     [[4.0, 2.0], [2.0, 0.0]]
     """
-    return jacfwd(jacrev(fun, argnums), argnums)
+    argnums = _normalize_argnums(argnums, None, None, "hessian", fun)
+
+    check_args = _argument_checker(argnums, "hessian", fun)
+    def transform(primal: Function) -> Function:
+        gradient = jacobian_function(primal, argnums, has_aux, "rev", flat_aux=True)
+        return jacobian_function(gradient, argnums, has_aux, "fwd")
+
+    return Transformed(fun, transform, f"hessian({function_name(fun)})", check_args)
 
 
 # ---------------------------------------------------------------------------
@@ -589,11 +648,11 @@ def derivative(fun: Callable, n: int = 1, argnum: int = 0) -> Transformed:
     """
     name = function_name(fun)
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
-        raise ValueError(f"derivative({name}): n must be a non-negative integer, got {n!r}")
+        raise DifferentiationError(f"derivative({name}): n must be a non-negative integer, got {n!r}")
     if isinstance(argnum, bool) or not isinstance(argnum, numbers.Integral):
-        raise ValueError(f"derivative({name}): argnum must be an integer, got {argnum!r}")
+        raise DifferentiationError(f"derivative({name}): argnum must be an integer, got {argnum!r}")
 
-    def transform(primal: Function, args: tuple) -> Function:
+    def transform(primal: Function) -> Function:
         if any(shape != () for shape in primal.in_shapes):
             raise DifferentiationError(
                 f"derivative({name}): every argument must be scalar; use sd.grad or sd.jacobian "
@@ -604,17 +663,30 @@ def derivative(fun: Callable, n: int = 1, argnum: int = 0) -> Transformed:
             result = grad_function(result, int(argnum))
         return result
 
-    def check_args(args):
-        position = _resolve_argnums(int(argnum), len(args), "derivative", name)
-        if n:
-            _check_differentiable(args, position, "derivative", fun)
+    check_args = _argument_checker(int(argnum), "derivative", fun, differentiates=bool(n))
 
-    return Transformed(fun, transform, f"derivative({name}, {n})", check_args, trace_scalars=True)
+    def scalar_examples(args: tuple) -> tuple:
+        # Traced with scalar symbols; array arguments are then evaluated elementwise.
+        return tuple(np.float64(0.0) for _ in args)
+
+    return Transformed(fun, transform, f"derivative({name}, {n})", check_args, scalar_examples)
 
 
 # ---------------------------------------------------------------------------
 # vmap
 # ---------------------------------------------------------------------------
+
+
+def _axes_per_leaf(axes: Any, tree: Any, what: str, name: str) -> list:
+    """One axis (int or None) per leaf of ``tree``, from an int/None or a matching pytree of them."""
+    if axes is None or isinstance(axes, numbers.Integral):
+        return [axes] * len(tree_flatten(tree)[0])
+    if isinstance(axes, dict) and isinstance(tree, dict) and set(axes) == set(tree):
+        leaves_tree = tree_flatten(tree)[1]
+        return [a for key in leaves_tree.keys for a in _axes_per_leaf(axes[key], tree[key], what, name)]
+    if isinstance(axes, (tuple, list)) and isinstance(tree, (tuple, list)) and len(axes) == len(tree):
+        return [a for sub_axes, sub_tree in zip(axes, tree) for a in _axes_per_leaf(sub_axes, sub_tree, what, name)]
+    raise TracingError(f"vmap({name}): {what} {axes!r} does not match the structure of the values")
 
 
 def vmap(fun: Callable, in_axes=0, out_axes=0) -> Callable:
@@ -625,62 +697,57 @@ def vmap(fun: Callable, in_axes=0, out_axes=0) -> Callable:
     trace the map is unrolled.
 
     Args:
-        in_axes: an int or None for all arguments, or a tuple with one entry per argument.
-        out_axes: where the mapped axis goes in every output.
+        in_axes: an int or None for every argument, or a tuple with one entry per
+            argument, each an int, None or a pytree of them matching the argument.
+        out_axes: where the mapped axis goes: an int, or a pytree matching the outputs.
 
     >>> import numpy as np
     >>> vmap(lambda row: np.sum(row ** 2))(np.arange(6.0).reshape(3, 2)).tolist()
     [1.0, 13.0, 41.0]
     """
+    from symad import numpy as snp
+
     name = function_name(fun)
     cache: dict = {}
 
     def mapped(*args):
-        axes = in_axes if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
-        if len(axes) != len(args):
-            raise ValueError(f"vmap({name}): in_axes has {len(axes)} entries for {len(args)} arguments")
-        sizes = set()
-        moved = []
-        for arg, axis in zip(args, axes):
-            if axis is None:
-                moved.append(arg)
-                continue
-            leaves, treedef = tree_flatten(arg)
-            new_leaves = []
-            for leaf in leaves:
-                leaf = leaf if isinstance(leaf, Tracer) else np.asarray(leaf)
-                from symad import numpy as snp
-
-                leaf = snp.moveaxis(leaf, axis, 0)
-                sizes.add(leaf.shape[0])
-                new_leaves.append(leaf)
-            moved.append(tree_unflatten(treedef, new_leaves))
+        axes = _axes_per_leaf(in_axes, args, "in_axes", name)
+        leaves, treedef = tree_flatten(args)
+        moved = [leaf if axis is None else snp.moveaxis(_as_array(leaf), axis, 0)
+                 for leaf, axis in zip(leaves, axes)]
+        sizes = {leaf.shape[0] for leaf, axis in zip(moved, axes) if axis is not None}
+        if not sizes:
+            raise TracingError(f"vmap({name}): in_axes maps no argument; give at least one an axis")
         if len(sizes) != 1:
-            raise ValueError(f"vmap({name}): mapped axes have different sizes {sorted(sizes)}")
+            raise TracingError(f"vmap({name}): mapped axes have different sizes {sorted(sizes)}")
         (size,) = sizes
-        traced = any(isinstance(leaf, (Tracer, Parameter)) for leaf in tree_flatten(moved)[0])
-        if traced and current_builder() is not None:
-            results = [fun(*[a if ax is None else _index_tree(a, b) for a, ax in zip(moved, axes)])
-                       for b in range(size)]
-            from symad import numpy as snp
 
+        def element(index):
+            return tree_unflatten(treedef, [leaf if axis is None else leaf[index]
+                                            for leaf, axis in zip(moved, axes)])
+
+        if current_builder() is not None:
+            # Inside a trace: unrolled, so closures and Parameters are recorded too.
+            results = [fun(*element(index)) for index in range(size)]
             stacked = _stack_trees(results, snp.stack)
         else:
-            examples = tuple(a if ax is None else _index_tree(a, 0) for a, ax in zip(moved, axes))
+            examples = element(0)
             key = _signature(examples)
             function = cache.get(key)
             if function is None:
                 function = cache[key] = trace(fun, *examples)
-            stacked = function(*moved)
-        return _move_out_axes(stacked, out_axes)
+            stacked = function(*tree_unflatten(treedef, moved))
+        out_leaves, out_treedef = tree_flatten(stacked)
+        destinations = _axes_per_leaf(out_axes, stacked, "out_axes", name)
+        return tree_unflatten(out_treedef, [leaf if axis in (0, None) else snp.moveaxis(leaf, 0, axis)
+                                            for leaf, axis in zip(out_leaves, destinations)])
 
     mapped.__name__ = f"vmap({name})"
     return mapped
 
 
-def _index_tree(tree, index):
-    leaves, treedef = tree_flatten(tree)
-    return tree_unflatten(treedef, [leaf[index] for leaf in leaves])
+def _as_array(leaf):
+    return leaf if isinstance(leaf, (Tracer, Parameter)) else np.asarray(leaf)
 
 
 def _stack_trees(trees: list, stack):
@@ -688,13 +755,3 @@ def _stack_trees(trees: list, stack):
     all_leaves = [tree_flatten(t)[0] for t in trees]
     return tree_unflatten(treedef, [stack([leaves[i] for leaves in all_leaves])
                                     for i in range(len(first_leaves))])
-
-
-def _move_out_axes(tree, out_axes):
-    from symad import numpy as snp
-
-    if out_axes == 0:
-        return tree
-    leaves, treedef = tree_flatten(tree)
-    return tree_unflatten(treedef, [snp.moveaxis(leaf, 0, out_axes) for leaf in leaves])
-

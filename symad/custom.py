@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import sympy
 
-from symad.errors import DifferentiationError
+from symad.errors import DifferentiationError, TracingError
 from symad.primitives import Primitive
 from symad.tracer import apply, is_traced
 
@@ -74,7 +74,7 @@ class CustomPrimitive:
 
     def __call__(self, *args):
         if self.arity is not None and len(args) != self.arity:
-            raise TypeError(f"{self.name}() takes {self.arity} arguments, got {len(args)}")
+            raise TracingError(f"{self.name}() takes {self.arity} arguments, got {len(args)}")
         if any(is_traced(arg) for arg in args):
             return apply(self.primitive, *args)
         return self.implementation(*args)

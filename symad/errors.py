@@ -10,7 +10,7 @@ True
 
 from __future__ import annotations
 
-__all__ = ["SymadError", "TracingError", "DifferentiationError", "CompileError"]
+__all__ = ["SymadError", "TracingError", "DifferentiationError", "CompileError", "ExportError"]
 
 
 class SymadError(Exception):
@@ -37,3 +37,7 @@ class DifferentiationError(SymadError, TypeError, ValueError):
 
 class CompileError(SymadError, RuntimeError):
     """A graph could not be lowered to a backend."""
+
+
+class ExportError(SymadError, ValueError):
+    """A formula could not be exported as asked (e.g. the wrong number of output names)."""

@@ -24,10 +24,11 @@ from symad.pytree import TreeDef, leaf_paths, tree_flatten, tree_unflatten
 from symad.tracer import (
     Parameter,
     Tracer,
+    active_input_names,
     as_atoms,
     builder_parameter_atoms,
+    fresh_symbol_array,
     substitute_atoms,
-    symbol_array,
 )
 
 __all__ = ["Function", "trace", "MAX_SYMBOLIC_ELEMENTS", "function_name"]
@@ -248,12 +249,16 @@ class Function:
     def _call(self, args: tuple, backend: str) -> Any:
         leaves, treedef = tree_flatten(tuple(args))
         if treedef != self.in_treedef:
-            raise TypeError(
+            raise TracingError(
                 f"{self.name}: called with arguments structured as {_describe(treedef)}, but it "
                 f"was traced with {_describe(self.in_treedef)}"
             )
+        # Inside a trace, a function whose value depends on the trace (traced
+        # arguments, Parameters, values it closes over) is recorded, not evaluated.
         if current_builder() is not None and (
-            self.closes_over_trace or any(isinstance(leaf, (Tracer, Parameter)) for leaf in leaves)
+            self.closes_over_trace
+            or self.parameters
+            or any(isinstance(leaf, (Tracer, Parameter)) for leaf in leaves)
         ):
             return self._inline(leaves)
         return self._evaluate(leaves, backend)
@@ -329,7 +334,7 @@ def _numeric_array(value: Any, name: str) -> np.ndarray:
         return value.value
     array = np.asarray(value)
     if array.dtype.kind not in "biuf":
-        raise TypeError(f"{name}: arguments must be real numbers or arrays of them, got {array.dtype}")
+        raise TracingError(f"{name}: arguments must be real numbers or arrays of them, got {array.dtype}")
     if array.dtype.kind != "f":
         array = array.astype(np.float64)
     return array
@@ -338,7 +343,7 @@ def _numeric_array(value: Any, name: str) -> np.ndarray:
 def _batch_shape(shape: tuple, core_shape: tuple, name: str) -> tuple:
     core_rank = len(core_shape)
     if len(shape) < core_rank or tuple(shape[len(shape) - core_rank:]) != core_shape:
-        raise ValueError(
+        raise TracingError(
             f"{name}: an argument has shape {shape}, but the function was traced with shape "
             f"{core_shape}; extra leading dimensions are a batch, the trailing ones must match"
         )
@@ -431,7 +436,7 @@ def trace(fun: Callable, *example_args, name: str | None = None) -> Function:
                 f"one point and map it over the batch with sd.vmap({name}), or trace with a small "
                 "example (sd.trace(f, x[0])) and call the traced Function on the whole array"
             )
-        symbols = symbol_array(path, shape)
+        symbols = fresh_symbol_array(path, shape, active_input_names(builder))
         for symbol in symbols.reshape(-1):
             builder.add_input(symbol)
         in_symbols.append(symbols)

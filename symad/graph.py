@@ -43,6 +43,7 @@ __all__ = [
     "GraphBuilder",
     "current_builder",
     "is_constant",
+    "is_zero_constant",
     "constant_value",
 ]
 
@@ -59,6 +60,11 @@ def is_constant(atom: sympy.Basic) -> bool:
     if isinstance(atom, sympy.logic.boolalg.BooleanAtom):
         return True
     return atom.is_number
+
+
+def is_zero_constant(atom: sympy.Basic) -> bool:
+    """True for the exact numbers 0 and 0.0 (structural zeros)."""
+    return atom.is_Number and atom.is_zero
 
 
 def constant_value(atom: sympy.Basic) -> Any:
@@ -253,7 +259,7 @@ class GraphBuilder:
 
     def record(self, primitive, args: Sequence, params: tuple = ()) -> sympy.Basic:
         """Apply ``primitive`` to ``args`` and return the resulting atom."""
-        args = tuple(args)
+        args = self._coerce_operands(primitive, tuple(args))
         if primitive.commutative:
             args = tuple(sorted(args, key=self.sort_key))
         if primitive.simplify is not None:
@@ -275,6 +281,35 @@ class GraphBuilder:
         self._node_of[symbol] = node
         self._order[symbol] = len(self._order)
         return symbol
+
+    def is_boolean(self, atom) -> bool:
+        """True if ``atom`` holds truth values (a comparison or a boolean constant)."""
+        if isinstance(atom, sympy.logic.boolalg.BooleanAtom):
+            return True
+        node = self._node_of.get(atom)
+        return node is not None and node.primitive.returns_boolean
+
+    def _coerce_operands(self, primitive, args: tuple) -> tuple:
+        """Booleans used as numbers become 0/1, numbers used as conditions become ``!= 0``.
+
+        NumPy does the same implicitly (``np.sum(x > 1)`` counts); a graph must
+        say it, because SymPy's relations are not numbers and ``Piecewise``
+        needs a relation as its condition.
+        """
+        from symad.primitives import not_equal_p, select_p
+
+        coerced = list(args)
+        for index, atom in enumerate(args):
+            wants_boolean = index in primitive.boolean_operands
+            if wants_boolean == self.is_boolean(atom):
+                continue
+            if wants_boolean:
+                coerced[index] = self.record(not_equal_p, (atom, sympy.Integer(0)))
+            elif isinstance(atom, sympy.logic.boolalg.BooleanAtom):
+                coerced[index] = sympy.Integer(int(bool(atom)))
+            else:
+                coerced[index] = self.record(select_p, (atom, sympy.Integer(1), sympy.Integer(0)))
+        return tuple(coerced)
 
     def finish(self, outputs: Sequence) -> Graph:
         """Freeze the recording into a Graph holding only the live nodes."""

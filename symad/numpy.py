@@ -15,6 +15,7 @@ exp(x[0]) + exp(x[1])
 from __future__ import annotations
 
 import builtins
+import functools
 import inspect
 import math
 from typing import Any
@@ -33,7 +34,11 @@ from symad.tracer import Parameter, Tracer, apply, as_atoms, contains_traced
 
 
 def _concrete(value):
-    return value.value if isinstance(value, Parameter) else value
+    if isinstance(value, Parameter):
+        return value.value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_concrete(v) for v in value)
+    return value
 
 
 def _elementwise(primitive, public_name: str, doc: str):
@@ -153,6 +158,25 @@ def _traced_inputs(*values) -> bool:
     return builtins.any(contains_traced(v) for v in values)
 
 
+def _numpy_when_concrete(numpy_function):
+    """Decorate the traced version of an array function: concrete inputs go to NumPy.
+
+    Every ``symad.numpy`` array function works on plain arrays exactly like
+    its NumPy namesake; only traced inputs reach the decorated body.
+    """
+
+    def decorate(traced_version):
+        @functools.wraps(traced_version)
+        def function(*args, **kwargs):
+            if _traced_inputs(*args, *kwargs.values()):
+                return traced_version(*args, **kwargs)
+            return numpy_function(*_concrete(args), **{k: _concrete(v) for k, v in kwargs.items()})
+
+        return function
+
+    return decorate
+
+
 def asarray(value, dtype=None):
     """``value`` as an array; nested lists of traced values become one traced array."""
     if isinstance(value, Tracer):
@@ -169,21 +193,15 @@ def asarray(value, dtype=None):
 array = asarray
 
 
-def _atoms_op(function, *values, **kwargs):
-    return Tracer(function(*(as_atoms(v) for v in values), **kwargs))
-
-
+@_numpy_when_concrete(_np.reshape)
 def reshape(x, shape, order="C"):
     """Array ``x`` with a new shape."""
-    if not _traced_inputs(x):
-        return _np.reshape(_concrete(x), shape, order=order)
     return Tracer(as_atoms(x).reshape(shape, order=order))
 
 
+@_numpy_when_concrete(_np.transpose)
 def transpose(x, axes=None):
     """Array ``x`` with its axes permuted (reversed by default)."""
-    if not _traced_inputs(x):
-        return _np.transpose(_concrete(x), axes)
     return Tracer(_np.transpose(as_atoms(x), axes))
 
 
@@ -192,54 +210,45 @@ def ravel(x):
     return reshape(x, (-1,))
 
 
+@_numpy_when_concrete(_np.swapaxes)
 def swapaxes(x, axis1, axis2):
     """``x`` with two axes interchanged."""
-    if not _traced_inputs(x):
-        return _np.swapaxes(_concrete(x), axis1, axis2)
     return Tracer(_np.swapaxes(as_atoms(x), axis1, axis2))
 
 
+@_numpy_when_concrete(_np.moveaxis)
 def moveaxis(x, source, destination):
     """``x`` with axes moved to new positions."""
-    if not _traced_inputs(x):
-        return _np.moveaxis(_concrete(x), source, destination)
     return Tracer(_np.moveaxis(as_atoms(x), source, destination))
 
 
+@_numpy_when_concrete(_np.expand_dims)
 def expand_dims(x, axis):
     """``x`` with a new axis of length one."""
-    if not _traced_inputs(x):
-        return _np.expand_dims(_concrete(x), axis)
     return Tracer(_np.expand_dims(as_atoms(x), axis))
 
 
+@_numpy_when_concrete(_np.squeeze)
 def squeeze(x, axis=None):
     """``x`` without axes of length one."""
-    if not _traced_inputs(x):
-        return _np.squeeze(_concrete(x), axis)
     return Tracer(_np.squeeze(as_atoms(x), axis))
 
 
+@_numpy_when_concrete(_np.broadcast_to)
 def broadcast_to(x, shape):
     """``x`` broadcast to ``shape``."""
-    if not _traced_inputs(x):
-        return _np.broadcast_to(_concrete(x), shape)
     return Tracer(_np.array(_np.broadcast_to(as_atoms(x), shape)))
 
 
+@_numpy_when_concrete(_np.concatenate)
 def concatenate(arrays, axis=0):
     """Join arrays along an existing axis."""
-    arrays = list(arrays)
-    if not _traced_inputs(*arrays):
-        return _np.concatenate([_concrete(a) for a in arrays], axis=axis)
     return Tracer(_np.concatenate([as_atoms(a) for a in arrays], axis=axis))
 
 
+@_numpy_when_concrete(_np.stack)
 def stack(arrays, axis=0):
     """Join arrays along a new axis."""
-    arrays = list(arrays)
-    if not _traced_inputs(*arrays):
-        return _np.stack([_concrete(a) for a in arrays], axis=axis)
     return Tracer(_np.stack([as_atoms(a) for a in arrays], axis=axis))
 
 
@@ -268,17 +277,17 @@ def atleast_2d(x):
 
 def zeros_like(x, dtype=None):
     """Zeros with the shape of ``x`` (a concrete array: it carries no derivative)."""
-    return _np.zeros(_np.shape(x) if not isinstance(x, Tracer) else x.shape)
+    return _np.zeros(shape(x))
 
 
 def ones_like(x, dtype=None):
     """Ones with the shape of ``x``."""
-    return _np.ones(_np.shape(x) if not isinstance(x, Tracer) else x.shape)
+    return _np.ones(shape(x))
 
 
 def shape(x):
     """The shape of ``x``."""
-    return x.shape if isinstance(x, (Tracer, Parameter)) else _np.shape(x)
+    return tuple(x.shape) if isinstance(x, (Tracer, Parameter)) else _np.shape(x)
 
 
 def ndim(x):
@@ -303,9 +312,17 @@ def _normalize_axes(axis, ndim: int) -> tuple[int, ...]:
     normalized = []
     for a in axes:
         if not -ndim <= a < ndim:
-            raise _np.exceptions.AxisError(a, ndim)
+            raise TracingError(
+                f"axis {a} is out of bounds for a traced array of dimension {ndim} "
+                f"(in function {_function_name()!r})"
+            )
         normalized.append(a % ndim)
     return tuple(normalized)
+
+
+def _function_name() -> str:
+    builder = current_builder()
+    return builder.function_name if builder is not None else "function"
 
 
 def _reduce(x, axis, keepdims, combine):
@@ -325,87 +342,96 @@ def _reduce(x, axis, keepdims, combine):
     return Tracer(out)
 
 
-def _sum_row(builder, row):
-    if not row:
-        return sympy.Integer(0)
-    return builder.record(P.add_p, row) if len(row) > 1 else row[0]
+def _variadic_row(primitive, empty_value=None, what: str = ""):
+    """Combine a row with one variadic node (a single element is itself)."""
 
-
-def _fold_row(primitive, empty_error):
     def combine(builder, row):
         if not row:
-            raise ValueError(empty_error)
-        result = row[0]
-        for atom in row[1:]:
-            result = builder.record(primitive, (result, atom))
-        return result
+            if empty_value is None:
+                raise TracingError(f"{what} of an empty traced array (in function {_function_name()!r})")
+            return empty_value
+        return builder.record(primitive, row) if len(row) > 1 else row[0]
 
     return combine
 
 
 def _prod_row(builder, row):
-    return _fold_row(P.mul_p, "")(builder, row) if row else sympy.Integer(1)
+    # A chain of binary products: an n-ary product's partials (the product of
+    # the others) would cost n**2 nodes.
+    result = sympy.Integer(1)
+    for atom in row:
+        result = builder.record(P.mul_p, (result, atom))
+    return result
 
 
+_sum_row = _variadic_row(P.add_p, empty_value=sympy.Integer(0))
+
+
+@_numpy_when_concrete(_np.sum)
 def sum(x, axis=None, keepdims=False):  # noqa: A001
     """Sum of elements over ``axis`` (all by default)."""
-    if not _traced_inputs(x):
-        return _np.sum(_concrete(x), axis=axis, keepdims=keepdims)
     return _reduce(x, axis, keepdims, _sum_row)
 
 
+@_numpy_when_concrete(_np.mean)
 def mean(x, axis=None, keepdims=False):
     """Mean of elements over ``axis`` (all by default)."""
-    if not _traced_inputs(x):
-        return _np.mean(_concrete(x), axis=axis, keepdims=keepdims)
     x_shape = shape(x)
     count = math.prod(x_shape[a] for a in _normalize_axes(axis, len(x_shape)))
+    if count == 0:  # NumPy's mean of nothing is nan
+        return _reduce(x, axis, keepdims, lambda builder, row: sympy.nan)
     return multiply(sum(x, axis=axis, keepdims=keepdims), sympy.Rational(1, count))
 
 
+@_numpy_when_concrete(_np.var)
+def var(x, axis=None, keepdims=False):
+    """Variance over ``axis``: the mean squared deviation from the mean."""
+    deviation = subtract(x, mean(x, axis=axis, keepdims=True))
+    return mean(multiply(deviation, deviation), axis=axis, keepdims=keepdims)
+
+
+@_numpy_when_concrete(_np.std)
+def std(x, axis=None, keepdims=False):
+    """Standard deviation over ``axis``."""
+    return sqrt(var(x, axis=axis, keepdims=keepdims))
+
+
+@_numpy_when_concrete(_np.prod)
 def prod(x, axis=None, keepdims=False):
     """Product of elements over ``axis`` (all by default)."""
-    if not _traced_inputs(x):
-        return _np.prod(_concrete(x), axis=axis, keepdims=keepdims)
     return _reduce(x, axis, keepdims, _prod_row)
 
 
+@_numpy_when_concrete(_np.max)
 def max(x, axis=None, keepdims=False):  # noqa: A001
-    """Maximum over ``axis``; the derivative follows the maximal element."""
-    if not _traced_inputs(x):
-        return _np.max(_concrete(x), axis=axis, keepdims=keepdims)
-    return _reduce(x, axis, keepdims, _fold_row(P.maximum_p, "max of an empty array"))
+    """Maximum over ``axis``; at ties the derivative is shared equally (as in JAX)."""
+    return _reduce(x, axis, keepdims, _variadic_row(P.reduce_max_p, what="max"))
 
 
+@_numpy_when_concrete(_np.min)
 def min(x, axis=None, keepdims=False):  # noqa: A001
-    """Minimum over ``axis``."""
-    if not _traced_inputs(x):
-        return _np.min(_concrete(x), axis=axis, keepdims=keepdims)
-    return _reduce(x, axis, keepdims, _fold_row(P.minimum_p, "min of an empty array"))
+    """Minimum over ``axis``; at ties the derivative is shared equally (as in JAX)."""
+    return _reduce(x, axis, keepdims, _variadic_row(P.reduce_min_p, what="min"))
 
 
 amax, amin = max, min
 
 
+def _scipy_logsumexp(x, axis=None, keepdims=False):
+    import scipy.special
+
+    return scipy.special.logsumexp(x, axis=axis, keepdims=keepdims)
+
+
+@_numpy_when_concrete(_scipy_logsumexp)
 def logsumexp(x, axis=None, keepdims=False):
     """``log(sum(exp(x)))`` over ``axis``, evaluated stably; its formula reads as written."""
-    if not _traced_inputs(x):
-        import scipy.special
-
-        return scipy.special.logsumexp(_concrete(x), axis=axis, keepdims=keepdims)
-
-    def combine(builder, row):
-        if not row:
-            raise ValueError("logsumexp of an empty array")
-        return builder.record(P.logsumexp_p, row) if len(row) > 1 else row[0]
-
-    return _reduce(x, axis, keepdims, combine)
+    return _reduce(x, axis, keepdims, _variadic_row(P.logsumexp_p, what="logsumexp"))
 
 
+@_numpy_when_concrete(_np.linalg.norm)
 def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 - NumPy's name
     """The 2-norm of a vector or the Frobenius norm of a matrix (``sqrt(sum(x**2))``)."""
-    if not _traced_inputs(x):
-        return _np.linalg.norm(_concrete(x), ord=ord, axis=axis, keepdims=keepdims)
     x_ndim = ndim(x)
     matrix_norm = (axis is None and x_ndim == 2) or (isinstance(axis, tuple) and len(axis) == 2)
     if not (ord is None or ord == "fro" and matrix_norm or ord == 2 and not matrix_norm):
@@ -432,24 +458,28 @@ def _sum_of_products(builder, left_row, right_row):
     return _sum_row(builder, [t for t in terms if not (t.is_Number and t.is_zero)])
 
 
+@_numpy_when_concrete(_np.matmul)
 def matmul(a, b):
     """Matrix product with NumPy's rules (1-D promotion, broadcast batch dimensions)."""
-    if not _traced_inputs(a, b):
-        return _np.matmul(_concrete(a), _concrete(b))
     left, right = as_atoms(a), as_atoms(b)
     if left.ndim == 0 or right.ndim == 0:
-        raise ValueError("matmul: an operand is a scalar; use * for scalars")
+        raise TracingError(
+            f"matmul: an operand is a scalar; use * for scalars (in function {_function_name()!r})"
+        )
     squeeze_rows, squeeze_cols = left.ndim == 1, right.ndim == 1
     if squeeze_rows:
         left = left[None, :]
     if squeeze_cols:
         right = right[:, None]
-    if left.shape[-1] != right.shape[-2]:
-        raise ValueError(
-            f"matmul: shapes {shape(a)} and {shape(b)} do not align "
-            f"({left.shape[-1]} != {right.shape[-2]})"
-        )
-    batch = _np.broadcast_shapes(left.shape[:-2], right.shape[:-2])
+    try:
+        if left.shape[-1] != right.shape[-2]:
+            raise ValueError(f"{left.shape[-1]} != {right.shape[-2]}")
+        batch = _np.broadcast_shapes(left.shape[:-2], right.shape[:-2])
+    except ValueError as error:
+        raise TracingError(
+            f"matmul: shapes {shape(a)} and {shape(b)} do not align ({error}) "
+            f"(in function {_function_name()!r})"
+        ) from None
     left = _np.broadcast_to(left, batch + left.shape[-2:])
     right = _np.broadcast_to(right, batch + right.shape[-2:])
     rows, cols = left.shape[-2], right.shape[-1]
@@ -469,10 +499,9 @@ def matmul(a, b):
     return Tracer(out)
 
 
+@_numpy_when_concrete(_np.dot)
 def dot(a, b):
     """NumPy's ``dot`` for scalars, vectors and matrices."""
-    if not _traced_inputs(a, b):
-        return _np.dot(_concrete(a), _concrete(b))
     if ndim(a) == 0 or ndim(b) == 0:
         return multiply(a, b)
     if ndim(a) > 2 or ndim(b) > 2:
@@ -492,10 +521,9 @@ def inner(a, b):
     return matmul(a, swapaxes(b, -1, -2)) if ndim(b) > 1 else matmul(a, b)
 
 
+@_numpy_when_concrete(_np.outer)
 def outer(a, b):
     """Outer product of two arrays flattened to vectors."""
-    if not _traced_inputs(a, b):
-        return _np.outer(_concrete(a), _concrete(b))
     left, right = as_atoms(a).reshape(-1), as_atoms(b).reshape(-1)
     builder = current_builder()
     out = _np.empty((left.size, right.size), dtype=object)
@@ -505,24 +533,21 @@ def outer(a, b):
     return Tracer(out)
 
 
+@_numpy_when_concrete(_np.trace)
 def trace(x, offset=0, axis1=0, axis2=1):
     """Sum along a diagonal."""
-    if not _traced_inputs(x):
-        return _np.trace(_concrete(x), offset, axis1, axis2)
     return sum(Tracer(_np.diagonal(as_atoms(x), offset, axis1, axis2)), axis=-1)
 
 
+@_numpy_when_concrete(_np.diagonal)
 def diagonal(x, offset=0, axis1=0, axis2=1):
     """A diagonal of ``x``."""
-    if not _traced_inputs(x):
-        return _np.diagonal(_concrete(x), offset, axis1, axis2)
     return Tracer(_np.array(_np.diagonal(as_atoms(x), offset, axis1, axis2)))
 
 
+@_numpy_when_concrete(_np.cumsum)
 def cumsum(x, axis=None):
     """Cumulative sum along ``axis`` (flattened when None)."""
-    if not _traced_inputs(x):
-        return _np.cumsum(_concrete(x), axis=axis)
     if axis is None:
         x, axis = ravel(x), 0
     moved = moveaxis(x, axis, -1)
@@ -580,7 +605,7 @@ def dispatch_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
 
 def _function_table() -> dict:
     table = {
-        _np.sum: sum, _np.mean: mean, _np.prod: prod, _np.max: max, _np.min: min,
+        _np.sum: sum, _np.mean: mean, _np.var: var, _np.std: std, _np.prod: prod, _np.max: max, _np.min: min,
         _np.amax: max, _np.amin: min, _np.dot: dot, _np.vdot: vdot, _np.inner: inner,
         _np.outer: outer, _np.transpose: transpose, _np.reshape: reshape, _np.ravel: ravel,
         _np.concatenate: concatenate, _np.stack: stack, _np.hstack: hstack,
@@ -602,9 +627,17 @@ _FUNCTIONS = _function_table()
 def dispatch_function(func, args: tuple, kwargs: dict) -> Any:
     """Route a NumPy array function called on traced values to its traceable version."""
     implementation = _FUNCTIONS.get(func)
+    module = getattr(func, "__module__", "numpy") or "numpy"
     if implementation is None:
-        module = getattr(func, "__module__", "numpy") or "numpy"
         raise _untraceable(f"{module}.{func.__name__}")
+    kwargs = dict(kwargs)
+    dtype = kwargs.pop("dtype", None)
+    if dtype is not None and _np.dtype(dtype).kind != "f":
+        raise _untraceable(f"{module}.{func.__name__} with dtype={dtype}")
+    try:
+        inspect.signature(implementation).bind(*args, **kwargs)
+    except TypeError:
+        raise _untraceable(f"{module}.{func.__name__} with keywords {sorted(kwargs)}") from None
     return implementation(*args, **kwargs)
 
 

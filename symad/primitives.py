@@ -29,6 +29,8 @@ import sympy
 from sympy.codegen.cfunctions import expm1 as sympy_expm1
 from sympy.codegen.cfunctions import log1p as sympy_log1p
 
+from symad.graph import is_constant, is_zero_constant
+
 __all__ = ["Primitive", "PRIMITIVES"]
 
 PartialRule = Callable[..., Any]
@@ -51,7 +53,11 @@ class Primitive:
         folds_constants: constant operands are evaluated exactly by SymPy.
         variadic: takes any number of operands.
         numpy_name: the NumPy spelling, for generated code and dispatch.
-        numexpr_name: the numexpr spelling, or None where numexpr lacks it.
+        numexpr_name: the numexpr spelling, or None where numexpr lacks it
+            (the translation table of the numexpr lowering).
+        returns_boolean: the result is a truth value (comparisons).
+        boolean_operands: operand positions that take truth values (the
+            condition of ``where``); the builder converts other operands.
     """
 
     def __init__(
@@ -67,6 +73,8 @@ class Primitive:
         variadic: bool = False,
         numpy_name: str | None = None,
         numexpr_name: str | None = None,
+        returns_boolean: bool = False,
+        boolean_operands: tuple[int, ...] = (),
     ):
         self.name = name
         self._to_sympy = to_sympy
@@ -78,6 +86,8 @@ class Primitive:
         self.variadic = variadic
         self.numpy_name = numpy_name
         self.numexpr_name = numexpr_name
+        self.returns_boolean = returns_boolean
+        self.boolean_operands = boolean_operands
 
     def to_sympy(self, args: Sequence, params: dict) -> sympy.Basic:
         return self._to_sympy(*args, **params)
@@ -173,10 +183,6 @@ def _is_number(atom, value) -> bool:
     return atom.is_Number and atom == value
 
 
-def _is_zero(atom) -> bool:
-    return atom.is_Number and atom.is_zero
-
-
 def _negated_operand(builder, atom):
     """``y`` if ``atom`` is the node ``-y`` in ``builder``, else None."""
     node = builder.node_of(atom)
@@ -186,7 +192,7 @@ def _negated_operand(builder, atom):
 
 
 def _simplify_add(builder, args):
-    kept = tuple(a for a in args if not _is_zero(a))
+    kept = tuple(a for a in args if not is_zero_constant(a))
     if not kept:
         return sympy.Integer(0)
     if len(kept) == 1:
@@ -198,11 +204,11 @@ def _simplify_add(builder, args):
 
 def _simplify_sub(builder, args):
     a, b = args
-    if _is_zero(b):
+    if is_zero_constant(b):
         return a
     if a == b:
         return sympy.Integer(0)
-    if _is_zero(a):
+    if is_zero_constant(a):
         return builder.record(neg_p, (b,))
     inner = _negated_operand(builder, b)
     if inner is not None:  # a - (-y) = a + y
@@ -212,7 +218,7 @@ def _simplify_sub(builder, args):
 
 def _simplify_mul(builder, args):
     a, b = args  # sorted: a constant operand comes first
-    if _is_zero(a) or _is_zero(b):
+    if is_zero_constant(a) or is_zero_constant(b):
         return sympy.Integer(0)
     if _is_number(a, 1):
         return b
@@ -229,7 +235,7 @@ def _simplify_div(builder, args):
         return a
     if _is_number(b, -1):
         return builder.record(neg_p, (a,))
-    if _is_zero(a) and not _is_zero(b):
+    if is_zero_constant(a) and not is_zero_constant(b):
         return sympy.Integer(0)
     return None
 
@@ -243,7 +249,7 @@ def _simplify_pow(builder, args):
     base, exponent = args
     if _is_number(exponent, 1):
         return base
-    if _is_zero(exponent):
+    if is_zero_constant(exponent):
         return sympy.Integer(1)
     if _is_number(base, 1):
         return sympy.Integer(1)
@@ -261,18 +267,12 @@ def _simplify_select(builder, args):
 
 def _simplify_stop_gradient(builder, args):
     (x,) = args
-    if is_constant_atom(x):
+    if is_constant(x):
         return x
     node = builder.node_of(x)
     if node is not None and node.primitive is stop_gradient_p:
         return x
     return None
-
-
-def is_constant_atom(atom) -> bool:
-    from symad.graph import is_constant
-
-    return is_constant(atom)
 
 
 # ---------------------------------------------------------------------------
@@ -305,8 +305,17 @@ neg_p = _register(Primitive(
     simplify=_simplify_neg, numpy_name="negative", numexpr_name="-"))
 pow_p = _register(Primitive(
     "power", lambda a, b: a**b, np.power,
-    (lambda a, b: b * a ** (b - 1), lambda a, b: snp.log(a) * a**b),
+    (lambda a, b: b * a ** (b - 1), lambda a, b: _exponent_partial(a, b)),
     simplify=_simplify_pow, numpy_name="power", numexpr_name="**"))
+
+
+def _exponent_partial(base, exponent):
+    # d/db a**b = log(a) a**b. For the constant base 0 that is log(0) * 0 = nan,
+    # but 0**b is constant (0) for b > 0, so the partial is 0, as JAX returns.
+    base_atom = base.atoms[()]
+    if is_zero_constant(base_atom):
+        return None
+    return snp.log(base) * base**exponent
 
 
 def _sum_arrays(terms):
@@ -404,6 +413,21 @@ minimum_p = _register(Primitive(
     "minimum", sympy.Min, np.minimum,
     (lambda a, b: _max_partial(b, a), lambda a, b: _max_partial(a, b)),
     commutative=True, numpy_name="minimum"))
+def _reduction_partial(index, args, reduction):
+    # At ties the derivative is shared equally among the extremal operands (JAX's convention).
+    extremum = snp.apply(reduction, *args)
+    is_extremal = [snp.where(arg == extremum, 1, 0) for arg in args]
+    return is_extremal[index] / snp.apply(add_p, *is_extremal)
+
+
+reduce_max_p = _register(Primitive(
+    "reduce_max", lambda *a: sympy.Max(*a), lambda *a: np.max(np.stack(np.broadcast_arrays(*a)), axis=0),
+    lambda index, *args: _reduction_partial(index, args, reduce_max_p),
+    commutative=True, variadic=True))
+reduce_min_p = _register(Primitive(
+    "reduce_min", lambda *a: sympy.Min(*a), lambda *a: np.min(np.stack(np.broadcast_arrays(*a)), axis=0),
+    lambda index, *args: _reduction_partial(index, args, reduce_min_p),
+    commutative=True, variadic=True))
 hypot_p = _register(Primitive(
     "hypot", lambda a, b: sympy.sqrt(a**2 + b**2), np.hypot,
     (lambda a, b: a / snp.hypot(a, b), lambda a, b: b / snp.hypot(a, b)),
@@ -444,12 +468,13 @@ softplus_p = _register(Primitive(
 select_p = _register(Primitive(
     "where", lambda c, a, b: sympy.Piecewise((a, c), (b, True)), np.where,
     (None, lambda c, a, b: snp.where(c, 1, 0), lambda c, a, b: snp.where(c, 0, 1)),
-    simplify=_simplify_select, numpy_name="where", numexpr_name="where"))
+    simplify=_simplify_select, numpy_name="where", numexpr_name="where", boolean_operands=(0,)))
 
 
 def _comparison(name, relation, numpy_impl, numexpr_name):
     return _register(Primitive(
-        name, relation, numpy_impl, (None, None), numpy_name=name, numexpr_name=numexpr_name))
+        name, relation, numpy_impl, (None, None), numpy_name=name, numexpr_name=numexpr_name,
+        returns_boolean=True))
 
 
 less_p = _comparison("less", sympy.StrictLessThan, np.less, "<")

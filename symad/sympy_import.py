@@ -67,9 +67,11 @@ class _Importer:
                     "inputs; list every free symbol in `inputs`"
                 )
             return expr
-        if isinstance(expr, sympy.logic.boolalg.BooleanAtom) or (
-            isinstance(expr, sympy.Expr) and is_constant(expr)
-        ):
+        if isinstance(expr, sympy.logic.boolalg.BooleanAtom):
+            return expr
+        if isinstance(expr, sympy.Expr) and is_constant(expr):
+            if expr.is_extended_real is False:
+                raise TracingError(f"from_sympy: the constant {expr} is not real; symad is real-valued")
             return expr
         if expr.is_Add:
             return record(P.add_p, [self.atom(a) for a in expr.args])
@@ -112,11 +114,11 @@ class _Importer:
 
     def _piecewise(self, pieces):
         (value, condition), rest = pieces[0], pieces[1:]
-        if condition == sympy.true or not rest:
+        if condition == sympy.true:
             return self.atom(value)
-        return self.builder.record(
-            P.select_p, (self.atom(condition), self.atom(value), self._piecewise(rest))
-        )
+        # Past the last condition SymPy's Piecewise is undefined: nan, as SymPy evaluates it.
+        otherwise = self._piecewise(rest) if rest else sympy.nan
+        return self.builder.record(P.select_p, (self.atom(condition), self.atom(value), otherwise))
 
 
 def from_sympy(exprs: Any, inputs: Sequence, name: str = "sympy_function") -> Function:
@@ -135,33 +137,62 @@ def from_sympy(exprs: Any, inputs: Sequence, name: str = "sympy_function") -> Fu
     (2*x*sin(y), x**2*cos(y))
     """
     builder = GraphBuilder(name)
-    in_symbols = []
-    for entry in inputs:
-        symbols = np.array(sympy.Array(entry).tolist() if not isinstance(entry, sympy.Symbol) else entry,
-                           dtype=object)
-        if not all(isinstance(s, sympy.Symbol) for s in symbols.reshape(-1)):
-            raise TypeError(f"from_sympy: inputs must be Symbols or arrays of Symbols, got {entry!r}")
+    in_symbols = [_input_symbols(entry) for entry in inputs]
+    for symbols in in_symbols:
         for symbol in symbols.reshape(-1):
             builder.add_input(symbol)
-        in_symbols.append(symbols)
-    if len({s for arr in in_symbols for s in arr.reshape(-1)}) != len(builder.inputs):
-        raise ValueError("from_sympy: an input symbol appears twice in `inputs`")
+    if len(set(builder.inputs)) != len(builder.inputs):
+        raise TracingError("from_sympy: an input symbol appears twice in `inputs`")
 
     if isinstance(exprs, (sympy.MatrixBase, sympy.NDimArray)):
-        exprs = np.array(sympy.Array(exprs).tolist(), dtype=object)
+        exprs = _object_array(exprs)
     leaves, out_treedef = tree_flatten(exprs)
     importer = _Importer(builder, set(builder.inputs))
     out_atoms = []
     for leaf in leaves:
-        expressions = np.empty((), dtype=object) if isinstance(leaf, sympy.Basic) else None
-        if expressions is None:
-            expressions = np.array(leaf, dtype=object)
-        else:
-            expressions[()] = leaf
+        expressions = _object_array(leaf)
         atoms = np.empty(expressions.shape, dtype=object)
         for index in np.ndindex(expressions.shape):
-            atoms[index] = importer.atom(sympy.sympify(expressions[index]))
+            atoms[index] = importer.atom(_expression(expressions[index]))
         out_atoms.append(atoms)
     in_treedef = tree_flatten(tuple(0 for _ in in_symbols))[1]
     result = tree_unflatten(out_treedef, out_atoms)
     return finish_function(builder, name, in_treedef, in_symbols, result)
+
+
+def _object_array(value: Any) -> np.ndarray:
+    """``value`` (an expression, Matrix, Array, ndarray or nested list) as an object array.
+
+    SymPy containers are unpacked with ``tolist()``; nothing is ever passed to
+    ``sympify``, which would evaluate strings as code.
+    """
+    if isinstance(value, (sympy.MatrixBase, sympy.NDimArray)):
+        value = value.tolist()
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return np.array(value, dtype=object)
+    array = np.empty((), dtype=object)
+    array[()] = value
+    return array
+
+
+def _expression(value: Any) -> sympy.Basic:
+    """A SymPy expression or a real number; anything else (strings included) is refused."""
+    if isinstance(value, sympy.Basic):
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        return sympy.true if value else sympy.false
+    if isinstance(value, (int, np.integer)):
+        return sympy.Integer(int(value))
+    if isinstance(value, (float, np.floating)):
+        return sympy.Float(float(value))
+    raise TracingError(
+        f"from_sympy: expected SymPy expressions or real numbers, got {type(value).__name__} "
+        f"{value!r}; build expressions with SymPy objects (strings are never parsed)"
+    )
+
+
+def _input_symbols(entry: Any) -> np.ndarray:
+    symbols = _object_array(entry)
+    if not all(isinstance(symbol, sympy.Symbol) for symbol in symbols.reshape(-1)):
+        raise TracingError(f"from_sympy: inputs must be Symbols or arrays of Symbols, got {entry!r}")
+    return symbols

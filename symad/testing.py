@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from symad.errors import DifferentiationError
 from symad.pytree import tree_flatten
 
 __all__ = ["check_grads"]
@@ -58,7 +59,7 @@ def check_grads(
 
     for mode in modes:
         if mode not in ("fwd", "rev"):
-            raise ValueError(f"check_grads: unknown mode {mode!r}; use 'fwd' and/or 'rev'")
+            raise DifferentiationError(f"check_grads: unknown mode {mode!r}; use 'fwd' and/or 'rev'")
     rng = np.random.default_rng(seed)
     args = tuple(np.asarray(a, dtype=np.float64) for a in args)
 

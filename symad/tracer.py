@@ -25,8 +25,8 @@ from symad.errors import TracingError
 from symad.graph import GraphBuilder, current_builder
 
 __all__ = [
-    "Tracer", "Parameter", "apply", "as_atoms", "contains_traced", "is_traced", "substitute_atoms",
-    "symbol_array",
+    "Tracer", "Parameter", "active_input_names", "apply", "as_atoms", "contains_traced",
+    "fresh_symbol_array", "is_traced", "substitute_atoms", "symbol_array",
 ]
 
 
@@ -227,14 +227,14 @@ class Tracer(CantSympify):
 
     def __len__(self) -> int:
         if self.ndim == 0:
-            raise TypeError("len() of a 0-d traced value")
+            raise TracingError("len() of a 0-d traced value")
         return self.shape[0]
 
     def __iter__(self):
         if self.ndim == 0:
-            raise TypeError("iteration over a 0-d traced value")
+            raise TracingError("iteration over a 0-d traced value")
         for index in range(self.shape[0]):
-            yield Tracer(self.atoms[index])
+            yield self[index]
 
     def __getitem__(self, index) -> Tracer:
         _check_concrete_index(index)
@@ -270,6 +270,7 @@ class Tracer(CantSympify):
         )
 
     __float__ = __int__ = __index__ = __complex__ = _not_concrete
+    item = tolist = _not_concrete
 
     def __array__(self, dtype=None, copy=None):
         raise TracingError(
@@ -326,6 +327,16 @@ class Tracer(CantSympify):
 
         return snp.mean(self, axis=axis, keepdims=keepdims)
 
+    def var(self, axis=None, keepdims=False):
+        from symad import numpy as snp
+
+        return snp.var(self, axis=axis, keepdims=keepdims)
+
+    def std(self, axis=None, keepdims=False):
+        from symad import numpy as snp
+
+        return snp.std(self, axis=axis, keepdims=keepdims)
+
     def prod(self, axis=None, keepdims=False):
         from symad import numpy as snp
 
@@ -371,22 +382,32 @@ def _install_operators() -> None:
     """Give Tracer the arithmetic and comparison operators of a NumPy array."""
     from symad import numpy as snp
 
-    binary = {
-        "add": snp.add, "sub": snp.subtract, "mul": snp.multiply, "truediv": snp.divide,
-        "pow": snp.power, "matmul": snp.matmul,
-    }
+    binary = dict(zip(_BINARY_OPERATORS, (snp.add, snp.subtract, snp.multiply, snp.divide,
+                                          snp.power, snp.matmul)))
     for name, function in binary.items():
         setattr(Tracer, f"__{name}__", lambda self, other, f=function: f(self, other))
         setattr(Tracer, f"__r{name}__", lambda self, other, f=function: f(other, self))
-    comparisons = {
-        "lt": snp.less, "le": snp.less_equal, "gt": snp.greater, "ge": snp.greater_equal,
-        "eq": snp.equal, "ne": snp.not_equal,
-    }
+    comparisons = dict(zip(_COMPARISONS, (snp.less, snp.less_equal, snp.greater,
+                                           snp.greater_equal, snp.equal, snp.not_equal)))
     for name, function in comparisons.items():
         setattr(Tracer, f"__{name}__", lambda self, other, f=function: f(self, other))
     Tracer.__neg__ = lambda self: snp.negative(self)
     Tracer.__pos__ = lambda self: self
     Tracer.__abs__ = lambda self: snp.abs(self)
+    for name in _UNTRACEABLE_OPERATORS:
+        setattr(Tracer, f"__{name}__", _untraceable_operator(name))
+        if name in ("floordiv", "mod", "divmod"):
+            setattr(Tracer, f"__r{name}__", _untraceable_operator(name))
+
+
+def _untraceable_operator(name: str):
+    def method(self, *args):
+        raise TracingError(
+            f"function {_function_name()!r} applies `{name}` to a traced value; it is piecewise "
+            "constant and not traced by symad. Use snp.where to build what you need."
+        )
+
+    return method
 
 
 # ---------------------------------------------------------------------------
@@ -406,18 +427,20 @@ class Parameter(CantSympify):
 
     >>> import numpy as np
     >>> w = Parameter(np.array([1.0, 2.0]), name="w")
-    >>> (w * 2).tolist(), w.shape
-    ([2.0, 4.0], (2,))
+    >>> (w * 2).tolist(), w.shape, (w == 2.0).tolist()
+    ([2.0, 4.0], (2,), [False, True])
     """
 
     __array_priority__ = 1001
+    # Parameters are dictionary keys of builders: identity, not value, decides equality
+    # there, while ``==`` in user code compares values like NumPy.
+    __hash__ = object.__hash__
 
     def __init__(self, value, name: str | None = None):
         self.name = name if name is not None else f"param{next(_parameter_counter)}"
         if not isinstance(self.name, str) or not self.name:
-            raise TypeError(f"Parameter: name must be a non-empty string, got {name!r}")
+            raise TracingError(f"Parameter: name must be a non-empty string, got {name!r}")
         self.value = value
-        self._symbols: dict = {}
 
     @property
     def value(self) -> np.ndarray:
@@ -427,7 +450,7 @@ class Parameter(CantSympify):
     def value(self, new_value) -> None:
         array = np.asarray(new_value)
         if array.dtype.kind not in "biuf":
-            raise TypeError(
+            raise TracingError(
                 f"Parameter {self.name!r}: value must be real numbers, got dtype {array.dtype}"
             )
         self._value = array.astype(np.float32 if array.dtype == np.float32 else np.float64)
@@ -441,21 +464,24 @@ class Parameter(CantSympify):
         return self._value.ndim
 
     @property
+    def size(self) -> int:
+        return self._value.size
+
+    @property
     def dtype(self) -> np.dtype:
         return self._value.dtype
-
-    def symbols(self, shape: tuple | None = None) -> np.ndarray:
-        """This parameter's input symbols for ``shape`` (default: its current shape)."""
-        shape = self.shape if shape is None else tuple(shape)
-        if shape not in self._symbols:
-            self._symbols[shape] = symbol_array(self.name, shape)
-        return self._symbols[shape]
 
     def _operand(self):
         """A Tracer inside a trace, the current value outside."""
         if current_builder() is not None:
             return Tracer(as_atoms(self))
         return self._value
+
+    def __getattr__(self, name: str):
+        # Array methods (sum, max, dot, reshape, T, ...) act on the traced or current value.
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._operand(), name)
 
     def __array__(self, dtype=None, copy=None):
         if current_builder() is not None:
@@ -476,59 +502,76 @@ class Parameter(CantSympify):
     def __len__(self):
         return len(self._value)
 
+    def __iter__(self):
+        return iter(self._operand())
+
+    def __bool__(self):
+        return bool(self._operand())
+
+    def __float__(self):
+        return float(self._operand())
+
     def __repr__(self) -> str:
         return f"Parameter(name={self.name!r}, value={self._value!r})"
 
-    @property
-    def T(self):  # noqa: N802
-        return self._operand().T
 
-    def sum(self, *args, **kwargs):
-        return self._operand().sum(*args, **kwargs)
-
-    def mean(self, *args, **kwargs):
-        return self._operand().mean(*args, **kwargs)
-
-    def reshape(self, *args, **kwargs):
-        return self._operand().reshape(*args, **kwargs)
+# The operators both Tracer and Parameter have, as NumPy arrays do.
+_BINARY_OPERATORS = ("add", "sub", "mul", "truediv", "pow", "matmul")
+_COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
+_UNARY_OPERATORS = ("neg", "pos", "abs")
+_UNTRACEABLE_OPERATORS = ("floordiv", "mod", "divmod", "round", "trunc", "floor", "ceil")
 
 
 def _install_parameter_operators() -> None:
-    names = [
-        "add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv", "pow", "rpow",
-        "matmul", "rmatmul", "lt", "le", "gt", "ge", "neg", "pos", "abs",
-    ]
-    for name in names:
-        dunder = f"__{name}__"
+    """Every operator of a Parameter applies to its traced or current value."""
 
-        def method(self, *others, _dunder=dunder):
-            operand = self._operand()
+    def forward(dunder):
+        def method(self, *others):
             others = tuple(o._operand() if isinstance(o, Parameter) else o for o in others)
-            if isinstance(operand, np.ndarray) and _dunder in {"__neg__", "__pos__", "__abs__"}:
-                return getattr(operand, _dunder)()
-            return getattr(operand, _dunder)(*others)
+            return getattr(self._operand(), dunder)(*others)
 
-        setattr(Parameter, dunder, method)
+        return method
+
+    names = [f"__{n}__" for n in _BINARY_OPERATORS] + [f"__r{n}__" for n in _BINARY_OPERATORS]
+    names += [f"__{n}__" for n in _COMPARISONS + _UNARY_OPERATORS]
+    for dunder in names:
+        setattr(Parameter, dunder, forward(dunder))
 
 
 _install_parameter_operators()
+
+
+def active_input_names(extra: GraphBuilder | None = None) -> set[str]:
+    """Names of the inputs of every active trace (and of ``extra``)."""
+    from symad.graph import _ACTIVE_BUILDERS
+
+    builders = list(_ACTIVE_BUILDERS) + ([extra] if extra is not None else [])
+    return {name for builder in builders for name in builder.input_names()}
+
+
+def fresh_symbol_array(name: str, shape: tuple, taken: set[str]) -> np.ndarray:
+    """``symbol_array(name, shape)``, primed (``x'``) until no name is in ``taken``.
+
+    Inputs of nested traces must be distinct symbols: SymPy symbols with equal
+    names are equal, and a function that closes over an enclosing trace's
+    ``x`` while taking its own ``x`` would otherwise confuse the two.
+
+    >>> fresh_symbol_array("x", (), {"x"})
+    array(x', dtype=object)
+    """
+    suffix = ""
+    while True:
+        symbols = symbol_array(name + suffix, shape)
+        if not any(symbol.name in taken for symbol in symbols.reshape(-1)):
+            return symbols
+        suffix += "'"
 
 
 def builder_parameter_atoms(builder: GraphBuilder, parameter: Parameter) -> np.ndarray:
     """The atoms standing for ``parameter`` in ``builder``, registering it as an input."""
     atoms = builder.parameters.get(parameter)
     if atoms is None:
-        atoms = parameter.symbols()
-        taken = builder.input_names()
-        if any(symbol.name in taken for symbol in atoms.reshape(-1)):
-            # Same name as an argument or another parameter: SymPy would make the two
-            # symbols equal, so this builder gives the parameter primed names.
-            suffix = "'"
-            while any(
-                f"{symbol.name}{suffix}" in taken for symbol in atoms.reshape(-1)
-            ):
-                suffix += "'"
-            atoms = symbol_array(parameter.name + suffix, parameter.shape)
+        atoms = fresh_symbol_array(parameter.name, parameter.shape, active_input_names(builder))
         builder.parameters[parameter] = atoms
         for symbol in atoms.reshape(-1):
             builder.add_input(symbol)

@@ -13,6 +13,8 @@ import re
 import sympy
 from sympy.printing.latex import LatexPrinter
 
+from symad.errors import ExportError
+
 __all__ = ["SymadLatexPrinter", "display_name", "function_latex", "latex_text", "partial_label"]
 
 _INDEXED_NAME = re.compile(r"^(?P<base>[A-Za-z][A-Za-z0-9_]*)\[(?P<index>[0-9, ]+)\]$")
@@ -102,7 +104,7 @@ def _output_labels(function, count: int, names) -> list[str]:
     if names is not None:
         names = list(names)
         if len(names) != count:
-            raise ValueError(f"latex: output_names has {len(names)} names for {count} outputs")
+            raise ExportError(f"latex: output_names has {len(names)} names for {count} outputs")
         return [latex_text(str(n)) for n in names]
     if function.output_labels is not None and len(function.output_labels) == count:
         return list(function.output_labels)

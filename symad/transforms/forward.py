@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from symad.graph import GraphBuilder, Node
+from symad.graph import GraphBuilder, Node, is_zero_constant
 from symad.primitives import mul_p
-from symad.transforms.terms import is_zero_atom, partial_atoms, sum_terms
+from symad.transforms.terms import partial_atoms, sum_terms
 
 
 def push_forward(
@@ -19,7 +19,7 @@ def push_forward(
 
     Atoms missing from the result have an exact zero tangent.
     """
-    tangent_of = {atom: t for atom, t in tangents.items() if not is_zero_atom(t)}
+    tangent_of = {atom: t for atom, t in tangents.items() if not is_zero_constant(t)}
     for node in primal_nodes:
         seeded = [index for index, arg in enumerate(node.args) if arg in tangent_of]
         if not seeded:
@@ -28,6 +28,6 @@ def push_forward(
         terms = [builder.record(mul_p, (partial, tangent_of[node.args[index]]))
                  for index, partial in partials.items()]
         total = sum_terms(builder, terms)
-        if total is not None and not is_zero_atom(total):
+        if total is not None and not is_zero_constant(total):
             tangent_of[node.symbol] = total
     return tangent_of

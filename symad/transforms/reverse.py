@@ -6,9 +6,9 @@ from collections.abc import Iterable, Sequence
 
 import sympy
 
-from symad.graph import GraphBuilder, Node
+from symad.graph import GraphBuilder, Node, is_zero_constant
 from symad.primitives import mul_p
-from symad.transforms.terms import is_zero_atom, partial_atoms, sum_terms
+from symad.transforms.terms import partial_atoms, sum_terms
 
 
 def backpropagate(
@@ -31,14 +31,14 @@ def backpropagate(
         One atom per ``wrt`` entry; exact ``0`` where no path leads to the outputs.
     """
     # Only nodes that depend on a wrt atom can carry a non-zero adjoint to it.
-    active = set(wrt)
+    active = {atom for atom in wrt if atom.is_Symbol}  # a constant wrt entry has cotangent 0
     for node in primal_nodes:
         if any(arg in active for arg in node.args):
             active.add(node.symbol)
 
     terms: dict = {}
     for atom, cotangent in seeds:
-        if atom in active and not is_zero_atom(cotangent):
+        if atom in active and not is_zero_constant(cotangent):
             terms.setdefault(atom, []).append(cotangent)
 
     for node in reversed(primal_nodes):

@@ -5,16 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import sympy
 
 from symad.errors import DifferentiationError
-from symad.graph import GraphBuilder, Node
+from symad.graph import GraphBuilder, Node, is_zero_constant
 from symad.primitives import add_p, neg_p, sub_p
 from symad.tracer import Tracer, as_atoms
-
-
-def is_zero_atom(atom) -> bool:
-    return atom.is_Number and atom.is_zero
 
 
 def partial_atoms(node: Node, indices: Sequence[int], function_name: str) -> dict:
@@ -48,7 +43,7 @@ def partial_atoms(node: Node, indices: Sequence[int], function_name: str) -> dic
                 f"the partial derivative rule of {primitive.name!r} w.r.t. argument {index} "
                 f"returned shape {atoms.shape}; a partial of a scalar primitive must be a scalar"
             )
-        if not is_zero_atom(atoms[()]):
+        if not is_zero_constant(atoms[()]):
             partials[index] = atoms[()]
     return partials
 
@@ -86,5 +81,3 @@ def _add_all(builder: GraphBuilder, atoms: list):
         return atoms[0]
     return builder.record(add_p, atoms)
 
-
-ONE = sympy.Integer(1)
