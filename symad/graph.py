@@ -35,6 +35,7 @@ import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import sympy
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "current_builder",
     "is_constant",
     "is_zero_constant",
+    "number_atom",
     "constant_value",
 ]
 
@@ -60,6 +62,21 @@ def is_constant(atom: sympy.Basic) -> bool:
     if isinstance(atom, sympy.logic.boolalg.BooleanAtom):
         return True
     return atom.is_number
+
+
+def number_atom(value: Any) -> sympy.Basic | None:
+    """The exact atom for a Python or NumPy real number or bool; None for anything else.
+
+    >>> number_atom(2), number_atom(0.5), number_atom(True), number_atom("2")
+    (2, 0.500000000000000, True, None)
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return sympy.true if value else sympy.false
+    if isinstance(value, (int, np.integer)):
+        return sympy.Integer(int(value))
+    if isinstance(value, (float, np.floating)):
+        return sympy.Float(float(value))
+    return None
 
 
 def is_zero_constant(atom: sympy.Basic) -> bool:

@@ -17,7 +17,7 @@ from sympy.codegen.cfunctions import log1p as sympy_log1p
 from symad import primitives as P
 from symad.errors import TracingError
 from symad.function import Function, finish_function
-from symad.graph import GraphBuilder, is_constant
+from symad.graph import GraphBuilder, is_constant, number_atom
 from symad.pytree import tree_flatten, tree_unflatten
 
 __all__ = ["from_sympy"]
@@ -179,12 +179,9 @@ def _expression(value: Any) -> sympy.Basic:
     """A SymPy expression or a real number; anything else (strings included) is refused."""
     if isinstance(value, sympy.Basic):
         return value
-    if isinstance(value, (bool, np.bool_)):
-        return sympy.true if value else sympy.false
-    if isinstance(value, (int, np.integer)):
-        return sympy.Integer(int(value))
-    if isinstance(value, (float, np.floating)):
-        return sympy.Float(float(value))
+    atom = number_atom(value)
+    if atom is not None:
+        return atom
     raise TracingError(
         f"from_sympy: expected SymPy expressions or real numbers, got {type(value).__name__} "
         f"{value!r}; build expressions with SymPy objects (strings are never parsed)"

@@ -22,7 +22,7 @@ import sympy
 from sympy.core.sympify import CantSympify
 
 from symad.errors import TracingError
-from symad.graph import GraphBuilder, current_builder
+from symad.graph import GraphBuilder, current_builder, number_atom
 
 __all__ = [
     "Tracer", "Parameter", "active_input_names", "apply", "as_atoms", "contains_traced",
@@ -36,12 +36,9 @@ __all__ = [
 
 
 def _constant_atom(value: Any) -> sympy.Basic:
-    if isinstance(value, (bool, np.bool_)):
-        return sympy.true if value else sympy.false
-    if isinstance(value, (int, np.integer)):
-        return sympy.Integer(int(value))
-    if isinstance(value, (float, np.floating)):
-        return sympy.Float(float(value))
+    atom = number_atom(value)
+    if atom is not None:
+        return atom
     if isinstance(value, sympy.Basic):
         if value.free_symbols:
             raise TracingError(

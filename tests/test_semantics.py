@@ -171,3 +171,23 @@ def test_user_mistakes_are_symad_errors_and_leave_no_trace_open(call):
     with pytest.raises(sd.SymadError):
         call()
     assert _ACTIVE_BUILDERS == []
+
+
+@pytest.mark.parametrize("name", ["sigmoid", "softplus", "cbrt"])
+def test_sympy_fdiff_of_symad_functions_agrees_with_the_partial_rule(name):
+    # symad's SymPy function classes carry fdiff for users who call sympy.diff
+    # on a formula; it must say what the primitive's partial rule says.
+    function = getattr(snp, name)
+    formula = sd.trace(lambda x: function(x), 0.7).formula()
+    (x,) = sd.trace(lambda x: function(x), 0.7).inputs
+    by_sympy = sympy.diff(formula, x)
+    by_symad = sd.grad(lambda x: function(x)).trace(0.7).formula()
+    assert sympy.simplify(by_sympy - by_symad) == 0
+
+
+def test_sympy_fdiff_of_stop_gradient_is_zero():
+    from symad.primitives import stop_gradient
+
+    F = sd.trace(lambda x: sd.stop_gradient(x) * x, 0.0)
+    (x,) = F.inputs
+    assert sympy.diff(F.formula(), x) == stop_gradient(x)  # d/dx [sg(x) x] = sg(x)
