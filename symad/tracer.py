@@ -314,41 +314,6 @@ class Tracer(CantSympify):
     def squeeze(self, axis=None):
         return Tracer(self.atoms.squeeze(axis))
 
-    def sum(self, axis=None, keepdims=False):
-        from symad import numpy as snp
-
-        return snp.sum(self, axis=axis, keepdims=keepdims)
-
-    def mean(self, axis=None, keepdims=False):
-        from symad import numpy as snp
-
-        return snp.mean(self, axis=axis, keepdims=keepdims)
-
-    def var(self, axis=None, keepdims=False):
-        from symad import numpy as snp
-
-        return snp.var(self, axis=axis, keepdims=keepdims)
-
-    def std(self, axis=None, keepdims=False):
-        from symad import numpy as snp
-
-        return snp.std(self, axis=axis, keepdims=keepdims)
-
-    def prod(self, axis=None, keepdims=False):
-        from symad import numpy as snp
-
-        return snp.prod(self, axis=axis, keepdims=keepdims)
-
-    def max(self, axis=None, keepdims=False):
-        from symad import numpy as snp
-
-        return snp.max(self, axis=axis, keepdims=keepdims)
-
-    def min(self, axis=None, keepdims=False):
-        from symad import numpy as snp
-
-        return snp.min(self, axis=axis, keepdims=keepdims)
-
     def dot(self, other):
         from symad import numpy as snp
 
@@ -391,6 +356,11 @@ def _install_operators() -> None:
     Tracer.__neg__ = lambda self: snp.negative(self)
     Tracer.__pos__ = lambda self: self
     Tracer.__abs__ = lambda self: snp.abs(self)
+    # Reductions as methods: x.sum(axis=0) is snp.sum(x, axis=0), and so on.
+    for name in ("sum", "mean", "var", "std", "prod", "max", "min"):
+        function = getattr(snp, name)
+        setattr(Tracer, name, lambda self, axis=None, keepdims=False, f=function: f(
+            self, axis=axis, keepdims=keepdims))
     for name in _UNTRACEABLE_OPERATORS:
         setattr(Tracer, f"__{name}__", _untraceable_operator(name))
         if name in ("floordiv", "mod", "divmod"):
