@@ -63,14 +63,14 @@ class CustomPrimitive:
         self.primitive.partials = self._partial
         return rule
 
-    def _partial(self, index: int, *args):
+    def _partial(self, args):
         partials = self._partials_rule(*args)
         if not isinstance(partials, (tuple, list)) or len(partials) != len(args):
             raise DifferentiationError(
                 f"the partials of primitive {self.name!r} must be a tuple with one entry per "
                 f"argument ({len(args)}), got {partials!r}"
             )
-        return partials[index]
+        return partials
 
     def __call__(self, *args):
         if self.arity is not None and len(args) != self.arity:

@@ -203,7 +203,9 @@ def replay(graph: Graph, builder: GraphBuilder, bindings: dict) -> dict:
     env = dict(bindings)
     for node in graph.nodes:
         args = tuple(env.get(a, a) for a in node.args)
-        env[node.symbol] = builder.record(node.primitive, args, node.params)
+        # The same operands as in the original graph: the same node, so it may keep its symbol.
+        hint = node.symbol if args == node.args else None
+        env[node.symbol] = builder.record(node.primitive, args, node.params, hint)
     return env
 
 
@@ -231,6 +233,8 @@ class GraphBuilder:
         self._node_by_key: dict = {}
         self._node_of: dict = {}
         self._order: dict = {}
+        # Atoms holding truth values: boolean constants and comparison nodes.
+        self._boolean_atoms: set = {sympy.true, sympy.false}
         # Parameters met while tracing: Parameter -> object array of its symbols here.
         self.parameters: dict = {}
 
@@ -285,8 +289,13 @@ class GraphBuilder:
             order = self._order[atom] = len(self._order)
         return (1, order, "")
 
-    def record(self, primitive, args: Sequence, params: tuple = ()) -> sympy.Basic:
-        """Apply ``primitive`` to ``args`` and return the resulting atom."""
+    def record(self, primitive, args: Sequence, params: tuple = (), symbol_hint=None) -> sympy.Basic:
+        """Apply ``primitive`` to ``args`` and return the resulting atom.
+
+        ``symbol_hint``: a symbol to name a new node with, if this builder has
+        not used it (replay passes the symbol of the identical original node,
+        which saves creating a SymPy symbol per node).
+        """
         args = self._coerce_operands(primitive, tuple(args))
         if primitive.commutative:
             args = tuple(sorted(args, key=self.sort_key))
@@ -302,20 +311,22 @@ class GraphBuilder:
         existing = self._node_by_key.get(key)
         if existing is not None:
             return existing
-        symbol = sympy.Dummy(f"n{len(self.nodes)}")
+        if symbol_hint is not None and symbol_hint not in self._order:
+            symbol = symbol_hint
+        else:
+            symbol = sympy.Dummy(f"n{len(self.nodes)}")
         node = Node(symbol, primitive, args, params)
         self.nodes.append(node)
         self._node_by_key[key] = symbol
         self._node_of[symbol] = node
         self._order[symbol] = len(self._order)
+        if primitive.returns_boolean:
+            self._boolean_atoms.add(symbol)
         return symbol
 
     def is_boolean(self, atom) -> bool:
         """True if ``atom`` holds truth values (a comparison or a boolean constant)."""
-        if isinstance(atom, sympy.logic.boolalg.BooleanAtom):
-            return True
-        node = self._node_of.get(atom)
-        return node is not None and node.primitive.returns_boolean
+        return atom in self._boolean_atoms
 
     def _coerce_operands(self, primitive, args: tuple) -> tuple:
         """Booleans used as numbers become 0/1, numbers used as conditions become ``!= 0``.
@@ -324,6 +335,8 @@ class GraphBuilder:
         say it, because SymPy's relations are not numbers and ``Piecewise``
         needs a relation as its condition.
         """
+        if not primitive.boolean_operands and self._boolean_atoms.isdisjoint(args):
+            return args  # the common case, checked with one set operation
         from symad.primitives import not_equal_p, select_p
 
         coerced = list(args)

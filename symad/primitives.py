@@ -45,8 +45,9 @@ class Primitive:
         numpy_impl: evaluates the primitive on NumPy arrays or floats.
         partials: one rule per argument, each ``rule(*args) -> value or None``
             (None: the partial is structurally zero); for a variadic
-            primitive a single ``rule(index, *args)``; ``None`` if the
-            primitive has no derivative rule.
+            primitive one ``rule(args) -> sequence`` giving every operand's
+            partial at once (so an n-ary node costs O(n), not O(n**2));
+            ``None`` if the primitive has no derivative rule.
         commutative: operands may be reordered (for hash-consing).
         simplify: ``simplify(builder, args) -> atom or None``, identities
             such as ``x * 1 -> x`` applied before recording.
@@ -96,12 +97,13 @@ class Primitive:
     def has_partials(self) -> bool:
         return self.partials is not None
 
-    def partial(self, index: int, args: Sequence):
-        """The partial derivative w.r.t. operand ``index`` (a traced value), or None for zero."""
+    def partials_at(self, args: Sequence, indices: Sequence[int]) -> dict:
+        """``{index: partial or None}`` w.r.t. the operands at ``indices`` (traced values)."""
         if self.variadic:
-            return self.partials(index, *args)
-        rule = self.partials[index]
-        return None if rule is None else rule(*args)
+            every_partial = self.partials(args)
+            return {index: every_partial[index] for index in indices}
+        rules = self.partials
+        return {index: None if rules[index] is None else rules[index](*args) for index in indices}
 
     def __repr__(self) -> str:
         return f"Primitive({self.name!r})"
@@ -286,7 +288,7 @@ TWO_OVER_SQRT_PI = 2 / sympy.sqrt(sympy.pi)
 
 add_p = _register(Primitive(
     "add", lambda *a: sympy.Add(*a), lambda *a: _sum_arrays(a),
-    lambda index, *args: ONE,
+    lambda args: [ONE] * len(args),
     commutative=True, simplify=_simplify_add, variadic=True, numpy_name="add", numexpr_name="+"))
 sub_p = _register(Primitive(
     "subtract", lambda a, b: a - b, np.subtract,
@@ -413,20 +415,21 @@ minimum_p = _register(Primitive(
     "minimum", sympy.Min, np.minimum,
     (lambda a, b: _max_partial(b, a), lambda a, b: _max_partial(a, b)),
     commutative=True, numpy_name="minimum"))
-def _reduction_partial(index, args, reduction):
+def _reduction_partials(args, reduction):
     # At ties the derivative is shared equally among the extremal operands (JAX's convention).
     extremum = snp.apply(reduction, *args)
     is_extremal = [snp.where(arg == extremum, 1, 0) for arg in args]
-    return is_extremal[index] / snp.apply(add_p, *is_extremal)
+    count = snp.apply(add_p, *is_extremal)
+    return [indicator / count for indicator in is_extremal]
 
 
 reduce_max_p = _register(Primitive(
     "reduce_max", lambda *a: sympy.Max(*a), lambda *a: np.max(np.stack(np.broadcast_arrays(*a)), axis=0),
-    lambda index, *args: _reduction_partial(index, args, reduce_max_p),
+    lambda args: _reduction_partials(args, reduce_max_p),
     commutative=True, variadic=True))
 reduce_min_p = _register(Primitive(
     "reduce_min", lambda *a: sympy.Min(*a), lambda *a: np.min(np.stack(np.broadcast_arrays(*a)), axis=0),
-    lambda index, *args: _reduction_partial(index, args, reduce_min_p),
+    lambda args: _reduction_partials(args, reduce_min_p),
     commutative=True, variadic=True))
 hypot_p = _register(Primitive(
     "hypot", lambda a, b: sympy.sqrt(a**2 + b**2), np.hypot,
@@ -439,13 +442,14 @@ logaddexp_p = _register(Primitive(
 logsumexp_p = _register(Primitive(
     "logsumexp", lambda *a: sympy.log(sympy.Add(*[sympy.exp(t) for t in a])),
     lambda *a: scipy.special.logsumexp(np.stack(np.broadcast_arrays(*a)), axis=0),
-    lambda index, *args: snp.exp(args[index] - logsumexp_of(args)),
+    lambda args: _softmax(args),
     commutative=True, variadic=True))
 
 
-def logsumexp_of(args):
-    """The traced logsumexp of scalar traced values (hash-conses with the primal node)."""
-    return snp.apply(logsumexp_p, *args)
+def _softmax(args):
+    """The partials of logsumexp: exp(a_i - logsumexp(a)), the total recorded once."""
+    total = snp.apply(logsumexp_p, *args)  # hash-conses with the primal node
+    return [snp.exp(arg - total) for arg in args]
 
 
 # -- special functions ---------------------------------------------------------

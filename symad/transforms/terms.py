@@ -33,8 +33,7 @@ def partial_atoms(node: Node, indices: Sequence[int], function_name: str) -> dic
         scalar[()] = atom
         operands.append(Tracer(scalar))
     partials = {}
-    for index in indices:
-        partial = primitive.partial(index, operands)
+    for index, partial in primitive.partials_at(operands, indices).items():
         if partial is None:
             continue
         atoms = as_atoms(partial)
