@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import itertools
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -43,6 +43,7 @@ __all__ = [
     "Node",
     "Graph",
     "GraphBuilder",
+    "active_builders",
     "current_builder",
     "is_constant",
     "is_zero_constant",
@@ -213,18 +214,53 @@ def replay(graph: Graph, builder: GraphBuilder, bindings: dict) -> dict:
 # Recording
 # ---------------------------------------------------------------------------
 
-_ACTIVE_BUILDERS: list[GraphBuilder] = []
+class _TraceState(threading.local):
+    """Per-thread stack of recording builders: traces in different threads never mix."""
+
+    def __init__(self):
+        self.builders: list[GraphBuilder] = []
+
+
+_STATE = _TraceState()
+
+# The cyclic garbage collector is process-wide, so pausing it is counted over
+# all threads: it is paused by the first trace to start and resumed by the last
+# to end, and only if it was enabled to begin with.
+_GC_LOCK = threading.Lock()
+_gc_pauses = 0
+_gc_was_enabled = False
+
+
+def active_builders() -> list[GraphBuilder]:
+    """The builders recording in this thread, outermost first."""
+    return _STATE.builders
 
 
 def current_builder() -> GraphBuilder | None:
-    """The innermost builder that is recording, or None outside any trace."""
-    return _ACTIVE_BUILDERS[-1] if _ACTIVE_BUILDERS else None
+    """The innermost builder that is recording in this thread, or None outside any trace."""
+    builders = _STATE.builders
+    return builders[-1] if builders else None
+
+
+def _pause_gc() -> None:
+    global _gc_pauses, _gc_was_enabled
+    with _GC_LOCK:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+
+
+def _resume_gc() -> None:
+    global _gc_pauses
+    with _GC_LOCK:
+        _gc_pauses -= 1
+        if _gc_pauses == 0 and _gc_was_enabled:
+            gc.enable()
 
 
 class GraphBuilder:
     """Records nodes, hash-consed and simplified, for one trace or one transform."""
-
-    _symbol_counter = itertools.count()
 
     def __init__(self, function_name: str = "function"):
         self.function_name = function_name
@@ -249,15 +285,13 @@ class GraphBuilder:
         them would walk the user's whole heap (measured: 15-60% of build time
         next to large SymPy trees). Reference counting still frees memory.
         """
-        collector_was_enabled = gc.isenabled()
-        gc.disable()
-        _ACTIVE_BUILDERS.append(self)
+        _pause_gc()
+        _STATE.builders.append(self)
         try:
             yield self
         finally:
-            _ACTIVE_BUILDERS.pop()
-            if collector_was_enabled:
-                gc.enable()
+            _STATE.builders.pop()
+            _resume_gc()
 
     # -- inputs ------------------------------------------------------------
 

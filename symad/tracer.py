@@ -22,7 +22,7 @@ import sympy
 from sympy.core.sympify import CantSympify
 
 from symad.errors import TracingError
-from symad.graph import GraphBuilder, current_builder, number_atom
+from symad.graph import GraphBuilder, active_builders, current_builder, number_atom
 
 __all__ = [
     "Tracer", "Parameter", "active_input_names", "apply", "as_atoms", "contains_traced",
@@ -510,9 +510,7 @@ _install_parameter_operators()
 
 def active_input_names(extra: GraphBuilder | None = None) -> set[str]:
     """Names of the inputs of every active trace (and of ``extra``)."""
-    from symad.graph import _ACTIVE_BUILDERS
-
-    builders = list(_ACTIVE_BUILDERS) + ([extra] if extra is not None else [])
+    builders = list(active_builders()) + ([extra] if extra is not None else [])
     return {name for builder in builders for name in builder.input_names()}
 
 

@@ -3,13 +3,15 @@
 Each test pins a defect found in review, so it stays fixed.
 """
 
+import gc
+
 import numpy as np
 import pytest
 import sympy
 
 import symad as sd
 import symad.numpy as snp
-from symad.graph import _ACTIVE_BUILDERS
+from symad.graph import active_builders
 
 
 def test_unused_weight_gets_zero_even_when_the_graph_holds_a_constant_zero():
@@ -170,7 +172,8 @@ def test_variance_and_standard_deviation():
 def test_user_mistakes_are_symad_errors_and_leave_no_trace_open(call):
     with pytest.raises(sd.SymadError):
         call()
-    assert _ACTIVE_BUILDERS == []
+    assert active_builders() == []
+    assert gc.isenabled()  # recording pauses the cyclic collector; errors must resume it
 
 
 @pytest.mark.parametrize("name", ["sigmoid", "softplus", "cbrt"])
@@ -191,3 +194,29 @@ def test_sympy_fdiff_of_stop_gradient_is_zero():
     F = sd.trace(lambda x: sd.stop_gradient(x) * x, 0.0)
     (x,) = F.inputs
     assert sympy.diff(F.formula(), x) == stop_gradient(x)  # d/dx [sg(x) x] = sg(x)
+
+
+def test_traces_in_several_threads_do_not_mix():
+    from concurrent.futures import ThreadPoolExecutor
+
+    w = sd.Parameter(0.5, name="w")  # a contraction: finite differences stay accurate
+
+    def work(seed):
+        point = 0.5 + seed / 10
+
+        def g(x):  # a new function each time: every call traces
+            total = x
+            for _ in range(30):
+                total = np.sin(total) * w + x
+            return total
+
+        gradient = sd.grad(g)(point)
+        delta = 1e-6
+        expected = (g(point + delta) - g(point - delta)) / (2 * delta)
+        return float(gradient), float(expected)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(work, range(16)))
+    for gradient, expected in results:
+        assert gradient == pytest.approx(expected, rel=1e-5)
+    assert active_builders() == [] and gc.isenabled()
