@@ -191,11 +191,19 @@ class Transformed:
             return self.fun.trace(*examples)
         return trace(self.fun, *examples)
 
+    @property
+    def _traces_fixed_shapes(self) -> bool:
+        """True if the result does not depend on argument shapes (a traced Function inside)."""
+        fun = self.fun
+        return isinstance(fun, Function) or getattr(fun, "_traces_fixed_shapes", False)
+
     def trace(self, *args, **kwargs) -> Function:
         """The transformed function as a traced :class:`~symad.function.Function`."""
         args = _bind_keywords(self.fun, args, kwargs, self.name)
         examples = self._trace_at(args)
-        key = _signature(examples)
+        # A traced Function keeps its core shapes, whatever batch the call has:
+        # one transform serves every batch shape.
+        key = len(examples) if self._traces_fixed_shapes else _signature(examples)
         cached = self._cache.get(key)
         if cached is not None and _parameters_unchanged(cached):
             return cached
@@ -263,6 +271,18 @@ def _split_outputs(function: Function, outputs: list, has_aux: bool, transform: 
     return tree[0], tuple(tree[1:])
 
 
+def _check_real_outputs(builder, outputs, transform: str, name: str) -> None:
+    """Differentiated outputs must be real numbers: not None, not truth values (as in JAX)."""
+    leaves = tree_flatten(outputs)[0]
+    if not leaves:
+        raise DifferentiationError(f"{transform}({name}): the function returned no value to differentiate")
+    if any(builder.is_boolean(atom) for leaf in leaves for atom in leaf.reshape(-1)):
+        raise DifferentiationError(
+            f"{transform}({name}): the differentiated output is a truth value (a comparison); "
+            "derivatives are taken of real-valued outputs"
+        )
+
+
 def _wrt(function: Function, positions: tuple[int, ...] | None, weights: tuple[Parameter, ...]):
     """The atoms differentiated against, and a function that packs their cotangents into trees.
 
@@ -324,6 +344,7 @@ def grad_function(function: Function, argnums, has_aux: bool = False, weights=()
 
     def build(builder, primal_nodes, outputs):
         differentiated, aux = _split_outputs(function, outputs, has_aux, transform)
+        _check_real_outputs(builder, differentiated, transform, function.name)
         seeds = [(atom, ONE) for leaf in tree_flatten(differentiated)[0] for atom in leaf.reshape(-1)]
         wrt_atoms, pack = _wrt(function, positions, weights)
         cotangents = backpropagate(builder, primal_nodes, seeds, wrt_atoms, function.name)
@@ -542,6 +563,7 @@ def jacobian_function(function: Function, argnums, has_aux: bool = False, mode: 
 
     def build(builder, primal_nodes, outputs):
         differentiated, aux = _split_outputs(function, outputs, has_aux, transform)
+        _check_real_outputs(builder, differentiated, transform, function.name)
         out_leaves, out_treedef = tree_flatten(differentiated)
         wrt_atoms, pack = _wrt(function, positions, ())
         out_atoms = [atom for leaf in out_leaves for atom in leaf.reshape(-1)]
@@ -710,17 +732,23 @@ def vmap(fun: Callable, in_axes=0, out_axes=0) -> Callable:
     name = function_name(fun)
     cache: dict = {}
 
-    def mapped(*args):
+    def mapped(*args, **kwargs):
+        args = _bind_keywords(fun, args, kwargs, f"vmap({name})")
         axes = _axes_per_leaf(in_axes, args, "in_axes", name)
         leaves, treedef = tree_flatten(args)
-        moved = [leaf if axis is None else snp.moveaxis(_as_array(leaf), axis, 0)
-                 for leaf, axis in zip(leaves, axes)]
+        try:
+            moved = [leaf if axis is None else snp.moveaxis(_as_array(leaf), axis, 0)
+                     for leaf, axis in zip(leaves, axes)]
+        except (ValueError, IndexError) as error:  # NumPy's AxisError is both
+            raise TracingError(f"vmap({name}): in_axes {in_axes!r} do not fit the arguments: {error}") from None
         sizes = {leaf.shape[0] for leaf, axis in zip(moved, axes) if axis is not None}
         if not sizes:
             raise TracingError(f"vmap({name}): in_axes maps no argument; give at least one an axis")
         if len(sizes) != 1:
             raise TracingError(f"vmap({name}): mapped axes have different sizes {sorted(sizes)}")
         (size,) = sizes
+        if size == 0:
+            raise TracingError(f"vmap({name}): the mapped axis is empty; there is nothing to map over")
 
         def element(index):
             return tree_unflatten(treedef, [leaf if axis is None else leaf[index]

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -90,9 +91,12 @@ def constant_value(atom: sympy.Basic) -> Any:
     """The Python value of a constant atom (float or bool) for numeric evaluation."""
     if isinstance(atom, sympy.logic.boolalg.BooleanAtom):
         return bool(atom)
-    if atom.is_Integer:
-        return float(int(atom))
-    return float(atom.evalf(17) if not atom.is_Float else atom)
+    try:
+        if atom.is_Integer:
+            return float(int(atom))
+        return float(atom.evalf(17) if not atom.is_Float else atom)
+    except OverflowError:  # an exact constant beyond float range
+        return math.copysign(math.inf, float(sympy.sign(atom)))
 
 
 def _is_foldable(value: sympy.Basic) -> bool:
@@ -338,8 +342,11 @@ class GraphBuilder:
             if simplified is not None:
                 return simplified
         if primitive.folds_constants and all(is_constant(a) for a in args):
-            value = primitive.to_sympy(args, dict(params))
-            if _is_foldable(value):
+            try:
+                value = primitive.to_sympy(args, dict(params))
+            except (TypeError, ValueError):  # e.g. SymPy refuses to compare nan
+                value = None
+            if value is not None and _is_foldable(value):
                 return value
         key = (primitive, args, params)
         existing = self._node_by_key.get(key)

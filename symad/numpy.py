@@ -105,6 +105,9 @@ greater = _elementwise(P.greater_p, "greater", "Elementwise ``a > b``.")
 greater_equal = _elementwise(P.greater_equal_p, "greater_equal", "Elementwise ``a >= b``.")
 equal = _elementwise(P.equal_p, "equal", "Elementwise ``a == b``.")
 not_equal = _elementwise(P.not_equal_p, "not_equal", "Elementwise ``a != b``.")
+logical_and = _elementwise(P.logical_and_p, "logical_and", "Elementwise ``a and b`` of conditions.")
+logical_or = _elementwise(P.logical_or_p, "logical_or", "Elementwise ``a or b`` of conditions.")
+logical_not = _elementwise(P.logical_not_p, "logical_not", "Elementwise ``not a`` of a condition.")
 _select = _elementwise(P.select_p, "where", "")
 stop_gradient = _elementwise(
     P.stop_gradient_p, "stop_gradient",
@@ -169,7 +172,12 @@ def _numpy_when_concrete(numpy_function):
         @functools.wraps(traced_version)
         def function(*args, **kwargs):
             if _traced_inputs(*args, *kwargs.values()):
-                return traced_version(*args, **kwargs)
+                try:
+                    return traced_version(*args, **kwargs)
+                except (ValueError, IndexError) as error:  # NumPy's shape errors, on atoms
+                    raise TracingError(
+                        f"{traced_version.__name__} in function {_function_name()!r}: {error}"
+                    ) from None
             return numpy_function(*_concrete(args), **{k: _concrete(v) for k, v in kwargs.items()})
 
         return function
@@ -368,14 +376,16 @@ _sum_row = _variadic_row(P.add_p, empty_value=sympy.Integer(0))
 
 
 @_numpy_when_concrete(_np.sum)
-def sum(x, axis=None, keepdims=False):  # noqa: A001
+def sum(x, axis=None, dtype=None, keepdims=False):  # noqa: A001
     """Sum of elements over ``axis`` (all by default)."""
+    _float_dtype_only({"dtype": dtype}, "sum")
     return _reduce(x, axis, keepdims, _sum_row)
 
 
 @_numpy_when_concrete(_np.mean)
-def mean(x, axis=None, keepdims=False):
+def mean(x, axis=None, dtype=None, keepdims=False):
     """Mean of elements over ``axis`` (all by default)."""
+    _float_dtype_only({"dtype": dtype}, "mean")
     x_shape = shape(x)
     count = math.prod(x_shape[a] for a in _normalize_axes(axis, len(x_shape)))
     if count == 0:  # NumPy's mean of nothing is nan
@@ -384,21 +394,22 @@ def mean(x, axis=None, keepdims=False):
 
 
 @_numpy_when_concrete(_np.var)
-def var(x, axis=None, keepdims=False):
+def var(x, axis=None, dtype=None, keepdims=False):
     """Variance over ``axis``: the mean squared deviation from the mean."""
     deviation = subtract(x, mean(x, axis=axis, keepdims=True))
     return mean(multiply(deviation, deviation), axis=axis, keepdims=keepdims)
 
 
 @_numpy_when_concrete(_np.std)
-def std(x, axis=None, keepdims=False):
+def std(x, axis=None, dtype=None, keepdims=False):
     """Standard deviation over ``axis``."""
     return sqrt(var(x, axis=axis, keepdims=keepdims))
 
 
 @_numpy_when_concrete(_np.prod)
-def prod(x, axis=None, keepdims=False):
+def prod(x, axis=None, dtype=None, keepdims=False):
     """Product of elements over ``axis`` (all by default)."""
+    _float_dtype_only({"dtype": dtype}, "prod")
     return _reduce(x, axis, keepdims, _prod_row)
 
 
@@ -515,10 +526,13 @@ def vdot(a, b):
 
 
 def inner(a, b):
-    """Inner product over the last axes (vectors: the dot product)."""
+    """Inner product over the last axes: shape ``a.shape[:-1] + b.shape[:-1]``, as NumPy."""
     if ndim(a) == 0 or ndim(b) == 0:
         return multiply(a, b)
-    return matmul(a, swapaxes(b, -1, -2)) if ndim(b) > 1 else matmul(a, b)
+    a_shape, b_shape = shape(a), shape(b)
+    rows = reshape(a, (-1, a_shape[-1]))
+    columns = transpose(reshape(b, (-1, b_shape[-1])))
+    return reshape(matmul(rows, columns), a_shape[:-1] + b_shape[:-1])
 
 
 @_numpy_when_concrete(_np.outer)
@@ -570,10 +584,12 @@ _UFUNCS = {
     "arccos": arccos, "arctan": arctan, "arctan2": arctan2, "sinh": sinh, "cosh": cosh,
     "tanh": tanh, "arcsinh": arcsinh, "arccosh": arccosh, "arctanh": arctanh,
     "absolute": abs, "fabs": abs, "sign": sign, "maximum": maximum, "minimum": minimum,
-    "fmax": maximum, "fmin": minimum, "hypot": hypot, "logaddexp": logaddexp, "erf": erf,
+    "hypot": hypot, "logaddexp": logaddexp, "erf": erf,
     "erfc": erfc, "expit": sigmoid, "less": less, "less_equal": less_equal,
     "greater": greater, "greater_equal": greater_equal, "equal": equal,
-    "not_equal": not_equal, "matmul": matmul,
+    "not_equal": not_equal, "matmul": matmul, "logical_and": logical_and,
+    "logical_or": logical_or, "logical_not": logical_not, "bitwise_and": logical_and,
+    "bitwise_or": logical_or, "invert": logical_not,
 }
 
 _REDUCTIONS = {"add": sum, "multiply": prod, "maximum": max, "minimum": min}
@@ -589,18 +605,36 @@ def _untraceable(what: str) -> TracingError:
     )
 
 
+def _float_dtype_only(kwargs: dict, what: str) -> dict:
+    """``kwargs`` without a float ``dtype=`` (traced values are real numbers already)."""
+    kwargs = dict(kwargs)
+    dtype = kwargs.pop("dtype", None)
+    if dtype is not None and _np.dtype(dtype).kind != "f":
+        raise _untraceable(f"{what} with dtype={dtype}")
+    return kwargs
+
+
 def dispatch_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
-    """Route a NumPy ufunc call on traced values to the matching traceable function."""
+    """Route a NumPy ufunc call on traced values to the matching traceable function.
+
+    Keywords that would change the result (``out``, ``where``, ``initial``,
+    a non-float ``dtype``) are refused rather than ignored.
+    """
     name = getattr(ufunc, "__name__", repr(ufunc))
-    if kwargs.get("out") is not None:
-        raise _untraceable(f"numpy.{name} with out=")
+    suffix = "" if method == "__call__" else f".{method}"
+    what = f"the ufunc numpy.{name}{suffix}"
+    kwargs = _float_dtype_only(kwargs, what)
+    if kwargs.get("out") is None:
+        kwargs.pop("out", None)
+    allowed = {"axis", "keepdims"} if method == "reduce" else set()
+    if set(kwargs) - allowed:
+        raise _untraceable(f"{what} with keywords {sorted(set(kwargs) - allowed)}")
     if method == "__call__" and name in _UFUNCS:
         return _UFUNCS[name](*inputs)
     if method == "reduce" and name in _REDUCTIONS:
         (x,) = inputs
         return _REDUCTIONS[name](x, axis=kwargs.get("axis", 0), keepdims=kwargs.get("keepdims", False))
-    suffix = "" if method == "__call__" else f".{method}"
-    raise _untraceable(f"the ufunc numpy.{name}{suffix}")
+    raise _untraceable(what)
 
 
 def _function_table() -> dict:
@@ -630,10 +664,7 @@ def dispatch_function(func, args: tuple, kwargs: dict) -> Any:
     module = getattr(func, "__module__", "numpy") or "numpy"
     if implementation is None:
         raise _untraceable(f"{module}.{func.__name__}")
-    kwargs = dict(kwargs)
-    dtype = kwargs.pop("dtype", None)
-    if dtype is not None and _np.dtype(dtype).kind != "f":
-        raise _untraceable(f"{module}.{func.__name__} with dtype={dtype}")
+    kwargs = _float_dtype_only(kwargs, f"{module}.{func.__name__}")
     try:
         inspect.signature(implementation).bind(*args, **kwargs)
     except TypeError:

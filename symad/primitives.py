@@ -396,8 +396,11 @@ arctanh_p = _register(Primitive(
 
 # -- piecewise and two-argument smooth functions ------------------------------
 
+# |x|' is sign(x) away from 0; at 0 JAX takes the right derivative (1), which keeps
+# higher derivatives of smooth compositions right: d2/dx2 |x|**2 at 0 is 2, not 0.
 abs_p = _register(Primitive(
-    "abs", sympy.Abs, np.abs, (lambda x: snp.sign(x),), numpy_name="abs", numexpr_name="abs"))
+    "abs", sympy.Abs, np.abs, (lambda x: snp.where(x >= 0, 1, -1),),
+    numpy_name="abs", numexpr_name="abs"))
 sign_p = _register(Primitive(
     "sign", sympy.sign, np.sign, (None,), numpy_name="sign"))
 
@@ -487,6 +490,16 @@ greater_p = _comparison("greater", sympy.StrictGreaterThan, np.greater, ">")
 greater_equal_p = _comparison("greater_equal", sympy.GreaterThan, np.greater_equal, ">=")
 equal_p = _comparison("equal", sympy.Eq, np.equal, "==")
 not_equal_p = _comparison("not_equal", sympy.Ne, np.not_equal, "!=")
+
+def _logical(name, relation, numpy_impl, arity):
+    return _register(Primitive(
+        name, relation, numpy_impl, (None,) * arity, numpy_name=name, returns_boolean=True,
+        boolean_operands=tuple(range(arity)), commutative=arity == 2))
+
+
+logical_and_p = _logical("logical_and", sympy.And, np.logical_and, 2)
+logical_or_p = _logical("logical_or", sympy.Or, np.logical_or, 2)
+logical_not_p = _logical("logical_not", sympy.Not, np.logical_not, 1)
 
 stop_gradient_p = _register(Primitive(
     "stop_gradient", stop_gradient, lambda x: x, (None,),

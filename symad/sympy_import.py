@@ -33,6 +33,7 @@ _UNARY = {
 }
 _BINARY = {sympy.atan2: P.arctan2_p}
 _FOLDED = {sympy.Max: P.maximum_p, sympy.Min: P.minimum_p}
+_LOGICAL = {sympy.And: P.logical_and_p, sympy.Or: P.logical_or_p}
 _RELATIONS = {
     sympy.StrictLessThan: P.less_p, sympy.LessThan: P.less_equal_p,
     sympy.StrictGreaterThan: P.greater_p, sympy.GreaterThan: P.greater_equal_p,
@@ -98,6 +99,10 @@ class _Importer:
             return record(_BINARY[head], tuple(self.atom(a) for a in expr.args))
         if head in _FOLDED:
             return self._fold(_FOLDED[head], expr.args)
+        if head in _LOGICAL:
+            return self._fold(_LOGICAL[head], expr.args)
+        if head is sympy.Not:
+            return record(P.logical_not_p, (self.atom(expr.args[0]),))
         if head in _RELATIONS:
             return record(_RELATIONS[head], tuple(self.atom(a) for a in expr.args))
         if isinstance(expr, sympy.Piecewise):

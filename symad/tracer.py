@@ -72,9 +72,14 @@ def as_atoms(value: Any) -> np.ndarray:
             out[index] = as_atoms(element)[()] if _is_atom_like(element) else _constant_atom(element)
         return out
     if array.dtype.kind == "c":
-        raise TracingError("symad traces real-valued functions only; got a complex constant")
+        raise TracingError(
+            f"function {_function_name()!r} uses a complex constant; symad traces real numbers only"
+        )
     if array.dtype.kind not in "biuf":
-        raise TracingError(f"symad cannot trace constants of dtype {array.dtype}")
+        raise TracingError(
+            f"function {_function_name()!r} uses a constant of dtype {array.dtype}; "
+            "symad traces real numbers only"
+        )
     out = np.empty(array.shape, dtype=object)
     flat = out.reshape(-1)
     for position, element in enumerate(array.reshape(-1).tolist()):
@@ -235,7 +240,13 @@ class Tracer(CantSympify):
 
     def __getitem__(self, index) -> Tracer:
         _check_concrete_index(index)
-        selected = self.atoms[index]
+        try:
+            selected = self.atoms[index]
+        except (IndexError, ValueError, TypeError) as error:
+            raise TracingError(
+                f"function {_function_name()!r} indexes a traced array of shape {self.shape} "
+                f"with {index!r}: {error}"
+            ) from None
         if not isinstance(selected, np.ndarray):
             selected = _scalar_array(selected)
         return Tracer(selected)
@@ -353,14 +364,19 @@ def _install_operators() -> None:
                                            snp.greater_equal, snp.equal, snp.not_equal)))
     for name, function in comparisons.items():
         setattr(Tracer, f"__{name}__", lambda self, other, f=function: f(self, other))
+    logical = dict(zip(("and", "or"), (snp.logical_and, snp.logical_or)))
+    for name, function in logical.items():  # & and | combine conditions, as on NumPy bools
+        setattr(Tracer, f"__{name}__", lambda self, other, f=function: f(self, other))
+        setattr(Tracer, f"__r{name}__", lambda self, other, f=function: f(other, self))
+    Tracer.__invert__ = lambda self: snp.logical_not(self)
     Tracer.__neg__ = lambda self: snp.negative(self)
     Tracer.__pos__ = lambda self: self
     Tracer.__abs__ = lambda self: snp.abs(self)
     # Reductions as methods: x.sum(axis=0) is snp.sum(x, axis=0), and so on.
     for name in ("sum", "mean", "var", "std", "prod", "max", "min"):
         function = getattr(snp, name)
-        setattr(Tracer, name, lambda self, axis=None, keepdims=False, f=function: f(
-            self, axis=axis, keepdims=keepdims))
+        setattr(Tracer, name, lambda self, axis=None, keepdims=False, f=function, **options: f(
+            self, axis=axis, keepdims=keepdims, **options))
     for name in _UNTRACEABLE_OPERATORS:
         setattr(Tracer, f"__{name}__", _untraceable_operator(name))
         if name in ("floordiv", "mod", "divmod"):

@@ -87,9 +87,15 @@ def test_latex_output_names_and_sympy_settings():
 
 
 def test_hostile_names_are_escaped_in_latex_and_never_executed():
-    hostile = "__import__('os').system('echo pwned')"
+    import builtins
+
+    hostile = "__import__('builtins').setattr(__import__('builtins'), 'SYMAD_PWNED', 1)"
     F = sd.trace(lambda x: x * 2, 1.0, name=hostile)
     assert "\\_\\_import\\_\\_" in F.latex()
+    q = sd.Parameter(1.0, name=hostile)
+    assert float(sd.grad(lambda x: x * q)(1.0)) == 1.0
+    sd.trace(lambda x: x * q, 1.0).latex()
+    assert not hasattr(builtins, "SYMAD_PWNED")
     p = sd.Parameter(2.0, name="a}\\b")
     G = sd.trace(lambda x: x * p, 1.0)
     assert "a\\}\\backslash{}b" in G.latex()
@@ -117,6 +123,10 @@ def test_float32_inputs_give_float32_results():
     F = sd.trace(f, 2.0, 5.0)
     result = F(np.float32(2.0), np.array([5.0], dtype=np.float32))
     assert result.dtype == np.float32
+    np.testing.assert_allclose(result, [np.log(2) + 10 - np.sin(5)], rtol=1e-6)
+    gradient = sd.grad(f, (0, 1))(np.float32(2.0), np.float32(5.0))
+    assert [g.dtype for g in gradient] == [np.float32, np.float32]
+    np.testing.assert_allclose(gradient, [5.5, 2 - np.cos(5)], rtol=1e-6)
     assert F(np.float32(2.0), 5.0).dtype == np.float64  # mixed: float64
 
 
@@ -225,13 +235,16 @@ def test_transforms_nest_both_ways():
     np.testing.assert_allclose(hessian, hessian.T)
 
 
-def test_derivative_broadcasts_and_grows_gently():
+def test_derivative_broadcasts_and_matches_sympy():
     g = lambda t: np.exp(np.sin(t)) / (1 + t**2)  # noqa: E731
-    nodes = [sd.derivative(g, n).trace(0.7).stats()["nodes"] for n in range(1, 6)]
-    assert nodes == sorted(nodes)
     t = sympy.Symbol("t")
-    expected = sympy.diff(sympy.exp(sympy.sin(t)) / (1 + t**2), t, 4).subs(t, 0.7)
-    np.testing.assert_allclose(sd.derivative(g, 4)(0.7), float(expected), rtol=1e-12)
+    exact = sympy.lambdify(t, sympy.diff(sympy.exp(sympy.sin(t)) / (1 + t**2), t, 4))
+    grid = np.linspace(-1.0, 2.0, 7)
+    np.testing.assert_allclose(sd.derivative(g, 4)(grid), exact(grid), rtol=1e-12)
+    # Nested reverse mode roughly doubles the graph per order (Taylor mode is the
+    # cure); this pins the current cost so that a regression shows.
+    nodes = [sd.derivative(g, n).trace(0.7).stats()["nodes"] for n in range(1, 6)]
+    assert all(later <= 2.5 * earlier for earlier, later in zip(nodes, nodes[1:]))
     with pytest.raises(ValueError, match="non-negative"):
         sd.derivative(g, -1)
 

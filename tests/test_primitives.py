@@ -326,7 +326,7 @@ UNARY_DERIVATIVES = {
     "arcsinh": (lambda x: snp.arcsinh(x), 1 / sympy.sqrt(x**2 + 1)),
     "arccosh": (lambda x: snp.arccosh(x), 1 / sympy.sqrt(x**2 - 1)),
     "arctanh": (lambda x: snp.arctanh(x), 1 / (1 - x**2)),
-    "abs": (lambda x: snp.abs(x), sympy.sign(x)),
+    "abs": (lambda x: snp.abs(x), sympy.Piecewise((1, x >= 0), (-1, True))),
     "sign": (lambda x: snp.sign(x), sympy.Integer(0)),
     "sigmoid": (lambda x: snp.sigmoid(x), sympy_sigmoid(x) * (1 - sympy_sigmoid(x))),
     "softplus": (lambda x: snp.softplus(x), sympy_sigmoid(x)),

@@ -167,6 +167,17 @@ def test_variance_and_standard_deviation():
         lambda: sd.trace(lambda v: v.item(), 0.0),
         lambda: sd.trace(lambda v: v, 0.0)("a"),
         lambda: sd.vmap(lambda a, b: a * b)(np.ones(2), np.ones(3)),
+        lambda: sd.vmap(lambda a: a, in_axes=2)(np.ones(2)),
+        lambda: sd.vmap(lambda a: a)(np.ones((0, 2))),
+        lambda: sd.trace(lambda v: v.reshape(5), np.zeros(3)),
+        lambda: sd.trace(lambda v: v[7], np.zeros(3)),
+        lambda: sd.trace(lambda v: np.concatenate([v, v.reshape(1, 3)]), np.zeros(3)),
+        lambda: sd.trace(lambda v: np.add.reduce(v, initial=10.0), np.zeros(3)),
+        lambda: sd.trace(lambda v: np.add.reduce(v, where=[True, False, True]), np.zeros(3)),
+        lambda: sd.trace(lambda v: np.fmax(v, 1.0), np.zeros(3)),
+        lambda: sd.trace(lambda v: v * np.array(["a"]), np.zeros(1)),
+        lambda: sd.grad(lambda v: v > 0)(1.0),
+        lambda: sd.grad(lambda v: None)(1.0),
     ],
 )
 def test_user_mistakes_are_symad_errors_and_leave_no_trace_open(call):
@@ -220,3 +231,41 @@ def test_traces_in_several_threads_do_not_mix():
     for gradient, expected in results:
         assert gradient == pytest.approx(expected, rel=1e-5)
     assert active_builders() == [] and gc.isenabled()
+
+
+def test_abs_has_the_right_derivative_at_zero_like_jax():
+    assert sd.grad(np.abs)(0.0) == 1.0 and sd.grad(np.abs)(-2.0) == -1.0
+    assert sd.derivative(lambda x: np.abs(x) ** 2, 2)(0.0) == 2.0
+    assert sd.derivative(lambda x: np.cos(np.abs(x)), 2)(0.0) == -1.0
+    np.testing.assert_allclose(sd.hessian(lambda v: np.sum(np.abs(v) ** 2))(np.zeros(2)), 2 * np.eye(2))
+
+
+def test_inner_follows_numpy_shapes():
+    a, b = np.arange(6.0).reshape(2, 3), np.arange(60.0).reshape(5, 4, 3)
+    np.testing.assert_allclose(sd.trace(np.inner, a, b)(a, b), np.inner(a, b))
+
+
+def test_logical_operators_combine_conditions():
+    x = np.array([-1.0, 0.5, 2.0])
+    inside = sd.trace(lambda v: snp.where((v > 0) & (v < 1), v, 0.0), x)
+    np.testing.assert_array_equal(inside(x), [0.0, 0.5, 0.0])
+    outside = sd.trace(lambda v: snp.where(~(v > 0) | (v > 1), 1.0, 0.0), x)
+    np.testing.assert_array_equal(outside(x), [1.0, 0.0, 1.0])
+    (v0,) = sd.trace(lambda v: snp.where((v > 0) & (v < 1), v, 0.0), 0.0).inputs
+    formula = sd.trace(lambda v: snp.where((v > 0) & (v < 1), v, 0.0), 0.0).formula()
+    assert formula == sympy.Piecewise((v0, (v0 > 0) & (v0 < 1)), (0.0, True))
+    round_trip = sd.from_sympy(formula, [v0])
+    np.testing.assert_array_equal(round_trip(x), [0.0, 0.5, 0.0])
+
+
+def test_constant_folding_never_raises():
+    # nan constants cannot be compared by SymPy: the comparison is left to NumPy.
+    F = sd.trace(lambda v: snp.where(np.mean(v[:0]) > 0, v, 1.0), np.ones(2))
+    np.testing.assert_array_equal(F(np.ones(2)), [1.0, 1.0])
+    # an exact constant beyond float range evaluates to inf
+    assert sd.trace(lambda v: v * 0 + 10**400, 1.0)(1.0) == np.inf
+
+
+def test_vmap_binds_keyword_arguments():
+    out = sd.vmap(lambda a, scale=1.0: a * scale)(np.arange(3.0), scale=np.full(3, 2.0))
+    np.testing.assert_allclose(out, [0.0, 2.0, 4.0])
