@@ -500,9 +500,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
             )
     _check_differentiable(primals, range(len(primals)), "jvp", fun)
     primal = trace(fun, *primals) if not isinstance(fun, Function) else fun
-    function = _jvp_function(primal, has_aux)
-    result = function(primals, tangents)
-    return result
+    return _jvp_function(primal, has_aux)(primals, tangents)
 
 
 def _jvp_function(function: Function, has_aux: bool) -> Function:
@@ -523,7 +521,7 @@ def _jvp_function(function: Function, has_aux: bool) -> Function:
         out_tree = tree_unflatten(function.out_treedef, outputs)
         tangent_tree = tree_unflatten(function.out_treedef, tangent_outputs)
         if has_aux:
-            differentiated, aux = _split_outputs(function, outputs, True, "jvp")
+            _, aux = _split_outputs(function, outputs, True, "jvp")
             return (out_tree[0], tangent_tree[0], aux)
         return (out_tree, tangent_tree)
 

@@ -425,6 +425,7 @@ def trace(fun: Callable, *example_args, name: str | None = None) -> Function:
         paths.extend(leaf_paths(child, argument_name))
 
     builder = GraphBuilder(name)
+    taken = active_input_names()  # grows as inputs are added, instead of recomputed per leaf
     in_symbols = []
     for path, leaf in zip(paths, leaves):
         shape = _shape_of(leaf)
@@ -436,9 +437,10 @@ def trace(fun: Callable, *example_args, name: str | None = None) -> Function:
                 f"one point and map it over the batch with sd.vmap({name}), or trace with a small "
                 "example (sd.trace(f, x[0])) and call the traced Function on the whole array"
             )
-        symbols = fresh_symbol_array(path, shape, active_input_names(builder))
+        symbols = fresh_symbol_array(path, shape, taken)
         for symbol in symbols.reshape(-1):
             builder.add_input(symbol)
+            taken.add(symbol.name)
         in_symbols.append(symbols)
 
     with builder.active():

@@ -26,7 +26,14 @@ import sympy
 from symad import primitives as P
 from symad.errors import TracingError
 from symad.graph import current_builder
-from symad.tracer import Parameter, Tracer, apply, as_atoms, contains_traced
+from symad.tracer import (
+    Parameter,
+    Tracer,
+    apply,
+    as_atoms,
+    contains_traced,
+    traced_function_name,
+)
 
 # ---------------------------------------------------------------------------
 # Elementwise functions
@@ -176,7 +183,7 @@ def _numpy_when_concrete(numpy_function):
                     return traced_version(*args, **kwargs)
                 except (ValueError, IndexError) as error:  # NumPy's shape errors, on atoms
                     raise TracingError(
-                        f"{traced_version.__name__} in function {_function_name()!r}: {error}"
+                        f"{traced_version.__name__} in function {traced_function_name()!r}: {error}"
                     ) from None
             return numpy_function(*_concrete(args), **{k: _concrete(v) for k, v in kwargs.items()})
 
@@ -322,15 +329,10 @@ def _normalize_axes(axis, ndim: int) -> tuple[int, ...]:
         if not -ndim <= a < ndim:
             raise TracingError(
                 f"axis {a} is out of bounds for a traced array of dimension {ndim} "
-                f"(in function {_function_name()!r})"
+                f"(in function {traced_function_name()!r})"
             )
         normalized.append(a % ndim)
     return tuple(normalized)
-
-
-def _function_name() -> str:
-    builder = current_builder()
-    return builder.function_name if builder is not None else "function"
 
 
 def _reduce(x, axis, keepdims, combine):
@@ -356,7 +358,7 @@ def _variadic_row(primitive, empty_value=None, what: str = ""):
     def combine(builder, row):
         if not row:
             if empty_value is None:
-                raise TracingError(f"{what} of an empty traced array (in function {_function_name()!r})")
+                raise TracingError(f"{what} of an empty traced array (in function {traced_function_name()!r})")
             return empty_value
         return builder.record(primitive, row) if len(row) > 1 else row[0]
 
@@ -475,7 +477,7 @@ def matmul(a, b):
     left, right = as_atoms(a), as_atoms(b)
     if left.ndim == 0 or right.ndim == 0:
         raise TracingError(
-            f"matmul: an operand is a scalar; use * for scalars (in function {_function_name()!r})"
+            f"matmul: an operand is a scalar; use * for scalars (in function {traced_function_name()!r})"
         )
     squeeze_rows, squeeze_cols = left.ndim == 1, right.ndim == 1
     if squeeze_rows:
@@ -489,7 +491,7 @@ def matmul(a, b):
     except ValueError as error:
         raise TracingError(
             f"matmul: shapes {shape(a)} and {shape(b)} do not align ({error}) "
-            f"(in function {_function_name()!r})"
+            f"(in function {traced_function_name()!r})"
         ) from None
     left = _np.broadcast_to(left, batch + left.shape[-2:])
     right = _np.broadcast_to(right, batch + right.shape[-2:])
@@ -596,10 +598,8 @@ _REDUCTIONS = {"add": sum, "multiply": prod, "maximum": max, "minimum": min}
 
 
 def _untraceable(what: str) -> TracingError:
-    builder = current_builder()
-    function_name = builder.function_name if builder is not None else "function"
     return TracingError(
-        f"function {function_name!r} calls {what}, which symad cannot trace. Use the "
+        f"function {traced_function_name()!r} calls {what}, which symad cannot trace. Use the "
         "operations of symad.numpy, or wrap a numeric implementation with @sd.primitive "
         "and give it partial derivatives with .defpartials."
     )

@@ -243,8 +243,7 @@ def _simplify_div(builder, args):
 
 
 def _simplify_neg(builder, args):
-    inner = _negated_operand(builder, args[0])
-    return inner
+    return _negated_operand(builder, args[0])
 
 
 def _simplify_pow(builder, args):

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from symad.errors import DifferentiationError
-from symad.pytree import tree_flatten
+from symad.pytree import tree_flatten, tree_unflatten
 
 __all__ = ["check_grads"]
 
@@ -78,8 +78,6 @@ def check_grads(
             out, vjp_fn = api.vjp(function, *args)
             out_leaves, out_treedef = tree_flatten(out)
             cotangent_leaves = [rng.standard_normal(np.shape(leaf)) for leaf in out_leaves]
-            from symad.pytree import tree_unflatten
-
             cotangent = tree_unflatten(out_treedef, cotangent_leaves)
             pulled_back = vjp_fn(cotangent)
             lhs = float(np.dot(_flat(pulled_back), _flat(tangents)))

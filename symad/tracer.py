@@ -73,11 +73,11 @@ def as_atoms(value: Any) -> np.ndarray:
         return out
     if array.dtype.kind == "c":
         raise TracingError(
-            f"function {_function_name()!r} uses a complex constant; symad traces real numbers only"
+            f"function {traced_function_name()!r} uses a complex constant; symad traces real numbers only"
         )
     if array.dtype.kind not in "biuf":
         raise TracingError(
-            f"function {_function_name()!r} uses a constant of dtype {array.dtype}; "
+            f"function {traced_function_name()!r} uses a constant of dtype {array.dtype}; "
             "symad traces real numbers only"
         )
     out = np.empty(array.shape, dtype=object)
@@ -184,7 +184,8 @@ def apply(primitive, *operands, params: tuple = ()) -> Tracer:
 # ---------------------------------------------------------------------------
 
 
-def _function_name() -> str:
+def traced_function_name() -> str:
+    """The name of the user's function being traced, for error messages."""
     builder = current_builder()
     return builder.function_name if builder is not None else "function"
 
@@ -244,7 +245,7 @@ class Tracer(CantSympify):
             selected = self.atoms[index]
         except (IndexError, ValueError, TypeError) as error:
             raise TracingError(
-                f"function {_function_name()!r} indexes a traced array of shape {self.shape} "
+                f"function {traced_function_name()!r} indexes a traced array of shape {self.shape} "
                 f"with {index!r}: {error}"
             ) from None
         if not isinstance(selected, np.ndarray):
@@ -253,7 +254,7 @@ class Tracer(CantSympify):
 
     def __setitem__(self, index, value):
         raise TracingError(
-            f"function {_function_name()!r} assigns into a traced array; traced arrays are "
+            f"function {traced_function_name()!r} assigns into a traced array; traced arrays are "
             "immutable: build a new one with snp.where, snp.concatenate or snp.stack"
         )
 
@@ -266,14 +267,14 @@ class Tracer(CantSympify):
 
     def __bool__(self):
         raise TracingError(
-            f"function {_function_name()!r} uses a traced value in Python control flow "
+            f"function {traced_function_name()!r} uses a traced value in Python control flow "
             "(`if`, `while`, `and`/`or` or bool()); its value is symbolic while tracing. "
             "Branch with snp.where(condition, if_true, if_false) instead."
         )
 
     def _not_concrete(self, *args):
         raise TracingError(
-            f"function {_function_name()!r} converts a traced value to a Python number "
+            f"function {traced_function_name()!r} converts a traced value to a Python number "
             "(float(), int(), math.* or an index); use symad.numpy functions on it instead"
         )
 
@@ -282,7 +283,7 @@ class Tracer(CantSympify):
 
     def __array__(self, dtype=None, copy=None):
         raise TracingError(
-            f"function {_function_name()!r} converts a traced value to a NumPy array "
+            f"function {traced_function_name()!r} converts a traced value to a NumPy array "
             "(np.asarray/np.array on traced values); use snp.asarray, snp.stack or "
             "snp.concatenate to build arrays from traced values"
         )
@@ -346,7 +347,7 @@ def _check_concrete_index(index) -> None:
     for part in parts:
         if isinstance(part, (Tracer, Parameter)):
             raise TracingError(
-                f"function {_function_name()!r} indexes with a traced value; indices must "
+                f"function {traced_function_name()!r} indexes with a traced value; indices must "
                 "be concrete integers, slices or integer arrays (use snp.where to select by value)"
             )
 
@@ -386,7 +387,7 @@ def _install_operators() -> None:
 def _untraceable_operator(name: str):
     def method(self, *args):
         raise TracingError(
-            f"function {_function_name()!r} applies `{name}` to a traced value; it is piecewise "
+            f"function {traced_function_name()!r} applies `{name}` to a traced value; it is piecewise "
             "constant and not traced by symad. Use snp.where to build what you need."
         )
 
