@@ -398,6 +398,7 @@ def mean(x, axis=None, dtype=None, keepdims=False):
 @_numpy_when_concrete(_np.var)
 def var(x, axis=None, dtype=None, keepdims=False):
     """Variance over ``axis``: the mean squared deviation from the mean."""
+    _float_dtype_only({"dtype": dtype}, "var")
     deviation = subtract(x, mean(x, axis=axis, keepdims=True))
     return mean(multiply(deviation, deviation), axis=axis, keepdims=keepdims)
 
@@ -405,7 +406,7 @@ def var(x, axis=None, dtype=None, keepdims=False):
 @_numpy_when_concrete(_np.std)
 def std(x, axis=None, dtype=None, keepdims=False):
     """Standard deviation over ``axis``."""
-    return sqrt(var(x, axis=axis, keepdims=keepdims))
+    return sqrt(var(x, axis=axis, dtype=dtype, keepdims=keepdims))
 
 
 @_numpy_when_concrete(_np.prod)
