@@ -63,7 +63,8 @@ class CustomPrimitive:
         self.primitive.partials = self._partial
         return rule
 
-    def _partial(self, args):
+    def _partial(self, out, args):
+        # The user's rule sees the operands only (the SPEC's defpartials signature).
         partials = self._partials_rule(*args)
         if not isinstance(partials, (tuple, list)) or len(partials) != len(args):
             raise DifferentiationError(

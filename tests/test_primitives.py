@@ -317,18 +317,18 @@ UNARY_DERIVATIVES = {
     "sin": (lambda x: snp.sin(x), sympy.cos(x)),
     "cos": (lambda x: snp.cos(x), -sympy.sin(x)),
     "tan": (lambda x: snp.tan(x), 1 + sympy.tan(x) ** 2),
-    "arcsin": (lambda x: snp.arcsin(x), 1 / sympy.sqrt(1 - x**2)),
-    "arccos": (lambda x: snp.arccos(x), -1 / sympy.sqrt(1 - x**2)),
+    "arcsin": (lambda x: snp.arcsin(x), 1 / sympy.sqrt((1 - x) * (1 + x))),
+    "arccos": (lambda x: snp.arccos(x), -1 / sympy.sqrt((1 - x) * (1 + x))),
     "arctan": (lambda x: snp.arctan(x), 1 / (x**2 + 1)),
     "sinh": (lambda x: snp.sinh(x), sympy.cosh(x)),
     "cosh": (lambda x: snp.cosh(x), sympy.sinh(x)),
-    "tanh": (lambda x: snp.tanh(x), 1 - sympy.tanh(x) ** 2),
+    "tanh": (lambda x: snp.tanh(x), sympy.cosh(x) ** -2),
     "arcsinh": (lambda x: snp.arcsinh(x), 1 / sympy.sqrt(x**2 + 1)),
-    "arccosh": (lambda x: snp.arccosh(x), 1 / sympy.sqrt(x**2 - 1)),
-    "arctanh": (lambda x: snp.arctanh(x), 1 / (1 - x**2)),
+    "arccosh": (lambda x: snp.arccosh(x), 1 / sympy.sqrt((x - 1) * (x + 1))),
+    "arctanh": (lambda x: snp.arctanh(x), 1 / ((1 - x) * (1 + x))),
     "abs": (lambda x: snp.abs(x), sympy.Piecewise((1, x >= 0), (-1, True))),
     "sign": (lambda x: snp.sign(x), sympy.Integer(0)),
-    "sigmoid": (lambda x: snp.sigmoid(x), sympy_sigmoid(x) * (1 - sympy_sigmoid(x))),
+    "sigmoid": (lambda x: snp.sigmoid(x), sympy_sigmoid(x) * sympy_sigmoid(-x)),
     "softplus": (lambda x: snp.softplus(x), sympy_sigmoid(x)),
     "exp2": (lambda x: snp.exp2(x), sympy.log(2) * 2**x),
     "erf": (lambda x: snp.erf(x), 2 / sympy.sqrt(sympy.pi) * sympy.exp(-(x**2))),
@@ -349,7 +349,7 @@ def test_exact_second_derivatives():
     assert sd.grad(sd.grad(lambda x: snp.exp(x))).trace(0.5).formula() == sympy.exp(x)
     assert sd.grad(sd.grad(lambda x: snp.log(x))).trace(0.5).formula() == -1 / x**2
     tanh_second = sd.grad(sd.grad(lambda x: snp.tanh(x))).trace(0.5).formula()
-    assert tanh_second == -2 * sympy.tanh(x) * (1 - sympy.tanh(x) ** 2)
+    assert tanh_second == -2 * sympy.sinh(x) / sympy.cosh(x) ** 3
 
 
 BINARY_DERIVATIVES = {

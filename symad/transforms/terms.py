@@ -27,13 +27,10 @@ def partial_atoms(node: Node, indices: Sequence[int], function_name: str) -> dic
             f"to differentiate function {function_name!r}; give the primitive its partials with "
             f"@{primitive.name}.defpartials, or wrap the value in sd.stop_gradient"
         )
-    operands = []
-    for atom in node.args:
-        scalar = np.empty((), dtype=object)
-        scalar[()] = atom
-        operands.append(Tracer(scalar))
+    operands = [_scalar_tracer(atom) for atom in node.args]
     partials = {}
-    for index, partial in primitive.partials_at(operands, indices).items():
+    out = _scalar_tracer(node.symbol)
+    for index, partial in primitive.partials_at(out, operands, indices).items():
         if partial is None:
             continue
         atoms = as_atoms(partial)
@@ -45,6 +42,12 @@ def partial_atoms(node: Node, indices: Sequence[int], function_name: str) -> dic
         if not is_zero_constant(atoms[()]):
             partials[index] = atoms[()]
     return partials
+
+
+def _scalar_tracer(atom) -> Tracer:
+    scalar = np.empty((), dtype=object)
+    scalar[()] = atom
+    return Tracer(scalar)
 
 
 def sum_terms(builder: GraphBuilder, terms: Sequence | None):
