@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -22,7 +23,7 @@ import sympy
 
 from symad.errors import DifferentiationError, TracingError
 from symad.function import Function, argument_names, derive, function_name, trace
-from symad.graph import current_builder
+from symad.graph import current_builder, number_atom
 from symad.pytree import TreeDef, leaf_paths, tree_flatten, tree_unflatten
 from symad.tracer import (
     Parameter,
@@ -643,13 +644,64 @@ def hessian(fun: Callable, argnums=0, has_aux: bool = False) -> Transformed:
     [[4.0, 2.0], [2.0, 0.0]]
     """
     argnums = _normalize_argnums(argnums, None, None, "hessian", fun)
-
     check_args = _argument_checker(argnums, "hessian", fun)
-    def transform(primal: Function) -> Function:
-        gradient = jacobian_function(primal, argnums, has_aux, "rev", flat_aux=True)
-        return jacobian_function(gradient, argnums, has_aux, "fwd")
+    return Transformed(fun, lambda primal: hessian_function(primal, argnums, has_aux),
+                       f"hessian({function_name(fun)})", check_args)
 
-    return Transformed(fun, transform, f"hessian({function_name(fun)})", check_args)
+
+def hessian_function(function: Function, argnums, has_aux: bool = False) -> Function:
+    """Forward over reverse mode, with each mixed pair computed once.
+
+    ``H[i, j]`` and ``H[j, i]`` are the same output atom (the one first in
+    output order), so evaluation computes the upper triangle only and the
+    result is exactly symmetric. At kinks of ``where``/``maximum``, where the
+    one-sided conventions could make the two orders of differentiation
+    disagree, the upper triangle's value is the one returned.
+    """
+    gradient = jacobian_function(function, argnums, has_aux, "rev", flat_aux=True)
+    full = jacobian_function(gradient, argnums, has_aux, "fwd")
+    positions = _resolve_argnums(argnums, len(function.in_treedef.children), "hessian", function.name)
+    leaf_ranges = _input_leaf_ranges(function)
+    wrt_sizes = [function.in_symbols[i].size for p in positions for i in leaf_ranges[p]]
+    differentiated = function.out_treedef.children[0] if has_aux else function.out_treedef
+    out_sizes = [math.prod(shape) for shape in function.out_shapes[:differentiated.num_leaves]]
+
+    outputs = list(full.graph.outputs)
+    offsets, start = {}, 0
+    for out_leaf, out_size in enumerate(out_sizes):
+        for row, row_size in enumerate(wrt_sizes):
+            for column, column_size in enumerate(wrt_sizes):
+                offsets[out_leaf, row, column] = start
+                start += out_size * row_size * column_size
+    for (out_leaf, row, column), offset in offsets.items():
+        if column < row:
+            continue  # each block pair is visited once, from its upper block
+        size, row_size, column_size = out_sizes[out_leaf], wrt_sizes[row], wrt_sizes[column]
+        upper = offset + np.arange(size * row_size * column_size).reshape(size, row_size, column_size)
+        lower = offsets[out_leaf, column, row] + np.arange(size * column_size * row_size).reshape(
+            size, column_size, row_size).transpose(0, 2, 1)
+        for kept, mirrored in zip(upper.ravel(), lower.ravel()):
+            if mirrored > kept:
+                outputs[mirrored] = outputs[kept]
+    return _with_outputs(full, outputs)
+
+
+def _with_outputs(function: Function, outputs: Sequence, out_treedef=None, out_shapes=None,
+                  name: str | None = None) -> Function:
+    """``function`` with other output atoms (and structure); nodes no output needs are dropped."""
+    from symad.graph import Graph, eliminate_dead_nodes
+
+    outputs = tuple(outputs)
+    graph = Graph(function.graph.inputs, eliminate_dead_nodes(function.graph.nodes, outputs), outputs)
+    result = Function(
+        graph, name=name or function.name, in_treedef=function.in_treedef,
+        in_symbols=function.in_symbols,
+        out_treedef=function.out_treedef if out_treedef is None else out_treedef,
+        out_shapes=function.out_shapes if out_shapes is None else out_shapes,
+        parameters=function.parameters)
+    if out_treedef is None:
+        result.output_labels = function.output_labels
+    return result
 
 
 # ---------------------------------------------------------------------------
@@ -657,25 +709,30 @@ def hessian(fun: Callable, argnums=0, has_aux: bool = False) -> Transformed:
 # ---------------------------------------------------------------------------
 
 
-def taylor_function(function: Function, order: int, argnum: int, derivatives: bool = False,
-                    transform: str = "taylor") -> Function:
+def taylor_function(function: Function, order: int, argnum, derivatives: bool = False,
+                    transform: str = "taylor", direction: tuple | None = None) -> Function:
     """Taylor mode on a traced Function of scalars: coefficients of orders 0..``order`` at once.
 
     The result returns a tuple with one entry per order ``k = 0..order``,
     each shaped like ``function``'s output: the normalised Taylor coefficient
     ``f^(k)(x) / k!`` along argument ``argnum``, or the derivative ``f^(k)``
-    itself with ``derivatives=True``.
+    itself with ``derivatives=True``. With a tuple ``argnum`` the series runs
+    along ``direction`` (one float per argument): the coefficients of
+    ``t -> f(x + t * direction)``.
     """
     _require_scalar_arguments(function, transform)
     count = len(function.in_treedef.children)
-    (position,) = _resolve_argnums(int(argnum), count, transform, function.name)
-    variable = function.in_symbols[_input_leaf_ranges(function)[position].start][()]
+    positions = _resolve_argnums(argnum, count, transform, function.name)
+    steps = (ONE,) * len(positions) if direction is None else direction
+    leaf_ranges = _input_leaf_ranges(function)
+    variables = [function.in_symbols[leaf_ranges[position].start][()] for position in positions]
 
     def build(builder, primal_nodes, outputs):
         _check_real_outputs(builder, tree_unflatten(function.out_treedef, outputs), transform,
                             function.name)
-        seed = [variable, ONE] + [ZERO] * (order - 1) if order else [variable]
-        sweep = taylor_series(builder, primal_nodes, {variable: seed}, order, function.name)
+        seeds = {variable: ([variable, step] + [ZERO] * (order - 1) if order else [variable])
+                 for variable, step in zip(variables, steps)}
+        sweep = taylor_series(builder, primal_nodes, seeds, order, function.name)
         orders = []
         for k in range(order + 1):
             scale = sympy.factorial(k) if derivatives else ONE
@@ -688,24 +745,49 @@ def taylor_function(function: Function, order: int, argnum: int, derivatives: bo
     return derive(function, f"{transform}({function.name})", build)
 
 
+def _check_direction(direction, argnum, name: str) -> tuple | None:
+    """The direction of a multi-argument series as exact atoms, checked against ``argnum``."""
+    if isinstance(argnum, int):
+        if direction is not None:
+            raise DifferentiationError(
+                f"taylor({name}): direction is for a tuple argnum (a series along several "
+                "arguments); with one argument the series runs along it"
+            )
+        return None
+    if direction is None:
+        raise DifferentiationError(
+            f"taylor({name}): argnum={argnum} differentiates along several arguments; "
+            f"pass direction=(...) with {len(argnum)} numbers, one per argument"
+        )
+    direction = tuple(direction)
+    if len(direction) != len(argnum):
+        raise DifferentiationError(
+            f"taylor({name}): direction has {len(direction)} entries but argnum has {len(argnum)}"
+        )
+    atoms = []
+    for entry in direction:
+        atom = number_atom(entry)
+        if atom is None or isinstance(entry, (bool, np.bool_)) or not math.isfinite(float(entry)):
+            raise DifferentiationError(
+                f"taylor({name}): direction entries must be finite real numbers, got {entry!r}"
+            )
+        atoms.append(atom)
+    return tuple(atoms)
+
+
 def derivative_function(function: Function, n: int, argnum: int) -> Function:
     """The ``n``-th derivative of a traced Function of scalars, by Taylor mode (O(n**2) per node)."""
     if n == 0:
         _require_scalar_arguments(function, "derivative")
         return function
     all_orders = taylor_function(function, n, argnum, derivatives=True, transform="derivative")
-    # Keep only the n-th order: a Function whose outputs are that tuple entry.
+    # Keep only the n-th order: the last entry of the tuple of orders.
     last = all_orders.out_treedef.children[-1]
-    outputs = all_orders.graph.outputs[-last.num_leaves:] if last.num_leaves else ()
-    from symad.graph import Graph, eliminate_dead_nodes
-
-    graph = Graph(all_orders.graph.inputs, eliminate_dead_nodes(all_orders.graph.nodes, outputs), outputs)
-    result = Function(
-        graph, name=f"derivative({function.name}, {n})", in_treedef=all_orders.in_treedef,
-        in_symbols=all_orders.in_symbols, out_treedef=last,
-        out_shapes=all_orders.out_shapes[-last.num_leaves:] if last.num_leaves else (),
-        parameters=all_orders.parameters)
-    return result
+    count = last.num_leaves
+    leaf_count = sum(math.prod(shape) for shape in all_orders.out_shapes[len(all_orders.out_shapes) - count:])
+    outputs = all_orders.graph.outputs[len(all_orders.graph.outputs) - leaf_count:]
+    return _with_outputs(all_orders, outputs, last, all_orders.out_shapes[len(all_orders.out_shapes) - count:],
+                         name=f"derivative({function.name}, {n})")
 
 
 def _require_scalar_arguments(function: Function, transform: str) -> None:
@@ -767,7 +849,8 @@ def derivative(fun: Callable, n: int = 1, argnum: int = 0) -> Transformed:
                        f"derivative({name}, {n})", check_args, _scalar_examples)
 
 
-def taylor(fun: Callable, n: int, argnum: int = 0, derivatives: bool = False) -> Transformed:
+def taylor(fun: Callable, n: int, argnum=0, derivatives: bool = False, *,
+           direction=None) -> Transformed:
     """Taylor coefficients of orders 0..``n`` of ``fun`` along the scalar argument ``argnum``.
 
     The call returns a tuple of ``n + 1`` entries, entry ``k`` shaped like
@@ -777,17 +860,27 @@ def taylor(fun: Callable, n: int, argnum: int = 0, derivatives: bool = False) ->
     for one array). All orders share one Taylor-mode sweep, like
     ``jax.experimental.jet``.
 
+    With a tuple ``argnum`` and ``direction`` (one number per argument), the
+    series is that of ``t -> f(x + t * direction)``: directional derivatives
+    of every order, from which mixed partials follow by polarisation.
+
     >>> import numpy as np
     >>> [float(c) for c in taylor(np.exp, 3)(0.0)]
     [1.0, 1.0, 0.5, 0.16666666666666666]
     >>> [float(d) for d in taylor(np.sin, 2, derivatives=True)(0.0)]
     [0.0, 1.0, -0.0]
+    >>> [float(d) for d in taylor(lambda x, y: x * y, 2, (0, 1), True, direction=(1.0, 2.0))(3.0, 5.0)]
+    [15.0, 11.0, 4.0]
     """
     name = function_name(fun)
     n = _check_order(n, "taylor", name)
-    argnum = _check_argnum(argnum, "taylor", name)
+    if isinstance(argnum, (tuple, list)):
+        argnum = _normalize_argnums(tuple(argnum), None, None, "taylor", fun)
+    else:
+        argnum = _check_argnum(argnum, "taylor", name)
+    steps = _check_direction(direction, argnum, name)
     check_args = _argument_checker(argnum, "taylor", fun, differentiates=bool(n))
-    return Transformed(fun, lambda primal: taylor_function(primal, n, argnum, derivatives),
+    return Transformed(fun, lambda primal: taylor_function(primal, n, argnum, derivatives, direction=steps),
                        f"taylor({name}, {n})", check_args, _scalar_examples)
 
 

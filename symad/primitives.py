@@ -235,6 +235,25 @@ def _simplify_mul(builder, args):
         return a
     if _is_number(a, -1):
         return builder.record(neg_p, (b,))
+    return _fold_rational_factors(builder, a, b)
+
+
+def _fold_rational_factors(builder, factor, operand):
+    """``c1 * (c2 * y) -> (c1*c2) * y`` and ``c1 * (-y) -> (-c1) * y`` for exact rationals.
+
+    Taylor coefficients multiply by j and 1/k at every order; folding keeps
+    ``2 * (-x/2)`` from reaching a formula as two nodes (it is ``-x``). Only
+    exact rationals fold: with floats the product would round differently.
+    """
+    if not factor.is_Rational:
+        return None
+    node = builder.node_of(operand)
+    if node is None:
+        return None
+    if node.primitive is neg_p:
+        return builder.record(mul_p, (-factor, node.args[0]))
+    if node.primitive is mul_p and node.args[0].is_Rational:
+        return builder.record(mul_p, (factor * node.args[0], node.args[1]))
     return None
 
 

@@ -262,3 +262,79 @@ def test_derivative_errors():
         sd.taylor(np.sin, 2, argnum=1.0)
     with pytest.raises(sd.DifferentiationError, match="truth value"):
         sd.derivative(lambda x: x > 0, 1)(1.0)
+
+
+# ---------------------------------------------------------------------------
+# Mixed partials: nesting, Hessians and directional Taylor series agree
+# ---------------------------------------------------------------------------
+
+
+def mixed(x, y):
+    return np.exp(x * y) / (1 + x**2) + np.sin(x - 2 * y)
+
+
+def test_directional_taylor_matches_the_directional_derivatives():
+    x, y, vx, vy = 0.3, -0.4, 1.5, -0.5
+    series = sd.taylor(mixed, 4, argnum=(0, 1), derivatives=True, direction=(vx, vy))(x, y)
+    t = sympy.Symbol("t")
+    along = sympy.exp((x + vx * t) * (y + vy * t)) / (1 + (x + vx * t) ** 2) + sympy.sin(
+        (x + vx * t) - 2 * (y + vy * t))
+    for k in range(5):
+        exact = float(sympy.diff(along, t, k).subs(t, 0).evalf(30))
+        assert_matches_exact(float(series[k]), exact, f"directional order {k}", rtol=1e-13)
+
+
+def test_mixed_partials_from_nesting_agree_with_taylor_polarisation():
+    # d2f/dxdy = (D2_(1,1) f - D2_(1,-1) f) / 4, each a second directional derivative.
+    x, y = 0.3, -0.4
+    nested = sd.grad(sd.grad(mixed, 0), 1)(x, y)
+    plus = sd.taylor(mixed, 2, (0, 1), True, direction=(1.0, 1.0))(x, y)[2]
+    minus = sd.taylor(mixed, 2, (0, 1), True, direction=(1.0, -1.0))(x, y)[2]
+    np.testing.assert_allclose((plus - minus) / 4, nested, rtol=1e-13)
+    H = sd.hessian(lambda v: mixed(v[0], v[1]))(np.array([x, y]))
+    np.testing.assert_allclose(H[0, 1], nested, rtol=1e-14)
+    np.testing.assert_allclose(sd.derivative(mixed, 2)(x, y), H[0, 0], rtol=1e-14)
+    np.testing.assert_allclose(sd.derivative(mixed, 2, argnum=1)(x, y), H[1, 1], rtol=1e-14)
+
+
+def test_hessian_computes_each_mixed_pair_once():
+    f = lambda v: np.sum(np.sin(v[:-1] * v[1:])) + np.prod(v)  # noqa: E731
+    H = sd.hessian(f).trace(np.zeros(6))
+    outputs = np.array(H.graph.outputs, dtype=object).reshape(6, 6)
+    assert all(outputs[i, j] is outputs[j, i] for i in range(6) for j in range(6))
+    unmirrored = sd.jacfwd(sd.jacrev(f)).trace(np.zeros(6))
+    assert H.stats()["nodes"] < unmirrored.stats()["nodes"]
+    point = np.linspace(0.1, 0.9, 6)
+    np.testing.assert_allclose(H(point), unmirrored(point), rtol=1e-14, atol=1e-15)
+
+
+def test_hessian_blocks_of_several_arguments_mirror_across_blocks():
+    g = lambda a, b: np.sum(a**2 * b[0]) + np.sin(a[0] * b[1])  # noqa: E731
+    a, b = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    H = sd.hessian(g, argnums=(0, 1))(a, b)
+    reference = sd.jacfwd(sd.jacrev(g, argnums=(0, 1)), argnums=(0, 1))(a, b)
+    for i in range(2):
+        for j in range(2):
+            np.testing.assert_allclose(H[i][j], reference[i][j], rtol=1e-14)
+    np.testing.assert_array_equal(H[0][1], H[1][0].T)
+
+
+def test_hessian_of_a_vector_function_and_with_aux():
+    f = lambda v: (snp.stack([v[0] * v[1] ** 2, np.sin(v[0] + v[1])]), v[0])  # noqa: E731
+    point = np.array([0.5, 2.0])
+    H, aux = sd.hessian(f, has_aux=True)(point)
+    assert H.shape == (2, 2, 2) and aux == (0.5,)
+    np.testing.assert_allclose(H[0], [[0.0, 4.0], [4.0, 1.0]], rtol=1e-15)
+    s = -np.sin(2.5)
+    np.testing.assert_allclose(H[1], [[s, s], [s, s]], rtol=1e-15)
+
+
+def test_directional_taylor_errors():
+    with pytest.raises(sd.DifferentiationError, match="pass direction"):
+        sd.taylor(mixed, 2, argnum=(0, 1))
+    with pytest.raises(sd.DifferentiationError, match="direction has 1 entries"):
+        sd.taylor(mixed, 2, argnum=(0, 1), direction=(1.0,))
+    with pytest.raises(sd.DifferentiationError, match="direction is for a tuple argnum"):
+        sd.taylor(mixed, 2, argnum=0, direction=(1.0,))
+    with pytest.raises(sd.DifferentiationError, match="finite real numbers"):
+        sd.taylor(mixed, 2, argnum=(0, 1), direction=(1.0, float("nan")))
