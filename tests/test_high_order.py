@@ -80,7 +80,7 @@ CASES = [
 ]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _exact_derivatives(name: str) -> list:
     """The derivatives of orders 0..n of case ``name``, each as a 50-digit evaluator."""
     _, _, reference, _, order = next(case for case in CASES if case[0] == name)
