@@ -20,7 +20,7 @@ from __future__ import annotations
 import sympy
 
 from symad import primitives as P
-from symad.graph import is_constant
+from symad.atoms import is_constant
 
 __all__ = ["TAYLOR_RULES", "needs_partials"]
 

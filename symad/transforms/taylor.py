@@ -34,6 +34,7 @@ import sympy
 from symad.errors import DifferentiationError
 from symad.graph import GraphBuilder, Node, is_zero_constant
 from symad.primitives import add_p, div_p, mul_p, neg_p, sub_p
+from symad.rules.taylor import TAYLOR_RULES, needs_partials
 from symad.transforms.terms import partial_atoms
 
 __all__ = ["TaylorSweep", "taylor_series"]
@@ -152,8 +153,6 @@ def taylor_series(
     coefficient. ``primal_nodes`` must be the builder's nodes (recorded in
     ``builder``), in topological order.
     """
-    from symad.rules.taylor import TAYLOR_RULES, needs_partials
-
     sweep = TaylorSweep(builder, order, function_name)
     for atom, coefficients in seeds.items():
         if len(coefficients) != order + 1:
