@@ -33,6 +33,8 @@ from symad.tracer import (
     substitute_atoms,
 )
 from symad.transforms import backpropagate, push_forward
+from symad.transforms.forward import consumer_index
+from symad.transforms.sparsity import dependency_masks, set_bits
 from symad.transforms.taylor import taylor_series
 
 __all__ = [
@@ -175,8 +177,11 @@ class Transformed:
         name: str,
         check_args: Callable[[tuple], None] | None = None,
         trace_at: Callable[[tuple], tuple] | None = None,
+        finalize: Callable[[Function, Any], Any] | None = None,
     ):
-        """``trace_at(args)`` gives the example arguments to trace at (default: the arguments)."""
+        """``trace_at(args)`` gives the example arguments to trace at (default: the arguments);
+        ``finalize(function, result)`` turns an evaluation into what the call returns
+        (a sparse matrix, say)."""
         if not callable(fun):
             raise TracingError(f"{name}: expected a callable, got {type(fun).__name__}")
         self.fun = fun
@@ -184,6 +189,7 @@ class Transformed:
         self.name = name
         self._check_args = check_args
         self._trace_at = trace_at or (lambda args: args)
+        self._finalize = finalize
         self._cache: dict = {}
         functools.update_wrapper(self, fun, assigned=("__doc__",), updated=())
         self.__name__ = name
@@ -218,7 +224,9 @@ class Transformed:
         args = _bind_keywords(self.fun, args, kwargs, self.name)
         if self._check_args is not None:
             self._check_args(args)
-        return self.trace(*args)(*args)
+        function = self.trace(*args)
+        result = function(*args)
+        return result if self._finalize is None else self._finalize(function, result)
 
     def __repr__(self) -> str:
         return f"<symad transform {self.name}>"
@@ -572,7 +580,8 @@ def jacobian_function(function: Function, argnums, has_aux: bool = False, mode: 
             rows = [backpropagate(builder, primal_nodes, [(atom, ONE)], wrt_atoms, function.name)
                     for atom in out_atoms]
         else:
-            columns = [push_forward(builder, primal_nodes, {atom: ONE}, function.name)
+            consumers = consumer_index(primal_nodes)
+            columns = [push_forward(builder, primal_nodes, {atom: ONE}, function.name, consumers)
                        for atom in wrt_atoms]
             rows = [[column.get(out, ZERO) for column in columns] for out in out_atoms]
         result_leaves, start = [], 0
@@ -631,18 +640,123 @@ def jacfwd(fun: Callable, argnums=0, has_aux: bool = False) -> Transformed:
     return _make_jacobian(fun, argnums, has_aux, "fwd")
 
 
-jacobian = jacrev
+def jacobian(fun: Callable, argnums=0, has_aux: bool = False, *, sparse: bool = False) -> Transformed:
+    """The Jacobian of ``fun`` (reverse mode, as :func:`jacrev`); ``sparse=True`` gives ``scipy.sparse``.
+
+    With ``sparse=True`` the argument ``argnums`` (an int) must be one array
+    or scalar; the call returns a ``scipy.sparse.csr_matrix`` of shape
+    ``(out.size, in.size)`` holding exactly the structural non-zeros (from
+    the graph's dependencies), and only those are computed: a forward sweep
+    per input visits only the nodes that input reaches. ``.trace(x)`` gives
+    the Function of the non-zero values, with ``.sparse_layout``
+    ``(rows, columns, shape)``.
+
+    >>> import numpy as np
+    >>> jacobian(lambda x: x ** 2, sparse=True)(np.array([1.0, 2.0, 3.0])).toarray().tolist()
+    [[2.0, 0.0, 0.0], [0.0, 4.0, 0.0], [0.0, 0.0, 6.0]]
+    """
+    if not sparse:
+        return jacrev(fun, argnums, has_aux)
+    return _make_sparse(fun, argnums, has_aux, "jacobian", sparse_jacobian_function)
 
 
-def hessian(fun: Callable, argnums=0, has_aux: bool = False) -> Transformed:
+def _make_sparse(fun, argnums, has_aux: bool, transform: str, build: Callable) -> Transformed:
+    name = function_name(fun)
+    if has_aux:
+        raise DifferentiationError(f"{transform}({name}, sparse=True): has_aux is not supported "
+                                   "with sparse=True; return the auxiliary values from a second function")
+    if isinstance(argnums, bool) or not isinstance(argnums, numbers.Integral):
+        raise DifferentiationError(
+            f"{transform}({name}, sparse=True): argnums must be one int (the sparse matrix is "
+            f"rows = outputs, columns = that argument's elements), got {argnums!r}")
+    check_args = _argument_checker(int(argnums), transform, fun)
+    return Transformed(fun, lambda primal: build(primal, int(argnums)),
+                       f"{transform}({name}, sparse=True)", check_args, finalize=_to_sparse_matrix)
+
+
+def _to_sparse_matrix(function: Function, values) -> Any:
+    import scipy.sparse
+
+    rows, columns, shape = function.sparse_layout
+    values = np.asarray(values)
+    if values.ndim != 1:
+        raise DifferentiationError(
+            f"{function.name}: sparse=True evaluates one point at a time (got a batch of shape "
+            f"{values.shape[:-1]}); for the non-zero values over a batch call "
+            "transform.trace(x)(xs), whose .sparse_layout gives their positions")
+    return scipy.sparse.csr_matrix((values, (rows, columns)), shape=shape)
+
+
+def sparse_jacobian_function(function: Function, argnum: int, symmetric: bool = False) -> Function:
+    """The structural non-zeros of ``function``'s Jacobian w.r.t. one argument, as a Function.
+
+    Outputs one vector: the non-zero values in row-major (CSR) order; the
+    Function's ``sparse_layout`` is ``(rows, columns, shape)``. With
+    ``symmetric`` (a Hessian), an entry below the diagonal is the same atom
+    as its mirror above it.
+    """
+    transform = "hessian" if symmetric else "jacobian"
+    (position,) = _resolve_argnums(argnum, len(function.in_treedef.children), transform, function.name)
+    leaf_range = _input_leaf_ranges(function)[position]
+    if len(leaf_range) != 1:
+        raise DifferentiationError(
+            f"{transform}({function.name}, sparse=True): argument {position} is a pytree; sparse "
+            "Jacobians and Hessians take one array argument (concatenate the parameters)")
+    wrt = list(function.in_symbols[leaf_range.start].reshape(-1))
+    layout = {}
+
+    def build(builder, primal_nodes, outputs):
+        _check_real_outputs(builder, outputs, transform, function.name)
+        out_atoms = [atom for leaf in outputs for atom in leaf.reshape(-1)]
+        masks = dependency_masks(primal_nodes, wrt)
+        consumers = consumer_index(primal_nodes)
+        rows_of_column: dict = {}
+        for row, out in enumerate(out_atoms):
+            for column in set_bits(masks.get(out, 0)):
+                rows_of_column.setdefault(column, []).append(row)
+        entries = {}
+        for column, rows in sorted(rows_of_column.items()):
+            atom = wrt[column]
+            tangents = push_forward(builder, primal_nodes, {atom: ONE}, function.name, consumers)
+            for row in rows:
+                entries[row, column] = tangents.get(out_atoms[row], ZERO)
+        if symmetric:
+            for (row, column) in entries:
+                if row > column and (column, row) in entries:
+                    entries[row, column] = entries[column, row]
+        ordered = sorted(entries)
+        layout["value"] = (np.array([r for r, _ in ordered], dtype=np.intp),
+                           np.array([c for _, c in ordered], dtype=np.intp),
+                           (len(out_atoms), len(wrt)))
+        return _atom_array([entries[key] for key in ordered], (len(ordered),))
+
+    result = derive(function, f"{transform}({function.name}, sparse)", build)
+    result.sparse_layout = layout["value"]
+    return result
+
+
+def sparse_hessian_function(function: Function, argnum: int) -> Function:
+    """The structural non-zeros of the Hessian: a sparse Jacobian of the gradient, symmetric."""
+    gradient = grad_function(function, argnum)
+    return sparse_jacobian_function(gradient, argnum, symmetric=True)
+
+
+def hessian(fun: Callable, argnums=0, has_aux: bool = False, *, sparse: bool = False) -> Transformed:
     """The Hessian of ``fun``: ``jacfwd(jacrev(fun))``, shape ``out.shape + in.shape + in.shape``.
 
-    With ``has_aux`` the call returns ``(hessian, aux)``.
+    With ``has_aux`` the call returns ``(hessian, aux)``. With ``sparse=True``
+    (a scalar function of one array argument) the call returns a
+    ``scipy.sparse.csr_matrix`` of the structural non-zeros, computing only
+    those (see :func:`jacobian`).
 
     >>> import numpy as np
     >>> hessian(lambda x: x[0] ** 2 * x[1])(np.array([1.0, 2.0])).tolist()
     [[4.0, 2.0], [2.0, 0.0]]
+    >>> hessian(lambda x: np.sum(x ** 3), sparse=True)(np.array([1.0, 2.0])).nnz
+    2
     """
+    if sparse:
+        return _make_sparse(fun, argnums, has_aux, "hessian", sparse_hessian_function)
     argnums = _normalize_argnums(argnums, None, None, "hessian", fun)
     check_args = _argument_checker(argnums, "hessian", fun)
     return Transformed(fun, lambda primal: hessian_function(primal, argnums, has_aux),
