@@ -396,6 +396,9 @@ arctan2_p = _register(Primitive(
 sinh_p = _register(Primitive("sinh", sympy.sinh, np.sinh, numpy_name="sinh", numexpr_name="sinh"))
 cosh_p = _register(Primitive("cosh", sympy.cosh, np.cosh, numpy_name="cosh", numexpr_name="cosh"))
 tanh_p = _register(Primitive("tanh", sympy.tanh, np.tanh, numpy_name="tanh", numexpr_name="tanh"))
+# sech is tanh's derivative rule (tanh' = sech**2, sech' = -sech*tanh): unlike
+# cosh**-2 it never overflows, so no 0 * inf appears at any order for large |x|.
+sech_p = _register(Primitive("sech", sympy.sech, lambda x: 1 / np.cosh(x), numpy_name="sech"))
 arcsinh_p = _register(Primitive(
     "arcsinh", sympy.asinh, np.arcsinh, numpy_name="arcsinh", numexpr_name="arcsinh"))
 arccosh_p = _register(Primitive(

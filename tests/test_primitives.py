@@ -322,7 +322,7 @@ UNARY_DERIVATIVES = {
     "arctan": (lambda x: snp.arctan(x), 1 / (x**2 + 1)),
     "sinh": (lambda x: snp.sinh(x), sympy.cosh(x)),
     "cosh": (lambda x: snp.cosh(x), sympy.sinh(x)),
-    "tanh": (lambda x: snp.tanh(x), sympy.cosh(x) ** -2),
+    "tanh": (lambda x: snp.tanh(x), sympy.sech(x) ** 2),
     "arcsinh": (lambda x: snp.arcsinh(x), 1 / sympy.sqrt(x**2 + 1)),
     "arccosh": (lambda x: snp.arccosh(x), 1 / sympy.sqrt((x - 1) * (x + 1))),
     "arctanh": (lambda x: snp.arctanh(x), 1 / ((1 - x) * (1 + x))),
@@ -349,7 +349,7 @@ def test_exact_second_derivatives():
     assert sd.grad(sd.grad(lambda x: snp.exp(x))).trace(0.5).formula() == sympy.exp(x)
     assert sd.grad(sd.grad(lambda x: snp.log(x))).trace(0.5).formula() == -1 / x**2
     tanh_second = sd.grad(sd.grad(lambda x: snp.tanh(x))).trace(0.5).formula()
-    assert tanh_second == -2 * sympy.sinh(x) / sympy.cosh(x) ** 3
+    assert tanh_second == -2 * sympy.tanh(x) * sympy.sech(x) ** 2
 
 
 BINARY_DERIVATIVES = {

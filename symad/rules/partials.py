@@ -14,8 +14,9 @@ values in ``tests/test_high_order.py``):
   denominator would square again at every further order (the 10th
   derivative of 1/x held x**1024 and overflowed);
 * **no rule cancels**: arcsin' = 1/sqrt((1-x)(1+x)), not 1/sqrt(1-x**2);
-  tanh' = cosh(x)**-2 and sigmoid' = out*sigmoid(-x), not 1 - out**2 and
-  out*(1 - out), which round to 0 once out rounds to 1; arcsinh' and the
+  tanh' = sech(x)**2 and sigmoid' = out*sigmoid(-x), not 1 - out**2 and
+  out*(1 - out), which round to 0 once out rounds to 1 (and not cosh(x)**-2,
+  whose higher derivatives are 0 * inf past |x| = 355); arcsinh' and the
   partials of arctan2 use hypot, so nothing squares past 1e154.
 
 >>> from symad import primitives as P
@@ -100,7 +101,8 @@ PARTIALS = {
                   lambda out, y, x: _arctan2_partials(y, x)[1]),
     P.sinh_p: (lambda out, x: snp.cosh(x),),
     P.cosh_p: (lambda out, x: snp.sinh(x),),
-    P.tanh_p: (lambda out, x: snp.cosh(x) ** -2,),
+    P.tanh_p: (lambda out, x: snp.apply(P.sech_p, x) ** 2,),
+    P.sech_p: (lambda out, x: -out * snp.tanh(x),),
     P.arcsinh_p: (lambda out, x: 1 / snp.hypot(x, 1),),
     P.arccosh_p: (lambda out, x: 1 / snp.sqrt((x - 1) * (x + 1)),),
     P.arctanh_p: (lambda out, x: 1 / _one_minus_square(x),),
