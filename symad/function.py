@@ -27,6 +27,7 @@ from symad.tracer import (
     active_input_names,
     as_atoms,
     builder_parameter_atoms,
+    explain_numpy_store,
     fresh_symbol_array,
     substitute_atoms,
 )
@@ -445,7 +446,13 @@ def trace(fun: Callable, *example_args, name: str | None = None) -> Function:
 
     with builder.active():
         tracers = [Tracer(symbols) for symbols in in_symbols]
-        result = fun(*tree_unflatten(in_treedef, tracers))
+        try:
+            result = fun(*tree_unflatten(in_treedef, tracers))
+        except ValueError as error:
+            explained = explain_numpy_store(error, name)
+            if explained is None:
+                raise
+            raise explained from error
         return finish_function(
             builder, name, in_treedef, in_symbols, result, list(builder.parameters.items())
         )

@@ -290,14 +290,105 @@ def atleast_2d(x):
     return reshape(x, (1,) + tuple(x.shape)) if x.ndim == 1 else x
 
 
-def zeros_like(x, dtype=None):
-    """Zeros with the shape of ``x`` (a concrete array: it carries no derivative)."""
-    return _np.zeros(shape(x))
+# -- new arrays: the way to fill an array element by element ------------------
+#
+# Inside a trace these give a traced array of constants, which accepts traced
+# values by item assignment (``out[i] = v``, copy-on-write, see
+# Tracer.__setitem__); outside a trace they are NumPy's. ``np.zeros(n, like=x)``
+# and ``np.zeros_like(x)`` on a traced ``x`` come here through
+# ``__array_function__``.
 
 
-def ones_like(x, dtype=None):
-    """Ones with the shape of ``x``."""
-    return _np.ones(shape(x))
+def _filled(shape_, value, dtype, numpy_function):
+    if dtype is not None and _np.dtype(dtype).kind not in "biuf":
+        raise TracingError(
+            f"function {traced_function_name()!r} creates an array of dtype {_np.dtype(dtype)}; "
+            "symad traces real numbers only"
+        )
+    if current_builder() is None and not contains_traced(value):
+        return numpy_function()
+    shape_ = (shape_,) if isinstance(shape_, int) or _np.ndim(shape_) == 0 else tuple(shape_)
+    atom = as_atoms(value)
+    if atom.ndim != 0:
+        return Tracer(_np.array(_np.broadcast_to(atom, shape_)))
+    out = _np.empty(shape_, dtype=object)
+    out.fill(atom[()])
+    return Tracer(out)
+
+
+def zeros(shape, dtype=None, order="C", *, device=None):  # noqa: A002 - NumPy's names
+    """An array of zeros; inside a trace, a traced array that accepts ``out[i] = value``.
+
+    >>> import symad as sd, symad.numpy as snp
+    >>> def f(x):
+    ...     out = snp.zeros(3)
+    ...     for i in range(3):
+    ...         out[i] = x ** (i + 1)
+    ...     return out
+    >>> sd.trace(f, 2.0).formula()
+    [x, x**2, x**3]
+    >>> snp.zeros(2)      # outside a trace: NumPy's
+    array([0., 0.])
+    """
+    return _filled(shape, 0, dtype, lambda: _np.zeros(shape, dtype=dtype))
+
+
+def ones(shape, dtype=None, order="C", *, device=None):
+    """An array of ones; inside a trace, a traced array that accepts item assignment."""
+    return _filled(shape, 1, dtype, lambda: _np.ones(shape, dtype=dtype))
+
+
+def full(shape, fill_value, dtype=None, order="C", *, device=None):
+    """An array filled with ``fill_value`` (which may be traced)."""
+    return _filled(shape, fill_value, dtype, lambda: _np.full(shape, _concrete(fill_value), dtype=dtype))
+
+
+def empty(shape, dtype=None, order="C", *, device=None):
+    """Like :func:`zeros`: a traced array cannot hold garbage, so it holds zeros."""
+    return _filled(shape, 0, dtype, lambda: _np.empty(shape, dtype=dtype))
+
+
+def zeros_like(x, dtype=None, order="K", subok=True, shape=None, *, device=None):  # noqa: A002
+    """Zeros with the shape of ``x``; traced (assignable) when ``x`` is traced.
+
+    >>> import symad as sd, numpy as np
+    >>> def f(x):
+    ...     out = np.zeros_like(x)     # dispatches here: a traced array
+    ...     out[0] = x[1] * 2
+    ...     return out
+    >>> sd.trace(f, np.ones(2)).formula()
+    [2*x[1], 0]
+    """
+    return _filled_like(x, 0, dtype, shape)
+
+
+def ones_like(x, dtype=None, order="K", subok=True, shape=None, *, device=None):  # noqa: A002
+    """Ones with the shape of ``x``; traced (assignable) when ``x`` is traced."""
+    return _filled_like(x, 1, dtype, shape)
+
+
+def empty_like(x, dtype=None, order="K", subok=True, shape=None, *, device=None):  # noqa: A002
+    """Zeros with the shape of ``x`` (see :func:`empty`)."""
+    return _filled_like(x, 0, dtype, shape)
+
+
+def full_like(x, fill_value, dtype=None, order="K", subok=True, shape=None, *, device=None):  # noqa: A002
+    """An array like ``x`` filled with ``fill_value`` (which may be traced)."""
+    return _filled_like(x, fill_value, dtype, shape)
+
+
+def _filled_like(x, value, dtype, new_shape):
+    shape_ = shape(x) if new_shape is None else new_shape
+    if not contains_traced(x) and not contains_traced(value):
+        return _np.full_like(_np.asarray(_concrete(x)), _concrete(value), dtype=dtype, shape=new_shape)
+    return _filled(shape_, value, dtype, None)
+
+
+def copy(x, order="K", subok=False):
+    """A copy of ``x`` (traced arrays copy on write, so this is free)."""
+    if isinstance(x, Tracer):
+        return x.copy()
+    return _np.copy(_concrete(x))
 
 
 def shape(x):
@@ -648,7 +739,9 @@ def _function_table() -> dict:
         _np.squeeze: squeeze, _np.swapaxes: swapaxes, _np.moveaxis: moveaxis,
         _np.where: where, _np.clip: clip, _np.linalg.norm: norm, _np.shape: shape,
         _np.ndim: ndim, _np.size: size, _np.zeros_like: zeros_like,
-        _np.ones_like: ones_like, _np.trace: trace, _np.diagonal: diagonal,
+        _np.ones_like: ones_like, _np.full_like: full_like, _np.empty_like: empty_like,
+        _np.copy: copy, _np.zeros: zeros, _np.ones: ones, _np.full: full, _np.empty: empty,
+        _np.trace: trace, _np.diagonal: diagonal,
         _np.cumsum: cumsum, _np.atleast_1d: atleast_1d, _np.atleast_2d: atleast_2d,
     }
     if hasattr(_np, "matmul") and not isinstance(_np.matmul, _np.ufunc):
@@ -657,6 +750,7 @@ def _function_table() -> dict:
 
 
 _FUNCTIONS = _function_table()
+_CONSTRUCTORS = {zeros, ones, full, empty, zeros_like, ones_like, full_like, empty_like}
 
 
 def dispatch_function(func, args: tuple, kwargs: dict) -> Any:
@@ -665,7 +759,8 @@ def dispatch_function(func, args: tuple, kwargs: dict) -> Any:
     module = getattr(func, "__module__", "numpy") or "numpy"
     if implementation is None:
         raise _untraceable(f"{module}.{func.__name__}")
-    kwargs = _float_dtype_only(kwargs, f"{module}.{func.__name__}")
+    if implementation not in _CONSTRUCTORS:  # an integer array of zeros is fine; a sum is not
+        kwargs = _float_dtype_only(kwargs, f"{module}.{func.__name__}")
     try:
         inspect.signature(implementation).bind(*args, **kwargs)
     except TypeError:
