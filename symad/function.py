@@ -308,7 +308,7 @@ class Function:
             columns.extend(flat[..., i] for i in range(flat.shape[-1]))
         for value in parameter_values:
             columns.extend(value.astype(dtype, copy=False).reshape(-1))
-        batch = np.broadcast_shapes(*batch_shapes) if batch_shapes else ()
+        batch = _common_batch(batch_shapes, arrays, self.in_shapes, self.name)
 
         results = self._evaluator(backend)(columns)
         out_leaves, start = [], 0
@@ -349,6 +349,22 @@ def _batch_shape(shape: tuple, core_shape: tuple, name: str) -> tuple:
             f"{core_shape}; extra leading dimensions are a batch, the trailing ones must match"
         )
     return tuple(shape[: len(shape) - core_rank])
+
+
+def _common_batch(batch_shapes: list, arrays: list, core_shapes: tuple, name: str) -> tuple:
+    """The broadcast of the arguments' batch shapes, or a TracingError naming the clash."""
+    try:
+        return np.broadcast_shapes(*batch_shapes) if batch_shapes else ()
+    except ValueError:
+        described = "; ".join(
+            f"argument {i} has shape {array.shape} = batch {batch} + core {core}"
+            for i, (array, batch, core) in enumerate(zip(arrays, batch_shapes, core_shapes))
+        )
+        raise TracingError(
+            f"{name}: the batch shapes of the arguments do not broadcast ({described}). Leading "
+            "dimensions beyond the traced core shapes are a batch and must broadcast like NumPy "
+            "arrays: give them equal sizes, or size 1 where one argument is shared"
+        ) from None
 
 
 def _as_batch(value: Any, batch: tuple, dtype) -> np.ndarray:

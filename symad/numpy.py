@@ -689,12 +689,24 @@ _UFUNCS = {
 _REDUCTIONS = {"add": sum, "multiply": prod, "maximum": max, "minimum": min}
 
 
-def _untraceable(what: str) -> TracingError:
+def _untraceable(what: str, name: str | None = None) -> TracingError:
+    """The error for a NumPy call symad cannot trace; ``name`` gets the nearest supported names."""
+    nearest = _nearest_supported(name) if name else []
+    hint = f" The nearest operations symad traces: {', '.join(nearest)}." if nearest else ""
     return TracingError(
-        f"function {traced_function_name()!r} calls {what}, which symad cannot trace. Use the "
-        "operations of symad.numpy, or wrap a numeric implementation with @sd.primitive "
+        f"function {traced_function_name()!r} calls {what}, which symad cannot trace.{hint} Use "
+        "the operations of symad.numpy, or wrap a numeric implementation with @sd.primitive "
         "and give it partial derivatives with .defpartials."
     )
+
+
+def _nearest_supported(name: str) -> list[str]:
+    """Supported NumPy names close to ``name`` (difflib), as ``np.name``."""
+    import difflib
+
+    supported = set(_UFUNCS) | {function.__name__ for function in _FUNCTIONS} | set(__all__)
+    supported = {n for n in supported if not n.startswith("_")}
+    return [f"np.{n}" for n in difflib.get_close_matches(name, sorted(supported), n=3)]
 
 
 def _float_dtype_only(kwargs: dict, what: str) -> dict:
@@ -726,7 +738,7 @@ def dispatch_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
     if method == "reduce" and name in _REDUCTIONS:
         (x,) = inputs
         return _REDUCTIONS[name](x, axis=kwargs.get("axis", 0), keepdims=kwargs.get("keepdims", False))
-    raise _untraceable(what)
+    raise _untraceable(what, name)
 
 
 def _function_table() -> dict:
@@ -758,7 +770,7 @@ def dispatch_function(func, args: tuple, kwargs: dict) -> Any:
     implementation = _FUNCTIONS.get(func)
     module = getattr(func, "__module__", "numpy") or "numpy"
     if implementation is None:
-        raise _untraceable(f"{module}.{func.__name__}")
+        raise _untraceable(f"{module}.{func.__name__}", func.__name__)
     if implementation not in _CONSTRUCTORS:  # an integer array of zeros is fine; a sum is not
         kwargs = _float_dtype_only(kwargs, f"{module}.{func.__name__}")
     try:
