@@ -705,7 +705,7 @@ def _nearest_supported(name: str) -> list[str]:
     import difflib
 
     supported = set(_UFUNCS) | {function.__name__ for function in _FUNCTIONS} | set(__all__)
-    supported = {n for n in supported if not n.startswith("_")}
+    supported = {n for n in supported if not n.startswith("_") and callable(globals().get(n, len))}
     return [f"np.{n}" for n in difflib.get_close_matches(name, sorted(supported), n=3)]
 
 
@@ -782,7 +782,8 @@ def dispatch_function(func, args: tuple, kwargs: dict) -> Any:
 
 __all__ = [name for name in dir() if not name.startswith("_") and name not in {
     "annotations", "builtins", "math", "sympy", "Any", "P", "TracingError", "current_builder",
-    "Parameter", "Tracer", "as_atoms", "contains_traced", "is_traced", "apply",
+    "Parameter", "Tracer", "as_atoms", "contains_traced", "is_traced", "apply", "functools",
+    "inspect", "traced_function_name",
 }]
 
 

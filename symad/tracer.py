@@ -47,8 +47,8 @@ def _constant_atom(value: Any) -> sympy.Basic:
             )
         return value
     raise TracingError(
-        f"symad cannot use a value of type {type(value).__name__} in a traced computation; "
-        "use floats, NumPy arrays of real numbers or traced values"
+        f"function {traced_function_name()!r} uses a value of type {type(value).__name__} in a "
+        "traced computation; use floats, NumPy arrays of real numbers or traced values"
     )
 
 
@@ -334,11 +334,44 @@ class Tracer(CantSympify):
     def __array__(self, dtype=None, copy=None):
         raise TracingError(
             f"function {traced_function_name()!r} converts a traced value to a NumPy array "
-            "(np.asarray/np.array on traced values); use snp.asarray, snp.stack or "
-            "snp.concatenate to build arrays from traced values"
+            "(np.asarray or np.array on it, or storing it into a NumPy array: out[i] = value "
+            "with out = np.zeros(n)). A NumPy float array cannot hold a symbolic value: build "
+            "arrays with snp.asarray, snp.stack or snp.concatenate, and create arrays to fill "
+            "with snp.zeros(shape), snp.zeros_like(x) or np.zeros(shape, like=x)"
         )
 
-    __hash__ = None  # ``==`` records a comparison, so tracers are not hashable
+    def __hash__(self):
+        # ``==`` records a comparison instead of answering, so a traced value
+        # cannot be a dict key or set member.
+        raise TracingError(
+            f"function {traced_function_name()!r} uses a traced value as a dict key or set "
+            "member (or hashes it, e.g. for functools.lru_cache); traced values are symbolic "
+            "and `==` on them builds a condition, so they are not hashable"
+        )
+
+    def __format__(self, spec: str) -> str:
+        if not spec:
+            return repr(self)
+        raise TracingError(
+            f"function {traced_function_name()!r} formats a traced value with {spec!r}; while "
+            "tracing it is a symbol with no number to format. Print values outside the "
+            "traced function, or look at the formula with sd.trace(f, ...).formula()"
+        )
+
+    def __getattr__(self, name: str):
+        # Only reached for names Tracer lacks: an ndarray method symad does not
+        # trace gets a clear error (still an AttributeError, so hasattr() works).
+        if name.startswith("_") or not hasattr(np.ndarray, name):
+            raise AttributeError(f"'Tracer' object has no attribute {name!r}")
+        import difflib
+
+        supported = [n for n in dir(Tracer) if not n.startswith("_")]
+        nearest = difflib.get_close_matches(name, supported, n=3)
+        hint = f" The nearest traced ones: {', '.join(nearest)}." if nearest else ""
+        raise _UnsupportedArrayAttribute(
+            f"function {traced_function_name()!r} uses ndarray.{name} on a traced array, which "
+            f"symad does not trace.{hint} Use symad.numpy operations, or snp.where to select by value"
+        )
 
     # -- NumPy dispatch --------------------------------------------------------
 
@@ -372,6 +405,24 @@ class Tracer(CantSympify):
         return Tracer(self.atoms.ravel(order))
 
     flatten = ravel
+
+    @property
+    def real(self) -> Tracer:
+        """The value itself: traced values are real numbers."""
+        return self
+
+    @property
+    def imag(self) -> Tracer:
+        """Zeros: traced values are real numbers."""
+        from symad import numpy as snp
+
+        return snp.zeros_like(self)
+
+    def conj(self) -> Tracer:
+        """The value itself: traced values are real numbers."""
+        return self
+
+    conjugate = conj
 
     def copy(self, order="C"):
         """A copy (free: the atoms are shared until either array is assigned into)."""
@@ -433,6 +484,10 @@ class Tracer(CantSympify):
                 "traced. Keep float values, or compare (x > 0) to get a condition for snp.where"
             )
         return Tracer(self.atoms)
+
+
+class _UnsupportedArrayAttribute(TracingError, AttributeError):
+    """An ndarray attribute that traced arrays lack: a TracingError that hasattr() understands."""
 
 
 class _IndexUpdates:

@@ -551,3 +551,64 @@ def test_the_package_never_parses_strings_as_code():
                 if called in forbidden:
                     offenders.append(f"{path.name}:{node.lineno} {called}")
     assert offenders == []
+
+
+# ---------------------------------------------------------------------------
+# No exception but a SymadError (or the user's own) escapes from tracing
+# ---------------------------------------------------------------------------
+
+MISTAKES = {
+    "store into a NumPy slice": lambda v: (lambda o: (o.__setitem__(slice(0, 2), v[:2]), o)[1])(np.zeros(3)),
+    "np.array of traced values": lambda v: np.array([v[0], 1.0]),
+    "np.asarray": lambda v: np.asarray(v),
+    "np.float64 of a traced value": lambda v: np.float64(v[0]),
+    "math.sqrt": lambda v: __import__("math").sqrt(v[0]),
+    "int()": lambda v: int(v[0]),
+    "round()": lambda v: round(v[0]),
+    "floor division": lambda v: v[0] // 2,
+    "builtin max": lambda v: max(v[0], v[1]),
+    "sorted": lambda v: sorted(v)[0],
+    "dict key": lambda v: {v[0]: 1.0}[v[0]],
+    "format spec": lambda v: float(f"{v[0]:.3f}"),
+    "complex constant": lambda v: v[0] * 1j,
+    "string operand": lambda v: v[0] + "a",
+    "None operand": lambda v: v[0] + None,
+    "ufunc out=": lambda v: np.sin(v, out=np.zeros(3)),
+    "ufunc where=": lambda v: np.sin(v, where=True),
+    "boolean mask index": lambda v: v[v > 0],
+    "traced index": lambda v: v[v[0]],
+    "matmul shapes": lambda v: v @ np.ones(4),
+    "reshape size": lambda v: v.reshape(2, 2),
+    "axis out of range": lambda v: v.sum(axis=3),
+    "concatenate ranks": lambda v: np.concatenate([v, np.ones((2, 2))]),
+    "returns a string": lambda v: "loss",
+    "np.isnan": lambda v: np.isnan(v),
+    "np.argmax": lambda v: v[np.argmax(v)],
+    "ndarray.argmax": lambda v: v.argmax(),
+    "ndarray.nonzero": lambda v: v.nonzero(),
+    "np.vectorize": lambda v: np.vectorize(lambda a: a * 2)(v),
+    "np.linalg.solve": lambda v: np.linalg.solve(np.eye(3), v),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MISTAKES))
+def test_a_corpus_of_mistakes_raises_only_symad_errors(name):
+    def model(v):
+        result = MISTAKES[name](v)
+        return result if isinstance(result, str) else np.sum(result)
+
+    with pytest.raises(sd.SymadError) as info:
+        sd.grad(model)(np.array([1.0, 2.0, 3.0]))
+    assert "model" in str(info.value) or "<lambda>" in str(info.value)
+    assert active_builders() == []
+
+
+def test_missing_ndarray_attributes_are_clear_but_hasattr_still_works():
+    def f(v):
+        assert not hasattr(v, "argmax") and not hasattr(v, "no_such_thing")
+        assert v.real is v and v.conj() is v
+        return v.imag + v
+
+    assert sd.trace(f, np.ones(2))(np.array([1.0, 2.0])).tolist() == [1.0, 2.0]
+    with pytest.raises(AttributeError, match="no attribute 'no_such_thing'"):
+        sd.trace(lambda v: v.no_such_thing, np.ones(2))
