@@ -515,10 +515,13 @@ def test_hostile_names_flow_through_without_running(canary):
         F = sd.trace(model, np.ones(2), name=hostile)
         gradient = sd.grad(model, argnums=0, weights=[weight])
         G = gradient.trace(np.ones(2))
+        assert float(F.compile("numpy")(np.zeros(2))) == 0.0
         for function in (F, G):
             function.formula()
             function.cse()
             text = function.latex()
+            named = F.latex(output_names=[hostile])
+            assert named.count("\\begin{aligned}") == 1 and "\\input{/etc" not in named
             assert text.count("\\begin{aligned}") == 1 and text.rstrip().endswith("\\end{aligned}")
             assert "\\input{/etc/passwd}" not in text
         arg_grad, (weight_grad,) = gradient(np.array([0.0, 1.0]))
@@ -612,3 +615,16 @@ def test_missing_ndarray_attributes_are_clear_but_hasattr_still_works():
     assert sd.trace(f, np.ones(2))(np.array([1.0, 2.0])).tolist() == [1.0, 2.0]
     with pytest.raises(AttributeError, match="no attribute 'no_such_thing'"):
         sd.trace(lambda v: v.no_such_thing, np.ones(2))
+
+
+def test_one_evaluator_called_from_eight_threads_matches_serial_calls():
+    from concurrent.futures import ThreadPoolExecutor
+
+    G = sd.grad(lambda x: np.sum(snp.where(x > 0, np.sqrt(x), 0.0) * np.sin(x))).trace(np.ones(3))
+    rng = np.random.default_rng(RNG_SEED)
+    batches = [rng.uniform(-1, 2, size=(2000, 3)) for _ in range(16)]
+    serial = [G(batch) for batch in batches]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        threaded = list(pool.map(G, batches))
+    for expected, actual in zip(serial, threaded):
+        assert np.array_equal(expected, actual)
