@@ -334,17 +334,32 @@ def zeros(shape, dtype=None, order="C", *, device=None):  # noqa: A002 - NumPy's
 
 
 def ones(shape, dtype=None, order="C", *, device=None):
-    """An array of ones; inside a trace, a traced array that accepts item assignment."""
+    """An array of ones; inside a trace, a traced array that accepts item assignment.
+
+    >>> import symad as sd, symad.numpy as snp
+    >>> sd.trace(lambda x: snp.ones(2) * x, 3.0).formula()
+    [x, x]
+    """
     return _filled(shape, 1, dtype, lambda: _np.ones(shape, dtype=dtype))
 
 
 def full(shape, fill_value, dtype=None, order="C", *, device=None):
-    """An array filled with ``fill_value`` (which may be traced)."""
+    """An array filled with ``fill_value`` (which may be traced).
+
+    >>> import symad as sd, symad.numpy as snp
+    >>> sd.trace(lambda x: snp.full((2,), x ** 2), 3.0).formula()
+    [x**2, x**2]
+    """
     return _filled(shape, fill_value, dtype, lambda: _np.full(shape, _concrete(fill_value), dtype=dtype))
 
 
 def empty(shape, dtype=None, order="C", *, device=None):
-    """Like :func:`zeros`: a traced array cannot hold garbage, so it holds zeros."""
+    """Like :func:`zeros`: a traced array cannot hold garbage, so it holds zeros.
+
+    >>> import symad as sd, symad.numpy as snp
+    >>> sd.trace(lambda x: snp.empty(2) + x, 3.0).formula()
+    [x, x]
+    """
     return _filled(shape, 0, dtype, lambda: _np.empty(shape, dtype=dtype))
 
 
@@ -363,17 +378,32 @@ def zeros_like(x, dtype=None, order="K", subok=True, shape=None, *, device=None)
 
 
 def ones_like(x, dtype=None, order="K", subok=True, shape=None, *, device=None):  # noqa: A002
-    """Ones with the shape of ``x``; traced (assignable) when ``x`` is traced."""
+    """Ones with the shape of ``x``; traced (assignable) when ``x`` is traced.
+
+    >>> import symad as sd, numpy as np
+    >>> sd.trace(lambda x: np.ones_like(x) * x[0], np.zeros(2)).formula()
+    [x[0], x[0]]
+    """
     return _filled_like(x, 1, dtype, shape)
 
 
 def empty_like(x, dtype=None, order="K", subok=True, shape=None, *, device=None):  # noqa: A002
-    """Zeros with the shape of ``x`` (see :func:`empty`)."""
+    """Zeros with the shape of ``x`` (see :func:`empty`).
+
+    >>> import symad as sd, numpy as np
+    >>> sd.trace(lambda x: np.empty_like(x) + x[1], np.zeros(2)).formula()
+    [x[1], x[1]]
+    """
     return _filled_like(x, 0, dtype, shape)
 
 
 def full_like(x, fill_value, dtype=None, order="K", subok=True, shape=None, *, device=None):  # noqa: A002
-    """An array like ``x`` filled with ``fill_value`` (which may be traced)."""
+    """An array like ``x`` filled with ``fill_value`` (which may be traced).
+
+    >>> import symad as sd, numpy as np
+    >>> sd.trace(lambda x: np.full_like(x, x[0] + 1), np.zeros(2)).formula()
+    [x[0] + 1, x[0] + 1]
+    """
     return _filled_like(x, fill_value, dtype, shape)
 
 
@@ -385,7 +415,16 @@ def _filled_like(x, value, dtype, new_shape):
 
 
 def copy(x, order="K", subok=False):
-    """A copy of ``x`` (traced arrays copy on write, so this is free)."""
+    """A copy of ``x`` (traced arrays copy on write, so this is free).
+
+    >>> import symad as sd, numpy as np
+    >>> def f(x):
+    ...     y = np.copy(x)
+    ...     y[0] = 0.0
+    ...     return x + y
+    >>> sd.trace(f, np.zeros(2)).formula()
+    [x[0], 2*x[1]]
+    """
     if isinstance(x, Tracer):
         return x.copy()
     return _np.copy(_concrete(x))

@@ -312,7 +312,14 @@ class Tracer(CantSympify):
     __float__ = __int__ = __index__ = __complex__ = _not_concrete
 
     def item(self, *args):
-        """Refused: a traced value is a symbol while tracing, so it has no Python number."""
+        """Refused: a traced value is a symbol while tracing, so it has no Python number.
+
+        >>> import symad as sd
+        >>> sd.trace(lambda x: x.item(), 1.0)
+        Traceback (most recent call last):
+        ...
+        symad.errors.TracingError: function '<lambda>' calls item() on a traced value. ...
+        """
         if self.size != 1:
             raise TracingError(
                 f"function {traced_function_name()!r} calls item() on a traced array of shape "
@@ -326,7 +333,12 @@ class Tracer(CantSympify):
         )
 
     def tolist(self):
-        """Nested lists of traced scalars (NumPy's gives Python numbers, which a trace has none of)."""
+        """Nested lists of traced scalars (NumPy's gives Python numbers, which a trace has none of).
+
+        >>> import symad as sd, numpy as np
+        >>> sd.trace(lambda x: sum(x.tolist()), np.zeros(2)).formula()
+        x[0] + x[1]
+        """
         if self.ndim == 0:
             return self
         return [element.tolist() for element in self]
@@ -408,47 +420,99 @@ class Tracer(CantSympify):
 
     @property
     def real(self) -> Tracer:
-        """The value itself: traced values are real numbers."""
+        """The value itself: traced values are real numbers.
+
+        >>> import symad as sd
+        >>> sd.trace(lambda x: x.real + x.imag, 1.0).formula()
+        x
+        """
         return self
 
     @property
     def imag(self) -> Tracer:
-        """Zeros: traced values are real numbers."""
+        """Zeros: traced values are real numbers (see :attr:`real`)."""
         from symad import numpy as snp
 
         return snp.zeros_like(self)
 
     def conj(self) -> Tracer:
-        """The value itself: traced values are real numbers."""
+        """The value itself: traced values are real numbers.
+
+        >>> import symad as sd
+        >>> sd.trace(lambda x: x.conj() * x, 1.0).formula()
+        x**2
+        """
         return self
 
     conjugate = conj
 
     def copy(self, order="C"):
-        """A copy (free: the atoms are shared until either array is assigned into)."""
+        """A copy (free: the atoms are shared until either array is assigned into).
+
+        >>> import symad as sd, numpy as np
+        >>> def f(x):
+        ...     y = x.copy()
+        ...     y[1] = 5.0
+        ...     return x + y
+        >>> sd.trace(f, np.zeros(2)).formula()
+        [2*x[0], x[1] + 5.0]
+        """
         return Tracer(self.atoms)
 
     def fill(self, value) -> None:
-        """Set every element to ``value`` (a number or a traced scalar), in place."""
+        """Set every element to ``value`` (a number or a traced scalar), in place.
+
+        >>> import symad as sd, numpy as np
+        >>> def f(x):
+        ...     y = x.copy()
+        ...     y.fill(x[0])
+        ...     return y
+        >>> sd.trace(f, np.zeros(2)).formula()
+        [x[0], x[0]]
+        """
         self[...] = value
 
     def squeeze(self, axis=None):
         return Tracer(self.atoms.squeeze(axis))
 
     def swapaxes(self, axis1, axis2):
+        """``x`` with two axes interchanged.
+
+        >>> import symad as sd, numpy as np
+        >>> sd.trace(lambda x: x.swapaxes(0, 1), np.zeros((1, 2))).formula()
+        [[x[0, 0]], [x[0, 1]]]
+        """
         return Tracer(np.swapaxes(self.atoms, axis1, axis2))
 
     def cumsum(self, axis=None):
+        """Cumulative sum (``snp.cumsum``).
+
+        >>> import symad as sd, numpy as np
+        >>> sd.trace(lambda x: x.cumsum(), np.zeros(2)).formula()
+        [x[0], x[0] + x[1]]
+        """
         from symad import numpy as snp
 
         return snp.cumsum(self, axis=axis)
 
     def diagonal(self, offset=0, axis1=0, axis2=1):
+        """A diagonal (``snp.diagonal``).
+
+        >>> import symad as sd, numpy as np
+        >>> sd.trace(lambda x: x.diagonal(), np.zeros((2, 2))).formula()
+        [x[0, 0], x[1, 1]]
+        """
         from symad import numpy as snp
 
         return snp.diagonal(self, offset, axis1, axis2)
 
     def trace(self, offset=0, axis1=0, axis2=1):
+        """Sum along a diagonal (``snp.trace``).
+
+        >>> import symad as sd, numpy as np
+        >>> sd.trace(lambda x: x.trace(), np.zeros((2, 2))).formula()
+        x[0, 0] + x[1, 1]
+        """
         from symad import numpy as snp
 
         return snp.trace(self, offset, axis1, axis2)
@@ -476,7 +540,12 @@ class Tracer(CantSympify):
         return snp.clip(self, a_min, a_max)
 
     def astype(self, dtype, *args, **kwargs):
-        """A copy; only float dtypes are accepted (a traced value is a real number)."""
+        """A copy; only float dtypes are accepted (a traced value is a real number).
+
+        >>> import symad as sd, numpy as np
+        >>> sd.trace(lambda x: x.astype(np.float32) * 2, 1.0).formula()
+        2*x
+        """
         if np.dtype(dtype).kind != "f":
             raise TracingError(
                 f"function {traced_function_name()!r} calls astype({np.dtype(dtype).name}) on a "
