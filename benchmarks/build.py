@@ -53,17 +53,13 @@ The exit status is 1 if any symad gradient disagrees with the references.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import math
 import os
 import platform
-import signal
-import statistics
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,6 +74,8 @@ if str(PROJECT_ROOT) not in sys.path:
     sys.path.insert(0, str(PROJECT_ROOT))
 
 import symad as sd  # noqa: E402  (needs the sys.path line above)
+from benchmarks import harness  # noqa: E402
+from benchmarks.harness import StepTimeout, Timing, format_table, time_limit  # noqa: E402
 
 X0 = 0.3  # the evaluation point used throughout BENCHMARKS.md
 
@@ -150,87 +148,6 @@ def sympy_logistic_tree(symbol: sympy.Symbol, n_iterations: int) -> sympy.Expr:
 
 
 # --------------------------------------------------------------------------
-# Timing helpers
-# --------------------------------------------------------------------------
-
-
-class StepTimeout(BaseException):
-    """A timed step overran its limit.
-
-    Derives from BaseException so that a broad ``except Exception`` inside
-    the code being timed cannot swallow it.
-    """
-
-
-@contextlib.contextmanager
-def time_limit(seconds: float) -> Iterator[None]:
-    """Interrupt the enclosed block after ``seconds`` (POSIX main thread only).
-
-    Where SIGALRM is unavailable the block simply runs to completion; the
-    per-case budgets still bound the number of repetitions.
-    """
-    usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
-    if not usable:
-        yield
-        return
-
-    def on_alarm(signum, frame):
-        raise StepTimeout(f"step exceeded {seconds:.0f} s")
-
-    previous_handler = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous_handler)
-
-
-@dataclass
-class Timing:
-    """Median of the repetitions that fit in the budget (None: timed out)."""
-
-    median_s: float | None
-    repetitions: int
-    timed_out: bool = False  # a repetition hit STEP_LIMIT_S
-
-
-def time_repeatedly(
-    prepare: Callable[[], object],
-    run: Callable[[object], object],
-    repetitions: int,
-    warmup: bool = True,
-    budget_s: float = CASE_BUDGET_S,
-) -> Timing:
-    """Time ``run(prepare())``, timing only ``run``.
-
-    ``prepare`` is called afresh before each repetition (new function
-    object, cleared caches...) outside the timed region. At least one
-    repetition is always made; further ones stop once ``budget_s`` of timed
-    work has accumulated.
-    """
-    samples: list[float] = []
-    timed_out = False
-    try:
-        if warmup:
-            with time_limit(STEP_LIMIT_S):
-                run(prepare())
-        for _ in range(repetitions):
-            argument = prepare()
-            with time_limit(STEP_LIMIT_S):
-                start = time.perf_counter()
-                run(argument)
-                samples.append(time.perf_counter() - start)
-            if sum(samples) > budget_s:
-                break
-    except StepTimeout:
-        timed_out = True  # keep whatever repetitions completed
-    if not samples:
-        return Timing(None, 0, timed_out)
-    return Timing(statistics.median(samples), len(samples), timed_out)
-
-
-# --------------------------------------------------------------------------
 # symad measurements
 # --------------------------------------------------------------------------
 
@@ -257,6 +174,11 @@ class SymadResult:
         return math.isclose(self.value, self.exact, rel_tol=EXACT_RTOL) and math.isclose(
             self.value, self.finite_difference, rel_tol=FD_RTOL
         )
+
+
+def time_repeatedly(prepare, run, repetitions: int, warmup: bool = True,
+                    budget_s: float = CASE_BUDGET_S) -> Timing:
+    return harness.time_repeatedly(prepare, run, repetitions, warmup, budget_s, STEP_LIMIT_S)
 
 
 def measure_symad(n: int, repetitions: int) -> SymadResult:
@@ -437,21 +359,7 @@ def measure_casadi(n: int, repetitions: int) -> PeerResult:
 
 
 def format_ms(timing: Timing | None) -> str:
-    if timing is None:
-        return NO_VALUE
-    if timing.median_s is None:
-        return f"> {STEP_LIMIT_S * 1e3:,.0f}" if timing.timed_out else NO_VALUE
-    return f"{timing.median_s * 1e3:,.2f}"
-
-
-def format_table(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
-
-    def line(cells: list[str]) -> str:
-        return " | ".join(cell.rjust(width) for cell, width in zip(cells, widths, strict=True))
-
-    rule = "-+-".join("-" * width for width in widths)
-    return "\n".join([line(header), rule, *(line(row) for row in rows)])
+    return harness.format_ms(timing, STEP_LIMIT_S)
 
 
 def least_squares_line(xs: list[float], ys: list[float]) -> tuple[float, float, float]:

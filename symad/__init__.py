@@ -23,6 +23,7 @@ from symad.api import (
     jacobian,
     jacrev,
     jvp,
+    taylor,
     value_and_grad,
     vjp,
     vmap,
@@ -71,5 +72,5 @@ __all__ = [
     "CompileError", "DifferentiationError", "ExportError", "Function", "Parameter", "SymadError",
     "TracingError", "Transformed", "available_backends", "derivative", "from_sympy", "grad",
     "hessian", "jacfwd", "jacobian", "jacrev", "jvp", "latex", "primitive", "stop_gradient",
-    "trace", "value_and_grad", "vjp", "vmap",
+    "taylor", "trace", "value_and_grad", "vjp", "vmap",
 ]

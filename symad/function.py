@@ -213,6 +213,22 @@ class Function:
     def _repr_latex_(self) -> str:
         return f"$\\displaystyle {self.latex()}$"
 
+    def sparsity(self):
+        """The structural non-zero pattern of the outputs w.r.t. the inputs: a ``scipy.sparse`` matrix.
+
+        Rows are the flattened outputs, columns the flattened inputs (in the
+        order of ``graph.inputs``: the arguments, then any Parameters); entry
+        ``(o, i)`` is 1 where output ``o`` depends on input ``i`` at all,
+        read off the graph without evaluating anything.
+
+        >>> import numpy as np
+        >>> trace(lambda v: v[1:] * v[:-1], np.zeros(3)).sparsity().toarray().tolist()
+        [[1, 1, 0], [0, 1, 1]]
+        """
+        from symad.transforms.sparsity import sparsity_pattern
+
+        return sparsity_pattern(self.graph.nodes, self.graph.inputs, self.graph.outputs)
+
     def stats(self) -> dict:
         """Sizes of the graph: ``nodes`` (operations), ``inputs``, ``outputs``, ``operations``."""
         operations = Counter(node.primitive.name for node in self.graph.nodes)

@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import math
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
 
-import numpy as np
 import sympy
+
+from symad.atoms import constant_value, is_constant, is_zero_constant, number_atom
+from symad.primitives import not_equal_p, select_p
 
 __all__ = [
     "Node",
@@ -56,47 +56,6 @@ __all__ = [
 # ---------------------------------------------------------------------------
 # Atoms: what a node's operands may be
 # ---------------------------------------------------------------------------
-
-
-def is_constant(atom: sympy.Basic) -> bool:
-    """True for exact constants (numbers, ``pi``, ``log(2)``, booleans); False for symbols."""
-    if atom.is_Symbol:
-        return False
-    if isinstance(atom, sympy.logic.boolalg.BooleanAtom):
-        return True
-    return atom.is_number
-
-
-def number_atom(value: Any) -> sympy.Basic | None:
-    """The exact atom for a Python or NumPy real number or bool; None for anything else.
-
-    >>> number_atom(2), number_atom(0.5), number_atom(True), number_atom("2")
-    (2, 0.500000000000000, True, None)
-    """
-    if isinstance(value, (bool, np.bool_)):
-        return sympy.true if value else sympy.false
-    if isinstance(value, (int, np.integer)):
-        return sympy.Integer(int(value))
-    if isinstance(value, (float, np.floating)):
-        return sympy.Float(float(value))
-    return None
-
-
-def is_zero_constant(atom: sympy.Basic) -> bool:
-    """True for the exact numbers 0 and 0.0 (structural zeros)."""
-    return atom.is_Number and atom.is_zero
-
-
-def constant_value(atom: sympy.Basic) -> Any:
-    """The Python value of a constant atom (float or bool) for numeric evaluation."""
-    if isinstance(atom, sympy.logic.boolalg.BooleanAtom):
-        return bool(atom)
-    try:
-        if atom.is_Integer:
-            return float(int(atom))
-        return float(atom.evalf(17) if not atom.is_Float else atom)
-    except OverflowError:  # an exact constant beyond float range
-        return math.copysign(math.inf, float(sympy.sign(atom)))
 
 
 def _is_foldable(value: sympy.Basic) -> bool:
@@ -378,8 +337,6 @@ class GraphBuilder:
         """
         if not primitive.boolean_operands and self._boolean_atoms.isdisjoint(args):
             return args  # the common case, checked with one set operation
-        from symad.primitives import not_equal_p, select_p
-
         coerced = list(args)
         for index, atom in enumerate(args):
             wants_boolean = index in primitive.boolean_operands

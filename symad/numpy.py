@@ -59,7 +59,7 @@ def _elementwise(primitive, public_name: str, doc: str):
     function.__doc__ = doc
     if not primitive.variadic:
         # Name the arguments like NumPy's ufuncs, so traced inputs read x (or x1, x2).
-        names = ["x"] if len(primitive.partials) == 1 else [f"x{i + 1}" for i in range(len(primitive.partials))]
+        names = ["x"] if primitive.arity == 1 else [f"x{i + 1}" for i in range(primitive.arity)]
         function.__signature__ = inspect.Signature(
             [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names]
         )

@@ -1,15 +1,17 @@
-"""Every primitive symad records, each with its symbolic partial derivatives.
+"""Every primitive symad records: its name, SymPy form, NumPy implementation and identities.
 
-One stanza per primitive keeps its pieces together: the name, the SymPy
-expression it records, the NumPy implementation, the partial derivatives
-(one rule per argument, written with traceable ``symad.numpy`` operations so
-that derivatives are again graphs and higher orders come by recursion), and
-its algebraic identities. The chain rule itself lives in
-``symad.transforms``; nothing here knows about adjoints or tangents.
+One stanza per primitive keeps what *defines* it together: the name, the
+SymPy expression it records, the NumPy implementation, its spellings for the
+backends and its algebraic identities. The rules of each transform live in
+one table per transform, registered onto these primitives the way
+autograd's ``numpy_vjps.py`` registers onto ``numpy_wrapper``:
+:mod:`symad.rules.partials` (symbolic partial derivatives, written with
+traceable operations) and :mod:`symad.rules.taylor` (Taylor-coefficient
+recurrences). This module imports nothing traced, so the layers stay
+acyclic: graph -> primitives, and rules -> numpy -> tracer -> graph.
 
-A partial rule returns ``None`` for a structural zero. A primitive whose
-``partials`` is ``None`` has no rule: differentiating through it raises
-:class:`~symad.errors.DifferentiationError`.
+A primitive whose ``partials`` is ``None`` has no rule: differentiating
+through it raises :class:`~symad.errors.DifferentiationError`.
 
 >>> sin_p.name, sin_p.numpy_name
 ('sin', 'sin')
@@ -29,7 +31,7 @@ import sympy
 from sympy.codegen.cfunctions import expm1 as sympy_expm1
 from sympy.codegen.cfunctions import log1p as sympy_log1p
 
-from symad.graph import is_constant, is_zero_constant
+from symad.atoms import is_constant, is_zero_constant
 
 __all__ = ["Primitive", "PRIMITIVES"]
 
@@ -43,12 +45,14 @@ class Primitive:
         name: the primitive's name, as printed in errors.
         to_sympy: builds the node's SymPy expression from operand atoms.
         numpy_impl: evaluates the primitive on NumPy arrays or floats.
-        partials: one rule per argument, each ``rule(out, *args) -> value or
+        partials: usually registered later by :mod:`symad.rules.partials`
+            (custom primitives pass theirs here): one rule per argument, each ``rule(out, *args) -> value or
             None`` (None: the partial is structurally zero), where ``out`` is
             the node's own result, as autograd's and JAX's rules take ``ans``;
             for a variadic primitive one ``rule(out, args) -> sequence``
             giving every operand's partial at once (so an n-ary node costs
             O(n), not O(n**2)); ``None`` if the primitive has no derivative rule.
+        arity: the number of operands (ignored when ``variadic``).
         commutative: operands may be reordered (for hash-consing).
         simplify: ``simplify(builder, args) -> atom or None``, identities
             such as ``x * 1 -> x`` applied before recording.
@@ -67,8 +71,9 @@ class Primitive:
         name: str,
         to_sympy: Callable[..., sympy.Basic],
         numpy_impl: Callable[..., Any],
-        partials: Sequence[PartialRule | None] | PartialRule | None,
+        partials: Sequence[PartialRule | None] | PartialRule | None = None,
         *,
+        arity: int = 1,
         commutative: bool = False,
         simplify: Callable | None = None,
         folds_constants: bool = True,
@@ -82,6 +87,7 @@ class Primitive:
         self._to_sympy = to_sympy
         self.numpy_impl = numpy_impl
         self.partials = partials
+        self.arity = arity
         self.commutative = commutative
         self.simplify = simplify
         self.folds_constants = folds_constants
@@ -235,6 +241,25 @@ def _simplify_mul(builder, args):
         return a
     if _is_number(a, -1):
         return builder.record(neg_p, (b,))
+    return _fold_rational_factors(builder, a, b)
+
+
+def _fold_rational_factors(builder, factor, operand):
+    """``c1 * (c2 * y) -> (c1*c2) * y`` and ``c1 * (-y) -> (-c1) * y`` for exact rationals.
+
+    Taylor coefficients multiply by j and 1/k at every order; folding keeps
+    ``2 * (-x/2)`` from reaching a formula as two nodes (it is ``-x``). Only
+    exact rationals fold: with floats the product would round differently.
+    """
+    if not factor.is_Rational:
+        return None
+    node = builder.node_of(operand)
+    if node is None:
+        return None
+    if node.primitive is neg_p:
+        return builder.record(mul_p, (-factor, node.args[0]))
+    if node.primitive is mul_p and node.args[0].is_Rational:
+        return builder.record(mul_p, (factor * node.args[0], node.args[1]))
     return None
 
 
@@ -306,57 +331,31 @@ def _simplify_stop_gradient(builder, args):
 
 
 # ---------------------------------------------------------------------------
-# The table. Rules use ``snp`` (symad.numpy), bound at the end of this module.
+# The table: names, SymPy forms, NumPy implementations, identities, spellings.
+# The derivative rules are registered onto these by symad/rules/partials.py
+# (symbolic partials) and symad/rules/taylor.py (Taylor recurrences).
 # ---------------------------------------------------------------------------
 
-ONE = sympy.Integer(1)
-TWO_OVER_SQRT_PI = 2 / sympy.sqrt(sympy.pi)
-
 # -- arithmetic --------------------------------------------------------------
-#
-# Every rule is ``rule(out, *operands)``. Two things keep derivatives of every
-# order small and accurate (tested to order 10 and at 1e-20 / 1e20 against
-# 50-digit values in tests/test_high_order.py):
-#   * a rule reuses ``out`` where the textbook form would rebuild a power:
-#     d(a/b)/db = -out/b, not -a/b**2, whose denominator would square again
-#     at every further order (1/x**1024 overflows by order 10);
-#   * a rule avoids cancellation: arcsin' = 1/sqrt((1-x)(1+x)), not
-#     1/sqrt(1-x**2); tanh' = cosh(x)**-2 and sigmoid' = out*sigmoid(-x), not
-#     1 - out**2 and out*(1 - out), which round to 0 once out rounds to 1.
 
 add_p = _register(Primitive(
     "add", lambda *a: sympy.Add(*a), lambda *a: _sum_arrays(a),
-    lambda out, args: [ONE] * len(args),
     commutative=True, simplify=_simplify_add, variadic=True, numpy_name="add", numexpr_name="+"))
 sub_p = _register(Primitive(
-    "subtract", lambda a, b: a - b, np.subtract,
-    (lambda out, a, b: ONE, lambda out, a, b: -ONE),
+    "subtract", lambda a, b: a - b, np.subtract, arity=2,
     simplify=_simplify_sub, numpy_name="subtract", numexpr_name="-"))
 mul_p = _register(Primitive(
-    "multiply", lambda a, b: a * b, np.multiply,
-    (lambda out, a, b: b, lambda out, a, b: a),
+    "multiply", lambda a, b: a * b, np.multiply, arity=2,
     commutative=True, simplify=_simplify_mul, numpy_name="multiply", numexpr_name="*"))
 div_p = _register(Primitive(
-    "divide", lambda a, b: a / b, np.true_divide,
-    (lambda out, a, b: 1 / b, lambda out, a, b: -out / b),
+    "divide", lambda a, b: a / b, np.true_divide, arity=2,
     simplify=_simplify_div, numpy_name="true_divide", numexpr_name="/"))
 neg_p = _register(Primitive(
-    "negative", lambda a: -a, np.negative, (lambda out, a: -ONE,),
+    "negative", lambda a: -a, np.negative,
     simplify=_simplify_neg, numpy_name="negative", numexpr_name="-"))
 pow_p = _register(Primitive(
-    "power", lambda a, b: a**b, np.power,
-    # b * a**(b - 1) rather than b * out / a: the quotient is 0/0 at a = 0 (x**2 at 0).
-    (lambda out, a, b: b * a ** (b - 1), lambda out, a, b: _exponent_partial(out, a, b)),
+    "power", lambda a, b: a**b, np.power, arity=2,
     simplify=_simplify_pow, numpy_name="power", numexpr_name="**"))
-
-
-def _exponent_partial(out, base, exponent):
-    # d/db a**b = log(a) a**b. For the constant base 0 that is log(0) * 0 = nan,
-    # but 0**b is constant (0) for b > 0, so the partial is 0, as JAX returns.
-    base_atom = base.atoms[()]
-    if is_zero_constant(base_atom):
-        return None
-    return snp.log(base) * out
 
 
 def _sum_arrays(terms):
@@ -368,170 +367,85 @@ def _sum_arrays(terms):
 
 # -- roots, exponentials, logarithms -----------------------------------------
 
-sqrt_p = _register(Primitive(
-    "sqrt", sympy.sqrt, np.sqrt, (lambda out, x: 1 / (2 * out),),
-    numpy_name="sqrt", numexpr_name="sqrt"))
-cbrt_p = _register(Primitive(
-    "cbrt", cbrt, np.cbrt, (lambda out, x: 1 / (3 * out**2),),
-    numpy_name="cbrt"))
-exp_p = _register(Primitive(
-    "exp", sympy.exp, np.exp, (lambda out, x: out,), numpy_name="exp", numexpr_name="exp"))
-exp2_p = _register(Primitive(
-    "exp2", lambda x: 2**x, np.exp2, (lambda out, x: sympy.log(2) * out,),
-    numpy_name="exp2"))
+sqrt_p = _register(Primitive("sqrt", sympy.sqrt, np.sqrt, numpy_name="sqrt", numexpr_name="sqrt"))
+cbrt_p = _register(Primitive("cbrt", cbrt, np.cbrt, numpy_name="cbrt"))
+exp_p = _register(Primitive("exp", sympy.exp, np.exp, numpy_name="exp", numexpr_name="exp"))
+exp2_p = _register(Primitive("exp2", lambda x: 2**x, np.exp2, numpy_name="exp2"))
 expm1_p = _register(Primitive(
-    # exp(x), not out + 1: no rounding of the small out near 0 is then added back.
-    "expm1", sympy_expm1, np.expm1, (lambda out, x: snp.exp(x),),
-    numpy_name="expm1", numexpr_name="expm1"))
-log_p = _register(Primitive(
-    "log", sympy.log, np.log, (lambda out, x: 1 / x,), numpy_name="log", numexpr_name="log"))
-log2_p = _register(Primitive(
-    "log2", lambda x: sympy.log(x, 2), np.log2, (lambda out, x: 1 / (x * sympy.log(2)),),
-    numpy_name="log2"))
+    "expm1", sympy_expm1, np.expm1, numpy_name="expm1", numexpr_name="expm1"))
+log_p = _register(Primitive("log", sympy.log, np.log, numpy_name="log", numexpr_name="log"))
+log2_p = _register(Primitive("log2", lambda x: sympy.log(x, 2), np.log2, numpy_name="log2"))
 log10_p = _register(Primitive(
-    "log10", lambda x: sympy.log(x, 10), np.log10, (lambda out, x: 1 / (x * sympy.log(10)),),
-    numpy_name="log10", numexpr_name="log10"))
+    "log10", lambda x: sympy.log(x, 10), np.log10, numpy_name="log10", numexpr_name="log10"))
 log1p_p = _register(Primitive(
-    "log1p", sympy_log1p, np.log1p, (lambda out, x: 1 / (1 + x),),
-    numpy_name="log1p", numexpr_name="log1p"))
+    "log1p", sympy_log1p, np.log1p, numpy_name="log1p", numexpr_name="log1p"))
 
 # -- trigonometric and hyperbolic ----------------------------------------------
 
-
-def _one_minus_square(x):
-    """(1 - x)(1 + x): 1 - x**2 without the cancellation near |x| = 1."""
-    return (1 - x) * (1 + x)
-
-
-sin_p = _register(Primitive(
-    "sin", sympy.sin, np.sin, (lambda out, x: snp.cos(x),), numpy_name="sin", numexpr_name="sin"))
-cos_p = _register(Primitive(
-    "cos", sympy.cos, np.cos, (lambda out, x: -snp.sin(x),), numpy_name="cos", numexpr_name="cos"))
-tan_p = _register(Primitive(
-    "tan", sympy.tan, np.tan, (lambda out, x: 1 + out**2,),
-    numpy_name="tan", numexpr_name="tan"))
+sin_p = _register(Primitive("sin", sympy.sin, np.sin, numpy_name="sin", numexpr_name="sin"))
+cos_p = _register(Primitive("cos", sympy.cos, np.cos, numpy_name="cos", numexpr_name="cos"))
+tan_p = _register(Primitive("tan", sympy.tan, np.tan, numpy_name="tan", numexpr_name="tan"))
 arcsin_p = _register(Primitive(
-    "arcsin", sympy.asin, np.arcsin, (lambda out, x: 1 / snp.sqrt(_one_minus_square(x)),),
-    numpy_name="arcsin", numexpr_name="arcsin"))
+    "arcsin", sympy.asin, np.arcsin, numpy_name="arcsin", numexpr_name="arcsin"))
 arccos_p = _register(Primitive(
-    "arccos", sympy.acos, np.arccos, (lambda out, x: -1 / snp.sqrt(_one_minus_square(x)),),
-    numpy_name="arccos", numexpr_name="arccos"))
+    "arccos", sympy.acos, np.arccos, numpy_name="arccos", numexpr_name="arccos"))
 arctan_p = _register(Primitive(
-    "arctan", sympy.atan, np.arctan, (lambda out, x: 1 / (1 + x**2),),
-    numpy_name="arctan", numexpr_name="arctan"))
-
-
-def _arctan2_partials(y, x):
-    # (x / h) / h with h = hypot(y, x): x**2 + y**2 overflows past 1e154 and
-    # underflows below 1e-154, where the hypotenuse does neither.
-    h = snp.hypot(y, x)
-    return (x / h) / h, (-y / h) / h
-
-
+    "arctan", sympy.atan, np.arctan, numpy_name="arctan", numexpr_name="arctan"))
 arctan2_p = _register(Primitive(
-    "arctan2", sympy.atan2, np.arctan2,
-    (lambda out, y, x: _arctan2_partials(y, x)[0], lambda out, y, x: _arctan2_partials(y, x)[1]),
-    numpy_name="arctan2", numexpr_name="arctan2"))
-sinh_p = _register(Primitive(
-    "sinh", sympy.sinh, np.sinh, (lambda out, x: snp.cosh(x),),
-    numpy_name="sinh", numexpr_name="sinh"))
-cosh_p = _register(Primitive(
-    "cosh", sympy.cosh, np.cosh, (lambda out, x: snp.sinh(x),),
-    numpy_name="cosh", numexpr_name="cosh"))
-tanh_p = _register(Primitive(
-    "tanh", sympy.tanh, np.tanh, (lambda out, x: snp.cosh(x) ** -2,),
-    numpy_name="tanh", numexpr_name="tanh"))
+    "arctan2", sympy.atan2, np.arctan2, arity=2, numpy_name="arctan2", numexpr_name="arctan2"))
+sinh_p = _register(Primitive("sinh", sympy.sinh, np.sinh, numpy_name="sinh", numexpr_name="sinh"))
+cosh_p = _register(Primitive("cosh", sympy.cosh, np.cosh, numpy_name="cosh", numexpr_name="cosh"))
+tanh_p = _register(Primitive("tanh", sympy.tanh, np.tanh, numpy_name="tanh", numexpr_name="tanh"))
 arcsinh_p = _register(Primitive(
-    # hypot(x, 1) rather than sqrt(x**2 + 1): x**2 overflows past 1e154.
-    "arcsinh", sympy.asinh, np.arcsinh, (lambda out, x: 1 / snp.hypot(x, 1),),
-    numpy_name="arcsinh", numexpr_name="arcsinh"))
+    "arcsinh", sympy.asinh, np.arcsinh, numpy_name="arcsinh", numexpr_name="arcsinh"))
 arccosh_p = _register(Primitive(
-    "arccosh", sympy.acosh, np.arccosh, (lambda out, x: 1 / snp.sqrt((x - 1) * (x + 1)),),
-    numpy_name="arccosh", numexpr_name="arccosh"))
+    "arccosh", sympy.acosh, np.arccosh, numpy_name="arccosh", numexpr_name="arccosh"))
 arctanh_p = _register(Primitive(
-    "arctanh", sympy.atanh, np.arctanh, (lambda out, x: 1 / _one_minus_square(x),),
-    numpy_name="arctanh", numexpr_name="arctanh"))
+    "arctanh", sympy.atanh, np.arctanh, numpy_name="arctanh", numexpr_name="arctanh"))
 
 # -- piecewise and two-argument smooth functions ------------------------------
 
-# |x|' is sign(x) away from 0; at 0 JAX takes the right derivative (1), which keeps
-# higher derivatives of smooth compositions right: d2/dx2 |x|**2 at 0 is 2, not 0.
-abs_p = _register(Primitive(
-    "abs", sympy.Abs, np.abs, (lambda out, x: snp.where(x >= 0, 1, -1),),
-    numpy_name="abs", numexpr_name="abs"))
-sign_p = _register(Primitive(
-    "sign", sympy.sign, np.sign, (None,), numpy_name="sign"))
-
-
-def _max_partial(a, b):
-    # JAX's convention: at a tie each operand gets half the derivative.
-    return snp.where(a > b, 1, snp.where(a < b, 0, sympy.Rational(1, 2)))
-
-
+abs_p = _register(Primitive("abs", sympy.Abs, np.abs, numpy_name="abs", numexpr_name="abs"))
+sign_p = _register(Primitive("sign", sympy.sign, np.sign, numpy_name="sign"))
 maximum_p = _register(Primitive(
-    "maximum", sympy.Max, np.maximum,
-    (lambda out, a, b: _max_partial(a, b), lambda out, a, b: _max_partial(b, a)),
-    commutative=True, numpy_name="maximum"))
+    "maximum", sympy.Max, np.maximum, arity=2, commutative=True, numpy_name="maximum"))
 minimum_p = _register(Primitive(
-    "minimum", sympy.Min, np.minimum,
-    (lambda out, a, b: _max_partial(b, a), lambda out, a, b: _max_partial(a, b)),
-    commutative=True, numpy_name="minimum"))
-
-
-def _reduction_partials(extremum, args):
-    # At ties the derivative is shared equally among the extremal operands (JAX's convention).
-    is_extremal = [snp.where(arg == extremum, 1, 0) for arg in args]
-    count = snp.apply(add_p, *is_extremal)
-    return [indicator / count for indicator in is_extremal]
-
-
+    "minimum", sympy.Min, np.minimum, arity=2, commutative=True, numpy_name="minimum"))
 reduce_max_p = _register(Primitive(
     "reduce_max", lambda *a: sympy.Max(*a), lambda *a: np.max(np.stack(np.broadcast_arrays(*a)), axis=0),
-    _reduction_partials, commutative=True, variadic=True))
+    commutative=True, variadic=True))
 reduce_min_p = _register(Primitive(
     "reduce_min", lambda *a: sympy.Min(*a), lambda *a: np.min(np.stack(np.broadcast_arrays(*a)), axis=0),
-    _reduction_partials, commutative=True, variadic=True))
+    commutative=True, variadic=True))
 hypot_p = _register(Primitive(
-    "hypot", lambda a, b: sympy.sqrt(a**2 + b**2), np.hypot,
-    (lambda out, a, b: a / out, lambda out, a, b: b / out),
+    "hypot", lambda a, b: sympy.sqrt(a**2 + b**2), np.hypot, arity=2,
     commutative=True, numpy_name="hypot"))
 logaddexp_p = _register(Primitive(
-    "logaddexp", lambda a, b: sympy.log(sympy.exp(a) + sympy.exp(b)), np.logaddexp,
-    (lambda out, a, b: snp.sigmoid(a - b), lambda out, a, b: snp.sigmoid(b - a)),
+    "logaddexp", lambda a, b: sympy.log(sympy.exp(a) + sympy.exp(b)), np.logaddexp, arity=2,
     commutative=True, numpy_name="logaddexp"))
 logsumexp_p = _register(Primitive(
     "logsumexp", lambda *a: sympy.log(sympy.Add(*[sympy.exp(t) for t in a])),
     lambda *a: scipy.special.logsumexp(np.stack(np.broadcast_arrays(*a)), axis=0),
-    # The softmax exp(a_i - out): never exp(a_i) / sum, which overflows.
-    lambda out, args: [snp.exp(arg - out) for arg in args],
     commutative=True, variadic=True))
 
 # -- special functions ---------------------------------------------------------
 
-erf_p = _register(Primitive(
-    "erf", sympy.erf, scipy.special.erf,
-    (lambda out, x: TWO_OVER_SQRT_PI * snp.exp(-(x**2)),), numpy_name="erf"))
-erfc_p = _register(Primitive(
-    "erfc", sympy.erfc, scipy.special.erfc,
-    (lambda out, x: -TWO_OVER_SQRT_PI * snp.exp(-(x**2)),), numpy_name="erfc"))
-sigmoid_p = _register(Primitive(
-    "sigmoid", sigmoid, scipy.special.expit,
-    (lambda out, x: out * snp.sigmoid(-x),), numpy_name="expit"))
+erf_p = _register(Primitive("erf", sympy.erf, scipy.special.erf, numpy_name="erf"))
+erfc_p = _register(Primitive("erfc", sympy.erfc, scipy.special.erfc, numpy_name="erfc"))
+sigmoid_p = _register(Primitive("sigmoid", sigmoid, scipy.special.expit, numpy_name="expit"))
 softplus_p = _register(Primitive(
-    "softplus", softplus, lambda x: np.logaddexp(0.0, x),
-    (lambda out, x: snp.sigmoid(x),), numpy_name="softplus"))
+    "softplus", softplus, lambda x: np.logaddexp(0.0, x), numpy_name="softplus"))
 
 # -- selection, comparison, gradient control -----------------------------------
 
 select_p = _register(Primitive(
-    "where", lambda c, a, b: sympy.Piecewise((a, c), (b, True)), np.where,
-    (None, lambda out, c, a, b: snp.where(c, 1, 0), lambda out, c, a, b: snp.where(c, 0, 1)),
+    "where", lambda c, a, b: sympy.Piecewise((a, c), (b, True)), np.where, arity=3,
     simplify=_simplify_select, numpy_name="where", numexpr_name="where", boolean_operands=(0,)))
 
 
 def _comparison(name, relation, numpy_impl, numexpr_name):
     return _register(Primitive(
-        name, relation, numpy_impl, (None, None), numpy_name=name, numexpr_name=numexpr_name,
+        name, relation, numpy_impl, arity=2, numpy_name=name, numexpr_name=numexpr_name,
         returns_boolean=True))
 
 
@@ -542,9 +456,10 @@ greater_equal_p = _comparison("greater_equal", sympy.GreaterThan, np.greater_equ
 equal_p = _comparison("equal", sympy.Eq, np.equal, "==")
 not_equal_p = _comparison("not_equal", sympy.Ne, np.not_equal, "!=")
 
+
 def _logical(name, relation, numpy_impl, arity):
     return _register(Primitive(
-        name, relation, numpy_impl, (None,) * arity, numpy_name=name, returns_boolean=True,
+        name, relation, numpy_impl, arity=arity, numpy_name=name, returns_boolean=True,
         boolean_operands=tuple(range(arity)), commutative=arity == 2))
 
 
@@ -553,8 +468,4 @@ logical_or_p = _logical("logical_or", sympy.Or, np.logical_or, 2)
 logical_not_p = _logical("logical_not", sympy.Not, np.logical_not, 1)
 
 stop_gradient_p = _register(Primitive(
-    "stop_gradient", stop_gradient, lambda x: x, (None,),
-    simplify=_simplify_stop_gradient, numpy_name=None))
-
-
-from symad import numpy as snp  # noqa: E402  (rules above call it lazily)
+    "stop_gradient", stop_gradient, lambda x: x, simplify=_simplify_stop_gradient, numpy_name=None))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 
 import sympy
@@ -13,18 +14,37 @@ from symad.transforms.terms import partial_atoms, sum_terms
 ZERO = sympy.Integer(0)
 
 
+def consumer_index(primal_nodes: Sequence[Node]) -> dict:
+    """``{atom: [positions of the nodes using it]}`` over ``primal_nodes``, built once per graph.
+
+    With it, :func:`push_forward` visits only the nodes a seed reaches (its
+    cone of influence) instead of every node: a Jacobian column of a sparse
+    function then costs what its non-zeros cost, not the whole graph.
+    """
+    consumers: dict = {}
+    for position, node in enumerate(primal_nodes):
+        for atom in node.args:
+            users = consumers.setdefault(atom, [])
+            if not users or users[-1] != position:
+                users.append(position)
+    return consumers
+
+
 def push_forward(
     builder: GraphBuilder,
     primal_nodes: Sequence[Node],
     tangents: dict,
     function_name: str,
+    consumers: dict | None = None,
 ) -> dict:
     """Tangents of every node reached from the seeded ``tangents`` (atom -> tangent atom).
 
-    Atoms missing from the result have an exact zero tangent.
+    Atoms missing from the result have an exact zero tangent. Given the
+    ``consumers`` of :func:`consumer_index`, only the seeds' cone of
+    influence is visited, in topological order.
     """
     tangent_of = {atom: t for atom, t in tangents.items() if not is_zero_constant(t)}
-    for node in primal_nodes:
+    for node in _reached_nodes(primal_nodes, tangent_of, consumers):
         seeded = [index for index, arg in enumerate(node.args) if arg in tangent_of]
         if not seeded:
             continue
@@ -43,3 +63,22 @@ def push_forward(
         if total is not None and not is_zero_constant(total):
             tangent_of[node.symbol] = total
     return tangent_of
+
+
+def _reached_nodes(primal_nodes: Sequence[Node], seeded: dict, consumers: dict | None):
+    """The nodes a forward sweep must visit, in topological order."""
+    if consumers is None:
+        yield from primal_nodes
+        return
+    pending = sorted({position for atom in seeded for position in consumers.get(atom, ())})
+    queued = set(pending)
+    while pending:
+        position = heapq.heappop(pending)
+        node = primal_nodes[position]
+        yield node
+        # The caller has recorded the node's tangent (or found it zero) by now.
+        if node.symbol in seeded:
+            for consumer in consumers.get(node.symbol, ()):
+                if consumer not in queued:
+                    queued.add(consumer)
+                    heapq.heappush(pending, consumer)

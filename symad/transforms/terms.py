@@ -9,6 +9,7 @@ import numpy as np
 from symad.errors import DifferentiationError
 from symad.graph import GraphBuilder, Node, is_zero_constant
 from symad.primitives import add_p, neg_p, sub_p
+from symad.rules import partials as _registers_partial_rules  # noqa: F401  (fills Primitive.partials)
 from symad.tracer import Tracer, as_atoms
 
 

@@ -1,0 +1,1 @@
+"""The benchmark scripts of BENCHMARKS.md, one per family, sharing :mod:`benchmarks.harness`."""

@@ -1,0 +1,138 @@
+"""Symbolic partial derivatives, one table line per primitive, registered onto the primitives.
+
+Every rule is ``rule(out, *operands) -> partial`` (for a variadic primitive,
+``rule(out, operands) -> [partial, ...]``), written with traceable
+``symad.numpy`` operations so that a derivative is again a graph and higher
+orders come by recursion. ``out`` is the node's own result, as autograd's
+and JAX's rules receive ``ans``. ``None`` marks a structurally zero partial.
+
+Two properties keep derivatives of every order small and accurate (tested to
+order 10, at 1e-20 and 1e20 and in saturated regions, against 50-digit
+values in ``tests/test_high_order.py``):
+
+* **no rule rebuilds a power**: d(a/b)/db = -out/b, not -a/b**2, whose
+  denominator would square again at every further order (the 10th
+  derivative of 1/x held x**1024 and overflowed);
+* **no rule cancels**: arcsin' = 1/sqrt((1-x)(1+x)), not 1/sqrt(1-x**2);
+  tanh' = cosh(x)**-2 and sigmoid' = out*sigmoid(-x), not 1 - out**2 and
+  out*(1 - out), which round to 0 once out rounds to 1; arcsinh' and the
+  partials of arctan2 use hypot, so nothing squares past 1e154.
+
+>>> from symad import primitives as P
+>>> P.sin_p.has_partials, P.less_p.partials
+(True, (None, None))
+"""
+
+from __future__ import annotations
+
+import sympy
+
+from symad import numpy as snp
+from symad import primitives as P
+from symad.atoms import is_zero_constant
+
+__all__ = ["PARTIALS", "NONDIFFERENTIABLE"]
+
+ONE = sympy.Integer(1)
+TWO_OVER_SQRT_PI = 2 / sympy.sqrt(sympy.pi)
+
+
+def _one_minus_square(x):
+    """(1 - x)(1 + x): 1 - x**2 without the cancellation near |x| = 1."""
+    return (1 - x) * (1 + x)
+
+
+def _exponent_partial(out, base, exponent):
+    # d/db a**b = log(a) a**b. For the constant base 0 that is log(0) * 0 = nan,
+    # but 0**b is constant (0) for b > 0, so the partial is 0, as JAX returns.
+    if is_zero_constant(base.atoms[()]):
+        return None
+    return snp.log(base) * out
+
+
+def _arctan2_partials(y, x):
+    # (x / h) / h with h = hypot(y, x): x**2 + y**2 overflows past 1e154 and
+    # underflows below 1e-154, where the hypotenuse does neither.
+    h = snp.hypot(y, x)
+    return (x / h) / h, (-y / h) / h
+
+
+def _max_partial(a, b):
+    # JAX's convention: at a tie each operand gets half the derivative.
+    return snp.where(a > b, 1, snp.where(a < b, 0, sympy.Rational(1, 2)))
+
+
+def _reduction_partials(extremum, args):
+    # At ties the derivative is shared equally among the extremal operands (JAX's convention).
+    is_extremal = [snp.where(arg == extremum, 1, 0) for arg in args]
+    count = snp.apply(P.add_p, *is_extremal)
+    return [indicator / count for indicator in is_extremal]
+
+
+PARTIALS = {
+    # -- arithmetic
+    P.add_p: lambda out, args: [ONE] * len(args),
+    P.sub_p: (lambda out, a, b: ONE, lambda out, a, b: -ONE),
+    P.mul_p: (lambda out, a, b: b, lambda out, a, b: a),
+    P.div_p: (lambda out, a, b: 1 / b, lambda out, a, b: -out / b),
+    P.neg_p: (lambda out, a: -ONE,),
+    # b * a**(b - 1) rather than b * out / a: the quotient is 0/0 at a = 0 (x**2 at 0).
+    P.pow_p: (lambda out, a, b: b * a ** (b - 1), _exponent_partial),
+    # -- roots, exponentials, logarithms
+    P.sqrt_p: (lambda out, x: 1 / (2 * out),),
+    P.cbrt_p: (lambda out, x: 1 / (3 * out**2),),
+    P.exp_p: (lambda out, x: out,),
+    P.exp2_p: (lambda out, x: sympy.log(2) * out,),
+    # exp(x), not out + 1: the rounding of a small out near 0 is not added back.
+    P.expm1_p: (lambda out, x: snp.exp(x),),
+    P.log_p: (lambda out, x: 1 / x,),
+    P.log2_p: (lambda out, x: 1 / (x * sympy.log(2)),),
+    P.log10_p: (lambda out, x: 1 / (x * sympy.log(10)),),
+    P.log1p_p: (lambda out, x: 1 / (1 + x),),
+    # -- trigonometric and hyperbolic
+    P.sin_p: (lambda out, x: snp.cos(x),),
+    P.cos_p: (lambda out, x: -snp.sin(x),),
+    P.tan_p: (lambda out, x: 1 + out**2,),
+    P.arcsin_p: (lambda out, x: 1 / snp.sqrt(_one_minus_square(x)),),
+    P.arccos_p: (lambda out, x: -1 / snp.sqrt(_one_minus_square(x)),),
+    P.arctan_p: (lambda out, x: 1 / (1 + x**2),),
+    P.arctan2_p: (lambda out, y, x: _arctan2_partials(y, x)[0],
+                  lambda out, y, x: _arctan2_partials(y, x)[1]),
+    P.sinh_p: (lambda out, x: snp.cosh(x),),
+    P.cosh_p: (lambda out, x: snp.sinh(x),),
+    P.tanh_p: (lambda out, x: snp.cosh(x) ** -2,),
+    P.arcsinh_p: (lambda out, x: 1 / snp.hypot(x, 1),),
+    P.arccosh_p: (lambda out, x: 1 / snp.sqrt((x - 1) * (x + 1)),),
+    P.arctanh_p: (lambda out, x: 1 / _one_minus_square(x),),
+    # -- piecewise and two-argument smooth functions
+    # |x|' is sign(x) away from 0; at 0 JAX takes the right derivative (1), which keeps
+    # higher derivatives of smooth compositions right: d2/dx2 |x|**2 at 0 is 2, not 0.
+    P.abs_p: (lambda out, x: snp.where(x >= 0, 1, -1),),
+    P.maximum_p: (lambda out, a, b: _max_partial(a, b), lambda out, a, b: _max_partial(b, a)),
+    P.minimum_p: (lambda out, a, b: _max_partial(b, a), lambda out, a, b: _max_partial(a, b)),
+    P.reduce_max_p: _reduction_partials,
+    P.reduce_min_p: _reduction_partials,
+    P.hypot_p: (lambda out, a, b: a / out, lambda out, a, b: b / out),
+    P.logaddexp_p: (lambda out, a, b: snp.sigmoid(a - b), lambda out, a, b: snp.sigmoid(b - a)),
+    # The softmax exp(a_i - out): never exp(a_i) / sum, which overflows.
+    P.logsumexp_p: lambda out, args: [snp.exp(arg - out) for arg in args],
+    # -- special functions
+    P.erf_p: (lambda out, x: TWO_OVER_SQRT_PI * snp.exp(-(x**2)),),
+    P.erfc_p: (lambda out, x: -TWO_OVER_SQRT_PI * snp.exp(-(x**2)),),
+    P.sigmoid_p: (lambda out, x: out * snp.sigmoid(-x),),
+    P.softplus_p: (lambda out, x: snp.sigmoid(x),),
+    # -- selection: the condition has no derivative
+    P.select_p: (None, lambda out, c, a, b: snp.where(c, 1, 0), lambda out, c, a, b: snp.where(c, 0, 1)),
+}
+
+#: Primitives whose derivative is zero almost everywhere (autograd's
+#: ``nograd_functions``, JAX's ``defjvp_zero``): every partial is a structural zero.
+NONDIFFERENTIABLE = [
+    P.sign_p, P.stop_gradient_p, P.less_p, P.less_equal_p, P.greater_p, P.greater_equal_p,
+    P.equal_p, P.not_equal_p, P.logical_and_p, P.logical_or_p, P.logical_not_p,
+]
+
+for _primitive, _rules in PARTIALS.items():
+    _primitive.partials = _rules
+for _primitive in NONDIFFERENTIABLE:
+    _primitive.partials = (None,) * _primitive.arity

@@ -1,0 +1,239 @@
+"""Taylor-coefficient recurrences: ``rule(sweep, node, k) -> y[k]``, one line of table per primitive.
+
+Notation: ``y`` is the node's output, ``u``/``a``/``b`` its operands, ``x[k]``
+the k-th normalised Taylor coefficient. A primitive missing from
+:data:`TAYLOR_RULES` uses the generic chain rule on series
+(:meth:`symad.transforms.taylor.TaylorSweep.chain_rule`) through its
+symbolic partials; with partial rules that reuse their output, that *is* the
+classical recurrence for exp, sin/cos, sinh/cosh, tan, tanh, sigmoid,
+softplus, erf, the inverse functions, maximum/minimum/abs and custom
+primitives. The closed forms below are for the primitives where the generic
+rule would divide by zero (powers at 0) or cost twice as much (log, sqrt,
+quotients), and for the linear and piecewise ones.
+
+References for the recurrences: Griewank & Walther, *Evaluating
+Derivatives* (2nd ed., SIAM 2008), chapter 13, table 13.2.
+"""
+
+from __future__ import annotations
+
+import sympy
+
+from symad import primitives as P
+from symad.atoms import is_constant
+
+__all__ = ["TAYLOR_RULES", "needs_partials"]
+
+
+def _operand(sweep, node, index):
+    """A getter ``j -> operand[j]`` for the node's operand at ``index``."""
+    atom = node.args[index]
+    return lambda j: sweep.coefficient(atom, j)
+
+
+def _output(sweep, node):
+    return lambda j: sweep.coefficient(node.symbol, j)
+
+
+# -- linear ---------------------------------------------------------------------
+
+
+def _add(sweep, node, k):
+    return sweep.total([sweep.coefficient(arg, k) for arg in node.args])
+
+
+def _subtract(sweep, node, k):
+    a, b = node.args
+    return sweep.difference(sweep.coefficient(a, k), sweep.coefficient(b, k))
+
+
+def _negative(sweep, node, k):
+    return sweep.negate(sweep.coefficient(node.args[0], k))
+
+
+def _select(sweep, node, k):
+    # The primal condition picks the branch for every coefficient: the branch
+    # not taken is never multiplied by anything, so its nan/inf cannot leak.
+    condition, if_true, if_false = node.args
+    return sweep.builder.record(
+        P.select_p, (condition, sweep.coefficient(if_true, k), sweep.coefficient(if_false, k)))
+
+
+def _flat(sweep, node, k):
+    """Piecewise-constant primitives (sign, stop_gradient): no higher coefficients."""
+    return sympy.Integer(0)
+
+
+# -- products, quotients, powers ---------------------------------------------------
+
+
+def _multiply(sweep, node, k):
+    if node.args[0] == node.args[1]:  # u * u: each cross product once
+        return _symmetric_convolution(sweep, _operand(sweep, node, 0), k)
+    return sweep.convolution(_operand(sweep, node, 0), _operand(sweep, node, 1), k)
+
+
+def _divide(sweep, node, k):
+    # y = a / b:  y[k] = (a[k] - sum_{j=1..k} b[j] y[k-j]) / b[0]
+    a, b = node.args
+    if not sweep.is_varying(b):
+        return sweep.quotient(sweep.coefficient(a, k), b)
+    y = _output(sweep, node)
+    correction = sweep.total([sweep.product(sweep.coefficient(b, j), y(k - j)) for j in range(1, k + 1)])
+    return sweep.quotient(sweep.difference(sweep.coefficient(a, k), correction), b)
+
+
+def _log(sweep, node, k):
+    # y = log(u):  y[k] = (u[k] - (1/k) sum_{j=1..k-1} j y[j] u[k-j]) / u[0]
+    (u,) = node.args
+    inner = sweep.total([sweep.product(sweep.weighted(node.symbol, j), sweep.coefficient(u, k - j))
+                         for j in range(1, k)])
+    numerator = sweep.difference(sweep.coefficient(u, k), sweep.scaled(sympy.Rational(1, k), inner))
+    return sweep.quotient(numerator, u)
+
+
+def _sqrt(sweep, node, k):
+    # y = sqrt(u):  y[k] = (u[k] - sum_{j=1..k-1} y[j] y[k-j]) / (2 y[0])
+    (u,) = node.args
+    y = _output(sweep, node)
+    square_part = _symmetric_convolution(sweep, y, k, start=1)
+    numerator = sweep.difference(sweep.coefficient(u, k), square_part)
+    return sweep.quotient(numerator, sweep.product(sympy.Integer(2), node.symbol))
+
+
+def _symmetric_convolution(sweep, a, k, start=0):
+    """``sum_{j=start..k-start} a[j] a[k-j]``, each product recorded once."""
+    terms = []
+    for j in range(start, k - start + 1):
+        if j > k - j:
+            break
+        product = sweep.product(a(j), a(k - j))
+        terms.append(product if j == k - j else sweep.product(sympy.Integer(2), product))
+    return sweep.total(terms)
+
+
+class _AuxiliarySeries:
+    """A series that is not a graph node (``u**4`` inside ``u**5``), extended on demand."""
+
+    def __init__(self, first, next_coefficient):
+        self.coefficients = [first]
+        self._next = next_coefficient
+
+    def __call__(self, k):
+        while len(self.coefficients) <= k:
+            self.coefficients.append(self._next(len(self.coefficients)))
+        return self.coefficients[k]
+
+
+def _square_series(sweep, base):
+    first = sweep.builder.record(P.pow_p, (base(0), sympy.Integer(2)))
+    return _AuxiliarySeries(first, lambda k: _symmetric_convolution(sweep, base, k))
+
+
+def _product_series(sweep, a, b):
+    first = sweep.product(a(0), b(0))
+    return _AuxiliarySeries(first, lambda k: sweep.convolution(a, b, k))
+
+
+def _integer_power_series(sweep, base, exponent: int):
+    """``base**exponent`` (exponent >= 1) by repeated squaring of series: no division by base[0]."""
+    result = None
+    square = base
+    while exponent:
+        if exponent & 1:
+            result = square if result is None else _product_series(sweep, result, square)
+        exponent >>= 1
+        if exponent:
+            square = _square_series(sweep, square)
+    return result
+
+
+def _log_series(sweep, base_atom):
+    """The series of ``log(base)``, kept beside a node that needs it (``a ** b``)."""
+    base = lambda j: sweep.coefficient(base_atom, j)  # noqa: E731
+    log = _AuxiliarySeries(sweep.builder.record(P.log_p, (base_atom,)), None)
+
+    def next_coefficient(k):
+        # log(u)[k] = (u[k] - (1/k) sum_{j=1..k-1} j log[j] u[k-j]) / u[0]
+        inner = sweep.total([sweep.product(sweep.product(sympy.Integer(j), log(j)), base(k - j))
+                             for j in range(1, k)])
+        numerator = sweep.difference(base(k), sweep.scaled(sympy.Rational(1, k), inner))
+        return sweep.quotient(numerator, base_atom)
+
+    log._next = next_coefficient
+    return log
+
+
+def _power(sweep, node, k):
+    state = sweep.auxiliary.get(node)
+    if state is None:
+        state = sweep.auxiliary[node] = _power_plan(sweep, node)
+    return state(k)
+
+
+def _power_plan(sweep, node):
+    """A getter ``k -> y[k]`` for ``y = a ** b``, chosen once per node."""
+    base_atom, exponent_atom = node.args
+    base = lambda j: sweep.coefficient(base_atom, j)  # noqa: E731
+    y = _output(sweep, node)
+    if sweep.is_varying(exponent_atom):
+        # y = exp(b log a):  y[k] = (1/k) sum_{j=1..k} j w[j] y[k-j], with w = b log a.
+        log_base = _log_series(sweep, base_atom) if sweep.is_varying(base_atom) else (
+            lambda j: sweep.builder.record(P.log_p, (base_atom,)) if j == 0 else sympy.Integer(0))
+        exponent = lambda j: sweep.coefficient(exponent_atom, j)  # noqa: E731
+        w = _product_series(sweep, exponent, log_base)
+
+        def exponential(k):
+            terms = [sweep.product(sweep.product(sympy.Integer(j), w(j)), y(k - j))
+                     for j in range(1, k + 1)]
+            return sweep.scaled(sympy.Rational(1, k), sweep.total(terms))
+        return exponential
+    if is_constant(exponent_atom) and exponent_atom.is_Number and float(exponent_atom).is_integer():
+        power = int(exponent_atom)
+        if power == 0:  # the builder folds x**0 to 1; kept for graphs built elsewhere
+            return lambda k: sympy.Integer(0)
+        if power >= 1:
+            return _integer_power_series(sweep, base, power)
+        # y = 1 / v with v = base**(-power):  y[k] = -(sum_{j=1..k} v[j] y[k-j]) / v[0]
+        v = base if power == -1 else _integer_power_series(sweep, base, -power)
+        return lambda k: _reciprocal_coefficient(sweep, v, y, k)
+    # A constant real (or independent symbolic) exponent r:
+    #   y[k] = (1 / (k a[0])) sum_{j=0..k-1} (r (k - j) - j) a[k-j] y[j]
+    r = exponent_atom
+
+    def real_power(k):
+        terms = []
+        for j in range(k):
+            weight = sweep.total([sweep.product(sympy.Integer(k - j), r), sympy.Integer(-j)])
+            terms.append(sweep.product(weight, sweep.product(base(k - j), y(j))))
+        numerator = sweep.scaled(sympy.Rational(1, k), sweep.total(terms))
+        return sweep.quotient(numerator, base_atom)
+    return real_power
+
+
+def _reciprocal_coefficient(sweep, v, y, k):
+    """``y[k]`` of ``y = 1/v``: ``-(sum_{j=1..k} v[j] y[k-j]) / v[0]``."""
+    terms = [sweep.product(v(j), y(k - j)) for j in range(1, k + 1)]
+    return sweep.negate(sweep.quotient(sweep.total(terms), v(0)))
+
+
+# -- the table --------------------------------------------------------------------
+
+TAYLOR_RULES = {
+    P.add_p: _add,
+    P.sub_p: _subtract,
+    P.neg_p: _negative,
+    P.mul_p: _multiply,
+    P.div_p: _divide,
+    P.pow_p: _power,
+    P.log_p: _log,
+    P.sqrt_p: _sqrt,
+    P.select_p: _select,
+    P.sign_p: _flat,
+    P.stop_gradient_p: _flat,
+}
+
+
+def needs_partials(sweep, node) -> bool:
+    """True if the node's coefficients come from the generic chain rule through its partials."""
+    return node.primitive not in TAYLOR_RULES

@@ -1,0 +1,340 @@
+"""Every rule at high order, at extreme magnitudes and over grids, against 50-digit values.
+
+The reference is SymPy's exact derivative evaluated with 50 significant
+digits at the exact binary value of each float point. symad's Taylor mode
+(``sd.derivative``, ``sd.taylor``) must agree to a few units of float64
+rounding; nested reverse mode (``sd.grad(sd.grad(...))``) likewise, at lower
+orders. Points include 1e-20 and 1e20 and saturated regions (tanh(40),
+sigmoid(-40)) where a rule that cancels or squares a power returns garbage.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import mpmath
+import numpy as np
+import pytest
+import sympy
+
+import symad as sd
+import symad.numpy as snp
+
+X = sympy.Symbol("x", real=True)
+RTOL = 5e-13  # float64 rounding, times the small growth of Taylor recurrences
+
+# (name, symad function, SymPy reference, points, highest order)
+CASES = [
+    ("reciprocal", lambda x: 1 / x, 1 / X, [2.0, -0.3, 1e-20, 1e20], 10),
+    ("cube_at_zero", lambda x: x**3, X**3, [0.0, 2.0], 5),
+    ("square_times_self", lambda x: x * x * x * x, X**4, [0.0, -1.5], 6),
+    ("power_negative_integer", lambda x: x**-3, X**-3, [0.5, 1e-20, -7.0], 8),
+    ("power_real", lambda x: x**2.5, X ** sympy.Rational(5, 2), [0.3, 1e10], 8),
+    ("power_traced_exponent", lambda x: x**x, X**X, [0.7, 3.0], 7),
+    ("power_traced_constant_base", lambda x: 2.0**x, 2**X, [0.5, -3.0], 8),
+    ("sqrt", snp.sqrt, sympy.sqrt(X), [1e-20, 2.0, 1e20], 10),
+    ("cbrt", snp.cbrt, sympy.root(X, 3), [0.7, 27.0, 1e-30], 8),
+    ("cbrt_negative", snp.cbrt, -sympy.root(-X, 3), [-0.7, -8.0], 6),
+    ("exp", snp.exp, sympy.exp(X), [-600.0, 0.3, 600.0], 10),
+    ("exp2", snp.exp2, 2**X, [0.5, 100.0], 8),
+    ("expm1", snp.expm1, sympy.exp(X) - 1, [1e-10, -2.0], 8),
+    ("log", snp.log, sympy.log(X), [1e-20, 0.5, 1e20], 10),
+    ("log2", snp.log2, sympy.log(X, 2), [0.5, 1e10], 6),
+    ("log10", snp.log10, sympy.log(X, 10), [0.5, 1e-10], 6),
+    ("log1p", snp.log1p, sympy.log(1 + X), [1e-10, -0.5, 1e10], 8),
+    ("sin", snp.sin, sympy.sin(X), [0.3, 100.0, -1e5], 10),
+    ("cos", snp.cos, sympy.cos(X), [0.3, 100.0, -1e5], 10),
+    ("tan", snp.tan, sympy.tan(X), [0.3, 1.5, -1.0], 8),
+    ("arcsin", snp.arcsin, sympy.asin(X), [0.3, -0.9, 1 - 1e-10], 8),
+    ("arccos", snp.arccos, sympy.acos(X), [0.3, -0.9, 1 - 1e-10], 8),
+    ("arctan", snp.arctan, sympy.atan(X), [0.5, -3.0, 1e10], 8),
+    ("sinh", snp.sinh, sympy.sinh(X), [0.5, 300.0, -20.0], 10),
+    ("cosh", snp.cosh, sympy.cosh(X), [0.5, 300.0, -20.0], 10),
+    ("tanh", snp.tanh, sympy.tanh(X), [0.5, 20.0, -40.0], 10),
+    ("arcsinh", snp.arcsinh, sympy.asinh(X), [0.5, -3.0, 1e50], 5),
+    ("arccosh", snp.arccosh, sympy.acosh(X), [1.5, 1 + 1e-8, 1e50], 5),
+    ("arctanh", snp.arctanh, sympy.atanh(X), [0.3, 1 - 1e-10, -0.99], 8),
+    ("erf", snp.erf, sympy.erf(X), [0.5, 5.0, -3.0], 10),
+    ("erfc", snp.erfc, sympy.erfc(X), [0.5, 5.0, -3.0], 10),
+    ("sigmoid", snp.sigmoid, 1 / (1 + sympy.exp(-X)), [0.5, 40.0, -40.0], 10),
+    ("softplus", snp.softplus, sympy.log(1 + sympy.exp(X)), [0.5, 40.0, -40.0], 8),
+    ("abs", snp.abs, sympy.Abs(X), [-2.0, 3.0], 4),
+    ("hypot", lambda x: snp.hypot(x, 2.0), sympy.sqrt(X**2 + 4), [0.5, -3.0, 1e100], 6),
+    ("arctan2_y", lambda x: snp.arctan2(x, 2.0), sympy.atan2(X, 2), [0.5, 1e-200, 1e100], 6),
+    ("arctan2_x", lambda x: snp.arctan2(2.0, x), sympy.atan2(2, X), [0.5, -3.0, 1e100], 6),
+    ("logaddexp", lambda x: snp.logaddexp(x, 1.0), sympy.log(sympy.exp(X) + sympy.E),
+     [0.5, 40.0, -700.0], 8),
+    ("logsumexp", lambda x: snp.logsumexp(snp.stack([x, 2 * x, 1.0])),
+     # Not at a saturated point such as 30: there f'' ~ 1e-13 comes from exp(a_i - out) with
+     # out' = 2 - 1e-13, so it is accurate to float64 relative to f' (~2), not to itself.
+     sympy.log(sympy.exp(X) + sympy.exp(2 * X) + sympy.E), [0.2, -2.0, 3.0], 8),
+    ("maximum", lambda x: snp.maximum(x**2, 1.0), sympy.Max(X**2, 1), [2.0, 0.5], 4),
+    ("minimum", lambda x: snp.minimum(snp.sin(x), 0.5), sympy.Min(sympy.sin(X), sympy.Rational(1, 2)),
+     [0.2, 1.2], 6),
+    ("where", lambda x: snp.where(x > 0, snp.sin(x), x**3), sympy.Piecewise((sympy.sin(X), X > 0), (X**3, True)),
+     [2.0, -1.0], 6),
+    # SymPy's tree swells at order 16 (30 s); mpmath's own Taylor expansion at 60 digits is the reference.
+    ("composition", lambda x: np.exp(np.sin(x)) / (1 + x**2),
+     lambda t: mpmath.exp(mpmath.sin(t)) / (1 + t**2), [0.7, -2.5, 3.0], 16),
+]
+
+
+@functools.cache
+def _exact_derivatives(name: str) -> list:
+    """The derivatives of orders 0..n of case ``name``, each as a 50-digit evaluator."""
+    _, _, reference, _, order = next(case for case in CASES if case[0] == name)
+    if not isinstance(reference, sympy.Basic):  # an mpmath function: its Taylor expansion
+        return [functools.partial(_mpmath_derivative, reference, n) for n in range(order + 1)]
+    derivatives = [reference]
+    for _ in range(order):
+        derivatives.append(sympy.diff(derivatives[-1], X))
+    # Away from the kinks of abs/max/min/where, the distributions SymPy's derivatives carry are 0.
+    away_from_kinks = {"DiracDelta": lambda *args: 0, "Heaviside": lambda t, *rest: 1 if t > 0 else 0}
+    return [sympy.lambdify(X, d, [away_from_kinks, "mpmath"]) for d in derivatives]
+
+
+def _mpmath_derivative(function, n: int, point):
+    with mpmath.workdps(60):
+        return mpmath.taylor(function, point, n)[n] * mpmath.factorial(n)
+
+
+def exact_value(name: str, n: int, point: float) -> float:
+    with mpmath.workdps(50):
+        value = _exact_derivatives(name)[n](mpmath.mpf(point))  # the point's exact binary value
+        return float(mpmath.re(value))
+
+
+def assert_matches_exact(value: float, exact: float, context: str, rtol: float = RTOL) -> None:
+    if exact == 0.0:
+        assert value == 0.0, f"{context}: {value!r}, exactly 0 expected"
+        return
+    assert math.isfinite(value), f"{context}: {value!r} instead of {exact!r}"
+    assert abs(value - exact) <= rtol * abs(exact), (
+        f"{context}: {value!r} vs exact {exact!r} (relative error {abs(value - exact) / abs(exact):.2e})"
+    )
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case[0] for case in CASES])
+def test_taylor_mode_matches_50_digit_values(case):
+    name, function, _, points, order = case
+    for n in range(1, order + 1):
+        nth = sd.derivative(function, n)
+        for point in points:
+            assert_matches_exact(float(nth(point)), exact_value(name, n, point), f"{name}^({n})({point})")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case[0] for case in CASES])
+def test_nested_reverse_mode_matches_50_digit_values(case):
+    # The partial rules themselves, nested: they must not square powers or cancel.
+    name, function, _, points, order = case
+    nested = function
+    for n in range(1, min(order, 4) + 1):
+        nested = sd.grad(nested)
+        for point in points:
+            assert_matches_exact(float(nested(point)), exact_value(name, n, point),
+                                 f"grad^{n} {name}({point})", rtol=2e-12)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case[0] for case in CASES])
+def test_all_orders_at_once_agree_with_derivative(case):
+    name, function, _, points, order = case
+    coefficients = sd.taylor(function, order)(np.array(points))
+    derivatives = sd.taylor(function, order, derivatives=True)(np.array(points))
+    assert len(coefficients) == len(derivatives) == order + 1
+    for k in range(order + 1):
+        for index, point in enumerate(points):
+            exact = exact_value(name, k, point)
+            assert_matches_exact(float(derivatives[k][index]), exact, f"taylor {name} order {k} at {point}")
+            assert_matches_exact(float(coefficients[k][index]) * math.factorial(k), exact,
+                                 f"taylor coefficient {name} order {k} at {point}", rtol=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# The figures of the issue: exact values, grids, growth
+# ---------------------------------------------------------------------------
+
+
+def g(x):
+    return np.exp(np.sin(x)) / (1 + x**2)
+
+
+def test_reported_wrong_values_are_now_exact():
+    assert sd.derivative(lambda x: 1 / x, 10)(2.0) == 1771.875
+    assert_matches_exact(float(sd.derivative(lambda x: 1 / x, 4)(1e20)), 24 / 1e100, "1/x''''(1e20)")
+    assert_matches_exact(float(sd.derivative(lambda x: 1 / x, 5)(1e-20)), -120 / 1e-120, "1/x^(5)(1e-20)")
+    assert_matches_exact(float(sd.derivative(g, 12)(0.5)), exact_value("composition", 12, 0.5),
+                         "g^(12)(0.5)")
+
+
+def test_tenth_derivative_on_a_grid_is_finite_and_exact():
+    grid = np.linspace(-3, 3, 61)
+    values = sd.derivative(g, 10)(grid)
+    assert np.all(np.isfinite(values))
+    exact = np.array([exact_value("composition", 10, p) for p in grid])
+    # Relative to the grid's scale: a derivative crossing zero has no relative accuracy to keep.
+    scale = np.max(np.abs(exact))
+    assert np.max(np.abs(values - exact)) <= 1e-13 * scale
+
+
+def test_nth_derivative_grows_quadratically_not_exponentially():
+    nodes = {n: sd.derivative(g, n).trace(0.7).stats()["nodes"] for n in (8, 16, 32)}
+    # O(n**2): doubling n at most quadruples the graph (plus slack for the linear part).
+    assert nodes[16] <= 4.5 * nodes[8]
+    assert nodes[32] <= 4.5 * nodes[16]
+    assert nodes[32] < 5_000
+
+
+def test_order_32_is_built_and_exact():
+    with_32 = sd.derivative(g, 32)
+    exact = _mpmath_derivative(lambda t: mpmath.exp(mpmath.sin(t)) / (1 + t**2), 32, mpmath.mpf(0.7))
+    assert_matches_exact(float(with_32(0.7)), float(exact), "g^(32)(0.7)", rtol=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# Structure: the result is a traced Function like any other
+# ---------------------------------------------------------------------------
+
+
+def test_derivative_is_a_function_with_formula_and_latex():
+    D = sd.derivative(lambda x: 1 / x, 3).trace(2.0)
+    assert sympy.simplify(D.formula() - sympy.diff(1 / D.inputs[0], D.inputs[0], 3)) == 0
+    assert "x" in D.latex()
+    assert float(D(2.0)) == -6 / 16
+
+
+def test_taylor_coefficients_of_exp_are_exact_rationals():
+    T = sd.taylor(np.exp, 4).trace(0.0)
+    (x,) = T.inputs
+    assert T.formula() == tuple(sympy.exp(x) / sympy.factorial(k) for k in range(5))
+
+
+def test_derivative_of_derivative_nests():
+    # Taylor mode's graph differentiates again by reverse mode.
+    third = sd.grad(sd.derivative(np.sin, 2))
+    np.testing.assert_allclose(third(0.3), -np.cos(0.3), rtol=1e-15)
+    mixed = sd.grad(sd.derivative(lambda x, y: np.sin(x * y), 2), argnums=1)
+    x, y = 0.3, 0.7
+    # d/dy d2/dx2 sin(xy) = d/dy (-y^2 sin(xy)) = -2y sin(xy) - x y^2 cos(xy)
+    np.testing.assert_allclose(mixed(x, y), -2 * y * np.sin(x * y) - x * y**2 * np.cos(x * y), rtol=1e-14)
+
+
+def test_taylor_along_another_argument_and_with_constants():
+    h = lambda a, b: a * np.exp(b)  # noqa: E731
+    values = sd.taylor(h, 3, argnum=1, derivatives=True)(2.0, 0.5)
+    np.testing.assert_allclose(values, [2 * np.exp(0.5)] * 4, rtol=1e-15)
+    assert sd.taylor(lambda x: 3.0, 2)(1.0) == (3.0, 0.0, 0.0)
+
+
+def test_custom_primitive_under_taylor_mode():
+    @sd.primitive
+    def softsign(x):
+        return x / (1 + np.abs(x))
+
+    @softsign.defpartials
+    def _(x):
+        return (1 / (1 + abs(x)) ** 2,)
+
+    # For x > 0, softsign = 1 - 1/(1+x): the n-th derivative is (-1)^(n+1) n! / (1+x)^(n+1).
+    for n in range(1, 7):
+        expected = (-1) ** (n + 1) * math.factorial(n) / 1.5 ** (n + 1)
+        np.testing.assert_allclose(sd.derivative(softsign, n)(0.5), expected, rtol=1e-14)
+
+
+def test_where_in_taylor_mode_keeps_the_untaken_branch_out():
+    # At 0 the sqrt branch has infinite derivatives, but it is not taken.
+    f = lambda x: snp.where(x > 0, snp.sqrt(x), 2 * x)  # noqa: E731
+    assert [float(sd.derivative(f, n)(0.0)) for n in (1, 2, 3)] == [2.0, 0.0, 0.0]
+
+
+def test_nonsmooth_primitives_have_flat_higher_coefficients():
+    assert float(sd.derivative(lambda x: snp.sign(x) * x, 2)(1.5)) == 0.0
+    assert float(sd.derivative(lambda x: sd.stop_gradient(x**2) * x, 2)(1.5)) == 0.0
+    assert float(sd.derivative(lambda x: sd.stop_gradient(x**2) * x, 1)(1.5)) == 2.25
+
+
+def test_derivative_errors():
+    with pytest.raises(sd.DifferentiationError, match="non-negative integer"):
+        sd.derivative(np.sin, -1)
+    with pytest.raises(sd.DifferentiationError, match="above 170"):
+        sd.taylor(np.sin, 171)
+    with pytest.raises(sd.DifferentiationError, match="argnum must be an integer"):
+        sd.taylor(np.sin, 2, argnum=1.0)
+    with pytest.raises(sd.DifferentiationError, match="truth value"):
+        sd.derivative(lambda x: x > 0, 1)(1.0)
+
+
+# ---------------------------------------------------------------------------
+# Mixed partials: nesting, Hessians and directional Taylor series agree
+# ---------------------------------------------------------------------------
+
+
+def mixed(x, y):
+    return np.exp(x * y) / (1 + x**2) + np.sin(x - 2 * y)
+
+
+def test_directional_taylor_matches_the_directional_derivatives():
+    x, y, vx, vy = 0.3, -0.4, 1.5, -0.5
+    series = sd.taylor(mixed, 4, argnum=(0, 1), derivatives=True, direction=(vx, vy))(x, y)
+    t = sympy.Symbol("t")
+    along = sympy.exp((x + vx * t) * (y + vy * t)) / (1 + (x + vx * t) ** 2) + sympy.sin(
+        (x + vx * t) - 2 * (y + vy * t))
+    for k in range(5):
+        exact = float(sympy.diff(along, t, k).subs(t, 0).evalf(30))
+        assert_matches_exact(float(series[k]), exact, f"directional order {k}", rtol=1e-13)
+
+
+def test_mixed_partials_from_nesting_agree_with_taylor_polarisation():
+    # d2f/dxdy = (D2_(1,1) f - D2_(1,-1) f) / 4, each a second directional derivative.
+    x, y = 0.3, -0.4
+    nested = sd.grad(sd.grad(mixed, 0), 1)(x, y)
+    plus = sd.taylor(mixed, 2, (0, 1), True, direction=(1.0, 1.0))(x, y)[2]
+    minus = sd.taylor(mixed, 2, (0, 1), True, direction=(1.0, -1.0))(x, y)[2]
+    np.testing.assert_allclose((plus - minus) / 4, nested, rtol=1e-13)
+    H = sd.hessian(lambda v: mixed(v[0], v[1]))(np.array([x, y]))
+    np.testing.assert_allclose(H[0, 1], nested, rtol=1e-14)
+    np.testing.assert_allclose(sd.derivative(mixed, 2)(x, y), H[0, 0], rtol=1e-14)
+    np.testing.assert_allclose(sd.derivative(mixed, 2, argnum=1)(x, y), H[1, 1], rtol=1e-14)
+
+
+def test_hessian_computes_each_mixed_pair_once():
+    f = lambda v: np.sum(np.sin(v[:-1] * v[1:])) + np.prod(v)  # noqa: E731
+    H = sd.hessian(f).trace(np.zeros(6))
+    outputs = np.array(H.graph.outputs, dtype=object).reshape(6, 6)
+    assert all(outputs[i, j] is outputs[j, i] for i in range(6) for j in range(6))
+    unmirrored = sd.jacfwd(sd.jacrev(f)).trace(np.zeros(6))
+    assert H.stats()["nodes"] < unmirrored.stats()["nodes"]
+    point = np.linspace(0.1, 0.9, 6)
+    np.testing.assert_allclose(H(point), unmirrored(point), rtol=1e-14, atol=1e-15)
+
+
+def test_hessian_blocks_of_several_arguments_mirror_across_blocks():
+    g = lambda a, b: np.sum(a**2 * b[0]) + np.sin(a[0] * b[1])  # noqa: E731
+    a, b = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    H = sd.hessian(g, argnums=(0, 1))(a, b)
+    reference = sd.jacfwd(sd.jacrev(g, argnums=(0, 1)), argnums=(0, 1))(a, b)
+    for i in range(2):
+        for j in range(2):
+            np.testing.assert_allclose(H[i][j], reference[i][j], rtol=1e-14)
+    np.testing.assert_array_equal(H[0][1], H[1][0].T)
+
+
+def test_hessian_of_a_vector_function_and_with_aux():
+    f = lambda v: (snp.stack([v[0] * v[1] ** 2, np.sin(v[0] + v[1])]), v[0])  # noqa: E731
+    point = np.array([0.5, 2.0])
+    H, aux = sd.hessian(f, has_aux=True)(point)
+    assert H.shape == (2, 2, 2) and aux == (0.5,)
+    np.testing.assert_allclose(H[0], [[0.0, 4.0], [4.0, 1.0]], rtol=1e-15)
+    s = -np.sin(2.5)
+    np.testing.assert_allclose(H[1], [[s, s], [s, s]], rtol=1e-15)
+
+
+def test_directional_taylor_errors():
+    with pytest.raises(sd.DifferentiationError, match="pass direction"):
+        sd.taylor(mixed, 2, argnum=(0, 1))
+    with pytest.raises(sd.DifferentiationError, match="direction has 1 entries"):
+        sd.taylor(mixed, 2, argnum=(0, 1), direction=(1.0,))
+    with pytest.raises(sd.DifferentiationError, match="direction is for a tuple argnum"):
+        sd.taylor(mixed, 2, argnum=0, direction=(1.0,))
+    with pytest.raises(sd.DifferentiationError, match="finite real numbers"):
+        sd.taylor(mixed, 2, argnum=(0, 1), direction=(1.0, float("nan")))
