@@ -728,8 +728,10 @@ _UFUNCS = {
 _REDUCTIONS = {"add": sum, "multiply": prod, "maximum": max, "minimum": min}
 
 
-def _untraceable(what: str, name: str | None = None) -> TracingError:
-    """The error for a NumPy call symad cannot trace; ``name`` gets the nearest supported names."""
+def _untraceable(what: str) -> TracingError:
+    # ``what`` names the call ("numpy.sort", "the ufunc numpy.fmax"); a bare name
+    # (not "... with keywords ...") also gets the nearest names symad does trace.
+    name = what.rsplit(" ", 1)[-1].split(".")[-1] if " with " not in what else None
     nearest = _nearest_supported(name) if name else []
     hint = f" The nearest operations symad traces: {', '.join(nearest)}." if nearest else ""
     return TracingError(
@@ -777,7 +779,7 @@ def dispatch_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
     if method == "reduce" and name in _REDUCTIONS:
         (x,) = inputs
         return _REDUCTIONS[name](x, axis=kwargs.get("axis", 0), keepdims=kwargs.get("keepdims", False))
-    raise _untraceable(what, name)
+    raise _untraceable(what)
 
 
 def _function_table() -> dict:
@@ -809,7 +811,7 @@ def dispatch_function(func, args: tuple, kwargs: dict) -> Any:
     implementation = _FUNCTIONS.get(func)
     module = getattr(func, "__module__", "numpy") or "numpy"
     if implementation is None:
-        raise _untraceable(f"{module}.{func.__name__}", func.__name__)
+        raise _untraceable(f"{module}.{func.__name__}")
     if implementation not in _CONSTRUCTORS:  # an integer array of zeros is fine; a sum is not
         kwargs = _float_dtype_only(kwargs, f"{module}.{func.__name__}")
     try:
