@@ -367,22 +367,6 @@ def _batch_shape(shape: tuple, core_shape: tuple, name: str) -> tuple:
     return tuple(shape[: len(shape) - core_rank])
 
 
-def _common_batch(batch_shapes: list, arrays: list, core_shapes: tuple, name: str) -> tuple:
-    """The broadcast of the arguments' batch shapes, or a TracingError naming the clash."""
-    try:
-        return np.broadcast_shapes(*batch_shapes) if batch_shapes else ()
-    except ValueError:
-        described = "; ".join(
-            f"argument {i} has shape {array.shape} = batch {batch} + core {core}"
-            for i, (array, batch, core) in enumerate(zip(arrays, batch_shapes, core_shapes))
-        )
-        raise TracingError(
-            f"{name}: the batch shapes of the arguments do not broadcast ({described}). Leading "
-            "dimensions beyond the traced core shapes are a batch and must broadcast like NumPy "
-            "arrays: give them equal sizes, or size 1 where one argument is shared"
-        ) from None
-
-
 def _as_batch(value: Any, batch: tuple, dtype) -> np.ndarray:
     array = np.asarray(value)
     if array.dtype.kind in "biuf" and array.dtype != np.bool_:
@@ -409,6 +393,22 @@ def _to_sympy_value(atoms: np.ndarray) -> Any:
     if atoms.ndim == 0:
         return atoms[()]
     return sympy.ImmutableDenseNDimArray(atoms.reshape(-1).tolist(), atoms.shape)
+
+
+def _common_batch(batch_shapes: list, arrays: list, core_shapes: tuple, name: str) -> tuple:
+    """The broadcast of the arguments' batch shapes, or a TracingError naming the clash."""
+    try:
+        return np.broadcast_shapes(*batch_shapes) if batch_shapes else ()
+    except ValueError:
+        described = "; ".join(
+            f"argument {i} has shape {array.shape} = batch {batch} + core {core}"
+            for i, (array, batch, core) in enumerate(zip(arrays, batch_shapes, core_shapes))
+        )
+        raise TracingError(
+            f"{name}: the batch shapes of the arguments do not broadcast ({described}). Leading "
+            "dimensions beyond the traced core shapes are a batch and must broadcast like NumPy "
+            "arrays: give them equal sizes, or size 1 where one argument is shared"
+        ) from None
 
 
 def _fresh_symbols(inputs: Sequence[sympy.Symbol]):
