@@ -525,6 +525,16 @@ def test_hostile_names_flow_through_without_running(canary, which):
         text = function.latex()
         assert text.count("\\begin{aligned}") == 1 and text.rstrip().endswith("\\end{aligned}")
         assert "\\input{/etc/passwd}" not in text
+    if hasattr(F, "source"):  # the generated evaluator module (compiler branch)
+        import ast
+
+        for backend in sd.available_backends():
+            source = G.source(backend)
+            ast.parse(source)  # well-formed whatever the names
+            if backend in ("numpy", "numexpr"):  # numba caches need a real file
+                namespace: dict = {}
+                exec(compile(source, "<generated>", "exec"), namespace)  # must only define code
+                assert callable(namespace.get("run"))
     arg_grad, (weight_grad,) = gradient(np.array([0.0, 1.0]))
     assert np.allclose(arg_grad, [1.0, 2 * np.cos(1.0)])
     assert np.allclose(weight_grad, np.sin([0.0, 1.0]))
