@@ -27,6 +27,7 @@ from symad.tracer import (
     active_input_names,
     as_atoms,
     builder_parameter_atoms,
+    explain_numpy_store,
     fresh_symbol_array,
     substitute_atoms,
 )
@@ -323,7 +324,7 @@ class Function:
             columns.extend(flat[..., i] for i in range(flat.shape[-1]))
         for value in parameter_values:
             columns.extend(value.astype(dtype, copy=False).reshape(-1))
-        batch = np.broadcast_shapes(*batch_shapes) if batch_shapes else ()
+        batch = _common_batch(batch_shapes, arrays, self.in_shapes, self.name)
 
         results = self._evaluator(backend)(columns)
         out_leaves, start = [], 0
@@ -394,6 +395,22 @@ def _to_sympy_value(atoms: np.ndarray) -> Any:
     return sympy.ImmutableDenseNDimArray(atoms.reshape(-1).tolist(), atoms.shape)
 
 
+def _common_batch(batch_shapes: list, arrays: list, core_shapes: tuple, name: str) -> tuple:
+    """The broadcast of the arguments' batch shapes, or a TracingError naming the clash."""
+    try:
+        return np.broadcast_shapes(*batch_shapes) if batch_shapes else ()
+    except ValueError:
+        described = "; ".join(
+            f"argument {i} has shape {array.shape} = batch {batch} + core {core}"
+            for i, (array, batch, core) in enumerate(zip(arrays, batch_shapes, core_shapes))
+        )
+        raise TracingError(
+            f"{name}: the batch shapes of the arguments do not broadcast ({described}). Leading "
+            "dimensions beyond the traced core shapes are a batch and must broadcast like NumPy "
+            "arrays: give them equal sizes, or size 1 where one argument is shared"
+        ) from None
+
+
 def _fresh_symbols(inputs: Sequence[sympy.Symbol]):
     """``x0, x1, ...`` with a prefix no input uses, in SymPy or in LaTeX.
 
@@ -461,7 +478,13 @@ def trace(fun: Callable, *example_args, name: str | None = None) -> Function:
 
     with builder.active():
         tracers = [Tracer(symbols) for symbols in in_symbols]
-        result = fun(*tree_unflatten(in_treedef, tracers))
+        try:
+            result = fun(*tree_unflatten(in_treedef, tracers))
+        except ValueError as error:
+            explained = explain_numpy_store(error, name)
+            if explained is None:
+                raise
+            raise explained from error
         return finish_function(
             builder, name, in_treedef, in_symbols, result, list(builder.parameters.items())
         )

@@ -290,14 +290,144 @@ def atleast_2d(x):
     return reshape(x, (1,) + tuple(x.shape)) if x.ndim == 1 else x
 
 
-def zeros_like(x, dtype=None):
-    """Zeros with the shape of ``x`` (a concrete array: it carries no derivative)."""
-    return _np.zeros(shape(x))
+# -- new arrays: the way to fill an array element by element ------------------
+#
+# Inside a trace these give a traced array of constants, which accepts traced
+# values by item assignment (``out[i] = v``, copy-on-write, see
+# Tracer.__setitem__); outside a trace they are NumPy's. ``np.zeros(n, like=x)``
+# and ``np.zeros_like(x)`` on a traced ``x`` come here through
+# ``__array_function__``.
 
 
-def ones_like(x, dtype=None):
-    """Ones with the shape of ``x``."""
-    return _np.ones(shape(x))
+def _filled(shape_, value, dtype, numpy_function):
+    if dtype is not None and _np.dtype(dtype).kind not in "biuf":
+        raise TracingError(
+            f"function {traced_function_name()!r} creates an array of dtype {_np.dtype(dtype)}; "
+            "symad traces real numbers only"
+        )
+    if current_builder() is None and not contains_traced(value):
+        return numpy_function()
+    shape_ = (shape_,) if isinstance(shape_, int) or _np.ndim(shape_) == 0 else tuple(shape_)
+    atom = as_atoms(value)
+    if atom.ndim != 0:
+        return Tracer(_np.array(_np.broadcast_to(atom, shape_)))
+    out = _np.empty(shape_, dtype=object)
+    out.fill(atom[()])
+    return Tracer(out)
+
+
+def zeros(shape, dtype=None, order="C", *, device=None):  # noqa: A002 - NumPy's names
+    """An array of zeros; inside a trace, a traced array that accepts ``out[i] = value``.
+
+    >>> import symad as sd, symad.numpy as snp
+    >>> def f(x):
+    ...     out = snp.zeros(3)
+    ...     for i in range(3):
+    ...         out[i] = x ** (i + 1)
+    ...     return out
+    >>> sd.trace(f, 2.0).formula()
+    [x, x**2, x**3]
+    >>> snp.zeros(2)      # outside a trace: NumPy's
+    array([0., 0.])
+    """
+    return _filled(shape, 0, dtype, lambda: _np.zeros(shape, dtype=dtype))
+
+
+def ones(shape, dtype=None, order="C", *, device=None):
+    """An array of ones; inside a trace, a traced array that accepts item assignment.
+
+    >>> import symad as sd, symad.numpy as snp
+    >>> sd.trace(lambda x: snp.ones(2) * x, 3.0).formula()
+    [x, x]
+    """
+    return _filled(shape, 1, dtype, lambda: _np.ones(shape, dtype=dtype))
+
+
+def full(shape, fill_value, dtype=None, order="C", *, device=None):
+    """An array filled with ``fill_value`` (which may be traced).
+
+    >>> import symad as sd, symad.numpy as snp
+    >>> sd.trace(lambda x: snp.full((2,), x ** 2), 3.0).formula()
+    [x**2, x**2]
+    """
+    return _filled(shape, fill_value, dtype, lambda: _np.full(shape, _concrete(fill_value), dtype=dtype))
+
+
+def empty(shape, dtype=None, order="C", *, device=None):
+    """Like :func:`zeros`: a traced array cannot hold garbage, so it holds zeros.
+
+    >>> import symad as sd, symad.numpy as snp
+    >>> sd.trace(lambda x: snp.empty(2) + x, 3.0).formula()
+    [x, x]
+    """
+    return _filled(shape, 0, dtype, lambda: _np.empty(shape, dtype=dtype))
+
+
+def zeros_like(x, dtype=None, order="K", subok=True, shape=None, *, device=None):  # noqa: A002
+    """Zeros with the shape of ``x``; traced (assignable) when ``x`` is traced.
+
+    >>> import symad as sd, numpy as np
+    >>> def f(x):
+    ...     out = np.zeros_like(x)     # dispatches here: a traced array
+    ...     out[0] = x[1] * 2
+    ...     return out
+    >>> sd.trace(f, np.ones(2)).formula()
+    [2*x[1], 0]
+    """
+    return _filled_like(x, 0, dtype, shape)
+
+
+def ones_like(x, dtype=None, order="K", subok=True, shape=None, *, device=None):  # noqa: A002
+    """Ones with the shape of ``x``; traced (assignable) when ``x`` is traced.
+
+    >>> import symad as sd, numpy as np
+    >>> sd.trace(lambda x: np.ones_like(x) * x[0], np.zeros(2)).formula()
+    [x[0], x[0]]
+    """
+    return _filled_like(x, 1, dtype, shape)
+
+
+def empty_like(x, dtype=None, order="K", subok=True, shape=None, *, device=None):  # noqa: A002
+    """Zeros with the shape of ``x`` (see :func:`empty`).
+
+    >>> import symad as sd, numpy as np
+    >>> sd.trace(lambda x: np.empty_like(x) + x[1], np.zeros(2)).formula()
+    [x[1], x[1]]
+    """
+    return _filled_like(x, 0, dtype, shape)
+
+
+def full_like(x, fill_value, dtype=None, order="K", subok=True, shape=None, *, device=None):  # noqa: A002
+    """An array like ``x`` filled with ``fill_value`` (which may be traced).
+
+    >>> import symad as sd, numpy as np
+    >>> sd.trace(lambda x: np.full_like(x, x[0] + 1), np.zeros(2)).formula()
+    [x[0] + 1, x[0] + 1]
+    """
+    return _filled_like(x, fill_value, dtype, shape)
+
+
+def _filled_like(x, value, dtype, new_shape):
+    shape_ = shape(x) if new_shape is None else new_shape
+    if not contains_traced(x) and not contains_traced(value):
+        return _np.full_like(_np.asarray(_concrete(x)), _concrete(value), dtype=dtype, shape=new_shape)
+    return _filled(shape_, value, dtype, None)
+
+
+def copy(x, order="K", subok=False):
+    """A copy of ``x`` (traced arrays copy on write, so this is free).
+
+    >>> import symad as sd, numpy as np
+    >>> def f(x):
+    ...     y = np.copy(x)
+    ...     y[0] = 0.0
+    ...     return x + y
+    >>> sd.trace(f, np.zeros(2)).formula()
+    [x[0], 2*x[1]]
+    """
+    if isinstance(x, Tracer):
+        return x.copy()
+    return _np.copy(_concrete(x))
 
 
 def shape(x):
@@ -599,11 +729,25 @@ _REDUCTIONS = {"add": sum, "multiply": prod, "maximum": max, "minimum": min}
 
 
 def _untraceable(what: str) -> TracingError:
+    # ``what`` names the call ("numpy.sort", "the ufunc numpy.fmax"); a bare name
+    # (not "... with keywords ...") also gets the nearest names symad does trace.
+    name = what.rsplit(" ", 1)[-1].split(".")[-1] if " with " not in what else None
+    nearest = _nearest_supported(name) if name else []
+    hint = f" The nearest operations symad traces: {', '.join(nearest)}." if nearest else ""
     return TracingError(
-        f"function {traced_function_name()!r} calls {what}, which symad cannot trace. Use the "
-        "operations of symad.numpy, or wrap a numeric implementation with @sd.primitive "
+        f"function {traced_function_name()!r} calls {what}, which symad cannot trace.{hint} Use "
+        "the operations of symad.numpy, or wrap a numeric implementation with @sd.primitive "
         "and give it partial derivatives with .defpartials."
     )
+
+
+def _nearest_supported(name: str) -> list[str]:
+    """Supported NumPy names close to ``name`` (difflib), as ``np.name``."""
+    import difflib
+
+    supported = set(_UFUNCS) | {function.__name__ for function in _FUNCTIONS} | set(__all__)
+    supported = {n for n in supported if not n.startswith("_") and callable(globals().get(n, len))}
+    return [f"np.{n}" for n in difflib.get_close_matches(name, sorted(supported), n=3)]
 
 
 def _float_dtype_only(kwargs: dict, what: str) -> dict:
@@ -648,7 +792,9 @@ def _function_table() -> dict:
         _np.squeeze: squeeze, _np.swapaxes: swapaxes, _np.moveaxis: moveaxis,
         _np.where: where, _np.clip: clip, _np.linalg.norm: norm, _np.shape: shape,
         _np.ndim: ndim, _np.size: size, _np.zeros_like: zeros_like,
-        _np.ones_like: ones_like, _np.trace: trace, _np.diagonal: diagonal,
+        _np.ones_like: ones_like, _np.full_like: full_like, _np.empty_like: empty_like,
+        _np.copy: copy, _np.zeros: zeros, _np.ones: ones, _np.full: full, _np.empty: empty,
+        _np.trace: trace, _np.diagonal: diagonal,
         _np.cumsum: cumsum, _np.atleast_1d: atleast_1d, _np.atleast_2d: atleast_2d,
     }
     if hasattr(_np, "matmul") and not isinstance(_np.matmul, _np.ufunc):
@@ -657,6 +803,7 @@ def _function_table() -> dict:
 
 
 _FUNCTIONS = _function_table()
+_CONSTRUCTORS = {zeros, ones, full, empty, zeros_like, ones_like, full_like, empty_like}
 
 
 def dispatch_function(func, args: tuple, kwargs: dict) -> Any:
@@ -665,7 +812,8 @@ def dispatch_function(func, args: tuple, kwargs: dict) -> Any:
     module = getattr(func, "__module__", "numpy") or "numpy"
     if implementation is None:
         raise _untraceable(f"{module}.{func.__name__}")
-    kwargs = _float_dtype_only(kwargs, f"{module}.{func.__name__}")
+    if implementation not in _CONSTRUCTORS:  # an integer array of zeros is fine; a sum is not
+        kwargs = _float_dtype_only(kwargs, f"{module}.{func.__name__}")
     try:
         inspect.signature(implementation).bind(*args, **kwargs)
     except TypeError:
@@ -675,7 +823,8 @@ def dispatch_function(func, args: tuple, kwargs: dict) -> Any:
 
 __all__ = [name for name in dir() if not name.startswith("_") and name not in {
     "annotations", "builtins", "math", "sympy", "Any", "P", "TracingError", "current_builder",
-    "Parameter", "Tracer", "as_atoms", "contains_traced", "is_traced", "apply",
+    "Parameter", "Tracer", "as_atoms", "contains_traced", "is_traced", "apply", "functools",
+    "inspect", "traced_function_name",
 }]
 
 

@@ -47,8 +47,8 @@ def _constant_atom(value: Any) -> sympy.Basic:
             )
         return value
     raise TracingError(
-        f"symad cannot use a value of type {type(value).__name__} in a traced computation; "
-        "use floats, NumPy arrays of real numbers or traced values"
+        f"function {traced_function_name()!r} uses a value of type {type(value).__name__} in a "
+        "traced computation; use floats, NumPy arrays of real numbers or traced values"
     )
 
 
@@ -199,26 +199,37 @@ class Tracer(CantSympify):
 
     # CantSympify: SymPy's own operators then return NotImplemented, so
     # ``sympy.pi * tracer`` reaches Tracer.__rmul__ instead of failing in sympify.
-    __slots__ = ("atoms",)
+    __slots__ = ("_atoms", "_private")
     # Higher than ndarray's, so ``ndarray + tracer`` defers to the tracer.
     __array_priority__ = 1000
 
     def __init__(self, atoms: np.ndarray):
-        self.atoms = atoms
+        self._atoms = atoms
+        # True once item assignment made a copy no other object can see, so
+        # that later assignments may write in place (filling is then O(1) per item).
+        self._private = False
+
+    @property
+    def atoms(self) -> np.ndarray:
+        """The object array of graph atoms (treat it as read-only)."""
+        # Whoever reads the array may keep it or a view of it: the next item
+        # assignment must copy first, so that no alias ever sees the change.
+        self._private = False
+        return self._atoms
 
     # -- shape ---------------------------------------------------------------
 
     @property
     def shape(self) -> tuple:
-        return self.atoms.shape
+        return self._atoms.shape
 
     @property
     def ndim(self) -> int:
-        return self.atoms.ndim
+        return self._atoms.ndim
 
     @property
     def size(self) -> int:
-        return self.atoms.size
+        return self._atoms.size
 
     @property
     def dtype(self) -> np.dtype:
@@ -242,25 +253,42 @@ class Tracer(CantSympify):
     def __getitem__(self, index) -> Tracer:
         _check_concrete_index(index)
         try:
-            selected = self.atoms[index]
+            selected = self._atoms[index]
         except (IndexError, ValueError, TypeError) as error:
             raise TracingError(
                 f"function {traced_function_name()!r} indexes a traced array of shape {self.shape} "
                 f"with {index!r}: {error}"
             ) from None
         if not isinstance(selected, np.ndarray):
-            selected = _scalar_array(selected)
+            return Tracer(_scalar_array(selected))
+        if selected.base is not None:  # a view: later writes to self must not show through it
+            self._private = False
         return Tracer(selected)
 
-    def __setitem__(self, index, value):
-        raise TracingError(
-            f"function {traced_function_name()!r} assigns into a traced array; traced arrays are "
-            "immutable: build a new one with snp.where, snp.concatenate or snp.stack"
-        )
+    def __setitem__(self, index, value) -> None:
+        """``x[index] = value``: item assignment, changing ``x`` only.
+
+        Copy-on-write: arrays sliced from ``x`` before, or that ``x`` was
+        sliced from, never see the change (unlike NumPy views, like JAX's
+        ``x.at[index].set(value)``, which is also available).
+
+        >>> import symad as sd, symad.numpy as snp
+        >>> def f(v):
+        ...     out = snp.zeros(2)
+        ...     out[0] = v ** 2
+        ...     out[1] = 3 * v
+        ...     return out
+        >>> sd.trace(f, 1.0).formula()
+        [v**2, 3*v]
+        """
+        if not self._private:
+            self._atoms = self._atoms.copy()
+            self._private = True
+        _assign_atoms(self._atoms, index, value)
 
     def __repr__(self) -> str:
         if self.ndim == 0:
-            return f"Tracer({self.atoms[()]})"
+            return f"Tracer({self._atoms[()]})"
         return f"Tracer(shape={self.shape})"
 
     # -- concreteness: Python control flow needs a value there is none of ----
@@ -273,22 +301,89 @@ class Tracer(CantSympify):
         )
 
     def _not_concrete(self, *args):
+        # NumPy calls __float__ too when a traced value is stored into a float
+        # array (out[i] = value), and turns this error into a ValueError; trace()
+        # recognizes that case and explains it (see explain_numpy_store).
         raise TracingError(
             f"function {traced_function_name()!r} converts a traced value to a Python number "
             "(float(), int(), math.* or an index); use symad.numpy functions on it instead"
         )
 
     __float__ = __int__ = __index__ = __complex__ = _not_concrete
-    item = tolist = _not_concrete
+
+    def item(self, *args):
+        """Refused: a traced value is a symbol while tracing, so it has no Python number.
+
+        >>> import symad as sd
+        >>> sd.trace(lambda x: x.item(), 1.0)
+        Traceback (most recent call last):
+        ...
+        symad.errors.TracingError: function '<lambda>' calls item() on a traced value. ...
+        """
+        if self.size != 1:
+            raise TracingError(
+                f"function {traced_function_name()!r} calls item() on a traced array of shape "
+                f"{self.shape}; item() needs exactly one element (index it first: x[i])"
+            )
+        raise TracingError(
+            f"function {traced_function_name()!r} calls item() on a traced value. While tracing, "
+            "the value is a symbol that stands for every input at once, so it has no Python "
+            "number; keep it as an array (x.reshape(()) or x[0] gives a traced scalar that "
+            "works everywhere a number does)"
+        )
+
+    def tolist(self):
+        """Nested lists of traced scalars (NumPy's gives Python numbers, which a trace has none of).
+
+        >>> import symad as sd, numpy as np
+        >>> sd.trace(lambda x: sum(x.tolist()), np.zeros(2)).formula()
+        x[0] + x[1]
+        """
+        if self.ndim == 0:
+            return self
+        return [element.tolist() for element in self]
 
     def __array__(self, dtype=None, copy=None):
         raise TracingError(
             f"function {traced_function_name()!r} converts a traced value to a NumPy array "
-            "(np.asarray/np.array on traced values); use snp.asarray, snp.stack or "
-            "snp.concatenate to build arrays from traced values"
+            "(np.asarray or np.array on it, or storing it into a NumPy array: out[i] = value "
+            "with out = np.zeros(n)). A NumPy float array cannot hold a symbolic value: build "
+            "arrays with snp.asarray, snp.stack or snp.concatenate, and create arrays to fill "
+            "with snp.zeros(shape), snp.zeros_like(x) or np.zeros(shape, like=x)"
         )
 
-    __hash__ = None  # ``==`` records a comparison, so tracers are not hashable
+    def __hash__(self):
+        # ``==`` records a comparison instead of answering, so a traced value
+        # cannot be a dict key or set member.
+        raise TracingError(
+            f"function {traced_function_name()!r} uses a traced value as a dict key or set "
+            "member (or hashes it, e.g. for functools.lru_cache); traced values are symbolic "
+            "and `==` on them builds a condition, so they are not hashable"
+        )
+
+    def __format__(self, spec: str) -> str:
+        if not spec:
+            return repr(self)
+        raise TracingError(
+            f"function {traced_function_name()!r} formats a traced value with {spec!r}; while "
+            "tracing it is a symbol with no number to format. Print values outside the "
+            "traced function, or look at the formula with sd.trace(f, ...).formula()"
+        )
+
+    def __getattr__(self, name: str):
+        # Only reached for names Tracer lacks: an ndarray method symad does not
+        # trace gets a clear error (still an AttributeError, so hasattr() works).
+        if name.startswith("_") or not hasattr(np.ndarray, name):
+            raise AttributeError(f"'Tracer' object has no attribute {name!r}")
+        import difflib
+
+        supported = [n for n in dir(Tracer) if not n.startswith("_")]
+        nearest = difflib.get_close_matches(name, supported, n=3)
+        hint = f" The nearest traced ones: {', '.join(nearest)}." if nearest else ""
+        raise _UnsupportedArrayAttribute(
+            f"function {traced_function_name()!r} uses ndarray.{name} on a traced array, which "
+            f"symad does not trace.{hint} Use symad.numpy operations, or snp.where to select by value"
+        )
 
     # -- NumPy dispatch --------------------------------------------------------
 
@@ -318,13 +413,121 @@ class Tracer(CantSympify):
             axes = tuple(axes[0])
         return snp.transpose(self, axes or None)
 
-    def ravel(self):
-        return Tracer(self.atoms.ravel())
+    def ravel(self, order="C"):
+        return Tracer(self.atoms.ravel(order))
 
     flatten = ravel
 
+    @property
+    def real(self) -> Tracer:
+        """The value itself: traced values are real numbers.
+
+        >>> import symad as sd
+        >>> sd.trace(lambda x: x.real + x.imag, 1.0).formula()
+        x
+        """
+        return self
+
+    @property
+    def imag(self) -> Tracer:
+        """Zeros: traced values are real numbers (see :attr:`real`)."""
+        from symad import numpy as snp
+
+        return snp.zeros_like(self)
+
+    def conj(self) -> Tracer:
+        """The value itself: traced values are real numbers.
+
+        >>> import symad as sd
+        >>> sd.trace(lambda x: x.conj() * x, 1.0).formula()
+        x**2
+        """
+        return self
+
+    conjugate = conj
+
+    def copy(self, order="C"):
+        """A copy (free: the atoms are shared until either array is assigned into).
+
+        >>> import symad as sd, numpy as np
+        >>> def f(x):
+        ...     y = x.copy()
+        ...     y[1] = 5.0
+        ...     return x + y
+        >>> sd.trace(f, np.zeros(2)).formula()
+        [2*x[0], x[1] + 5.0]
+        """
+        return Tracer(self.atoms)
+
+    def fill(self, value) -> None:
+        """Set every element to ``value`` (a number or a traced scalar), in place.
+
+        >>> import symad as sd, numpy as np
+        >>> def f(x):
+        ...     y = x.copy()
+        ...     y.fill(x[0])
+        ...     return y
+        >>> sd.trace(f, np.zeros(2)).formula()
+        [x[0], x[0]]
+        """
+        self[...] = value
+
     def squeeze(self, axis=None):
         return Tracer(self.atoms.squeeze(axis))
+
+    def swapaxes(self, axis1, axis2):
+        """``x`` with two axes interchanged.
+
+        >>> import symad as sd, numpy as np
+        >>> sd.trace(lambda x: x.swapaxes(0, 1), np.zeros((1, 2))).formula()
+        [[x[0, 0]], [x[0, 1]]]
+        """
+        return Tracer(np.swapaxes(self.atoms, axis1, axis2))
+
+    def cumsum(self, axis=None):
+        """Cumulative sum (``snp.cumsum``).
+
+        >>> import symad as sd, numpy as np
+        >>> sd.trace(lambda x: x.cumsum(), np.zeros(2)).formula()
+        [x[0], x[0] + x[1]]
+        """
+        from symad import numpy as snp
+
+        return snp.cumsum(self, axis=axis)
+
+    def diagonal(self, offset=0, axis1=0, axis2=1):
+        """A diagonal (``snp.diagonal``).
+
+        >>> import symad as sd, numpy as np
+        >>> sd.trace(lambda x: x.diagonal(), np.zeros((2, 2))).formula()
+        [x[0, 0], x[1, 1]]
+        """
+        from symad import numpy as snp
+
+        return snp.diagonal(self, offset, axis1, axis2)
+
+    def trace(self, offset=0, axis1=0, axis2=1):
+        """Sum along a diagonal (``snp.trace``).
+
+        >>> import symad as sd, numpy as np
+        >>> sd.trace(lambda x: x.trace(), np.zeros((2, 2))).formula()
+        x[0, 0] + x[1, 1]
+        """
+        from symad import numpy as snp
+
+        return snp.trace(self, offset, axis1, axis2)
+
+    @property
+    def at(self) -> _IndexUpdates:
+        """JAX's functional updates: ``x.at[i].set(v)``, ``.add(v)``, ``.multiply(v)``...
+
+        Each returns a new array and leaves ``x`` unchanged.
+
+        >>> import symad as sd, numpy as np
+        >>> sd.trace(lambda v: v.at[0].add(1.0), np.zeros(2)).formula()
+        [v[0] + 1.0, v[1]]
+        """
+        return _IndexUpdates(self)
 
     def dot(self, other):
         from symad import numpy as snp
@@ -336,10 +539,113 @@ class Tracer(CantSympify):
 
         return snp.clip(self, a_min, a_max)
 
-    def astype(self, dtype):
+    def astype(self, dtype, *args, **kwargs):
+        """A copy; only float dtypes are accepted (a traced value is a real number).
+
+        >>> import symad as sd, numpy as np
+        >>> sd.trace(lambda x: x.astype(np.float32) * 2, 1.0).formula()
+        2*x
+        """
         if np.dtype(dtype).kind != "f":
-            raise TracingError("traced values are real numbers; astype() accepts float dtypes only")
-        return self
+            raise TracingError(
+                f"function {traced_function_name()!r} calls astype({np.dtype(dtype).name}) on a "
+                "traced value; rounding to integers or booleans has no derivative and is not "
+                "traced. Keep float values, or compare (x > 0) to get a condition for snp.where"
+            )
+        return Tracer(self.atoms)
+
+
+class _UnsupportedArrayAttribute(TracingError, AttributeError):
+    """An ndarray attribute that traced arrays lack: a TracingError that hasattr() understands."""
+
+
+class _IndexUpdates:
+    """``x.at``: indexing it gives the functional updates of those elements."""
+
+    __slots__ = ("_tracer",)
+
+    def __init__(self, tracer: Tracer):
+        self._tracer = tracer
+
+    def __getitem__(self, index) -> _IndexUpdate:
+        _check_concrete_index(index)
+        return _IndexUpdate(self._tracer, index)
+
+
+class _IndexUpdate:
+    """``x.at[index]``: ``set``, ``add``, ``subtract``, ``multiply``, ``divide``, ``power``, ``get``."""
+
+    __slots__ = ("_tracer", "_index")
+
+    def __init__(self, tracer: Tracer, index):
+        self._tracer, self._index = tracer, index
+
+    def get(self) -> Tracer:
+        return self._tracer[self._index]
+
+    def set(self, value) -> Tracer:
+        updated = self._tracer.copy()
+        updated[self._index] = value
+        return updated
+
+    def add(self, value) -> Tracer:
+        return self.set(self.get() + value)
+
+    def subtract(self, value) -> Tracer:
+        return self.set(self.get() - value)
+
+    def multiply(self, value) -> Tracer:
+        return self.set(self.get() * value)
+
+    def divide(self, value) -> Tracer:
+        return self.set(self.get() / value)
+
+    def power(self, value) -> Tracer:
+        return self.set(self.get() ** value)
+
+
+def _assign_atoms(target: np.ndarray, index, value) -> None:
+    """``target[index] = value`` for an object array of atoms, ``value`` broadcast like NumPy."""
+    _check_concrete_index(index)
+    try:
+        selected = target[index]
+    except (IndexError, ValueError, TypeError) as error:
+        raise TracingError(
+            f"function {traced_function_name()!r} assigns into a traced array of shape "
+            f"{target.shape} at {index!r}: {error}"
+        ) from None
+    atoms = as_atoms(value)
+    slot_shape = selected.shape if isinstance(selected, np.ndarray) else ()
+    try:
+        atoms = np.broadcast_to(atoms, slot_shape)
+    except ValueError:
+        raise TracingError(
+            f"function {traced_function_name()!r} assigns a value of shape {atoms.shape} to "
+            f"the elements {index!r} of a traced array of shape {target.shape}, which have "
+            f"shape {slot_shape}; the shapes must broadcast"
+        ) from None
+    if isinstance(selected, np.ndarray):
+        target[index] = atoms
+    else:
+        target[index] = atoms[()]
+
+
+def explain_numpy_store(error: ValueError, function_name: str) -> TracingError | None:
+    """The TracingError behind NumPy's "setting an array element with a sequence", if any.
+
+    ``out = np.zeros(3); out[0] = traced`` makes NumPy call ``float()`` on the
+    traced value; NumPy replaces the TracingError that raises with that
+    ValueError. This names the real cause and the fix instead.
+    """
+    if not isinstance(error.__cause__, TracingError) or "array element" not in str(error):
+        return None
+    return TracingError(
+        f"function {function_name!r} stores a traced value into a plain NumPy array (such as "
+        "out[i] = value with out = np.zeros(n), or np.array([...], dtype=float)). A NumPy "
+        "float array cannot hold a symbolic value. Create the array with snp.zeros(shape), "
+        "snp.zeros_like(x) or np.zeros(shape, like=x): inside a trace these give a traced "
+        "array that accepts out[i] = value; or build the result with snp.stack([...])"
+    )
 
 
 def _check_concrete_index(index) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 import sympy
+from sympy.core.function import AppliedUndef
 from sympy.printing.latex import LatexPrinter
 
 from symad.errors import ExportError
@@ -72,6 +73,15 @@ class SymadLatexPrinter(LatexPrinter):
         if re.fullmatch(r"[A-Za-z0-9_']+", expr.name):
             return super()._print_Symbol(expr, style)
         return latex_text(expr.name)  # names from pytree paths, quotes, dots: print verbatim
+
+    def _print_Function(self, expr, exp=None):
+        # A custom primitive is an undefined SymPy function named by the user;
+        # SymPy splices such names into a %-format string, so a name that is
+        # not a plain identifier is printed escaped instead.
+        name = expr.func.__name__
+        if isinstance(expr, AppliedUndef) and not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name):
+            return self._with_power(self._function_call(latex_text(name), expr), exp)
+        return super()._print_Function(expr, exp)
 
     def _function_call(self, name: str, expr) -> str:
         arguments = ", ".join(self._print(a) for a in expr.args)

@@ -5,9 +5,13 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
+import sympy
+
 from symad.graph import GraphBuilder, Node, is_zero_constant
-from symad.primitives import mul_p
+from symad.primitives import mul_p, select_p
 from symad.transforms.terms import partial_atoms, sum_terms
+
+ZERO = sympy.Integer(0)
 
 
 def consumer_index(primal_nodes: Sequence[Node]) -> dict:
@@ -44,10 +48,18 @@ def push_forward(
         seeded = [index for index, arg in enumerate(node.args) if arg in tangent_of]
         if not seeded:
             continue
-        partials = partial_atoms(node, seeded, function_name)
-        terms = [builder.record(mul_p, (partial, tangent_of[node.args[index]]))
-                 for index, partial in partials.items()]
-        total = sum_terms(builder, terms)
+        if node.primitive is select_p:
+            # The tangent of where(c, a, b) is where(c, a_dot, b_dot): the branch
+            # not taken is discarded whole, with any nan or inf in its tangent
+            # (a sum of products with 0/1 masks would give 0 * inf = nan).
+            condition, if_true, if_false = node.args
+            total = builder.record(select_p, (condition, tangent_of.get(if_true, ZERO),
+                                              tangent_of.get(if_false, ZERO)))
+        else:
+            partials = partial_atoms(node, seeded, function_name)
+            terms = [builder.record(mul_p, (partial, tangent_of[node.args[index]]))
+                     for index, partial in partials.items()]
+            total = sum_terms(builder, terms)
         if total is not None and not is_zero_constant(total):
             tangent_of[node.symbol] = total
     return tangent_of

@@ -1,4 +1,22 @@
-"""Reverse mode: adjoints accumulated over the nodes in reverse topological order."""
+"""Reverse mode: adjoints accumulated over the nodes in reverse topological order.
+
+A ``where(c, a, b)`` node passes its cotangent to ``a`` only where ``c`` holds
+and to ``b`` only where it does not. Multiplying the cotangent by the 0/1
+indicator and then by the partials of the branch is not enough: a partial
+that is infinite in the branch *not* taken (``1/(2*sqrt(x))`` at ``x = 0``)
+turns ``0 * inf`` into ``nan``. So a cotangent that crossed a branch carries
+the branch condition along as its **mask**, the chain-rule products are formed
+inside the mask, and the mask is applied -- ``select(mask, product, 0)``,
+outermost -- where the cotangent meets cotangents under another mask, and at
+the differentiated inputs. Whatever nan or inf the untaken region produced is
+then discarded by the select.
+
+Once applied, a mask is still remembered: the masked value is an exact 0
+outside it, which stays 0 under multiplication by a finite partial, but not
+by one that may be infinite there. Multiplying by such a partial makes the
+mask pending again, so the sum of cotangents of several where's, later
+multiplied by ``1/(2*sqrt(x))``, is still 0 where no branch was taken.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +24,46 @@ from collections.abc import Iterable, Sequence
 
 import sympy
 
-from symad.graph import GraphBuilder, Node, is_zero_constant
-from symad.primitives import mul_p
+from symad.graph import GraphBuilder, Node, is_constant, is_zero_constant
+from symad.primitives import logical_and_p, logical_not_p, logical_or_p, mul_p, pow_p, select_p
 from symad.transforms.terms import partial_atoms, sum_terms
+
+ZERO = sympy.Integer(0)
+
+# A cotangent term is ``(value, pending, applied)``, two masks:
+#   * ``pending``: the term is ``value`` where it holds and 0 elsewhere; the
+#     select that says so is recorded only when the term is summed with terms
+#     under another mask, or reaches a differentiated input;
+#   * ``applied``: outside it, the term is already an exact 0 (a select was
+#     recorded upstream); it becomes pending again when the term is multiplied
+#     by a partial that may be infinite there.
+#
+# A mask is None (it holds everywhere) or a tuple of parts whose conjunction
+# it is; a part is a literal ``(condition_atom, taken)`` -- ``taken`` True for
+# the ``if_true`` branch of a where, False for ``if_false`` -- or an
+# ``_AnyOf`` of masks, the disjunction left behind where masked terms meet.
+_NEVER = "never"  # a condition conjoined with its own negation
+
+# An applied mask with more literals than this is forgotten: protection then
+# stops there (as without where), and the bookkeeping stays linear in deep
+# chains of where's.
+_MAX_MASK_LITERALS = 16
+
+# Primitives whose value is finite whenever their operands are (overflow
+# aside). A partial built only from these and the inputs cannot be the
+# infinity of an untaken branch, so multiplying by it keeps a mask applied.
+_FINITE_PRIMITIVES = frozenset({
+    "add", "subtract", "multiply", "negative", "where", "maximum", "minimum", "abs",
+    "sign", "sin", "cos", "tanh", "arctan", "arctan2", "sigmoid", "erf", "erfc",
+    "stop_gradient", "cbrt", "exp", "exp2", "expm1", "sinh", "cosh", "softplus",
+    "logaddexp", "hypot", "reduce_max", "reduce_min", "logsumexp", "less", "less_equal",
+    "greater", "greater_equal", "equal", "not_equal", "logical_and", "logical_or",
+    "logical_not",
+})
+
+
+class _AnyOf(tuple):
+    """A mask part: the disjunction of the masks it holds."""
 
 
 def backpropagate(
@@ -36,19 +91,156 @@ def backpropagate(
         if any(arg in active for arg in node.args):
             active.add(node.symbol)
 
-    terms: dict = {}
+    masks = _Masks(builder)
+    terms: dict = {}  # atom -> the (value, pending, applied) terms still to be summed
     for atom, cotangent in seeds:
         if atom in active and not is_zero_constant(cotangent):
-            terms.setdefault(atom, []).append(cotangent)
+            terms.setdefault(atom, []).append((cotangent, None, None))
 
     for node in reversed(primal_nodes):
         if node.symbol not in terms:
             continue
-        cotangent = sum_terms(builder, terms.pop(node.symbol))
+        cotangent, pending, applied = masks.combine(terms.pop(node.symbol))
         wanted = [index for index, arg in enumerate(node.args) if arg in active]
+        if node.primitive is select_p:
+            # Each branch receives the cotangent under its own condition; the
+            # condition itself (index 0) has no derivative.
+            condition = node.args[0]
+            for index in wanted:
+                if index == 0:
+                    continue
+                branch = masks.conjoin(pending, ((condition, index == 1),))
+                if branch is not _NEVER:
+                    terms.setdefault(node.args[index], []).append((cotangent, branch, applied))
+            continue
         for index, partial in partial_atoms(node, wanted, function_name).items():
             term = builder.record(mul_p, (cotangent, partial))
-            terms.setdefault(node.args[index], []).append(term)
+            if applied is None or masks.is_finite(partial):
+                masked = (term, pending, applied)
+            else:  # 0 * inf outside `applied`: the select must come after this product
+                masked = (term, masks.conjoin(pending, applied), None)
+                if masked[1] is _NEVER:  # zero everywhere
+                    continue
+            terms.setdefault(node.args[index], []).append(masked)
 
-    zero = sympy.Integer(0)
-    return [sum_terms(builder, terms.get(atom)) if atom in terms else zero for atom in wrt]
+    results = []
+    for atom in wrt:
+        if atom in terms:
+            value, pending, _ = masks.combine(terms[atom])
+            results.append(masks.apply(value, pending))
+        else:
+            results.append(ZERO)
+    return results
+
+
+class _Masks:
+    """The mask bookkeeping of one reverse sweep, recording into ``builder``."""
+
+    def __init__(self, builder: GraphBuilder):
+        self.builder = builder
+        self._conditions: dict = {}  # mask -> its truth-valued atom, once recorded
+        self._finite = set(builder.inputs)  # atoms known finite for finite inputs
+        self._classified = 0  # builder.nodes before this index have been classified
+
+    def combine(self, masked_terms: list) -> tuple:
+        """One ``(value, pending, applied)`` term from the terms reaching an atom.
+
+        Terms with the same pending mask are summed and stay pending (the
+        common case: one where upstream). Otherwise each is masked, then
+        summed: the sum is 0 wherever none of their masks holds.
+        """
+        by_pending: dict = {}
+        for value, pending, applied in masked_terms:
+            by_pending.setdefault(pending, []).append((value, applied))
+        builder = self.builder
+        if len(by_pending) == 1:
+            ((pending, group),) = by_pending.items()
+            value = sum_terms(builder, [value for value, _ in group])
+            return value, pending, self._union([applied for _, applied in group])
+        values, zero_outside = [], []
+        for pending, group in by_pending.items():
+            value = sum_terms(builder, [value for value, _ in group])
+            values.append(self.apply(value, pending))
+            applied = self._union([applied for _, applied in group])
+            both = self.conjoin(pending, applied)
+            zero_outside.append(pending if both is _NEVER else both)
+        return sum_terms(builder, values), None, self._union(zero_outside)
+
+    def conjoin(self, first, second):
+        """The conjunction of two masks; ``_NEVER`` if a condition meets its negation."""
+        if first is None or second is None:
+            return second if first is None else first
+        literals = {part for part in first + second if not isinstance(part, _AnyOf)}
+        if any((condition, not taken) in literals for condition, taken in literals):
+            return _NEVER
+        ordered = sorted(literals, key=lambda lit: (self.builder.sort_key(lit[0]), lit[1]))
+        alternatives = [part for part in first + second if isinstance(part, _AnyOf)]
+        return tuple(ordered) + tuple(dict.fromkeys(alternatives))
+
+    def _union(self, masks: list):
+        """The disjunction of ``masks`` (None: nothing known), forgotten past the size limit."""
+        distinct = list(dict.fromkeys(masks))
+        if None in distinct:
+            return None
+        if len(distinct) == 1:
+            return distinct[0]
+        union = (_AnyOf(distinct),)
+        return union if _literal_count(union) <= _MAX_MASK_LITERALS else None
+
+    def apply(self, value, mask):
+        """``value`` where ``mask`` holds, exact 0 elsewhere (nan and inf there are discarded)."""
+        if mask is None or is_zero_constant(value):
+            return value
+        builder = self.builder
+        if len(mask) == 1 and not isinstance(mask[0], _AnyOf):
+            ((condition, taken),) = mask
+            branches = (value, ZERO) if taken else (ZERO, value)
+            return builder.record(select_p, (condition, *branches))
+        return builder.record(select_p, (self._condition(mask), value, ZERO))
+
+    def _condition(self, mask):
+        """The truth-valued atom of ``mask`` (nested at most _MAX_MASK_LITERALS deep)."""
+        atom = self._conditions.get(mask)
+        if atom is not None:
+            return atom
+        builder = self.builder
+        for part in mask:
+            if isinstance(part, _AnyOf):
+                holds = None
+                for alternative in part:
+                    option = self._condition(alternative)
+                    holds = option if holds is None else builder.record(logical_or_p, (holds, option))
+            else:
+                condition, taken = part
+                holds = condition if taken else builder.record(logical_not_p, (condition,))
+            atom = holds if atom is None else builder.record(logical_and_p, (atom, holds))
+        self._conditions[mask] = atom
+        return atom
+
+    def is_finite(self, atom) -> bool:
+        """True if ``atom`` is finite wherever the inputs are (a conservative answer)."""
+        if is_constant(atom):
+            return isinstance(atom, sympy.logic.boolalg.BooleanAtom) or bool(atom.is_finite)
+        finite, nodes = self._finite, self.builder.nodes
+        # Classify the nodes recorded since the last call, in topological order.
+        while self._classified < len(nodes):
+            node = nodes[self._classified]
+            self._classified += 1
+            if _keeps_finite(node) and all(is_constant(a) or a in finite for a in node.args):
+                finite.add(node.symbol)
+        return atom in finite
+
+
+def _keeps_finite(node: Node) -> bool:
+    if node.primitive.name in _FINITE_PRIMITIVES:
+        return True
+    # x**k with a constant non-negative integer k is a polynomial.
+    exponent = node.args[1] if node.primitive is pow_p else None
+    return exponent is not None and exponent.is_Number and exponent >= 0 and float(exponent).is_integer()
+
+
+def _literal_count(mask) -> int:
+    if mask is None:
+        return 0
+    return sum(sum(_literal_count(m) for m in part) if isinstance(part, _AnyOf) else 1
+               for part in mask)

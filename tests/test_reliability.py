@@ -1,0 +1,641 @@
+"""Reliability: the NumPy research code writes works or fails clearly; documented edge semantics.
+
+Reference values marked "JAX 0.10.2" were computed once with
+``jax.grad`` / ``jax.jvp`` on CPU (scratch script, not part of the suite);
+JAX is never imported here.
+"""
+
+import numpy as np
+import pytest
+import sympy
+
+import symad as sd
+import symad.numpy as snp
+from symad.graph import active_builders
+from symad.testing import check_grads
+
+RNG_SEED = 7
+
+
+def finite_difference_gradient(f, x, eps=1e-6):
+    x = np.asarray(x, dtype=float)
+    grad = np.zeros_like(x)
+    for index in np.ndindex(x.shape):
+        step = np.zeros_like(x)
+        step[index] = eps
+        with np.errstate(all="ignore"):  # np.where evaluates both branches
+            grad[index] = (f(x + step) - f(x - step)) / (2 * eps)
+    return grad
+
+
+# ---------------------------------------------------------------------------
+# 1. The NumPy a research script writes
+# ---------------------------------------------------------------------------
+
+
+def test_the_issue_examples_now_work_or_fail_clearly():
+    def fill_plain_numpy(v):
+        out = np.zeros(3)
+        out[0] = v[0] ** 2
+        return np.sum(out)
+
+    with pytest.raises(sd.TracingError) as info:
+        sd.grad(fill_plain_numpy)(np.ones(3))
+    message = str(info.value)
+    assert "fill_plain_numpy" in message
+    assert "plain NumPy array" in message and "snp.zeros" in message and "like=x" in message
+    assert "converts a traced value to a Python number" not in message
+
+    assert sd.grad(lambda v: np.sum(v.copy()))(np.ones(3)).tolist() == [1.0, 1.0, 1.0]
+
+
+def test_element_by_element_filling_with_snp_zeros():
+    def fill(v):
+        out = snp.zeros(3)
+        for i in range(3):
+            out[i] = v[i] ** 2
+        out[1:] += v[0]          # slice assignment with broadcasting
+        return out
+
+    F = sd.trace(fill, np.ones(3))
+    v0, v1, v2 = F.inputs[0]
+    assert F.formula() == sympy.ImmutableDenseNDimArray([v0**2, v1**2 + v0, v2**2 + v0])
+    x = np.array([1.0, 2.0, 3.0])
+    assert np.allclose(sd.jacobian(fill)(x), [[2, 0, 0], [1, 4, 0], [1, 0, 6]])
+
+
+@pytest.mark.parametrize("make", [
+    lambda v: np.zeros(3, like=v),
+    lambda v: np.zeros_like(v),
+    lambda v: np.empty_like(v),
+    lambda v: snp.zeros_like(v),
+    lambda v: np.full_like(v, 0.0),
+    lambda v: np.ones_like(v) * 0,
+])
+def test_every_array_constructor_gives_an_assignable_traced_array(make):
+    def f(v):
+        out = make(v)
+        out[2] = v[0] * v[1]
+        return np.sum(out)
+
+    assert sd.grad(f)(np.array([2.0, 5.0, 7.0])).tolist() == [5.0, 2.0, 0.0]
+
+
+def test_constructors_follow_numpy_outside_a_trace():
+    assert snp.zeros(2).tolist() == [0.0, 0.0] and snp.zeros(2).dtype == np.float64
+    assert snp.ones_like(np.ones(2, dtype=np.float32)).dtype == np.float32
+    assert snp.full_like(np.arange(2), 3).tolist() == [3, 3]
+    assert snp.full((2,), 2.5).tolist() == [2.5, 2.5]
+
+
+def test_full_and_full_like_take_a_traced_fill_value():
+    F = sd.trace(lambda v: np.full_like(v, v[0] * 2), np.ones(2))
+    v0, _ = F.inputs[0]
+    assert F.formula() == sympy.ImmutableDenseNDimArray([2 * v0, 2 * v0])
+
+
+def test_item_assignment_is_copy_on_write():
+    def f(v):
+        original = v                 # the argument itself
+        row = v[0:2]                 # a view in NumPy; here it never sees later writes
+        copy = v.copy()
+        copy[0] = 10.0
+        v2 = v.at[1].set(v[2])
+        return original + 0, row, copy, v2
+
+    F = sd.trace(f, np.ones(3))
+    v0, v1, v2 = F.inputs[0]
+    original, row, copy, updated = F.formula()
+    assert list(original) == [v0, v1, v2]
+    assert list(row) == [v0, v1]
+    assert list(copy) == [sympy.Float(10.0), v1, v2]
+    assert list(updated) == [v0, v2, v2]
+
+
+def test_assigning_into_an_argument_does_not_change_the_traced_inputs():
+    def f(v):
+        v[0] = v[1] * 3
+        return v
+
+    F = sd.trace(f, np.ones(2))
+    assert [str(s) for s in F.inputs[0]] == ["v[0]", "v[1]"]
+    assert F(np.array([1.0, 2.0])).tolist() == [6.0, 2.0]
+
+
+def test_at_updates_are_functional():
+    def f(v):
+        added = v.at[1:].add(v[0])
+        return np.sum(added ** 2) + np.sum(v.at[0].multiply(3.0))
+
+    x = np.array([1.0, 2.0, 3.0])
+    expected = finite_difference_gradient(lambda y: np.sum(np.r_[y[0], y[1:] + y[0]] ** 2)
+                                          + 3 * y[0] + y[1] + y[2], x)
+    assert np.allclose(sd.grad(f)(x), expected, atol=1e-6)
+
+
+def test_assignment_errors_name_the_shapes():
+    def f(v):
+        out = snp.zeros(3)
+        out[0:2] = v            # shape (3,) into (2,)
+        return out
+
+    with pytest.raises(sd.TracingError, match=r"shape \(3,\).*shape \(2,\)"):
+        sd.trace(f, np.ones(3))
+    with pytest.raises(sd.TracingError, match="indexes with a traced value"):
+        sd.trace(lambda v: v.at[v[0]].set(1.0), np.ones(3))
+
+
+ARRAY_METHODS = {
+    "copy": lambda x: x.copy().sum(),
+    "astype": lambda x: x.astype(np.float64).sum() + x.astype("float")[0, 1],
+    "T": lambda x: (x.T * np.arange(12.0).reshape(4, 3)).sum(),
+    "sum_axis": lambda x: (x.sum(axis=0) ** 2).sum() + x.sum(axis=1, keepdims=True)[1, 0],
+    "mean": lambda x: (x.mean(axis=1) ** 2).sum(),
+    "prod": lambda x: x.prod(axis=0).sum(),
+    "max_min": lambda x: x.max(axis=1).sum() - x.min(axis=0).sum(),
+    "var_std": lambda x: x.var(axis=0).sum() + x.std(axis=1, keepdims=True).sum(),
+    "reshape": lambda x: (x.reshape(4, 3) * np.arange(12.0).reshape(4, 3)).sum() + x.reshape(-1)[5],
+    "ravel_flatten": lambda x: (x.ravel() ** 2).sum() + x.flatten()[0],
+    "dot": lambda x: x.dot(np.arange(4.0)).dot(np.ones(3)),
+    "clip": lambda x: x.clip(-0.5, 0.5).sum(),
+    "squeeze": lambda x: x.reshape(1, 3, 4).squeeze().sum() + x.reshape(3, 1, 4).squeeze(axis=1)[0, 0],
+    "swapaxes": lambda x: (x.swapaxes(0, 1) * np.arange(12.0).reshape(4, 3)).sum(),
+    "transpose_axes": lambda x: (x.reshape(3, 2, 2).transpose(2, 0, 1) ** 2).sum(),
+    "cumsum": lambda x: (x.cumsum(axis=1) ** 2).sum(),
+    "iteration": lambda x: sum((row ** 2).sum() * (i + 1) for i, row in enumerate(x)),
+    "tolist": lambda x: sum(value * value for row in x.tolist() for value in row),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ARRAY_METHODS))
+def test_ndarray_methods_on_traced_arrays_match_numpy(name):
+    method = ARRAY_METHODS[name]
+    x = np.random.default_rng(RNG_SEED).normal(size=(3, 4))
+    F = sd.trace(method, x)
+    assert np.isclose(F(x), method(x))      # the same code on a NumPy array
+    expected = finite_difference_gradient(method, x)
+    assert np.allclose(sd.grad(method)(x), expected, atol=1e-5)
+
+
+def test_shape_attributes_len_and_iteration():
+    def f(x):
+        assert x.ndim == 2 and x.size == 6 and x.shape == (2, 3) and len(x) == 2
+        assert np.ndim(x) == 2 and np.shape(x) == (2, 3) and np.size(x) == 6
+        return [row.sum() for row in x]
+
+    assert [float(v) for v in sd.trace(f, np.ones((2, 3)))(np.arange(6.0).reshape(2, 3))] == [3.0, 12.0]
+    with pytest.raises(sd.TracingError, match="len"):
+        sd.trace(lambda x: len(x), 1.0)
+
+
+def test_item_explains_why_a_traced_value_has_no_number():
+    with pytest.raises(sd.TracingError) as info:
+        sd.grad(lambda v: v[0:1].item() * 2)(np.ones(3))
+    message = str(info.value)
+    assert "item()" in message and "symbol" in message and "x[0]" in message
+    with pytest.raises(sd.TracingError, match=r"shape \(3,\).*exactly one element"):
+        sd.trace(lambda v: v.item(), np.ones(3))
+
+
+def test_astype_to_float32_keeps_the_traced_value():
+    F = sd.trace(lambda x: x.astype(np.float32) * 2, np.ones(2))
+    assert F(np.array([1.0, 2.0])).tolist() == [2.0, 4.0]
+
+
+def test_astype_to_integers_is_refused_clearly():
+    def rounds(v):
+        return v.astype(int).sum()
+
+    with pytest.raises(sd.TracingError) as info:
+        sd.grad(rounds)(np.ones(3))
+    assert "rounds" in str(info.value) and "astype(int64)" in str(info.value)
+    assert "snp.where" in str(info.value)
+
+
+# ---------------------------------------------------------------------------
+# 2. Every failure is a SymadError naming the function, the argument and the fix
+# ---------------------------------------------------------------------------
+
+
+def test_shape_mismatch_names_both_shapes_and_the_operation():
+    def adds(v):
+        return v + np.ones(4)
+
+    with pytest.raises(sd.TracingError) as info:
+        sd.grad(lambda v: np.sum(adds(v)))(np.ones(3))
+    assert "add" in str(info.value) and "(3,)" in str(info.value) and "(4,)" in str(info.value)
+
+    def multiplies(a, b):
+        return a @ b
+
+    with pytest.raises(sd.TracingError) as info:
+        sd.trace(multiplies, np.ones((2, 3)), np.ones((2, 3)))
+    message = str(info.value)
+    assert "matmul" in message and "(2, 3)" in message and "multiplies" in message
+
+
+@pytest.mark.parametrize("call, unsupported, nearest", [
+    (lambda v: np.nansum(v), "numpy.nansum", "np.sum"),
+    (lambda v: np.sum(np.sinc(v)), "numpy.sinc", "np.sin"),
+    (lambda v: np.sum(np.cumprod(v)), "numpy.cumprod", "np.prod"),
+    (lambda v: np.sum(np.arcsinh(v) + np.fmax(v, 0)), "numpy.fmax", "np.max"),
+])
+def test_unsupported_numpy_functions_name_the_nearest_supported_one(call, unsupported, nearest):
+    with pytest.raises(sd.TracingError) as info:
+        sd.grad(call)(np.ones(3))
+    message = str(info.value)
+    assert unsupported in message and nearest in message and "<lambda>" in message
+    assert "@sd.primitive" in message
+
+
+def test_has_aux_on_a_single_output():
+    def loss(w):
+        return np.sum(w ** 2)
+
+    with pytest.raises(sd.DifferentiationError) as info:
+        sd.grad(loss, has_aux=True)(np.ones(2))
+    assert "loss" in str(info.value) and "has_aux=True" in str(info.value) and "tuple" in str(info.value)
+
+
+def test_weights_that_are_not_parameters():
+    def model(x):
+        return x
+
+    with pytest.raises(sd.DifferentiationError) as info:
+        sd.grad(model, argnums=None, weights=[np.ones(2)])
+    message = str(info.value)
+    assert "model" in message and "weights" in message and "sd.Parameter(value" in message
+
+
+def test_batch_shapes_that_do_not_broadcast_name_both():
+    F = sd.trace(lambda a, b: a.sum() * b, np.ones(3), np.ones(2), name="scaled")
+    with pytest.raises(sd.TracingError) as info:
+        F(np.ones((5, 3)), np.ones((4, 2)))
+    message = str(info.value)
+    assert "scaled" in message and "(5, 3)" in message and "(4, 2)" in message
+    assert "batch (5,)" in message and "batch (4,)" in message and "size 1" in message
+    assert F(np.ones((5, 3)), np.ones((1, 2))).shape == (5, 2)  # a broadcasting batch works
+
+
+def test_custom_primitive_without_partials_then_with_them():
+    @sd.primitive
+    def squash(x):
+        return x / (1 + np.abs(x))
+
+    def model(x):
+        return squash(x) * 2
+
+    gradient = sd.grad(model)
+    with pytest.raises(sd.DifferentiationError) as info:
+        gradient(1.0)
+    message = str(info.value)
+    assert "squash" in message and "model" in message and "defpartials" in message
+
+    @squash.defpartials
+    def _(x):
+        return (1 / (1 + abs(x)) ** 2,)
+
+    assert float(gradient(1.0)) == pytest.approx(0.5)  # the failed call left nothing cached
+
+
+def test_unknown_backend():
+    F = sd.trace(lambda x: x * 2, 1.0)
+    with pytest.raises(sd.CompileError) as info:
+        F.compile("fortran")
+    assert "fortran" in str(info.value) and "numpy" in str(info.value)
+    assert float(F.compile("numpy")(2.0)) == 4.0
+
+
+def test_a_transform_whose_first_call_failed_works_on_the_corrected_call():
+    returns_aux = {"flag": False}
+
+    def loss(w):
+        value = np.sum(w ** 2)
+        return (value, w[0]) if returns_aux["flag"] else value
+
+    gradient = sd.grad(loss, has_aux=True)
+    with pytest.raises(sd.DifferentiationError):
+        gradient(np.ones(2))
+    assert active_builders() == []
+    returns_aux["flag"] = True
+    grads, (aux,) = gradient(np.array([1.0, 2.0]))
+    assert grads.tolist() == [2.0, 4.0] and float(aux) == 1.0
+
+
+@pytest.mark.parametrize("broken", [
+    lambda v: np.sum(v + np.ones(4)),
+    lambda v: np.sort(v),
+    lambda v: v.item(),
+    lambda v: float(v[0]),
+    lambda v: (np.zeros(3).__setitem__(0, v[0]), 1.0)[1],
+    lambda v: 1 / 0,                              # the user's own exception
+])
+def test_no_trace_is_left_open_after_an_error(broken):
+    with pytest.raises((sd.SymadError, ZeroDivisionError)) as info:
+        sd.grad(broken)(np.ones(3))
+    if isinstance(info.value, ZeroDivisionError):
+        assert not isinstance(info.value, sd.SymadError)  # the user's exception, unchanged
+    assert active_builders() == []
+    assert float(sd.grad(lambda x: x ** 2)(3.0)) == 6.0
+
+
+# ---------------------------------------------------------------------------
+# 3. Conventions at non-differentiable points (reference: JAX 0.10.2)
+# ---------------------------------------------------------------------------
+
+
+def test_abs_sign_and_ties_match_jax():
+    assert float(sd.grad(np.abs)(0.0)) == 1.0            # JAX 0.10.2: grad(jnp.abs)(0.) = 1.0
+    assert float(sd.grad(np.abs)(-2.0)) == -1.0
+    assert float(sd.grad(sd.grad(lambda x: np.abs(x) ** 2))(0.0)) == 2.0   # JAX: 2.0
+    assert float(sd.grad(np.sign)(0.0)) == 0.0           # JAX: 0.0
+    assert float(sd.grad(np.sign)(1.0)) == 0.0           # JAX: 0.0
+    assert [float(g) for g in sd.grad(np.maximum, (0, 1))(1.0, 1.0)] == [0.5, 0.5]  # JAX: 0.5, 0.5
+    assert [float(g) for g in sd.grad(np.minimum, (0, 1))(1.0, 1.0)] == [0.5, 0.5]  # JAX: 0.5, 0.5
+    assert float(sd.grad(lambda x: np.maximum(x, 0.0))(0.0)) == 0.5    # JAX: 0.5
+    assert sd.grad(np.max)(np.array([1.0, 1.0, 0.0])).tolist() == [0.5, 0.5, 0.0]  # JAX: same
+    assert float(sd.grad(lambda x: np.clip(x, 0.0, 1.0))(0.0)) == 0.5  # JAX jnp.clip: 0.5
+    assert float(sd.grad(lambda x: np.clip(x, 0.0, 1.0))(1.0)) == 0.5  # JAX jnp.clip: 0.5
+    assert float(sd.grad(lambda x: snp.where(x > 0, x, 0.0))(0.0)) == 0.0   # JAX: 0.0
+
+
+def guarded_sqrt(x):
+    return snp.where(x > 0, np.sqrt(x), 0.0)
+
+
+def guarded_xlogx(x):
+    return snp.where(x > 0, x * np.log(x), 0.0)
+
+
+def guarded_radius(v):
+    r2 = v[0] ** 2 + v[1] ** 2
+    return snp.where(r2 > 0, np.sqrt(r2), 0.0)
+
+
+def guarded_sinc(x):
+    return snp.where(x != 0, np.sin(x) / x, 1.0)
+
+
+@pytest.mark.parametrize("f, at_zero, elsewhere, derivative_elsewhere", [
+    (guarded_sqrt, 0.0, 0.25, 1.0),                      # 1/(2 sqrt(x))
+    (guarded_xlogx, 0.0, 0.5, np.log(0.5) + 1),          # log(x) + 1
+])
+def test_the_branch_not_taken_never_leaks_nan(f, at_zero, elsewhere, derivative_elsewhere):
+    # JAX 0.10.2 gives nan for grad(where(x > 0, sqrt(x), 0))(0.) -- its "double
+    # where" gotcha -- and 0.0 for the jvp; symad gives 0 in every mode.
+    second = sd.grad(sd.grad(f))
+    for value in (
+        sd.grad(f)(at_zero),
+        sd.value_and_grad(f)(at_zero)[1],
+        sd.jvp(f, (at_zero,), (1.0,))[1],
+        sd.vjp(f, at_zero)[1](1.0)[0],
+        sd.jacfwd(f)(at_zero),
+        sd.jacrev(f)(at_zero),
+        sd.hessian(f)(at_zero),
+        second(at_zero),
+        sd.grad(sd.grad(sd.grad(f)))(at_zero),
+        sd.jacfwd(sd.jacrev(f))(at_zero),
+        sd.derivative(f, 3)(at_zero),
+    ):
+        assert np.isfinite(value) and float(value) == 0.0
+    assert float(sd.grad(f)(elsewhere)) == pytest.approx(derivative_elsewhere)
+    # On a batch mixing both branches, each point is right.
+    points = np.array([0.0, elsewhere, -1.0])
+    assert np.allclose(sd.grad(f).trace(0.5)(points), [0.0, derivative_elsewhere, 0.0])
+
+
+def test_guarded_radius_at_the_origin_in_every_mode():
+    origin = np.zeros(2)
+    for derivative in (sd.grad, sd.jacfwd, sd.jacrev):
+        assert derivative(guarded_radius)(origin).tolist() == [0.0, 0.0]
+    assert sd.hessian(guarded_radius)(origin).tolist() == [[0.0, 0.0], [0.0, 0.0]]
+    assert np.allclose(sd.grad(guarded_radius)(np.array([3.0, 4.0])), [0.6, 0.8])
+    expected_hessian = np.array([[16.0, -12.0], [-12.0, 9.0]]) / 125   # (I - u u^T) / r
+    assert np.allclose(sd.hessian(guarded_radius)(np.array([3.0, 4.0])), expected_hessian)
+
+
+def test_guarded_sinc_is_smooth_through_zero():
+    assert float(sd.grad(guarded_sinc)(0.0)) == 0.0
+    assert float(sd.grad(guarded_sinc)(1.0)) == pytest.approx(np.cos(1.0) - np.sin(1.0))
+
+
+def test_the_masked_gradient_reads_as_a_piecewise():
+    F = sd.grad(guarded_sqrt).trace(1.0)
+    (x,) = F.inputs
+    assert F.formula() == sympy.Piecewise((1 / (2 * sympy.sqrt(x)), x > 0), (0, True))
+    F = sd.grad(lambda x: snp.where(x <= 0, 0.0, np.sqrt(x))).trace(1.0)
+    (x,) = F.inputs
+    assert F.formula() == sympy.Piecewise((0, x <= 0), (1 / (2 * sympy.sqrt(x)), True))
+
+
+def test_nested_wheres_conjoin_their_conditions():
+    def f(x):
+        return snp.where(x > 0, snp.where(x < 1, np.sqrt(x) * np.log(x), 1.0), 0.0)
+
+    F = sd.grad(f).trace(0.5)
+    (x,) = F.inputs
+    inner = sympy.log(x) / (2 * sympy.sqrt(x)) + 1 / sympy.sqrt(x)
+    assert F.formula() == sympy.Piecewise((inner, (x > 0) & (x < 1)), (0, True))
+    assert [float(v) for v in F(np.array([0.0, 1.0, 2.0]))] == [0.0, 0.0, 0.0]
+
+
+def test_sums_of_differently_guarded_terms_stay_guarded():
+    # Both wheres use the same sqrt(x); their cotangents meet before 1/(2 sqrt(x)).
+    def f(x):
+        root = np.sqrt(x)
+        return snp.where(x > 0, root, 0.0) + snp.where(x > 0.5, 2 * root, 0.0)
+
+    assert float(sd.grad(f)(0.0)) == 0.0
+    assert float(sd.grad(f)(1.0)) == pytest.approx(1.5)
+    assert float(sd.grad(sd.grad(f))(0.0)) == 0.0
+
+
+def test_an_unguarded_use_still_propagates_inf_like_ieee():
+    # sqrt(x) is used outside the where too: its infinite derivative at 0 is real.
+    def f(x):
+        return snp.where(x > 0, np.sqrt(x), 0.0) + np.sqrt(x)
+
+    assert float(sd.grad(f)(0.0)) == np.inf
+
+
+def test_the_double_where_idiom_still_works():
+    def double_where(x):
+        safe = snp.where(x > 0, x, 1.0)
+        return snp.where(x > 0, np.sqrt(safe), 0.0)
+
+    assert float(sd.grad(double_where)(0.0)) == 0.0   # JAX 0.10.2: 0.0
+    assert float(sd.grad(double_where)(4.0)) == 0.25
+
+
+def test_relu_network_gradient_with_guards_matches_finite_differences():
+    rng = np.random.default_rng(RNG_SEED)
+    w1 = sd.Parameter(rng.normal(size=(6, 4)), name="w1")
+    w2 = sd.Parameter(rng.normal(size=(5, 6)), name="w2")
+
+    def net(x):
+        hidden = np.maximum(w1 @ x, 0.0)
+        out = w2 @ hidden
+        return np.sum(snp.where(out > 1, np.sqrt(out), out))
+
+    x = rng.normal(size=4)
+    assert np.allclose(sd.grad(net)(x), finite_difference_gradient(net, x), atol=1e-6)
+    with np.errstate(invalid="ignore"):  # check_grads runs `net` on NumPy arrays too
+        check_grads(net, (x,), order=2, modes=("fwd", "rev"))
+
+
+# ---------------------------------------------------------------------------
+# 5. Nothing a user passes in runs as code
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def canary(tmp_path):
+    """A path that exists only if some hostile name was executed."""
+    return tmp_path / "executed"
+
+
+def hostile_names(canary_path):
+    command = f"__import__('pathlib').Path({str(canary_path)!r}).touch()"
+    return [
+        command,
+        f'"; {command}; "',
+        f"x')\n{command}\n#",
+        "\\input{/etc/passwd} \\def\\x{y} $ & % # _ ^ { }",
+        "a\\b\\\\c\"d'e",
+    ]
+
+
+@pytest.mark.parametrize("which", range(len(hostile_names("canary"))))
+def test_hostile_names_flow_through_without_running(canary, which):
+    hostile = hostile_names(canary)[which]
+    weight = sd.Parameter(np.array([1.0, 2.0]), name=hostile)
+
+    def model(x):
+        return np.sum(weight * np.sin(x)) + x[0] ** 2
+
+    F = sd.trace(model, np.ones(2), name=hostile)
+    gradient = sd.grad(model, argnums=0, weights=[weight])
+    G = gradient.trace(np.ones(2))
+    assert float(F.compile("numpy")(np.zeros(2))) == 0.0
+    named = F.latex(output_names=[hostile])
+    assert named.count("\\begin{aligned}") == 1 and "\\input{/etc" not in named
+    for function in (F, G):
+        function.formula()
+        function.cse()
+        text = function.latex()
+        assert text.count("\\begin{aligned}") == 1 and text.rstrip().endswith("\\end{aligned}")
+        assert "\\input{/etc/passwd}" not in text
+    if hasattr(F, "source"):  # the generated evaluator module (compiler branch)
+        import ast
+
+        for backend in sd.available_backends():
+            source = G.source(backend)
+            ast.parse(source)  # well-formed whatever the names
+            if backend in ("numpy", "numexpr"):  # numba caches need a real file
+                namespace: dict = {}
+                exec(compile(source, "<generated>", "exec"), namespace)  # must only define code
+                assert callable(namespace.get("run"))
+    arg_grad, (weight_grad,) = gradient(np.array([0.0, 1.0]))
+    assert np.allclose(arg_grad, [1.0, 2 * np.cos(1.0)])
+    assert np.allclose(weight_grad, np.sin([0.0, 1.0]))
+
+    symbol = sympy.Symbol(hostile)
+    other = sympy.Symbol(hostile + "2")
+    imported = sd.from_sympy(symbol ** 2 * other, [symbol, other], name=hostile)
+    assert [float(g) for g in sd.grad(imported, argnums=(0, 1))(3.0, 2.0)] == [12.0, 9.0]
+    sd.grad(imported, argnums=(0, 1)).trace(1.0, 1.0).latex()
+
+    custom = sd.primitive(lambda x: x * 2.0, name=hostile)
+    custom.defpartials(lambda x: (2.0,))
+    assert float(sd.grad(lambda x: custom(x) ** 2)(1.5)) == 12.0
+    sd.trace(lambda x: custom(x), 1.0).latex()
+    assert not canary.exists()
+
+
+def test_the_package_never_parses_strings_as_code():
+    import ast
+    import pathlib
+
+    forbidden = {"eval", "sympify", "parse_expr", "parse_latex"}
+    offenders = []
+    for path in pathlib.Path(sd.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                called = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+                if called in forbidden:
+                    offenders.append(f"{path.name}:{node.lineno} {called}")
+    assert offenders == []
+
+
+# ---------------------------------------------------------------------------
+# No exception but a SymadError (or the user's own) escapes from tracing
+# ---------------------------------------------------------------------------
+
+MISTAKES = {
+    "store into a NumPy slice": lambda v: (lambda o: (o.__setitem__(slice(0, 2), v[:2]), o)[1])(np.zeros(3)),
+    "np.array of traced values": lambda v: np.array([v[0], 1.0]),
+    "np.asarray": lambda v: np.asarray(v),
+    "np.float64 of a traced value": lambda v: np.float64(v[0]),
+    "math.sqrt": lambda v: __import__("math").sqrt(v[0]),
+    "int()": lambda v: int(v[0]),
+    "round()": lambda v: round(v[0]),
+    "floor division": lambda v: v[0] // 2,
+    "builtin max": lambda v: max(v[0], v[1]),
+    "sorted": lambda v: sorted(v)[0],
+    "dict key": lambda v: {v[0]: 1.0}[v[0]],
+    "format spec": lambda v: float(f"{v[0]:.3f}"),
+    "complex constant": lambda v: v[0] * 1j,
+    "string operand": lambda v: v[0] + "a",
+    "None operand": lambda v: v[0] + None,
+    "ufunc out=": lambda v: np.sin(v, out=np.zeros(3)),
+    "ufunc where=": lambda v: np.sin(v, where=True),
+    "boolean mask index": lambda v: v[v > 0],
+    "traced index": lambda v: v[v[0]],
+    "matmul shapes": lambda v: v @ np.ones(4),
+    "reshape size": lambda v: v.reshape(2, 2),
+    "axis out of range": lambda v: v.sum(axis=3),
+    "concatenate ranks": lambda v: np.concatenate([v, np.ones((2, 2))]),
+    "returns a string": lambda v: "loss",
+    "np.isnan": lambda v: np.isnan(v),
+    "np.argmax": lambda v: v[np.argmax(v)],
+    "ndarray.argmax": lambda v: v.argmax(),
+    "ndarray.nonzero": lambda v: v.nonzero(),
+    "np.vectorize": lambda v: np.vectorize(lambda a: a * 2)(v),
+    "np.linalg.solve": lambda v: np.linalg.solve(np.eye(3), v),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MISTAKES))
+def test_a_corpus_of_mistakes_raises_only_symad_errors(name):
+    def model(v):
+        result = MISTAKES[name](v)
+        return result if isinstance(result, str) else np.sum(result)
+
+    with pytest.raises(sd.SymadError) as info:
+        sd.grad(model)(np.array([1.0, 2.0, 3.0]))
+    assert "model" in str(info.value) or "<lambda>" in str(info.value)
+    assert active_builders() == []
+
+
+def test_missing_ndarray_attributes_are_clear_but_hasattr_still_works():
+    def f(v):
+        assert not hasattr(v, "argmax") and not hasattr(v, "no_such_thing")
+        assert v.real is v and v.conj() is v
+        return v.imag + v
+
+    assert sd.trace(f, np.ones(2))(np.array([1.0, 2.0])).tolist() == [1.0, 2.0]
+    with pytest.raises(AttributeError, match="no attribute 'no_such_thing'"):
+        sd.trace(lambda v: v.no_such_thing, np.ones(2))
+
+
+def test_one_evaluator_called_from_eight_threads_matches_serial_calls():
+    from concurrent.futures import ThreadPoolExecutor
+
+    G = sd.grad(lambda x: np.sum(snp.where(x > 0, np.sqrt(x), 0.0) * np.sin(x))).trace(np.ones(3))
+    rng = np.random.default_rng(RNG_SEED)
+    batches = [rng.uniform(-1, 2, size=(2000, 3)) for _ in range(16)]
+    serial = [G(batch) for batch in batches]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        threaded = list(pool.map(G, batches))
+    for expected, actual in zip(serial, threaded):
+        assert np.array_equal(expected, actual)
