@@ -40,6 +40,7 @@ from symad.function import Function, trace
 from symad.numpy import stop_gradient as _stop_gradient_elementwise
 from symad.pytree import tree_map as _tree_map
 from symad.sympy_import import from_sympy
+from symad import special  # noqa: E402,I001 - registers SciPy's special functions as primitives
 from symad.tracer import Parameter
 
 __version__ = "0.1.0"
@@ -70,6 +71,6 @@ def latex(fun, *args, **options) -> str:
 __all__ = [
     "CompileError", "DifferentiationError", "ExportError", "Function", "Parameter", "SymadError",
     "TracingError", "Transformed", "available_backends", "derivative", "from_sympy", "grad",
-    "hessian", "jacfwd", "jacobian", "jacrev", "jvp", "latex", "primitive", "stop_gradient",
+    "hessian", "jacfwd", "jacobian", "jacrev", "jvp", "latex", "primitive", "special", "stop_gradient",
     "trace", "value_and_grad", "vjp", "vmap",
 ]
