@@ -474,20 +474,18 @@ spherical_jn = _define(
     numpy_name="")
 
 
-def sinc(x):
-    """NumPy's normalised sinc, sin(pi x)/(pi x) (``numpy.sinc``; scipy.special re-exports it).
+sinc = _define(
+    "sinc", "x", lambda x: sympy.sinc(sympy.pi * x), np.sinc,
+    # sinc(x) is the spherical Bessel function j_0(pi x): its derivatives are those of j_n,
+    # finite and free of cancellation at and near 0, where the quotient's are 0/0.
+    (lambda out, x: -sympy.pi * spherical_jn(1, sympy.pi * x),),
+    "NumPy's normalised sinc, sin(pi x)/(pi x) (``numpy.sinc``, re-exported by "
+    "scipy.special); printed as SymPy's sinc(pi*x), SymPy's sinc being unnormalised.",
+    numpy_name="numpy.sinc")
 
-    Recorded as the spherical Bessel function j_0(pi x), whose derivatives of every order
-    are finite and free of cancellation at and near 0 (the quotient's are 0/0 there).
 
-    >>> import symad as sd
-    >>> float(sd.grad(sinc)(0.0))
-    0.0
-    """
-    if not snp._traced_inputs(x):
-        return np.sinc(snp._concrete(x))
-    return spherical_jn(0, sympy.pi * x)
-
+#: NumPy array functions (``__array_function__``) that symad.special traces.
+ARRAY_FUNCTIONS: dict = {np.sinc: sinc}
 
 # -- zeta, Lambert W, elliptic integrals -------------------------------------------
 
@@ -563,6 +561,21 @@ ellipe = _define(
 SCIPY_UFUNCS.update({
     sc.expm1: snp.expm1, sc.log1p: snp.log1p, sc.cbrt: snp.cbrt, sc.exp2: snp.exp2,
 })
+
+def scipy_ufunc_name(ufunc) -> str:
+    """The name a user knows a SciPy ufunc by, ``scipy.special.gamma``, for error messages.
+
+    >>> scipy_ufunc_name(sc.psi), scipy_ufunc_name(sc.hyp2f1)
+    ('scipy.special.psi', 'scipy.special.hyp2f1')
+    """
+    name = getattr(ufunc, "__name__", repr(ufunc))
+    if getattr(sc, name, None) is ufunc:
+        return f"scipy.special.{name}"
+    if getattr(sc._ufuncs, name, None) is ufunc:  # behind a Python wrapper (zeta, lambertw)
+        return f"scipy.special._ufuncs.{name}"
+    module = getattr(ufunc, "__module__", None) or type(ufunc).__module__
+    return f"{module}.{name}"
+
 
 #: symad.special functions by the SymPy class they record (for ``sd.from_sympy``); the
 #: classes whose arguments differ (zeta, sinc, LambertW, lowergamma, ...) are adapted there.
