@@ -52,9 +52,9 @@ from symad.primitives import Primitive
 from symad.tracer import as_atoms
 
 __all__ = [
-    "SCIPY_UFUNCS", "beta", "betaln", "digamma", "ellipe", "ellipk", "erf", "erfc", "erfcinv",
+    "SCIPY_UFUNCS", "beta", "betainc", "betaln", "digamma", "ellipe", "ellipk", "erf", "erfc", "erfcinv",
     "erfinv", "expit", "gamma", "gammainc", "gammaincc", "gammaln", "i0", "i1", "iv", "j0", "j1",
-    "jn", "jv", "k0", "k1", "kv", "lambertw", "log_ndtr", "logit", "ndtr", "ndtri", "polygamma",
+    "jn", "jv", "k0", "k1", "kv", "lambertw", "log_ndtr", "logit", "ndtr", "ndtri", "poch", "polygamma",
     "psi", "sinc", "spherical_jn", "xlog1py", "xlogy", "y0", "y1", "yv", "zeta",
 ]
 
@@ -380,6 +380,22 @@ gammaincc = _define(
     "The regularised upper incomplete gamma function Q(a, x) = 1 - P(a, x); "
     "differentiable w.r.t. x (a must be constant).", scipy_ufuncs=(sc.gammaincc,))
 
+_BETA_SHAPE_WHY = ("the derivative of the regularised incomplete beta function w.r.t. its "
+                   "shapes has no closed form that SciPy evaluates")
+betainc = _define(
+    "betainc", "a b x", lambda a, b, x: sympy.betainc_regularized(a, b, 0, x), sc.betainc,
+    (_constant_operand("betainc(a, b, x)", 0, "a", _BETA_SHAPE_WHY),
+     _constant_operand("betainc(a, b, x)", 1, "b", _BETA_SHAPE_WHY),
+     # x**(a-1) (1-x)**(b-1) / B(a, b), in logarithms (each factor alone may overflow).
+     lambda out, a, b, x: snp.exp(xlogy(a - 1, x) + xlog1py(b - 1, -x) - betaln(a, b))),
+    "The regularised incomplete beta function I_x(a, b); differentiable w.r.t. x (a and b "
+    "must be constant).", scipy_ufuncs=(sc.betainc,))
+poch = _define(
+    "poch", "z m", sympy.RisingFactorial, sc.poch,
+    (lambda out, z, m: out * (digamma(z + m) - digamma(z)),
+     lambda out, z, m: out * digamma(z + m)),
+    "The rising factorial (Pochhammer symbol) gamma(z + m)/gamma(z).", scipy_ufuncs=(sc.poch,))
+
 # -- error function and the normal distribution ----------------------------------
 
 erf = snp.erf
@@ -585,5 +601,5 @@ SYMPY_CLASSES: dict = {
     sympy.bessely: yv, sympy.besseli: iv, sympy.besselk: kv, sympy.jn: spherical_jn,
     sympy.elliptic_k: ellipk, sympy_ndtr: ndtr, sympy_log_ndtr: log_ndtr, sympy_ndtri: ndtri,
     sympy_logit: logit, sympy_xlogy: xlogy, sympy_xlog1py: xlog1py,
-    sympy_zeta_derivative: zeta_derivative,
+    sympy_zeta_derivative: zeta_derivative, sympy.RisingFactorial: poch,
 }
