@@ -555,8 +555,8 @@ def _traced_lambertw(z, k, tol):
     # scipy.special.lambertw(z, k=0, tol=1e-8) calls this ufunc with an array k.
     if np.ndim(k) != 0 or int(k) != 0:
         raise DifferentiationError(
-            f"scipy.special.lambertw with branch k={k!r}: symad traces the principal real "
-            "branch k=0 only")
+            f"scipy.special.lambertw with branch k={np.asarray(k).tolist()}: symad traces the "
+            "principal real branch k=0 only (symad.special.lambertw)")
     return lambertw(z)
 
 

@@ -228,6 +228,11 @@ class Tracer(CantSympify):
     def T(self) -> Tracer:  # noqa: N802 - NumPy's name
         return Tracer(self.atoms.T)
 
+    @property
+    def real(self) -> Tracer:
+        # Traced values are real: ``scipy.special.lambertw(x).real`` is the value itself.
+        return self
+
     def __len__(self) -> int:
         if self.ndim == 0:
             raise TracingError("len() of a 0-d traced value")
