@@ -323,13 +323,23 @@ def _real_valued(implementation):
 
     def real(*args):
         with np.errstate(all="ignore"):
-            value = implementation(*args)
+            try:
+                value = implementation(*args)
+            except TypeError:  # e.g. eval_hermite(n, x) takes an integer n: give it one
+                value = implementation(*(_as_integers_if_integral(a) for a in args))
         if np.iscomplexobj(value):
             value = np.where(np.imag(value) == 0, np.real(value), np.nan)
             value = value[()] if value.ndim == 0 else value
         return value
 
     return real
+
+
+def _as_integers_if_integral(values):
+    array = np.asarray(values)
+    if array.dtype.kind == "f" and np.all(np.isfinite(array)) and np.all(array == np.round(array)):
+        return array.astype(np.int64)
+    return values
 
 
 def numeric_implementation(head) -> tuple[Any, str]:
@@ -371,16 +381,20 @@ def _evalf_knows(head) -> bool:
 
 def _evalf_implementation(head):
     def point(*args):
-        value = head(*(sympy.Float(float(a)) for a in args)).evalf(17)
+        # Integral values as Integers: SymPy evaluates yn(1, x) but not yn(1.0, x).
+        exact = (sympy.Integer(int(a)) if float(a).is_integer() else sympy.Float(float(a)) for a in args)
+        value = head(*exact).evalf(17)
         try:
             return float(value)
         except TypeError:  # complex or not a number
             return float("nan")
 
-    vectorised = np.frompyfunc(point, len(getattr(head, "nargs", ())) or 1, 1)
+    ufuncs: dict = {}
 
     def implementation(*args):
-        ufunc = vectorised if vectorised.nin == len(args) else np.frompyfunc(point, len(args), 1)
+        ufunc = ufuncs.get(len(args))
+        if ufunc is None:
+            ufunc = ufuncs[len(args)] = np.frompyfunc(point, len(args), 1)
         value = np.asarray(ufunc(*args), dtype=np.float64)
         return value[()] if value.ndim == 0 else value
 
