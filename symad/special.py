@@ -17,9 +17,10 @@ erfinv' = sqrt(pi)/2*exp(out**2), lambertw' = 1/(exp(out)*(1 + out))).
 Bessel functions of integer order (``j0``, ``j1``, ``y0``, ...) are the
 general-order primitive (``jv``, ``yv``, ...) with a constant order: their
 derivatives involve neighbouring orders anyway (j0' = -j1, j1' = (j0 - j2)/2),
-so one primitive per family keeps one rule, shares nodes between ``j0(x)``
-and ``jv(0, x)``, and still evaluates orders 0 and 1 with SciPy's dedicated
-``j0``/``j1`` kernels. Orders (and polygamma's ``n``) are operands that must
+so one primitive per family keeps one rule and shares nodes between
+``j0(x)`` and ``jv(0, x)``. Every order is evaluated by SciPy's general
+kernel (``jv``, AMOS): its ``j0``/``y0`` (Cephes) are faster but lose 12-13
+digits' accuracy at x = 1e4, where ``jv(0, x)`` keeps full precision. Orders (and polygamma's ``n``) are operands that must
 be constant: differentiating w.r.t. them raises
 :class:`~symad.errors.DifferentiationError`.
 
@@ -199,17 +200,15 @@ def _is_scalar_order(order, value) -> bool:
     return np.ndim(order) == 0 and float(order) == value
 
 
-def _bessel_impl(general: Callable, order0: Callable, order1: Callable) -> Callable:
-    """``general(v, x)``, with SciPy's faster dedicated kernels for the constant orders 0 and 1."""
-
-    def implementation(v, x):
-        if _is_scalar_order(v, 0):
-            return order0(x)
-        if _is_scalar_order(v, 1):
-            return order1(x)
-        return general(v, x)
-
-    return implementation
+def _kv(v, x):
+    """``scipy.special.kv``, which underflows to 0 well before K_v does (kv(1, 700) is 0,
+    K_1(700) is 4.7e-306); the scaled kve(v, x)*exp(-x) covers that range."""
+    with np.errstate(all="ignore"):
+        values = sc.kv(v, x)
+        underflowed = (values == 0) & (np.asarray(x) > 0)
+        if np.any(underflowed):
+            values = np.where(underflowed, sc.kve(v, x) * np.exp(-np.asarray(x)), values)
+    return _scalar_if_0d(values)
 
 
 def _lambertw_real(x):
@@ -414,10 +413,76 @@ erfcinv = _define(
 ndtr = _define(
     "ndtr", "x", ndtr, sc.ndtr, (lambda out, x: snp.exp(-(x**2) / 2) / SQRT_2PI,),
     "The standard normal distribution function Phi(x).", scipy_ufuncs=(sc.ndtr,))
+_TAIL = -4
+_TAIL_TERMS = 40  # the continued fraction's relative error at x = -4 is 1e-17
+
+
+def _mills_excess_impl(n, t):
+    """The n-th derivative of g(t) = 1/(t + 2/(t + 3/(t + ...))), 40 levels, for t >= 4.
+
+    g = 1/R(t) - t, with R the Mills ratio Phi(-t)/pdf(t). The derivatives come from
+    truncated Taylor arithmetic through the levels (y = k/(t + z) as a series in t), so
+    none is a difference of nearly equal numbers.
+    """
+    n = int(n)
+    t = np.asarray(t, dtype=np.float64)
+    z = np.zeros((n + 1,) + t.shape)  # Taylor coefficients of the level below
+    for k in range(_TAIL_TERMS, 0, -1):
+        denominator = z.copy()
+        denominator[0] += t
+        if n >= 1:
+            denominator[1] += 1.0
+        y = np.empty_like(z)
+        y[0] = k / denominator[0]
+        for order in range(1, n + 1):
+            y[order] = -sum(denominator[j] * y[order - j] for j in range(1, order + 1)) / denominator[0]
+        z = y
+    return _scalar_if_0d(z[n] * float(np.prod(np.arange(1, n + 1))))
+
+
+class mills_excess(_MpmathFunction):  # noqa: N801
+    """The n-th derivative of 1/R(t) - t, R(t) = Phi(-t)/pdf(t) the Mills ratio."""
+
+    _mpmath = staticmethod(lambda n, t: mpmath.diff(
+        lambda s: mpmath.npdf(s) / mpmath.ncdf(-s) - s, t, int(n)))
+
+    def _latex(self, printer, exp=None):
+        n, t = self.args
+        text = rf"g^{{({printer._print(n)})}}\left({printer._print(t)}\right)"
+        return rf"{{{text}}}^{{{exp}}}" if exp is not None else text
+
+    _symad_latex = _latex
+
+
+_mills_excess = _define(
+    "mills_excess", "n t", mills_excess, _mills_excess_impl,
+    (_constant_operand("mills_excess(n, t)", 0, "n", "n is the order of the derivative"),
+     lambda out, n, t: _mills_excess(n + 1, t)),
+    "d^n/dt^n (1/R(t) - t), R the Mills ratio, for t >= 4 (log_ndtr's far tail).",
+    numpy_name="")
+
+
+def _log_ndtr_partial(out, x):
+    """log_ndtr' = pdf(x)/Phi(x) =: h(x).
+
+    Away from the far left tail, as one exponential: pdf and Phi both underflow for
+    x < -38, their ratio (about -x) does not. In the tail (x < -4) that form is exact at
+    order 1 but its derivatives are not: h' = -h (x + h), and x + h (about -1/x) would be
+    the difference of two nearly equal numbers, losing a factor x**2 per order. There
+    h = t + g(t), t = -x, with g = x + h the continued fraction of the Mills ratio, a
+    primitive whose derivatives are computed without cancellation. The double ``where``
+    keeps each branch finite where it is not taken.
+    """
+    tail = x < _TAIL
+    t = -snp.where(tail, x, _TAIL)
+    x_body = snp.where(tail, 0, x)
+    body = snp.exp(-(x_body**2) / 2 - snp.where(tail, 0, out)) / SQRT_2PI
+    return snp.where(tail, t + _mills_excess(0, t), body)
+
+
 log_ndtr = _define(
     "log_ndtr", "x", log_ndtr, sc.log_ndtr,
-    # pdf/cdf as one exponential: both underflow for x < -38, their ratio (about -x) does not.
-    (lambda out, x: snp.exp(-(x**2) / 2 - out) / SQRT_2PI,),
+    (_log_ndtr_partial,),
     "log(Phi(x)), accurate for very negative x; its derivative is pdf(x)/Phi(x).",
     scipy_ufuncs=(sc.log_ndtr,))
 ndtri = _define(
@@ -438,25 +503,25 @@ xlog1py = _define(
 # -- Bessel functions (one primitive per family, the order a constant operand) -----
 
 jv = _define(
-    "jv", "v x", sympy.besselj, _bessel_impl(sc.jv, sc.j0, sc.j1),
+    "jv", "v x", sympy.besselj, sc.jv,
     (_constant_operand("jv(v, x)", 0, "v", _ORDER_WHY),
      lambda out, v, x: (jv(v - 1, x) - jv(v + 1, x)) / 2),
     "Bessel function of the first kind J_v(x); J_v' = (J_{v-1} - J_{v+1})/2.",
     scipy_ufuncs=(sc.jv,))
 yv = _define(
-    "yv", "v x", sympy.bessely, _bessel_impl(sc.yv, sc.y0, sc.y1),
+    "yv", "v x", sympy.bessely, sc.yv,
     (_constant_operand("yv(v, x)", 0, "v", _ORDER_WHY),
      lambda out, v, x: (yv(v - 1, x) - yv(v + 1, x)) / 2),
     "Bessel function of the second kind Y_v(x); Y_v' = (Y_{v-1} - Y_{v+1})/2.",
     scipy_ufuncs=(sc.yv,))
 iv = _define(
-    "iv", "v x", sympy.besseli, _bessel_impl(sc.iv, sc.i0, sc.i1),
+    "iv", "v x", sympy.besseli, sc.iv,
     (_constant_operand("iv(v, x)", 0, "v", _ORDER_WHY),
      lambda out, v, x: (iv(v - 1, x) + iv(v + 1, x)) / 2),
     "Modified Bessel function of the first kind I_v(x); I_v' = (I_{v-1} + I_{v+1})/2.",
     scipy_ufuncs=(sc.iv,))
 kv = _define(
-    "kv", "v x", sympy.besselk, _bessel_impl(sc.kv, sc.k0, sc.k1),
+    "kv", "v x", sympy.besselk, _kv,
     (_constant_operand("kv(v, x)", 0, "v", _ORDER_WHY),
      lambda out, v, x: -(kv(v - 1, x) + kv(v + 1, x)) / 2),
     "Modified Bessel function of the second kind K_v(x); K_v' = -(K_{v-1} + K_{v+1})/2.",
@@ -561,17 +626,116 @@ def _traced_lambertw(z, k, tol):
 
 
 SCIPY_UFUNCS[sc._ufuncs._lambertw] = _traced_lambertw
+# Near m = 0 the closed forms of K' and E' below divide a difference of nearly equal
+# integrals by m: 0/0 at m = 0, and each further order loses another factor 1/m (at
+# m = 1e-3 the fourth derivative kept 5 digits). For |m| < 0.1 the partials are instead
+# the primitives elliptic_k_derivative(n, m) and elliptic_e_derivative(n, m), the n-th
+# derivatives by the Maclaurin series (48 terms: 0.1**40 is below float64's resolution
+# at any order used), each differentiating to the next: one node per order.
+_SERIES_RADIUS = sympy.Rational(1, 10)
+_SERIES_TERMS = 48
+
+
+def _maclaurin(coefficient: Callable) -> np.ndarray:
+    return np.array([float(coefficient(k)) for k in range(_SERIES_TERMS)])
+
+
+_K_SERIES = _maclaurin(lambda k: sympy.pi / 2 * sympy.binomial(2 * k, k) ** 2 / sympy.Integer(16) ** k)
+_E_SERIES = _maclaurin(lambda k: sympy.pi / 2 * sympy.binomial(2 * k, k) ** 2 / sympy.Integer(16) ** k / (1 - 2 * k))
+
+
+def _series_derivative(coefficients: np.ndarray) -> Callable:
+    """``impl(n, m)``: the n-th derivative of the power series with ``coefficients``, by Horner."""
+
+    def implementation(n, m):
+        n = int(n)
+        m = np.asarray(m, dtype=np.float64)
+        falling = np.array([np.prod(np.arange(k - n + 1, k + 1, dtype=np.float64)) for k in range(n, len(coefficients))])
+        terms = coefficients[n:] * falling
+        result = np.zeros_like(m)
+        for coefficient in terms[::-1]:
+            result = result * m + coefficient
+        return _scalar_if_0d(result)
+
+    return implementation
+
+
+class _EllipticDerivative(_MpmathFunction):
+    _function = None
+
+    def _eval_evalf(self, prec):
+        n, m = self.args
+        with mpmath.workprec(prec + 20):
+            value = mpmath.diff(self._function, mpmath.mpf(str(m.evalf(prec))), int(n))
+        return Expr._from_mpmath(value, prec)
+
+    def _latex(self, printer, exp=None):
+        n, m = self.args
+        text = rf"{self._letter}^{{({printer._print(n)})}}\left({printer._print(m)}\right)"
+        return rf"{{{text}}}^{{{exp}}}" if exp is not None else text
+
+    _symad_latex = _latex
+
+
+class elliptic_k_derivative(_EllipticDerivative):  # noqa: N801
+    """The n-th derivative of K(m) (used for |m| < 0.1, by its Maclaurin series)."""
+
+    _letter = "K"
+    _function = staticmethod(mpmath.ellipk)
+
+
+class elliptic_e_derivative(_EllipticDerivative):  # noqa: N801
+    """The n-th derivative of E(m) (used for |m| < 0.1, by its Maclaurin series)."""
+
+    _letter = "E"
+    _function = staticmethod(mpmath.ellipe)
+
+
+_ORDER_OF_DERIVATIVE = "n is the order of the derivative, a constant"
+_k_derivative = _define(
+    "elliptic_k_derivative", "n m", elliptic_k_derivative, _series_derivative(_K_SERIES),
+    (_constant_operand("elliptic_k_derivative(n, m)", 0, "n", _ORDER_OF_DERIVATIVE),
+     lambda out, n, m: _k_derivative(n + 1, m)),
+    "d^n K/dm^n for |m| < 0.1, by its Maclaurin series.", numpy_name="")
+_e_derivative = _define(
+    "elliptic_e_derivative", "n m", elliptic_e_derivative, _series_derivative(_E_SERIES),
+    (_constant_operand("elliptic_e_derivative(n, m)", 0, "n", _ORDER_OF_DERIVATIVE),
+     lambda out, n, m: _e_derivative(n + 1, m)),
+    "d^n E/dm^n for |m| < 0.1, by its Maclaurin series.", numpy_name="")
+
+
+def _near_zero_by_series(series_derivative, closed_form):
+    """A partial rule: ``series_derivative(1, m)`` for |m| < 0.1, else ``closed_form(m)``.
+
+    Each branch sees a safe argument (the other branch's region is mapped to a harmless
+    point), so that the branch not taken never puts inf or nan into the chain rule, where
+    0 * nan would still be nan (the double ``where`` of JAX's FAQ).
+    """
+
+    def rule(out, m):
+        small = snp.abs(m) < _SERIES_RADIUS
+        m_series = snp.where(small, m, 0)
+        m_closed = snp.where(small, sympy.Rational(1, 2), m)
+        return snp.where(small, series_derivative(1, m_series), closed_form(m_closed))
+
+    return rule
+
+
 ellipk = _define(
     "ellipk", "m", sympy.elliptic_k, sc.ellipk,
-    (lambda out, m: (ellipe(m) - (1 - m) * out) / (2 * m * (1 - m)),),
+    (_near_zero_by_series(
+        _k_derivative,
+        lambda m: (ellipe(m) - (1 - m) * ellipk(m)) / (2 * m * (1 - m))),),
     "The complete elliptic integral of the first kind K(m), in SciPy's (and SymPy's) "
-    "parameter m = k**2; K' = (E - (1 - m)K)/(2m(1 - m)), nan at m = 0 exactly.",
+    "parameter m = k**2; K' = (E - (1 - m)K)/(2m(1 - m)), by its series near m = 0.",
     scipy_ufuncs=(sc.ellipk,))
 ellipe = _define(
     "ellipe", "m", sympy.elliptic_e, sc.ellipe,
-    (lambda out, m: (out - ellipk(m)) / (2 * m),),
+    (_near_zero_by_series(
+        _e_derivative,
+        lambda m: (ellipe(m) - ellipk(m)) / (2 * m)),),
     "The complete elliptic integral of the second kind E(m), parameter m = k**2; "
-    "E' = (E - K)/(2m), nan at m = 0 exactly.", scipy_ufuncs=(sc.ellipe,))
+    "E' = (E - K)/(2m), by its series near m = 0.", scipy_ufuncs=(sc.ellipe,))
 
 # Same mathematics as NumPy's ufuncs of these names.
 SCIPY_UFUNCS.update({

@@ -203,10 +203,6 @@ EXACT_DERIVATIVES = {
     "erfcinv": (lambda x: ssp.erfcinv(x), -sympy.sqrt(sympy.pi) / 2 * sympy.exp(sympy.erfcinv(x) ** 2)),
     "ndtr": (lambda x: ssp.ndtr(x), sympy.exp(-(x**2) / 2) / sympy.sqrt(2 * sympy.pi)),
     "ndtri": (lambda x: ssp.ndtri(x), sympy.sqrt(2 * sympy.pi) * sympy.exp(ssp.sympy_ndtri(x) ** 2 / 2)),
-    "log_ndtr": (
-        lambda x: ssp.log_ndtr(x),
-        sympy.exp(-(x**2) / 2 - ssp.sympy_log_ndtr(x)) / sympy.sqrt(2 * sympy.pi),
-    ),
     "logit": (lambda x: ssp.logit(x), 1 / (x * (1 - x))),
     "j0": (lambda x: ssp.j0(x), -sympy.besselj(1, x)),
     "k0": (lambda x: ssp.k0(x), -sympy.besselk(1, x)),
@@ -217,7 +213,6 @@ EXACT_DERIVATIVES = {
         lambda x: ssp.lambertw(x),
         sympy.exp(-sympy.LambertW(x)) / (1 + sympy.LambertW(x)),
     ),
-    "ellipe": (lambda x: ssp.ellipe(x), (sympy.elliptic_e(x) - sympy.elliptic_k(x)) / (2 * x)),
     "zeta": (lambda x: ssp.zeta(x), ssp.sympy_zeta_derivative(1, x, 1)),
     "sinc": (lambda x: ssp.sinc(x), -sympy.pi * sympy.jn(1, sympy.pi * x)),
 }
@@ -229,6 +224,21 @@ def test_exact_first_derivative(name):
     formula = sd.grad(f).trace(0.5).formula()
     assert sympy.simplify(formula - expected) == 0
     assert formula == expected or formula.expand() == expected.expand()
+
+
+def test_exact_rules_on_either_side_of_a_branch():
+    # log_ndtr' is pdf/Phi as one exponential, but the Mills-ratio continued fraction in the
+    # far left tail; ellipk' is its closed form, but a series primitive near m = 0.
+    formula = sd.grad(ssp.log_ndtr).trace(0.5).formula()
+    body = sympy.exp(-(x**2) / 2 - ssp.sympy_log_ndtr(x)) / sympy.sqrt(2 * sympy.pi)
+    half = sympy.Rational(1, 2)
+    assert formula.subs(x, half) == body.subs(x, half)
+    assert formula.subs(x, -5) == 5 + ssp.mills_excess(0, 5)
+    m = sympy.Symbol("m")  # ellipk's parameter, as in SciPy
+    formula = sd.grad(ssp.ellipk).trace(0.5).formula()
+    closed = (sympy.elliptic_e(m) - (1 - m) * sympy.elliptic_k(m)) / (2 * m * (1 - m))
+    assert sympy.simplify(formula.subs(m, half) - closed.subs(m, half)) == 0
+    assert formula.subs(m, sympy.Rational(1, 20)) == ssp.elliptic_k_derivative(1, sympy.Rational(1, 20))
 
 
 def test_exact_bessel_rule_with_symbolic_order():

@@ -70,7 +70,7 @@ CASES = [
     Case("erfinv", ssp.erfinv, mp.erfinv, (-0.99, 0.3, 0.999999)),
     Case("erfcinv", ssp.erfcinv, lambda t: mp.erfinv(1 - t), (1e-10, 0.5, 1.7)),
     Case("ndtr", ssp.ndtr, mp.ncdf, (-10.0, 0.5, 5.0)),
-    Case("log_ndtr", ssp.log_ndtr, _ncdf_log, (-20.0, -5.0, -1.0, 3.0)),
+    Case("log_ndtr", ssp.log_ndtr, _ncdf_log, (-40.0, -20.0, -5.0, -4.0, -1.0, 3.0)),
     Case("ndtri", ssp.ndtri, lambda t: mp.sqrt(2) * mp.erfinv(2 * t - 1), (1e-10, 0.3, 0.999)),
     Case("expit", ssp.expit, lambda t: 1 / (1 + mp.exp(-t)), (-30.0, 0.5, 20.0)),
     Case("logit", ssp.logit, lambda t: mp.log(t / (1 - t)), (1e-6, 0.3, 0.999)),
@@ -93,19 +93,30 @@ CASES = [
     Case("zeta_hurwitz_q", lambda q: ssp.zeta(3.0, q), lambda t: mp.zeta(3, t), (0.5, 2.0, 30.0)),
     Case("lambertw", ssp.lambertw, lambda t: mp.lambertw(t).real, (-0.3, 0.0, 0.5, 1e3)),
     Case("lambertw_huge", ssp.lambertw, None, (1e100, 1e300), sympy.LambertW),
-    Case("ellipk", ssp.ellipk, mp.ellipk, (-2.0, 0.3, 0.9, 0.999)),
-    Case("ellipe", ssp.ellipe, mp.ellipe, (-2.0, 0.3, 0.9, 0.999)),
+    Case("ellipk", ssp.ellipk, mp.ellipk, (-2.0, 0.0, 1e-3, 0.1, 0.3, 0.9, 0.999)),
+    Case("ellipe", ssp.ellipe, mp.ellipe, (-2.0, 0.0, 1e-3, 0.1, 0.3, 0.9, 0.999)),
     Case("sinc", ssp.sinc, _spherical_j0, (0.0, 1e-3, 0.3, 7.25)),
+    # Extreme magnitudes: overflow and underflow edges, huge and tiny arguments.
+    Case("gamma_extreme", ssp.gamma, mp.gamma, (1e-5, 150.5, -150.5)),
+    Case("digamma_extreme", ssp.digamma, mp.digamma, (1e-8, 1e6)),
+    Case("j0_extreme", ssp.j0, None, (1e-6, 1e4), lambda t: sympy.besselj(0, t)),
+    Case("y0_extreme", ssp.y0, None, (1e-6, 1e4), lambda t: sympy.bessely(0, t)),
+    Case("i0_extreme", ssp.i0, None, (1e-6, 700.0), lambda t: sympy.besseli(0, t)),
+    Case("k0_extreme", ssp.k0, None, (1e-6, 700.0), lambda t: sympy.besselk(0, t)),
+    Case("erfinv_extreme", ssp.erfinv, mp.erfinv, (1e-10, 1 - 2.0**-50)),
+    Case("expit_extreme", ssp.expit, lambda t: 1 / (1 + mp.exp(-t)), (-700.0, 40.0)),
+    Case("ellipk_extreme", ssp.ellipk, mp.ellipk, (-1e6, 1 - 1e-12)),
+    Case("ellipe_extreme", ssp.ellipe, mp.ellipe, (-1e6, 1 - 1e-12)),
+    Case("zeta_extreme", ssp.zeta, mp.zeta, (1 + 1e-6, -30.5, 60.0)),
+    Case("lambertw_branch_point", ssp.lambertw, lambda t: mp.lambertw(t).real, (-0.36787944117144,)),
 ]
 
 #: (case, point) -> (tolerance, why): where SciPy's value (or the derivative's intrinsic
 #: conditioning in float64) does not allow 1e-9. Reported in docs/special-functions.md.
 SCIPY_LIMITED: dict = {
-    # Not SciPy's doing but the chain rule's: log_ndtr' = exp(-x**2/2 - out)/sqrt(2 pi) is
-    # about -x, and each further order subtracts two nearly equal terms (h' = -h (x + h)
-    # with x + h ~ -1/x), losing a factor ~x**2 per order in the far tail. Measured at
-    # x = -20: 3e-14, 1e-11, 1e-6, 1e-4 for orders 1-4 (x = -5: <= 2e-10).
-    ("log_ndtr", -20.0): (3e-4, "cancellation in the far tail, orders 3-4"),
+    # SciPy's lambertw stops iterating at a relative step of 1e-8: 1 + W near the branch
+    # point -1/e keeps only ~3 digits there (W itself 2e-10), so W' (1/(e^W (1 + W))) too.
+    ("lambertw_branch_point", -0.36787944117144): (3e-2, "scipy.special.lambertw near -1/e"),
 }
 
 
