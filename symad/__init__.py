@@ -14,6 +14,7 @@ LaTeX) and a compiled evaluator.
 (x2 + 1/x1, x1 - cos(x2))
 """
 
+from symad import special  # registers SciPy's special functions as primitives
 from symad.api import (
     Transformed,
     derivative,
@@ -40,7 +41,6 @@ from symad.function import Function, trace
 from symad.numpy import stop_gradient as _stop_gradient_elementwise
 from symad.pytree import tree_map as _tree_map
 from symad.sympy_import import from_sympy
-from symad import special  # noqa: E402,I001 - registers SciPy's special functions as primitives
 from symad.tracer import Parameter
 
 __version__ = "0.1.0"

@@ -297,8 +297,15 @@ heaviside_p = _piecewise_constant("heaviside", sympy.Heaviside, np.heaviside, ar
 frac_p = P._register(Primitive(
     "frac", sympy.frac, lambda x: x - np.floor(x), (lambda out, x: sympy.Integer(1),)))
 _UNARY.update({sympy.floor: floor_p, sympy.ceiling: ceiling_p, sympy.frac: frac_p})
-_ADAPTERS[sympy.Heaviside] = lambda x, h0=sympy.Rational(1, 2): _scalar_tracer(
-    current_builder().record(heaviside_p, (as_atoms(x)[()], as_atoms(h0)[()])))
+
+
+def _heaviside(x, value_at_zero=None):
+    # SymPy's Heaviside(x) is 1/2 at 0, like numpy.heaviside(x, 0.5).
+    value_at_zero = sympy.Rational(1, 2) if value_at_zero is None else as_atoms(value_at_zero)[()]
+    return _scalar_tracer(current_builder().record(heaviside_p, (as_atoms(x)[()], value_at_zero)))
+
+
+_ADAPTERS[sympy.Heaviside] = _heaviside
 
 # ---------------------------------------------------------------------------
 # Any other SymPy function: numeric implementation by name, partials from fdiff
@@ -375,7 +382,7 @@ def numeric_implementation(head) -> tuple[Any, str]:
 def _evalf_knows(head) -> bool:
     from sympy.utilities.lambdify import MPMATH_TRANSLATIONS
 
-    own_evalf = getattr(head, "_eval_evalf", None) is not getattr(sympy.Function, "_eval_evalf")
+    own_evalf = getattr(head, "_eval_evalf", None) is not sympy.Function._eval_evalf
     return own_evalf or hasattr(mpmath, MPMATH_TRANSLATIONS.get(head.__name__, head.__name__))
 
 

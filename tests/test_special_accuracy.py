@@ -120,7 +120,7 @@ SCIPY_LIMITED: dict = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def reference_derivatives(case: Case, point: float) -> tuple[float, ...]:
     """Derivatives of orders 0-4 at ``point`` (an exact float), computed at 30 digits.
 
