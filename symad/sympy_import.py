@@ -446,7 +446,15 @@ class _LazyPartials:
     def __init__(self, head, out, operands):
         self.head, self.out, self.operands = head, out, operands
 
+    def __len__(self) -> int:
+        return len(self.operands)
+
+    def __iter__(self):
+        return (self[index] for index in range(len(self.operands)))
+
     def __getitem__(self, index):
+        if special._is_held_constant(self.operands[index]):
+            return None  # a constant (or stop_gradient) operand: structurally zero
         derivative, dummies, out_dummy = _symbolic_partial(self.head, len(self.operands), index)
         bindings = {d: as_atoms(o)[()] for d, o in zip(dummies, self.operands)}
         bindings[out_dummy] = as_atoms(self.out)[()]

@@ -181,3 +181,20 @@ def test_generic_function_partials_reuse_the_node():
     second = sd.grad(sd.grad(F)).trace(0.5)
     assert second.formula() == x * sympy.airyai(x)
     assert second.stats()["operations"] == {"sympy.airyai": 1, "multiply": 1}
+
+
+def test_generic_partials_can_all_be_listed_with_a_constant_operand():
+    # A caller (Taylor mode) may ask a variadic rule for every partial at once: the
+    # constant degree's partial is a structural zero (None), not SymPy's missing fdiff.
+    from symad.graph import GraphBuilder
+    from symad.sympy_import import _scalar_tracer, sympy_function_primitive
+
+    primitive = sympy_function_primitive(sympy.chebyshevt)
+    builder = GraphBuilder("demo")
+    builder.add_input(x)
+    with builder.active():
+        out = builder.record(primitive, (sympy.Integer(3), x))
+        operands = [_scalar_tracer(sympy.Integer(3)), _scalar_tracer(x)]
+        partials = list(primitive.partials(_scalar_tracer(out), operands))
+    assert partials[0] is None
+    assert partials[1].atoms[()] is not None
