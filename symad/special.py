@@ -772,4 +772,6 @@ SYMPY_CLASSES: dict = {
     sympy.elliptic_k: ellipk, sympy_ndtr: ndtr, sympy_log_ndtr: log_ndtr, sympy_ndtri: ndtri,
     sympy_logit: logit, sympy_xlogy: xlogy, sympy_xlog1py: xlog1py,
     sympy_zeta_derivative: zeta_derivative, sympy.RisingFactorial: poch,
+    mills_excess: _mills_excess, elliptic_k_derivative: _k_derivative,
+    elliptic_e_derivative: _e_derivative,
 }

@@ -114,6 +114,10 @@ class _Importer:
             return self._fold(_LOGICAL[head], expr.args)
         if head is sympy.Not:
             return record(P.logical_not_p, (self.atom(expr.args[0]),))
+        if isinstance(expr, sympy.logic.boolalg.BooleanFunction):
+            # ITE, Xor, Implies, ... (SymPy writes Piecewise conditions with them) in
+            # terms of And, Or and Not.
+            return self.atom(expr.to_nnf())
         if head in _RELATIONS:
             return record(_RELATIONS[head], tuple(self.atom(a) for a in expr.args))
         if isinstance(expr, sympy.Piecewise):

@@ -198,3 +198,18 @@ def test_generic_partials_can_all_be_listed_with_a_constant_operand():
         partials = list(primitive.partials(_scalar_tracer(out), operands))
     assert partials[0] is None
     assert partials[1].atoms[()] is not None
+
+
+@pytest.mark.parametrize(
+    "f",
+    [lambda x: sc.gammainc(2.5, x) * sc.ndtr(x), lambda x: sc.log_ndtr(x), lambda x: sc.ellipk(x),
+     lambda x: sc.zeta(x + 2.0), lambda x: sc.jv(1.5, x) * sc.logit(x / 4)],
+    ids=["gammainc-ndtr", "log_ndtr", "ellipk", "zeta", "jv-logit"],
+)
+def test_formulas_of_derivatives_import_back(f):
+    # A derivative's formula (Piecewise branches, series and continued-fraction primitives
+    # included) is a SymPy expression from_sympy takes back, with the same values.
+    second = sd.derivative(f, 2).trace(0.5)
+    again = sd.from_sympy(second.formula(), [x])
+    points = np.array([0.05, 0.5, 0.9])
+    np.testing.assert_allclose(again(points), second(points), rtol=1e-12)
