@@ -14,6 +14,7 @@ LaTeX) and a compiled evaluator.
 (x2 + 1/x1, x1 - cos(x2))
 """
 
+from symad import special  # registers SciPy's special functions as primitives
 from symad.api import (
     Transformed,
     derivative,
@@ -71,6 +72,6 @@ def latex(fun, *args, **options) -> str:
 __all__ = [
     "CompileError", "DifferentiationError", "ExportError", "Function", "Parameter", "SymadError",
     "TracingError", "Transformed", "available_backends", "derivative", "from_sympy", "grad",
-    "hessian", "jacfwd", "jacobian", "jacrev", "jvp", "latex", "primitive", "stop_gradient",
+    "hessian", "jacfwd", "jacobian", "jacrev", "jvp", "latex", "primitive", "special", "stop_gradient",
     "taylor", "trace", "value_and_grad", "vjp", "vmap",
 ]

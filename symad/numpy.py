@@ -717,8 +717,7 @@ _UFUNCS = {
     "arccos": arccos, "arctan": arctan, "arctan2": arctan2, "sinh": sinh, "cosh": cosh,
     "tanh": tanh, "arcsinh": arcsinh, "arccosh": arccosh, "arctanh": arctanh,
     "absolute": abs, "fabs": abs, "sign": sign, "maximum": maximum, "minimum": minimum,
-    "hypot": hypot, "logaddexp": logaddexp, "erf": erf,
-    "erfc": erfc, "expit": sigmoid, "less": less, "less_equal": less_equal,
+    "hypot": hypot, "logaddexp": logaddexp, "less": less, "less_equal": less_equal,
     "greater": greater, "greater_equal": greater_equal, "equal": equal,
     "not_equal": not_equal, "matmul": matmul, "logical_and": logical_and,
     "logical_or": logical_or, "logical_not": logical_not, "bitwise_and": logical_and,
@@ -726,6 +725,23 @@ _UFUNCS = {
 }
 
 _REDUCTIONS = {"add": sum, "multiply": prod, "maximum": max, "minimum": min}
+
+
+def _ufunc_route(ufunc) -> tuple[str, Any]:
+    """``(qualified name, traceable function or None)`` for a ufunc called on traced values.
+
+    NumPy's ufuncs are looked up by name in ``_UFUNCS``, but only when the ufunc *is*
+    NumPy's: SciPy's ufuncs share NumPy's names (``scipy.special.psi`` and ``jn`` are
+    named ``psi``, ``jv``; others, like ``gamma``, would collide with any future NumPy
+    name), so they are routed by identity through ``symad.special.SCIPY_UFUNCS`` and
+    named after their real module in errors.
+    """
+    name = getattr(ufunc, "__name__", repr(ufunc))
+    if getattr(_np, name, None) is ufunc:
+        return f"numpy.{name}", _UFUNCS.get(name)
+    from symad import special
+
+    return special.scipy_ufunc_name(ufunc), special.SCIPY_UFUNCS.get(ufunc)
 
 
 def _untraceable(what: str) -> TracingError:
@@ -766,17 +782,19 @@ def dispatch_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
     a non-float ``dtype``) are refused rather than ignored.
     """
     name = getattr(ufunc, "__name__", repr(ufunc))
+    qualified_name, traceable = _ufunc_route(ufunc)
     suffix = "" if method == "__call__" else f".{method}"
-    what = f"the ufunc numpy.{name}{suffix}"
+    what = f"the ufunc {qualified_name}{suffix}"
     kwargs = _float_dtype_only(kwargs, what)
-    if kwargs.get("out") is None:
-        kwargs.pop("out", None)
+    out = kwargs.get("out")
+    if out is None or (isinstance(out, tuple) and all(o is None for o in out)):
+        kwargs.pop("out", None)  # scipy.special.zeta passes out=None positionally
     allowed = {"axis", "keepdims"} if method == "reduce" else set()
     if set(kwargs) - allowed:
         raise _untraceable(f"{what} with keywords {sorted(set(kwargs) - allowed)}")
-    if method == "__call__" and name in _UFUNCS:
-        return _UFUNCS[name](*inputs)
-    if method == "reduce" and name in _REDUCTIONS:
+    if method == "__call__" and traceable is not None:
+        return traceable(*inputs)
+    if method == "reduce" and qualified_name.startswith("numpy.") and name in _REDUCTIONS:
         (x,) = inputs
         return _REDUCTIONS[name](x, axis=kwargs.get("axis", 0), keepdims=kwargs.get("keepdims", False))
     raise _untraceable(what)
@@ -809,6 +827,10 @@ _CONSTRUCTORS = {zeros, ones, full, empty, zeros_like, ones_like, full_like, emp
 def dispatch_function(func, args: tuple, kwargs: dict) -> Any:
     """Route a NumPy array function called on traced values to its traceable version."""
     implementation = _FUNCTIONS.get(func)
+    if implementation is None:  # numpy.sinc and friends live in symad.special
+        from symad import special
+
+        implementation = special.ARRAY_FUNCTIONS.get(func)
     module = getattr(func, "__module__", "numpy") or "numpy"
     if implementation is None:
         raise _untraceable(f"{module}.{func.__name__}")

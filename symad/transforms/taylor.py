@@ -158,36 +158,81 @@ def taylor_series(
         if len(coefficients) != order + 1:
             raise ValueError(f"seed of {atom} has {len(coefficients)} coefficients, expected {order + 1}")
         sweep.series[atom] = list(coefficients)
+    schedule, depth = _plan(sweep, builder, primal_nodes)
 
-    # The schedule: every node that depends on a seed, in recording order. The
-    # partial rules of generic primitives record new nodes (cos for sin, ...);
-    # they land at the end of builder.nodes and are scheduled when reached.
-    schedule: list[Node] = []
+    for k in range(1, order + 1):
+        for node in schedule:
+            if k > order - depth[node.symbol]:
+                # Not needed at this order (see _plan); None makes any misuse fail loudly.
+                sweep.series[node.symbol].append(None)
+                continue
+            rule = TAYLOR_RULES.get(node.primitive)
+            value = rule(sweep, node, k) if rule is not None else sweep.chain_rule(node, k)
+            sweep.series[node.symbol].append(value)
+    return sweep
+
+
+def _plan(sweep: TaylorSweep, builder: GraphBuilder, primal_nodes: Sequence[Node]):
+    """The nodes to push series through, in recording order, and how deep each one sits.
+
+    Generic primitives need their partials' series, and recording a partial
+    can add nodes whose own partials are new again (gamma' needs digamma,
+    digamma' needs polygamma(1, x), ...). A partial of a node at depth ``d``
+    sits at depth ``d + 1`` and is needed to order ``n - d - 1`` only, so
+    partials are expanded only while ``depth < n``: the expansion stops by
+    itself after n levels. When a shallower node reuses a deeper one
+    (hash-consing), the deeper one and everything it reads are raised to the
+    shallower depth, expanding what then needs expanding.
+    """
+    order, function_name = sweep.order, sweep.function_name
     nodes = builder.nodes
     first_new = len(nodes)
-    position = nodes.index(primal_nodes[0]) if primal_nodes else len(nodes)
+    start = nodes.index(primal_nodes[0]) if primal_nodes else len(nodes)
+    depth = {node.symbol: 0 for node in nodes[start:]}
+    visited: set = set()
+    schedule: list[Node] = []
+
+    def expand(node: Node) -> None:
+        """Record the node's partials; the nodes this adds sit one level deeper."""
+        before = len(nodes)
+        varying = [index for index, arg in enumerate(node.args) if arg in sweep.series]
+        sweep.partials[node] = partial_atoms(node, varying, function_name)
+        for new_node in nodes[before:]:
+            depth.setdefault(new_node.symbol, depth[node.symbol] + 1)
+        raise_depth(sweep.partials[node].values(), depth[node.symbol] + 1)
+        if len(nodes) - first_new > MAX_PARTIAL_NODES:
+            raise DifferentiationError(
+                f"Taylor mode for {function_name!r}: the partial derivative rules keep adding "
+                f"nodes (past {MAX_PARTIAL_NODES}); a custom primitive's partial probably "
+                "calls a new custom primitive at every order. Use nested sd.grad instead"
+            )
+
+    def raise_depth(atoms, level: int) -> None:
+        """Make ``atoms`` (and all they read) available to order ``n - level``."""
+        stack = [(atom, level) for atom in atoms]
+        while stack:
+            atom, level = stack.pop()
+            if depth.get(atom, -1) <= level:
+                continue  # an input or constant, or already shallow enough
+            depth[atom] = level
+            node = builder.node_of(atom)
+            stack.extend((arg, level) for arg in node.args)
+            if node in sweep.partials:
+                stack.extend((partial, level + 1) for partial in sweep.partials[node].values())
+            elif node.symbol in visited and needs_partials(sweep, node) and level < order:
+                expand(node)
+
+    position = start
     while position < len(nodes):
         node = nodes[position]
         position += 1
         if node.primitive.returns_boolean:
             continue  # truth values are flat: a comparison has no Taylor coefficients
-        varying = [index for index, arg in enumerate(node.args) if arg in sweep.series]
-        if not varying:
+        if not any(arg in sweep.series for arg in node.args):
             continue
         sweep.series[node.symbol] = [node.symbol]
+        visited.add(node.symbol)
         schedule.append(node)
-        if needs_partials(sweep, node):
-            sweep.partials[node] = partial_atoms(node, varying, function_name)
-            if len(nodes) - first_new > MAX_PARTIAL_NODES:
-                raise DifferentiationError(
-                    f"Taylor mode for {function_name!r}: the partial derivative rules keep adding "
-                    f"nodes (past {MAX_PARTIAL_NODES}); a custom primitive's partial probably "
-                    "calls a new custom primitive at every order. Use nested sd.grad instead"
-                )
-
-    for k in range(1, order + 1):
-        for node in schedule:
-            rule = TAYLOR_RULES.get(node.primitive)
-            value = rule(sweep, node, k) if rule is not None else sweep.chain_rule(node, k)
-            sweep.series[node.symbol].append(value)
-    return sweep
+        if needs_partials(sweep, node) and depth[node.symbol] < order:
+            expand(node)
+    return schedule, depth

@@ -1,0 +1,777 @@
+"""``symad.special``: SciPy's special functions as differentiable primitives.
+
+The namespace mirrors ``scipy.special``: inside a traced function
+``ssp.gamma(x)`` records a node, and so does ``scipy.special.gamma(x)``
+itself (SciPy's ufuncs reach symad through ``__array_ufunc__``, routed by
+the ufunc object, see :data:`SCIPY_UFUNCS`). On plain numbers every function
+computes numerically, like SciPy.
+
+Each function is one row of the table below: its SymPy form (SymPy's own
+class where SymPy has one, so formulas and LaTeX read as mathematicians
+write them), a vectorised NumPy/SciPy implementation, and symbolic partials
+written with traceable operations, so derivatives of every order are graphs
+again. Rules reuse the node's own value ``out`` where that keeps higher
+derivatives small and free of overflow (gamma' = out*digamma(x),
+erfinv' = sqrt(pi)/2*exp(out**2), lambertw' = 1/(exp(out)*(1 + out))).
+
+Bessel functions of integer order (``j0``, ``j1``, ``y0``, ...) are the
+general-order primitive (``jv``, ``yv``, ...) with a constant order: their
+derivatives involve neighbouring orders anyway (j0' = -j1, j1' = (j0 - j2)/2),
+so one primitive per family keeps one rule and shares nodes between
+``j0(x)`` and ``jv(0, x)``. Every order is evaluated by SciPy's general
+kernel (``jv``, AMOS): its ``j0``/``y0`` (Cephes) are faster but keep only
+12-13 digits at x = 1e4, where ``jv(0, x)`` keeps all 16. Orders (and
+polygamma's ``n``, the shapes of the incomplete gamma and beta functions)
+are operands that must be constant: differentiating w.r.t. them raises
+:class:`~symad.errors.DifferentiationError`.
+
+docs/special-functions.md lists every function, its rule and its measured
+accuracy.
+
+>>> import symad as sd, symad.special as ssp
+>>> float(ssp.gamma(5.0))
+24.0
+>>> sd.grad(ssp.gamma).trace(0.5).formula()
+gamma(x)*polygamma(0, x)
+>>> import scipy.special
+>>> bool(sd.grad(lambda x: scipy.special.j0(x))(1.0) == -scipy.special.j1(1.0))
+True
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+
+import mpmath
+import numpy as np
+import scipy.special as sc
+import sympy
+from sympy.core.expr import Expr
+
+from symad import numpy as snp
+from symad import primitives as P
+from symad.errors import DifferentiationError
+from symad.graph import current_builder, is_constant, is_zero_constant
+from symad.primitives import Primitive
+from symad.tracer import as_atoms
+
+__all__ = [
+    "SCIPY_UFUNCS", "beta", "betainc", "betaln", "digamma", "ellipe", "ellipk", "erf", "erfc",
+    "erfcinv", "erfinv", "expit", "gamma", "gammainc", "gammaincc", "gammaln", "i0", "i1", "iv",
+    "j0", "j1", "jn", "jv", "k0", "k1", "kv", "lambertw", "log_ndtr", "logit", "ndtr", "ndtri",
+    "poch", "polygamma", "psi", "sinc", "spherical_jn", "xlog1py", "xlogy", "y0", "y1", "yv",
+    "zeta", "zeta_derivative",
+]
+
+# ---------------------------------------------------------------------------
+# SymPy classes for the functions SymPy has none of
+# ---------------------------------------------------------------------------
+
+
+class _MpmathFunction(sympy.Function):
+    """A SymPy function evaluated by ``_mpmath`` (for ``evalf`` and constant folding).
+
+    ``_latex_name`` prints it in LaTeX (both SymPy's printer and symad's use it).
+    """
+
+    _latex_name = ""
+
+    @staticmethod
+    def _mpmath(*args):
+        raise NotImplementedError
+
+    def _eval_evalf(self, prec):
+        values = [arg.evalf(mpmath.libmp.prec_to_dps(prec) + 5) for arg in self.args]
+        if not all(value.is_Number for value in values):
+            return None
+        with mpmath.workprec(prec + 20):
+            result = self._mpmath(*(mpmath.mpf(str(value)) for value in values))
+        if isinstance(result, mpmath.mpc):
+            return None
+        return Expr._from_mpmath(result, prec)
+
+    def _latex(self, printer, exp=None):
+        arguments = ", ".join(printer._print(arg) for arg in self.args)
+        text = rf"{self._latex_name}\left({arguments}\right)"
+        return rf"{{{text}}}^{{{exp}}}" if exp is not None else text
+
+    _symad_latex = _latex
+
+
+class ndtr(_MpmathFunction):  # noqa: N801 - SymPy function classes are lower case
+    """The standard normal distribution function Phi(x), printed as Phi(x)."""
+
+    _latex_name = r"\Phi"
+    _mpmath = staticmethod(mpmath.ncdf)
+
+    def fdiff(self, argindex=1):
+        x = self.args[0]
+        return sympy.exp(-(x**2) / 2) / sympy.sqrt(2 * sympy.pi)
+
+    def _eval_rewrite_as_erf(self, x, **kwargs):
+        return (1 + sympy.erf(x / sympy.sqrt(2))) / 2
+
+
+class log_ndtr(_MpmathFunction):  # noqa: N801
+    """log(Phi(x)), evaluated without underflow for very negative x."""
+
+    _latex_name = r"\log\Phi"
+    _mpmath = staticmethod(lambda x: mpmath.log(mpmath.ncdf(x)))
+
+    def fdiff(self, argindex=1):
+        x = self.args[0]
+        return sympy.exp(-(x**2) / 2 - self) / sympy.sqrt(2 * sympy.pi)
+
+
+class ndtri(_MpmathFunction):  # noqa: N801
+    """The inverse of Phi: the standard normal quantile function."""
+
+    _latex_name = r"\Phi^{-1}"
+    _mpmath = staticmethod(lambda p: mpmath.sqrt(2) * mpmath.erfinv(2 * p - 1))
+
+    def fdiff(self, argindex=1):
+        return sympy.sqrt(2 * sympy.pi) * sympy.exp(self**2 / 2)
+
+
+class logit(_MpmathFunction):  # noqa: N801
+    """log(p / (1 - p)), the inverse of the logistic function."""
+
+    _latex_name = r"\operatorname{logit}"
+    _mpmath = staticmethod(lambda p: mpmath.log(p / (1 - p)))
+
+    def fdiff(self, argindex=1):
+        p = self.args[0]
+        return 1 / (p * (1 - p))
+
+
+class xlogy(_MpmathFunction):  # noqa: N801
+    """x*log(y), and 0 where x = 0 (whatever y)."""
+
+    _latex_name = r"\operatorname{xlogy}"
+    _mpmath = staticmethod(lambda x, y: mpmath.mpf(0) if x == 0 else x * mpmath.log(y))
+
+    def fdiff(self, argindex=1):
+        x, y = self.args
+        return sympy.log(y) if argindex == 1 else x / y
+
+
+class xlog1py(_MpmathFunction):  # noqa: N801
+    """x*log(1 + y), and 0 where x = 0 (whatever y)."""
+
+    _latex_name = r"\operatorname{xlog1py}"
+    _mpmath = staticmethod(lambda x, y: mpmath.mpf(0) if x == 0 else x * mpmath.log1p(y))
+
+    def fdiff(self, argindex=1):
+        x, y = self.args
+        return P.sympy_log1p(y) if argindex == 1 else x / (1 + y)
+
+
+class zeta_derivative(_MpmathFunction):  # noqa: N801
+    """The k-th derivative of the Hurwitz zeta function in s: d^k/ds^k zeta(s, q)."""
+
+    _mpmath = staticmethod(lambda k, s, q: mpmath.zeta(s, q, int(k)))
+
+    def fdiff(self, argindex=1):
+        k, s, q = self.args
+        if argindex == 2:
+            return self.func(k + 1, s, q)
+        raise sympy.core.function.ArgumentIndexError(self, argindex)
+
+    def _latex(self, printer, exp=None):
+        k, s, q = self.args
+        arguments = printer._print(s) if q == 1 else f"{printer._print(s)}, {printer._print(q)}"
+        text = rf"\zeta^{{({printer._print(k)})}}\left({arguments}\right)"
+        return rf"{{{text}}}^{{{exp}}}" if exp is not None else text
+
+    _symad_latex = _latex
+
+
+# The classes stay reachable under these names; the module names ndtr, logit, ... are the
+# traceable functions of the table below.
+sympy_ndtr, sympy_log_ndtr, sympy_ndtri, sympy_logit = ndtr, log_ndtr, ndtri, logit
+sympy_xlogy, sympy_xlog1py, sympy_zeta_derivative = xlogy, xlog1py, zeta_derivative
+
+# ---------------------------------------------------------------------------
+# Vectorised implementations SciPy has no single function for
+# ---------------------------------------------------------------------------
+
+
+def _scalar_if_0d(value):
+    return value[()] if isinstance(value, np.ndarray) and value.ndim == 0 else value
+
+
+def _is_scalar_order(order, value) -> bool:
+    return np.ndim(order) == 0 and float(order) == value
+
+
+def _kv(v, x):
+    """``scipy.special.kv``, which underflows to 0 well before K_v does (kv(1, 700) is 0,
+    K_1(700) is 4.7e-306); the scaled kve(v, x)*exp(-x) covers that range."""
+    with np.errstate(all="ignore"):
+        values = sc.kv(v, x)
+        underflowed = (values == 0) & (np.asarray(x) > 0)
+        if np.any(underflowed):
+            values = np.where(underflowed, sc.kve(v, x) * np.exp(-np.asarray(x)), values)
+    return _scalar_if_0d(values)
+
+
+def _lambertw_real(x):
+    """The principal branch W_0 on its real domain x >= -1/e; nan below it."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        w = sc.lambertw(x, 0)
+        return _scalar_if_0d(np.where(x >= -np.exp(-1.0), w.real, np.nan))
+
+
+def _zeta_impl(s, q):
+    # SciPy's Hurwitz zeta covers s >= 1 only; its Riemann zeta covers every real s.
+    if _is_scalar_order(q, 1):
+        return sc.zeta(s)
+    return sc.zeta(s, q)
+
+
+def _mpmath_zeta_derivative(k, s, q) -> float:
+    with mpmath.workdps(30):
+        try:
+            return float(mpmath.zeta(s, q, int(k)))
+        except (ValueError, ZeroDivisionError):  # the pole at s = 1, or q <= 0
+            return float("nan")
+
+
+_zeta_derivative_ufunc = np.frompyfunc(_mpmath_zeta_derivative, 3, 1)
+
+
+def _zeta_derivative_impl(k, s, q):
+    # No SciPy function computes zeta's derivatives in s; mpmath does, one point at a time.
+    return _scalar_if_0d(np.asarray(_zeta_derivative_ufunc(k, s, q), dtype=np.float64))
+
+
+def _spherical_jn_impl(n, z):
+    return sc.spherical_jn(np.asarray(n, dtype=np.int64), z)
+
+
+# ---------------------------------------------------------------------------
+# Partials that do not exist: constant operands
+# ---------------------------------------------------------------------------
+
+
+def _is_held_constant(operand) -> bool:
+    """True for a constant atom or an ``sd.stop_gradient`` node: its derivative is zero."""
+    atom = as_atoms(operand)[()]
+    if is_constant(atom):
+        return True
+    builder = current_builder()
+    node = builder.node_of(atom) if builder is not None else None
+    return node is not None and node.primitive is P.stop_gradient_p
+
+
+def _constant_operand(function: str, index: int, argument: str, why: str) -> Callable:
+    """A partial rule for an operand that must be constant: zero if it is, else a clear error."""
+
+    def rule(out, *operands):
+        if _is_held_constant(operands[index]):
+            return None
+        raise DifferentiationError(
+            f"{function}: symad cannot differentiate w.r.t. the argument {argument} "
+            f"({why}). Pass {argument} as a number, wrap it in sd.stop_gradient, or define a "
+            "custom primitive (@sd.primitive with .defpartials) that gives this partial."
+        )
+
+    return rule
+
+
+_ORDER_WHY = "the order of a Bessel function is a constant parameter; only the argument is differentiated"
+
+# ---------------------------------------------------------------------------
+# The table
+# ---------------------------------------------------------------------------
+
+#: SciPy ufuncs on traced values, by identity (their ``__name__`` may be a NumPy name, or
+#: another SciPy name: ``jn is jv``, ``digamma is psi``), to the traceable function.
+SCIPY_UFUNCS: dict = {}
+
+SQRT_PI_OVER_2 = sympy.sqrt(sympy.pi) / 2
+SQRT_2PI = sympy.sqrt(2 * sympy.pi)
+
+
+def _define(
+    name: str,
+    arguments: str,
+    sympy_form: Callable,
+    numpy_impl: Callable,
+    partials,
+    doc: str,
+    *,
+    scipy_ufuncs: tuple = (),
+    numpy_name: str | None = ...,
+    simplify: Callable | None = None,
+) -> Callable:
+    """Register one primitive and return its traceable function, named like SciPy's.
+
+    ``arguments`` names the parameters ("x", "v x"): traced inputs are named after them.
+    ``numpy_name`` is the dotted spelling for generated code, ``scipy.special.<name>``
+    by default; None where no single library function computes the primitive.
+    """
+    primitive = P._register(Primitive(
+        name, sympy_form, numpy_impl, partials, simplify=simplify,
+        numpy_name=f"scipy.special.{name}" if numpy_name is ... else numpy_name))
+    function = snp._elementwise(primitive, name, doc)
+    function.__module__ = __name__
+    function.__signature__ = inspect.Signature([
+        inspect.Parameter(argument, inspect.Parameter.POSITIONAL_ONLY)
+        for argument in arguments.split()
+    ])
+    function.primitive = primitive
+    for ufunc in scipy_ufuncs:
+        SCIPY_UFUNCS[ufunc] = function
+    return function
+
+
+def _zero_first_operand(builder, args):
+    # xlogy(0, y) = 0 for every y: derivative rules build it whenever a power is constant 1.
+    return sympy.Integer(0) if is_zero_constant(args[0]) else None
+
+
+# -- gamma and beta functions ----------------------------------------------------
+
+gamma = _define(
+    "gamma", "x", sympy.gamma, sc.gamma, (lambda out, x: out * digamma(x),),
+    "The gamma function; gamma' = gamma(x)*digamma(x).", scipy_ufuncs=(sc.gamma,))
+gammaln = _define(
+    "gammaln", "x", sympy.loggamma, sc.gammaln, (lambda out, x: digamma(x),),
+    "log|gamma(x)|; its derivative is digamma(x) (for negative x too). Printed as "
+    "SymPy's loggamma, which equals it for x > 0.", scipy_ufuncs=(sc.gammaln,))
+digamma = _define(
+    "digamma", "x", sympy.digamma, sc.psi, (lambda out, x: polygamma(1, x),),
+    "The digamma function psi(x) = gamma'(x)/gamma(x); psi' = polygamma(1, x).",
+    scipy_ufuncs=(sc.psi,), numpy_name="scipy.special.psi")
+psi = digamma
+polygamma = _define(
+    "polygamma", "n x", sympy.polygamma, sc.polygamma,
+    (_constant_operand("polygamma(n, x)", 0, "n", "n is the integer order of the derivative"),
+     lambda out, n, x: polygamma(n + 1, x)),
+    "The n-th derivative of digamma (n a constant non-negative integer); "
+    "its derivative is polygamma(n + 1, x).")
+beta = _define(
+    "beta", "a b", sympy.beta, sc.beta,
+    (lambda out, a, b: out * (digamma(a) - digamma(a + b)),
+     lambda out, a, b: out * (digamma(b) - digamma(a + b))),
+    "The beta function B(a, b) = gamma(a)gamma(b)/gamma(a + b).", scipy_ufuncs=(sc.beta,))
+betaln = _define(
+    "betaln", "a b", lambda a, b: sympy.log(sympy.beta(a, b)), sc.betaln,
+    (lambda out, a, b: digamma(a) - digamma(a + b),
+     lambda out, a, b: digamma(b) - digamma(a + b)),
+    "log|B(a, b)|, without the overflow of beta.", scipy_ufuncs=(sc.betaln,))
+
+
+def _gamma_density(a, x):
+    # x**(a-1) exp(-x) / gamma(a), in logarithms: x**(a-1) and gamma(a) overflow
+    # separately for a past ~170 while their ratio does not.
+    return snp.exp(xlogy(a - 1, x) - x - gammaln(a))
+
+
+_SHAPE_WHY = ("the derivative of the regularised incomplete gamma function w.r.t. its shape "
+              "has no closed form that SciPy evaluates")
+gammainc = _define(
+    "gammainc", "a x", lambda a, x: sympy.lowergamma(a, x) / sympy.gamma(a), sc.gammainc,
+    (_constant_operand("gammainc(a, x)", 0, "a", _SHAPE_WHY),
+     lambda out, a, x: _gamma_density(a, x)),
+    "The regularised lower incomplete gamma function P(a, x) = lowergamma(a, x)/gamma(a); "
+    "differentiable w.r.t. x (a must be constant).", scipy_ufuncs=(sc.gammainc,))
+gammaincc = _define(
+    "gammaincc", "a x", lambda a, x: sympy.uppergamma(a, x) / sympy.gamma(a), sc.gammaincc,
+    (_constant_operand("gammaincc(a, x)", 0, "a", _SHAPE_WHY),
+     lambda out, a, x: -_gamma_density(a, x)),
+    "The regularised upper incomplete gamma function Q(a, x) = 1 - P(a, x); "
+    "differentiable w.r.t. x (a must be constant).", scipy_ufuncs=(sc.gammaincc,))
+
+_BETA_SHAPE_WHY = ("the derivative of the regularised incomplete beta function w.r.t. its "
+                   "shapes has no closed form that SciPy evaluates")
+betainc = _define(
+    "betainc", "a b x", lambda a, b, x: sympy.betainc_regularized(a, b, 0, x), sc.betainc,
+    (_constant_operand("betainc(a, b, x)", 0, "a", _BETA_SHAPE_WHY),
+     _constant_operand("betainc(a, b, x)", 1, "b", _BETA_SHAPE_WHY),
+     # x**(a-1) (1-x)**(b-1) / B(a, b), in logarithms (each factor alone may overflow).
+     lambda out, a, b, x: snp.exp(xlogy(a - 1, x) + xlog1py(b - 1, -x) - betaln(a, b))),
+    "The regularised incomplete beta function I_x(a, b); differentiable w.r.t. x (a and b "
+    "must be constant).", scipy_ufuncs=(sc.betainc,))
+poch = _define(
+    "poch", "z m", sympy.RisingFactorial, sc.poch,
+    (lambda out, z, m: out * (digamma(z + m) - digamma(z)),
+     lambda out, z, m: out * digamma(z + m)),
+    "The rising factorial (Pochhammer symbol) gamma(z + m)/gamma(z).", scipy_ufuncs=(sc.poch,))
+
+# -- error function and the normal distribution ----------------------------------
+
+erf = snp.erf
+erfc = snp.erfc
+expit = snp.sigmoid
+SCIPY_UFUNCS.update({sc.erf: erf, sc.erfc: erfc, sc.expit: expit})
+erfinv = _define(
+    "erfinv", "x", sympy.erfinv, sc.erfinv,
+    (lambda out, x: SQRT_PI_OVER_2 * snp.exp(out**2),),
+    "The inverse error function; erfinv' = sqrt(pi)/2*exp(erfinv(x)**2).",
+    scipy_ufuncs=(sc.erfinv,))
+erfcinv = _define(
+    "erfcinv", "x", sympy.erfcinv, sc.erfcinv,
+    (lambda out, x: -SQRT_PI_OVER_2 * snp.exp(out**2),),
+    "The inverse complementary error function.", scipy_ufuncs=(sc.erfcinv,))
+ndtr = _define(
+    "ndtr", "x", ndtr, sc.ndtr, (lambda out, x: snp.exp(-(x**2) / 2) / SQRT_2PI,),
+    "The standard normal distribution function Phi(x).", scipy_ufuncs=(sc.ndtr,))
+_TAIL = -4
+_TAIL_TERMS = 40  # the continued fraction's relative error at x = -4 is 1e-17
+
+
+def _mills_excess_impl(n, t):
+    """The n-th derivative of g(t) = 1/(t + 2/(t + 3/(t + ...))), 40 levels, for t >= 4.
+
+    g = 1/R(t) - t, with R the Mills ratio Phi(-t)/pdf(t). The derivatives come from
+    truncated Taylor arithmetic through the levels (y = k/(t + z) as a series in t), so
+    none is a difference of nearly equal numbers.
+    """
+    n = int(n)
+    t = np.asarray(t, dtype=np.float64)
+    z = np.zeros((n + 1,) + t.shape)  # Taylor coefficients of the level below
+    for k in range(_TAIL_TERMS, 0, -1):
+        denominator = z.copy()
+        denominator[0] += t
+        if n >= 1:
+            denominator[1] += 1.0
+        y = np.empty_like(z)
+        y[0] = k / denominator[0]
+        for order in range(1, n + 1):
+            y[order] = -sum(denominator[j] * y[order - j] for j in range(1, order + 1)) / denominator[0]
+        z = y
+    return _scalar_if_0d(z[n] * float(np.prod(np.arange(1, n + 1))))
+
+
+class mills_excess(_MpmathFunction):  # noqa: N801
+    """The n-th derivative of 1/R(t) - t, R(t) = Phi(-t)/pdf(t) the Mills ratio."""
+
+    _mpmath = staticmethod(lambda n, t: mpmath.diff(
+        lambda s: mpmath.npdf(s) / mpmath.ncdf(-s) - s, t, int(n)))
+
+    def _latex(self, printer, exp=None):
+        n, t = self.args
+        text = rf"g^{{({printer._print(n)})}}\left({printer._print(t)}\right)"
+        return rf"{{{text}}}^{{{exp}}}" if exp is not None else text
+
+    _symad_latex = _latex
+
+
+_mills_excess = _define(
+    "mills_excess", "n t", mills_excess, _mills_excess_impl,
+    (_constant_operand("mills_excess(n, t)", 0, "n", "n is the order of the derivative"),
+     lambda out, n, t: _mills_excess(n + 1, t)),
+    "d^n/dt^n (1/R(t) - t), R the Mills ratio, for t >= 4 (log_ndtr's far tail).",
+    numpy_name=None)
+
+
+def _log_ndtr_partial(out, x):
+    """log_ndtr' = pdf(x)/Phi(x) =: h(x).
+
+    Away from the far left tail, as one exponential: pdf and Phi both underflow for
+    x < -38, their ratio (about -x) does not. In the tail (x < -4) that form is exact at
+    order 1 but its derivatives are not: h' = -h (x + h), and x + h (about -1/x) would be
+    the difference of two nearly equal numbers, losing a factor x**2 per order. There
+    h = t + g(t), t = -x, with g = x + h the continued fraction of the Mills ratio, a
+    primitive whose derivatives are computed without cancellation. The double ``where``
+    keeps each branch finite where it is not taken.
+    """
+    tail = x < _TAIL
+    t = -snp.where(tail, x, _TAIL)
+    x_body = snp.where(tail, 0, x)
+    body = snp.exp(-(x_body**2) / 2 - snp.where(tail, 0, out)) / SQRT_2PI
+    return snp.where(tail, t + _mills_excess(0, t), body)
+
+
+log_ndtr = _define(
+    "log_ndtr", "x", log_ndtr, sc.log_ndtr,
+    (_log_ndtr_partial,),
+    "log(Phi(x)), accurate for very negative x; its derivative is pdf(x)/Phi(x).",
+    scipy_ufuncs=(sc.log_ndtr,))
+ndtri = _define(
+    "ndtri", "p", ndtri, sc.ndtri, (lambda out, p: SQRT_2PI * snp.exp(out**2 / 2),),
+    "The standard normal quantile function, the inverse of ndtr.", scipy_ufuncs=(sc.ndtri,))
+logit = _define(
+    "logit", "p", logit, sc.logit, (lambda out, p: 1 / (p * (1 - p)),),
+    "log(p/(1 - p)), the inverse of expit.", scipy_ufuncs=(sc.logit,))
+xlogy = _define(
+    "xlogy", "x y", xlogy, sc.xlogy,
+    (lambda out, x, y: snp.log(y), lambda out, x, y: x / y),
+    "x*log(y), 0 where x = 0.", scipy_ufuncs=(sc.xlogy,), simplify=_zero_first_operand)
+xlog1py = _define(
+    "xlog1py", "x y", xlog1py, sc.xlog1py,
+    (lambda out, x, y: snp.log1p(y), lambda out, x, y: x / (1 + y)),
+    "x*log(1 + y), 0 where x = 0.", scipy_ufuncs=(sc.xlog1py,), simplify=_zero_first_operand)
+
+# -- Bessel functions (one primitive per family, the order a constant operand) -----
+
+jv = _define(
+    "jv", "v x", sympy.besselj, sc.jv,
+    (_constant_operand("jv(v, x)", 0, "v", _ORDER_WHY),
+     lambda out, v, x: (jv(v - 1, x) - jv(v + 1, x)) / 2),
+    "Bessel function of the first kind J_v(x); J_v' = (J_{v-1} - J_{v+1})/2.",
+    scipy_ufuncs=(sc.jv,))
+yv = _define(
+    "yv", "v x", sympy.bessely, sc.yv,
+    (_constant_operand("yv(v, x)", 0, "v", _ORDER_WHY),
+     lambda out, v, x: (yv(v - 1, x) - yv(v + 1, x)) / 2),
+    "Bessel function of the second kind Y_v(x); Y_v' = (Y_{v-1} - Y_{v+1})/2.",
+    scipy_ufuncs=(sc.yv,))
+iv = _define(
+    "iv", "v x", sympy.besseli, sc.iv,
+    (_constant_operand("iv(v, x)", 0, "v", _ORDER_WHY),
+     lambda out, v, x: (iv(v - 1, x) + iv(v + 1, x)) / 2),
+    "Modified Bessel function of the first kind I_v(x); I_v' = (I_{v-1} + I_{v+1})/2.",
+    scipy_ufuncs=(sc.iv,))
+kv = _define(
+    "kv", "v x", sympy.besselk, _kv,
+    (_constant_operand("kv(v, x)", 0, "v", _ORDER_WHY),
+     lambda out, v, x: -(kv(v - 1, x) + kv(v + 1, x)) / 2),
+    "Modified Bessel function of the second kind K_v(x); K_v' = -(K_{v-1} + K_{v+1})/2.",
+    scipy_ufuncs=(sc.kv,))
+jn = jv
+
+
+def _fixed_order(family: Callable, order: int, scipy_name: str) -> Callable:
+    def function(x):
+        return family(order, x)
+
+    function.__name__ = function.__qualname__ = scipy_name
+    function.__doc__ = f"``{family.__name__}({order}, x)``, as ``scipy.special.{scipy_name}``."
+    SCIPY_UFUNCS[getattr(sc, scipy_name)] = function
+    return function
+
+
+j0, j1 = _fixed_order(jv, 0, "j0"), _fixed_order(jv, 1, "j1")
+y0, y1 = _fixed_order(yv, 0, "y0"), _fixed_order(yv, 1, "y1")
+i0, i1 = _fixed_order(iv, 0, "i0"), _fixed_order(iv, 1, "i1")
+k0, k1 = _fixed_order(kv, 0, "k0"), _fixed_order(kv, 1, "k1")
+SCIPY_UFUNCS[sc.yn] = yv
+
+spherical_jn = _define(
+    "spherical_jn", "n z", sympy.jn, _spherical_jn_impl,
+    (_constant_operand("spherical_jn(n, z)", 0, "n", "the order is a constant integer"),
+     # No division by z: exact at z = 0, where j_n'(0) is 0 (or 1/3 for n = 1).
+     lambda out, n, z: (n * spherical_jn(n - 1, z) - (n + 1) * spherical_jn(n + 1, z))
+     / (2 * n + 1)),
+    "Spherical Bessel function j_n(z) (a constant integer order n >= 0).",
+    numpy_name=None)
+
+
+sinc = _define(
+    "sinc", "x", lambda x: sympy.sinc(sympy.pi * x), np.sinc,
+    # sinc(x) is the spherical Bessel function j_0(pi x): its derivatives are those of j_n,
+    # finite and free of cancellation at and near 0, where the quotient's are 0/0.
+    (lambda out, x: -sympy.pi * spherical_jn(1, sympy.pi * x),),
+    "NumPy's normalised sinc, sin(pi x)/(pi x) (``numpy.sinc``, re-exported by "
+    "scipy.special); printed as SymPy's sinc(pi*x), SymPy's sinc being unnormalised.",
+    numpy_name="numpy.sinc")
+
+
+#: NumPy array functions (``__array_function__``) that symad.special traces.
+ARRAY_FUNCTIONS: dict = {np.sinc: sinc}
+
+# -- zeta, Lambert W, elliptic integrals -------------------------------------------
+
+def _zeta_derivative_order_zero(builder, args):
+    # zeta^(0)(s, q) is zeta(s, q) itself: the q-partial below builds it for k = 1.
+    k, s, q = args
+    if is_zero_constant(k):
+        return builder.record(_hurwitz.primitive, (s, q))
+    return None
+
+
+zeta_derivative = _define(
+    "zeta_derivative", "k s q", zeta_derivative, _zeta_derivative_impl,
+    (_constant_operand("zeta_derivative(k, s, q)", 0, "k", "k is the order of the derivative"),
+     lambda out, k, s, q: zeta_derivative(k + 1, s, q),
+     # d/dq of d^k/ds^k zeta(s, q) = -s zeta^(k)(s+1, q) - k zeta^(k-1)(s+1, q)
+     lambda out, k, s, q: -s * zeta_derivative(k, s + 1, q) - k * zeta_derivative(k - 1, s + 1, q)),
+    "The k-th derivative in s of the Hurwitz zeta function (mpmath evaluates it; SciPy has "
+    "no such function).", numpy_name=None, simplify=_zeta_derivative_order_zero)
+_hurwitz = _define(
+    "zeta", "s q", sympy.zeta, _zeta_impl,
+    (lambda out, s, q: zeta_derivative(1, s, q), lambda out, s, q: -s * _hurwitz(s + 1, q)),
+    "The Hurwitz zeta function zeta(s, q); q = 1 is Riemann's.", numpy_name=None)
+SCIPY_UFUNCS[sc._ufuncs._zeta] = _hurwitz
+SCIPY_UFUNCS[sc._ufuncs._riemann_zeta] = lambda s: _hurwitz(s, 1)
+
+
+def zeta(x, q=None):
+    """Riemann's zeta(x), or Hurwitz's zeta(x, q), as ``scipy.special.zeta``.
+
+    Its derivatives in x are d^k/dx^k zeta, evaluated by mpmath (SciPy has none).
+
+    >>> import symad as sd
+    >>> round(float(zeta(2.0)), 12), round(float(sd.grad(zeta)(2.0)), 12)
+    (1.644934066848, -0.937548254316)
+    """
+    return _hurwitz(x, 1 if q is None else q)
+
+
+lambertw = _define(
+    "lambertw", "x", sympy.LambertW, _lambertw_real,
+    # 1/(exp(W)(1 + W)) rather than W/(x(1 + W)): finite at x = 0, and exp(W) = x/W never
+    # overflows where x does not.
+    (lambda out, x: 1 / (snp.exp(out) * (1 + out)),),
+    "The principal real branch W_0 of the Lambert W function, real-valued (nan below -1/e).",
+    numpy_name=None)
+
+
+def _traced_lambertw(z, k, tol):
+    # scipy.special.lambertw(z, k=0, tol=1e-8) calls this ufunc with an array k.
+    if np.ndim(k) != 0 or int(k) != 0:
+        raise DifferentiationError(
+            f"scipy.special.lambertw with branch k={np.asarray(k).tolist()}: symad traces the "
+            "principal real branch k=0 only (symad.special.lambertw)")
+    return lambertw(z)
+
+
+SCIPY_UFUNCS[sc._ufuncs._lambertw] = _traced_lambertw
+# Near m = 0 the closed forms of K' and E' below divide a difference of nearly equal
+# integrals by m: 0/0 at m = 0, and each further order loses another factor 1/m (at
+# m = 1e-3 the fourth derivative kept 5 digits). For |m| < 0.1 the partials are instead
+# the primitives elliptic_k_derivative(n, m) and elliptic_e_derivative(n, m), the n-th
+# derivatives by the Maclaurin series (48 terms: 0.1**40 is below float64's resolution
+# at any order used), each differentiating to the next: one node per order.
+_SERIES_RADIUS = sympy.Rational(1, 10)
+_SERIES_TERMS = 48
+
+
+def _maclaurin(coefficient: Callable) -> np.ndarray:
+    return np.array([float(coefficient(k)) for k in range(_SERIES_TERMS)])
+
+
+_K_SERIES = _maclaurin(lambda k: sympy.pi / 2 * sympy.binomial(2 * k, k) ** 2 / sympy.Integer(16) ** k)
+_E_SERIES = _maclaurin(lambda k: sympy.pi / 2 * sympy.binomial(2 * k, k) ** 2 / sympy.Integer(16) ** k / (1 - 2 * k))
+
+
+def _series_derivative(coefficients: np.ndarray) -> Callable:
+    """``impl(n, m)``: the n-th derivative of the power series with ``coefficients``, by Horner."""
+
+    def implementation(n, m):
+        n = int(n)
+        m = np.asarray(m, dtype=np.float64)
+        falling = np.array([np.prod(np.arange(k - n + 1, k + 1, dtype=np.float64)) for k in range(n, len(coefficients))])
+        terms = coefficients[n:] * falling
+        result = np.zeros_like(m)
+        for coefficient in terms[::-1]:
+            result = result * m + coefficient
+        return _scalar_if_0d(result)
+
+    return implementation
+
+
+class _EllipticDerivative(_MpmathFunction):
+    _function = None
+
+    def _eval_evalf(self, prec):
+        n, m = self.args
+        with mpmath.workprec(prec + 20):
+            value = mpmath.diff(self._function, mpmath.mpf(str(m.evalf(prec))), int(n))
+        return Expr._from_mpmath(value, prec)
+
+    def _latex(self, printer, exp=None):
+        n, m = self.args
+        text = rf"{self._letter}^{{({printer._print(n)})}}\left({printer._print(m)}\right)"
+        return rf"{{{text}}}^{{{exp}}}" if exp is not None else text
+
+    _symad_latex = _latex
+
+
+class elliptic_k_derivative(_EllipticDerivative):  # noqa: N801
+    """The n-th derivative of K(m) (used for |m| < 0.1, by its Maclaurin series)."""
+
+    _letter = "K"
+    _function = staticmethod(mpmath.ellipk)
+
+
+class elliptic_e_derivative(_EllipticDerivative):  # noqa: N801
+    """The n-th derivative of E(m) (used for |m| < 0.1, by its Maclaurin series)."""
+
+    _letter = "E"
+    _function = staticmethod(mpmath.ellipe)
+
+
+_ORDER_OF_DERIVATIVE = "n is the order of the derivative, a constant"
+_k_derivative = _define(
+    "elliptic_k_derivative", "n m", elliptic_k_derivative, _series_derivative(_K_SERIES),
+    (_constant_operand("elliptic_k_derivative(n, m)", 0, "n", _ORDER_OF_DERIVATIVE),
+     lambda out, n, m: _k_derivative(n + 1, m)),
+    "d^n K/dm^n for |m| < 0.1, by its Maclaurin series.", numpy_name=None)
+_e_derivative = _define(
+    "elliptic_e_derivative", "n m", elliptic_e_derivative, _series_derivative(_E_SERIES),
+    (_constant_operand("elliptic_e_derivative(n, m)", 0, "n", _ORDER_OF_DERIVATIVE),
+     lambda out, n, m: _e_derivative(n + 1, m)),
+    "d^n E/dm^n for |m| < 0.1, by its Maclaurin series.", numpy_name=None)
+
+
+def _near_zero_by_series(series_derivative, closed_form):
+    """A partial rule: ``series_derivative(1, m)`` for |m| < 0.1, else ``closed_form(m)``.
+
+    Each branch sees a safe argument (the other branch's region is mapped to a harmless
+    point), so that the branch not taken never puts inf or nan into the chain rule, where
+    0 * nan would still be nan (the double ``where`` of JAX's FAQ).
+    """
+
+    def rule(out, m):
+        small = snp.abs(m) < _SERIES_RADIUS
+        m_series = snp.where(small, m, 0)
+        m_closed = snp.where(small, sympy.Rational(1, 2), m)
+        return snp.where(small, series_derivative(1, m_series), closed_form(m_closed))
+
+    return rule
+
+
+ellipk = _define(
+    "ellipk", "m", sympy.elliptic_k, sc.ellipk,
+    (_near_zero_by_series(
+        _k_derivative,
+        lambda m: (ellipe(m) - (1 - m) * ellipk(m)) / (2 * m * (1 - m))),),
+    "The complete elliptic integral of the first kind K(m), in SciPy's (and SymPy's) "
+    "parameter m = k**2; K' = (E - (1 - m)K)/(2m(1 - m)), by its series near m = 0.",
+    scipy_ufuncs=(sc.ellipk,))
+ellipe = _define(
+    "ellipe", "m", sympy.elliptic_e, sc.ellipe,
+    (_near_zero_by_series(
+        _e_derivative,
+        lambda m: (ellipe(m) - ellipk(m)) / (2 * m)),),
+    "The complete elliptic integral of the second kind E(m), parameter m = k**2; "
+    "E' = (E - K)/(2m), by its series near m = 0.", scipy_ufuncs=(sc.ellipe,))
+
+# Same mathematics as NumPy's ufuncs of these names.
+SCIPY_UFUNCS.update({
+    sc.expm1: snp.expm1, sc.log1p: snp.log1p, sc.cbrt: snp.cbrt, sc.exp2: snp.exp2,
+})
+
+def scipy_ufunc_name(ufunc) -> str:
+    """The name a user knows a SciPy ufunc by, ``scipy.special.gamma``, for error messages.
+
+    >>> scipy_ufunc_name(sc.psi), scipy_ufunc_name(sc.hyp2f1)
+    ('scipy.special.psi', 'scipy.special.hyp2f1')
+    """
+    name = getattr(ufunc, "__name__", repr(ufunc))
+    if getattr(sc, name, None) is ufunc:
+        return f"scipy.special.{name}"
+    if getattr(sc._ufuncs, name, None) is ufunc:  # behind a Python wrapper (zeta, lambertw)
+        return f"scipy.special._ufuncs.{name}"
+    module = getattr(ufunc, "__module__", None) or type(ufunc).__module__
+    return f"{module}.{name}"
+
+
+#: symad.special functions by the SymPy class they record (for ``sd.from_sympy``); the
+#: classes whose arguments differ (zeta, sinc, LambertW, lowergamma, ...) are adapted there.
+SYMPY_CLASSES: dict = {
+    sympy.gamma: gamma, sympy.loggamma: gammaln, sympy.polygamma: polygamma,
+    sympy.beta: beta, sympy.erfinv: erfinv, sympy.erfcinv: erfcinv, sympy.besselj: jv,
+    sympy.bessely: yv, sympy.besseli: iv, sympy.besselk: kv, sympy.jn: spherical_jn,
+    sympy.elliptic_k: ellipk, sympy_ndtr: ndtr, sympy_log_ndtr: log_ndtr, sympy_ndtri: ndtri,
+    sympy_logit: logit, sympy_xlogy: xlogy, sympy_xlog1py: xlog1py,
+    sympy_zeta_derivative: zeta_derivative, sympy.RisingFactorial: poch,
+    mills_excess: _mills_excess, elliptic_k_derivative: _k_derivative,
+    elliptic_e_derivative: _e_derivative,
+}
