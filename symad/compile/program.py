@@ -57,6 +57,10 @@ __all__ = [
 #: numbers its registers with one byte and NumPy's iterator takes at most 64 operands.
 MAX_FUSED_OPERATIONS = 48
 MAX_FUSED_LEAVES = 24
+#: Shared values this cheap (arithmetic, at most this many operations) are recomputed
+#: in each consumer instead of being stored.
+CHEAP_OPERATIONS = 2
+CHEAP_PRIMITIVES = frozenset({"add", "subtract", "multiply", "divide", "negative", "stop_gradient"})
 
 
 @dataclass(frozen=True)
@@ -184,18 +188,21 @@ def fuse(program: Program, fusible: Callable[[Instruction], bool]) -> Program:
 
     A value used once, by a fusible consumer, and not an output, becomes part
     of its consumer's expression instead of a full-size temporary. Shared
-    values (used twice or more) stay materialized: recomputing them would
-    cost more than reading them. Expressions are capped in size (see
+    values (used twice or more) stay materialized -- recomputing them would
+    cost more than reading them -- unless they are one or two arithmetic
+    operations, which are recomputed in each consumer. Expressions are capped in size (see
     ``MAX_FUSED_OPERATIONS``); past the cap an operand is materialized.
     With ``fusible`` always False every instruction is its own step.
     """
     uses: dict[int, int] = {}
+    consumers_fuse: dict[int, bool] = {}
+    can_fuse = {ins.result: fusible(ins) for ins in program.instructions}
     for instruction in program.instructions:
         for o in instruction.operands:
             if isinstance(o, int):
                 uses[o] = uses.get(o, 0) + 1
+                consumers_fuse[o] = consumers_fuse.get(o, True) and can_fuse[instruction.result]
     outputs = {o for o in program.outputs if isinstance(o, int)}
-    can_fuse = {ins.result: fusible(ins) for ins in program.instructions}
     by_result = {ins.result: ins for ins in program.instructions}
 
     # For each instruction: (operation count, leaves) of the expression rooted at it.
@@ -206,6 +213,11 @@ def fuse(program: Program, fusible: Callable[[Instruction], bool]) -> Program:
         for o in instruction.operands:
             if not isinstance(o, int):
                 operations += 1  # constants take a register too
+                continue
+            if o in inlined:  # a cheap shared value, recomputed in every consumer
+                sub_operations, sub_leaves = sizes[o]
+                operations += sub_operations
+                leaves |= sub_leaves
                 continue
             candidate = (
                 can_fuse[instruction.result]
@@ -223,6 +235,16 @@ def fuse(program: Program, fusible: Callable[[Instruction], bool]) -> Program:
                     continue
             leaves.add(o)
         sizes[instruction.result] = (operations, frozenset(leaves))
+        # A shared value costing at most CHEAP_OPERATIONS arithmetic operations is
+        # recomputed inside each consumer rather than stored: an add or multiply in
+        # registers costs far less than a full pass over memory (``4*l`` and ``1 - l``
+        # of the logistic map, ``x*y`` feeding several functions).
+        if (can_fuse[instruction.result] and uses.get(instruction.result, 0) > 1
+                and consumers_fuse.get(instruction.result, False)
+                and instruction.result not in outputs
+                and instruction.primitive.name in CHEAP_PRIMITIVES
+                and operations <= CHEAP_OPERATIONS):
+            inlined[instruction.result] = instruction
 
     program.inlined = inlined
     program.steps = [
