@@ -345,8 +345,8 @@ class Function:
         # Every scalar input becomes a 1-D column of the flattened batch (a view where
         # the layout allows), or a 0-d value when it is the same for every point.
         columns = []
-        for array, batch_shape in zip(arrays, batch_shapes):
-            flat = array.astype(dtype, copy=False).reshape(batch_shape + (-1,))
+        for array, batch_shape, core_shape in zip(arrays, batch_shapes, self.in_shapes):
+            flat = array.astype(dtype, copy=False).reshape(batch_shape + (math.prod(core_shape),))
             for i in range(flat.shape[-1]):
                 columns.append(_column(flat[..., i], batch, count))
         for value in parameter_values:

@@ -9,10 +9,12 @@ over it, each named for what it does, run in this order by
 1. :func:`eliminate_dead_code` -- instructions no output depends on are dropped
    (the Graph builder already does this; the pass keeps the compiler correct
    on any Graph it is given).
-2. :func:`fuse` -- decides which single-use temporaries are inlined into their
+2. :func:`schedule_depth_first` -- reorders the instructions so that each
+   output is computed right after what it needs (shorter live ranges).
+3. :func:`fuse` -- decides which single-use temporaries are inlined into their
    consumer, for backends that evaluate whole expressions (numexpr). What is
    left are *steps*: one evaluation each, reading materialized values only.
-3. :func:`liveness` -- for every step, the values whose last use it is, so a
+4. :func:`liveness` -- for every step, the values whose last use it is, so a
    backend frees (or reuses the buffer of) each temporary as early as possible.
 
 Constant folding and common subexpressions need no pass here: the Graph
@@ -49,6 +51,7 @@ __all__ = [
     "compile_program",
     "eliminate_dead_code",
     "fuse",
+    "schedule_depth_first",
     "liveness",
     "safe_comment",
 ]
@@ -183,6 +186,39 @@ def eliminate_dead_code(program: Program) -> Program:
     return program
 
 
+def schedule_depth_first(program: Program) -> Program:
+    """Reorder instructions so each output is computed right after what it needs.
+
+    The recorded order is forward pass first, then the whole reverse pass, so
+    every forward value stays alive until the backward pass reaches it. A
+    depth-first post-order from the outputs (iterative: no recursion limit)
+    is still a topological order but computes, say, one gradient element at
+    a time, so temporaries die sooner and fewer buffers are needed.
+    """
+    by_result = {ins.result: ins for ins in program.instructions}
+    ordered: list[Instruction] = []
+    placed: set[int] = set()
+    for root in program.outputs:
+        if not isinstance(root, int) or root not in by_result or root in placed:
+            continue
+        stack = [(root, False)]
+        while stack:
+            value, expanded = stack.pop()
+            if value in placed:
+                continue
+            instruction = by_result[value]
+            if expanded:
+                placed.add(value)
+                ordered.append(instruction)
+                continue
+            stack.append((value, True))
+            for o in reversed(instruction.operands):
+                if isinstance(o, int) and o in by_result and o not in placed:
+                    stack.append((o, False))
+    program.instructions = ordered
+    return program
+
+
 def fuse(program: Program, fusible: Callable[[Instruction], bool]) -> Program:
     """Inline single-use temporaries into their consumer where both are ``fusible``.
 
@@ -292,6 +328,7 @@ def compile_program(graph: Graph, fusible: Callable[[Instruction], bool],
     """Graph -> Program through every pass: dead code, fusion, liveness."""
     program = build_program(graph, name)
     for compiler_pass in (eliminate_dead_code,
+                          schedule_depth_first,
                           lambda p: fuse(p, fusible),
                           liveness):
         program = compiler_pass(program)
