@@ -176,7 +176,7 @@ def available_peers() -> dict:
 # ---------------------------------------------------------------------------
 
 _MEMORY_CHILD = r"""
-import resource, sys, time, tracemalloc
+import sys, time, tracemalloc
 sys.path.insert(0, {root!r})
 import numpy as np, symad as sd
 which, n, block = sys.argv[1], int(sys.argv[2]), sys.argv[3]
@@ -199,7 +199,8 @@ out = evaluate(*arrays)
 seconds = time.perf_counter() - start
 _, traced_peak = tracemalloc.get_traced_memory()
 tracemalloc.stop()
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+# VmHWM, not ru_maxrss: on Linux ru_maxrss survives exec and would report the parent's peak.
+peak = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM"))
 inputs = sum(a.nbytes for a in arrays)
 outputs = sum(np.asarray(o).nbytes for o in (out if isinstance(out, tuple) else (out,)))
 print(F.stats()["nodes"], seconds, traced_peak, peak * 1024, inputs, outputs)

@@ -127,3 +127,13 @@ def test_dask_boolean_outputs_and_float32():
     with dask.config.set(scheduler="synchronous"):
         np.testing.assert_array_equal(above.compute(), x > 0)
         np.testing.assert_array_equal(doubled.compute(), x * 2)
+
+
+def test_dask_chunks_run_in_worker_processes():
+    """Chunk tasks carry the generated source, so they pickle and run in other processes."""
+    w = sd.Parameter(1.5, name="w")
+    G = sd.grad(sd.trace(lambda x: np.sin(x * w) * snp.erf(x), 0.0)).trace(0.0)
+    x = np.linspace(-2, 2, 40)
+    result = G(da.from_array(x, chunks=10))
+    got = result.compute(scheduler="processes", num_workers=2)
+    np.testing.assert_allclose(got, G.compile("numpy")(x), rtol=1e-14)

@@ -59,23 +59,25 @@ def evaluate_dask(function, leaves: list, backend: str, options: dict) -> Any:
 
     sizes = [math.prod(shape) for shape in function.out_shapes]
     total = sum(sizes)
-
-    def evaluate_chunk(*chunks):
-        chunk_leaves = [np.asarray(c) for c in chunks]
-        chunk_batch = np.broadcast_shapes(*(
-            _batch_shape(c.shape, core, function.name)
-            for c, core in zip(chunk_leaves, function.in_shapes)))
-        results = function._evaluate(_unflatten_inputs(function, chunk_leaves), backend, options)
-        flat = [np.broadcast_to(np.asarray(r, dtype), chunk_batch + shape).reshape(chunk_batch + (-1,))
-                for r, shape in zip(_flatten_outputs(function, results), function.out_shapes)]
-        return np.concatenate(flat, axis=-1) if flat else np.zeros(chunk_batch + (0,), dtype)
+    evaluator = function._evaluator(backend, dtype)
+    # Each chunk task carries the generated module's source (plain text), not the
+    # Function: a worker process or a dask.distributed worker loads it once and keeps
+    # it (see _load), and needs neither the Graph nor SymPy objects.
+    chunk_task = _ChunkTask(
+        module=evaluator.module,
+        core_shapes=tuple(function.in_shapes),
+        parameter_values=tuple(np.asarray(p.value, dtype) for p, _ in function.parameters),
+        total=total,
+        dtype=dtype,
+        options=dict(options),
+    )
 
     stacked = da.blockwise(
-        evaluate_chunk, batch_index + ("outputs",), *blockwise_args,
+        chunk_task, batch_index + ("outputs",), *blockwise_args,
         new_axes={"outputs": total}, dtype=dtype, concatenate=True, align_arrays=True,
     )
     out_leaves, start = [], 0
-    boolean = function._evaluator(backend, dtype).output_is_boolean
+    boolean = evaluator.output_is_boolean
     for shape, size in zip(function.out_shapes, sizes):
         part = stacked[..., start:start + size].reshape(batch + shape)
         if size and all(boolean[start:start + size]):
@@ -85,11 +87,61 @@ def evaluate_dask(function, leaves: list, backend: str, options: dict) -> Any:
     return tree_unflatten(function.out_treedef, out_leaves)
 
 
-def _unflatten_inputs(function, chunk_leaves: list) -> list:
-    return list(chunk_leaves)
+class _ChunkTask:
+    """Evaluate one chunk: the batch flattened, the generated module run, outputs stacked last."""
+
+    def __init__(self, module, core_shapes, parameter_values, total, dtype, options):
+        self.source = module.source
+        self.backend = module.backend
+        self.externals = list(module.externals)
+        self.block_size = module.block_size
+        self.core_shapes = core_shapes
+        self.parameter_values = parameter_values
+        self.total = total
+        self.dtype = dtype
+        self.options = options
+
+    def __call__(self, *chunks):
+        from symad.compile import threads
+
+        arrays = [np.asarray(chunk, self.dtype) for chunk in chunks]
+        batch_shapes = [a.shape[: a.ndim - len(core)] for a, core in zip(arrays, self.core_shapes)]
+        batch = np.broadcast_shapes(*batch_shapes) if batch_shapes else ()
+        count = math.prod(batch)
+        columns = []
+        for array, batch_shape, core in zip(arrays, batch_shapes, self.core_shapes):
+            flat = array.reshape(batch_shape + (math.prod(core),))
+            for i in range(flat.shape[-1]):
+                column = flat[..., i]
+                if column.size == 1 and count != 1:
+                    columns.append(column.reshape(()))
+                else:
+                    columns.append(np.broadcast_to(column, batch).reshape(-1))
+        for value in self.parameter_values:
+            columns.extend(np.asarray(element) for element in value.reshape(-1))
+        stacked = np.empty((count, self.total), self.dtype)
+        outputs = [stacked[:, j] for j in range(self.total)]
+        namespace = _load(self)
+        block = self.options.get("block_size") or self.block_size
+        if self.backend == "numexpr":
+            with threads.numexpr_threads(self.options.get("num_threads"), count):
+                namespace["evaluate"](columns, outputs, count, block)
+        else:
+            namespace["evaluate"](columns, outputs, count, block)
+        return stacked.reshape(batch + (self.total,))
 
 
-def _flatten_outputs(function, results) -> list:
-    from symad.pytree import tree_flatten
+_LOADED: dict = {}
 
-    return tree_flatten(results)[0]
+
+def _load(task: _ChunkTask) -> dict:
+    """The task's module loaded once per process (keyed by its source text)."""
+    namespace = _LOADED.get(task.source)
+    if namespace is None:
+        from symad.compile.evaluator import load_module
+        from symad.compile.numpy_backend import GeneratedModule
+
+        module = GeneratedModule(task.source, task.externals, task.backend, task.dtype,
+                                 task.block_size, program=None)
+        namespace = _LOADED[task.source] = load_module(module, on_disk=task.backend == "numba")
+    return namespace
