@@ -65,7 +65,7 @@ def _points(domain: str, n: int = 101):
     return rng.uniform(0.1, 2.5, n), rng.uniform(0.1, 2.5, n)
 
 
-@pytest.mark.parametrize("backend", sd.available_backends())
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("case", sorted(ELEMENTWISE))
 def test_backends_match_numpy_reference(case, backend):
     fun, reference, domain = ELEMENTWISE[case]
@@ -82,10 +82,28 @@ def test_gradients_agree_across_backends(case):
     fun = ELEMENTWISE[case][0]
     x, y = _points(ELEMENTWISE[case][2])
     G = sd.grad(fun, argnums=(0, 1)).trace(1.0, 1.0)
-    results = {backend: G.compile(backend)(x, y) for backend in sd.available_backends()}
+    results = {backend: G.compile(backend)(x, y) for backend in BACKENDS}
     for backend, result in results.items():
         for got, want in zip(result, results["numpy"]):
             np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13, err_msg=backend)
+
+
+@pytest.mark.skipif("numba" not in sd.available_backends(), reason="numba is not installed")
+def test_numba_matches_numpy_reference_on_every_case():
+    # One graph holding every case (and one for their gradients): numba compiles
+    # each kernel for a second or more, so the cases share a kernel.
+    cases = sorted(ELEMENTWISE)
+    x, y = _points("pos")
+    F = sd.trace(lambda x, y: tuple(ELEMENTWISE[c][0](x, y) for c in cases), 1.0, 1.0)
+    with np.errstate(all="ignore"):
+        for case, got in zip(cases, F.compile("numba")(x, y)):
+            np.testing.assert_allclose(got, ELEMENTWISE[case][1](x, y), rtol=1e-13, atol=1e-14,
+                                       err_msg=case)
+    G = sd.grad(lambda x, y: sum(ELEMENTWISE[c][0](x, y) for c in cases), argnums=(0, 1))
+    G = G.trace(1.0, 1.0)
+    for got, want in zip(G.compile("numba")(x, y), G.compile("numpy")(x, y)):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-13)
+    assert G._evaluators[("numba", "float64")].note == ""
 
 
 def test_default_backend_is_numexpr_and_transforms_use_it():
