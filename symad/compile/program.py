@@ -278,7 +278,7 @@ def fuse(program: Program, fusible: Callable[[Instruction], bool]) -> Program:
         if (can_fuse[instruction.result] and uses.get(instruction.result, 0) > 1
                 and consumers_fuse.get(instruction.result, False)
                 and instruction.result not in outputs
-                and instruction.primitive.name in CHEAP_PRIMITIVES
+                and _is_cheap(instruction)
                 and operations <= CHEAP_OPERATIONS):
             inlined[instruction.result] = instruction
 
@@ -288,6 +288,18 @@ def fuse(program: Program, fusible: Callable[[Instruction], bool]) -> Program:
         for ins in program.instructions if ins.result not in inlined
     ]
     return program
+
+
+def _is_cheap(instruction: Instruction) -> bool:
+    """Arithmetic, or a small constant integer power (numexpr turns ``x**2.0`` into ``x*x``)."""
+    name = instruction.primitive.name
+    if name in CHEAP_PRIMITIVES:
+        return True
+    if name == "power":
+        exponent = instruction.operands[1]
+        return (isinstance(exponent, Constant) and not isinstance(exponent.value, bool)
+                and float(exponent.value).is_integer() and 2 <= exponent.value <= 3)
+    return False
 
 
 def _ordered_leaves(root: Instruction, inlined: dict) -> tuple[int, ...]:
