@@ -95,7 +95,9 @@ def points(case: str, n: int, seed: int = 0) -> list[np.ndarray]:
 def symad_runner(case: str, backend: str):
     fun = CASES[case][0]
     arity = len(points(case, 1))
-    f = (lambda *a: fun(np, *a))
+    def f(*a):
+        return fun(np, *a)
+
     gradient = sd.grad(f, argnums=tuple(range(arity))).trace(*([0.7] * arity))
     evaluator = gradient.compile(backend)
     return lambda *arrays: list(evaluator(*arrays))

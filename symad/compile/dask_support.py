@@ -139,7 +139,7 @@ def _load(task: _ChunkTask) -> dict:
     namespace = _LOADED.get(task.source)
     if namespace is None:
         from symad.compile.evaluator import load_module
-        from symad.compile.numpy_backend import GeneratedModule
+        from symad.compile.source import GeneratedModule
 
         module = GeneratedModule(task.source, task.externals, task.backend, task.dtype,
                                  task.block_size, program=None)

@@ -14,9 +14,8 @@ which LLVM would take minutes to compile.
 
 from __future__ import annotations
 
-from symad.compile.numpy_backend import GeneratedModule
 from symad.compile.program import Constant, Instruction, compile_program
-from symad.compile.source import RUN, literal, module_header
+from symad.compile.source import RUN, GeneratedModule, is_builtin_primitive, literal, module_header
 
 __all__ = ["lower_numba", "numba_available", "scalar_form", "MAX_NUMBA_NODES"]
 
@@ -54,10 +53,8 @@ _NUMPY_SCALAR.update({"abs": "np.abs", "erf": "math.erf", "erfc": "math.erfc"})
 
 def scalar_form(instruction: Instruction):
     """``format(args) -> text`` of one element of this instruction in numba, or None."""
-    from symad.compile.source import _is_builtin
-
     primitive = instruction.primitive
-    if instruction.params or not _is_builtin(primitive):
+    if instruction.params or not is_builtin_primitive(primitive):
         return None
     name = primitive.name
     if name in _INFIX:

@@ -28,12 +28,14 @@ import math
 
 import numpy as np
 
-from symad.compile.numpy_backend import GeneratedModule, external_call, unpack_lines
+from symad.compile.numpy_backend import external_call, unpack_lines
 from symad.compile.program import Constant, Instruction, Program, compile_program
 from symad.compile.source import (
     DRIVER,
+    GeneratedModule,
     block_size_for,
     first_output_positions,
+    is_builtin_primitive,
     literal,
     module_header,
     numpy_spelling,
@@ -41,15 +43,7 @@ from symad.compile.source import (
     output_lines,
 )
 
-__all__ = ["lower_numexpr", "numexpr_form", "numexpr_available"]
-
-
-def numexpr_available() -> bool:
-    try:
-        import numexpr  # noqa: F401
-    except ImportError:
-        return False
-    return True
+__all__ = ["lower_numexpr", "numexpr_form"]
 
 
 # ---------------------------------------------------------------------------
@@ -85,10 +79,8 @@ _AVAILABLE = _numexpr_functions()
 
 def numexpr_form(instruction: Instruction):
     """``format(args) -> text`` for this instruction in numexpr, or None if numexpr lacks it."""
-    from symad.compile.source import _is_builtin
-
     primitive = instruction.primitive
-    if instruction.params or not _is_builtin(primitive):
+    if instruction.params or not is_builtin_primitive(primitive):
         return None
     if all(isinstance(o, Constant) for o in instruction.operands):
         return None  # constants the builder left unfolded (1/0): NumPy gives inf at run time
@@ -136,7 +128,6 @@ def _assign_buffers(program: Program, fused: set, targets: dict) -> tuple[dict, 
     free: dict[bool, list[int]] = {False: [], True: []}
     kinds: list[bool] = []
     buffer_of: dict[int, int] = {}
-    read = {leaf for step in program.steps for leaf in step.leaves}
     for step, freed in zip(program.steps, program.frees):
         if step.result in fused and step.result not in targets:
             boolean = step.result in program.boolean_values

@@ -30,6 +30,7 @@ import numpy as np
 from symad.compile.program import Program, compile_program, max_live
 from symad.compile.source import (
     DRIVER,
+    GeneratedModule,
     block_size_for,
     first_output_positions,
     module_header,
@@ -38,22 +39,7 @@ from symad.compile.source import (
     output_lines,
 )
 
-__all__ = ["GeneratedModule", "lower_numpy", "unpack_lines", "external_call"]
-
-
-class GeneratedModule:
-    """The Python source of one evaluator, and the callables it needs bound (``EXTERNALS``)."""
-
-    def __init__(self, source: str, externals: list, backend: str, dtype, block_size: int,
-                 program: Program, note: str = ""):
-        self.source = source
-        self.externals = externals
-        self.backend = backend
-        self.dtype = np.dtype(dtype)
-        self.block_size = block_size
-        self.program = program
-        #: why this module differs from what was asked (e.g. a fallback), or ""
-        self.note = note
+__all__ = ["lower_numpy", "unpack_lines", "external_call"]
 
 
 def unpack_lines(program: Program, buffer_count: int) -> list[str]:

@@ -21,7 +21,8 @@ import scipy.special
 
 from symad.compile.program import Constant, Instruction, Program, safe_comment
 
-__all__ = ["literal", "numpy_spelling", "module_header", "DRIVER", "RUN", "WORKING_SET_BYTES", "block_size_for"]
+__all__ = ["literal", "numpy_spelling", "module_header", "DRIVER", "RUN", "WORKING_SET_BYTES", "block_size_for",
+           "GeneratedModule", "is_builtin_primitive"]
 
 #: The working set the blocked driver aims for: every live temporary of a block
 #: together. Blocks are large rather than cache-sized because numexpr pays a
@@ -68,6 +69,22 @@ def operand_text(operand) -> str:
     return f"v{operand}"
 
 
+class GeneratedModule:
+    """The Python source of one evaluator, and the callables it needs bound (``EXTERNALS``)."""
+
+    def __init__(self, source: str, externals: list, backend: str, dtype, block_size: int,
+                 program: Program, note: str = ""):
+        self.source = source
+        self.externals = externals
+        self.backend = backend
+        self.dtype = np.dtype(dtype)
+        self.block_size = block_size
+        self.program = program
+        #: why this module differs from what was asked (e.g. a fallback), or ""
+        self.note = note
+
+
+
 # ---------------------------------------------------------------------------
 # NumPy spellings: the translation table of the NumPy lowering
 # ---------------------------------------------------------------------------
@@ -100,7 +117,7 @@ def numpy_spelling(instruction: Instruction):
     if instruction.params:
         return None
     special_form = _SPECIAL_NUMPY_FORMS.get(primitive.name)
-    if special_form is not None and _is_builtin(primitive):
+    if special_form is not None and is_builtin_primitive(primitive):
         return special_form
     name = primitive.numpy_name
     if name and name.isidentifier():
@@ -111,7 +128,7 @@ def numpy_spelling(instruction: Instruction):
     return None
 
 
-def _is_builtin(primitive) -> bool:
+def is_builtin_primitive(primitive) -> bool:
     """True for symad's own primitives (a custom primitive may reuse a built-in name)."""
     from symad.primitives import PRIMITIVES
 
