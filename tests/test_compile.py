@@ -338,6 +338,23 @@ def test_float32_inputs_evaluate_in_float32(backend):
     assert mixed_dtypes[0].dtype == np.float64
 
 
+def test_concurrent_calls_from_threads_are_correct():
+    # One compiled numexpr module shared by several threads (dask's threaded
+    # scheduler does this): NumExpr programs are not reentrant, evaluate() serialises.
+    from concurrent.futures import ThreadPoolExecutor
+
+    G = sd.grad(mixed, argnums=(0, 1)).trace(1.0, 1.0)
+    rng = _rng()
+    batches = [(rng.uniform(0.2, 2, 300), rng.uniform(0.2, 2, 300)) for _ in range(40)]
+    want = [G.compile("numpy")(x, y) for x, y in batches]
+    evaluate = G.compile("numexpr", block_size=64)
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda xy: evaluate(*xy), batches))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g[0], w[0], rtol=1e-13, atol=1e-14)
+        np.testing.assert_allclose(g[1], w[1], rtol=1e-13, atol=1e-14)
+
+
 # ---------------------------------------------------------------------------
 # Generated source: standalone and safe
 # ---------------------------------------------------------------------------

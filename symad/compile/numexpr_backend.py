@@ -147,7 +147,14 @@ def _assign_buffers(program: Program, fused: set, targets: dict) -> tuple[dict, 
 # ---------------------------------------------------------------------------
 
 _NUMEXPR_SETUP = '''
+import threading
+
 import numexpr as ne
+
+# A NumExpr program keeps its registers in the object itself: two threads running
+# the same program at once corrupt each other (measured: wrong results, then a
+# crash in free()). evaluate() holds this lock, so threads take turns.
+_LOCK = threading.Lock()
 
 # numexpr spells float64 as numpy.float64 and float32 as Python's float.
 _FLOAT = np.float64 if DTYPE == np.float64 else float
@@ -218,8 +225,10 @@ def lower_numexpr(graph, dtype, name: str = "function") -> GeneratedModule:
         [program.output_is_boolean(o) for o in program.outputs], buffer_kinds, descriptions,
         block_size,
     )
+    driver = DRIVER.replace("    with np.errstate(all=\"ignore\"):", "    with _LOCK, np.errstate(all=\"ignore\"):")
+    assert driver != DRIVER, "the blocked driver changed: put the lock back around its loop"
     source = "\n".join(
         header + [_NUMEXPR_SETUP] + programs + ["", ""] + unpack_lines(program, len(buffer_kinds)) + body
-    ) + "\n" + DRIVER
+    ) + "\n" + driver
     note = f"{fallbacks} of {len(program.steps)} steps run in NumPy/SciPy" if fallbacks else ""
     return GeneratedModule(source, externals, "numexpr", dtype, block_size, program, note)
