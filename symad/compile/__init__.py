@@ -53,7 +53,16 @@ def _check_backend(backend: str) -> None:
 
 
 def generate_module(graph, backend: str, dtype="float64", name: str = "function"):
-    """Lower ``graph`` to the source module of ``backend`` at ``dtype`` (not yet loaded)."""
+    """Lower ``graph`` to the source module of ``backend`` at ``dtype`` (not yet loaded).
+
+    >>> import sympy
+    >>> from symad.graph import GraphBuilder
+    >>> from symad.primitives import exp_p
+    >>> x = sympy.Symbol("x"); builder = GraphBuilder(); builder.add_input(x)
+    >>> module = generate_module(builder.finish([builder.record(exp_p, (x,))]), "numpy")
+    >>> "np.exp(v0)" in module.source, module.externals
+    (True, [])
+    """
     _check_backend(backend)
     if backend == "numexpr":
         from symad.compile.numexpr_backend import lower_numexpr

@@ -34,7 +34,16 @@ def is_dask_array(value: Any) -> bool:
 
 
 def evaluate_dask(function, leaves: list, backend: str, options: dict) -> Any:
-    """``function(*leaves)`` as lazy dask arrays, one chunk of the batch at a time."""
+    """``function(*leaves)`` as lazy dask arrays, one chunk of the batch at a time.
+
+    Reached through ``Function.__call__`` when an argument is a dask array::
+
+        >>> import numpy as np, symad as sd
+        >>> import dask.array as da                       # doctest: +SKIP
+        >>> F = sd.trace(lambda x: np.sin(x) * 2, 0.0)
+        >>> F(da.ones(10, chunks=5)).compute()            # doctest: +SKIP
+        array([1.68294197, ..., 1.68294197])
+    """
     import dask.array as da
 
     from symad.function import _batch_shape

@@ -26,6 +26,9 @@ def cache_directory() -> str:
     """Where backends that compile slowly (numba) keep their compiled code between sessions.
 
     ``$SYMAD_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/symad`` or ``~/.cache/symad``.
+
+    >>> cache_directory().endswith("symad") or "SYMAD_CACHE_DIR" in os.environ
+    True
     """
     configured = os.environ.get("SYMAD_CACHE_DIR")
     if configured:
@@ -40,6 +43,15 @@ def load_module(module, on_disk: bool = False) -> dict:
     ``on_disk``: write the source to a file named by its hash under
     :func:`cache_directory` and import it from there, so that numba's
     ``cache=True`` can find the source and keep the machine code beside it.
+
+    >>> import numpy as np, sympy
+    >>> from symad.compile import generate_module
+    >>> from symad.graph import GraphBuilder
+    >>> from symad.primitives import sin_p
+    >>> x = sympy.Symbol("x"); builder = GraphBuilder(); builder.add_input(x)
+    >>> namespace = load_module(generate_module(builder.finish([builder.record(sin_p, (x,))]), "numexpr"))
+    >>> namespace["run"](np.array([0.0]))
+    (array([0.]),)
     """
     if on_disk:
         digest = hashlib.sha256(module.source.encode()).hexdigest()[:24]

@@ -52,7 +52,15 @@ _NUMPY_SCALAR.update({"abs": "np.abs", "erf": "math.erf", "erfc": "math.erfc"})
 
 
 def scalar_form(instruction: Instruction):
-    """``format(args) -> text`` of one element of this instruction in numba, or None."""
+    """``format(args) -> text`` of one element of this instruction in numba, or None.
+
+    >>> from symad.compile.program import Instruction
+    >>> from symad.primitives import select_p, erf_p
+    >>> scalar_form(Instruction(3, select_p, (0, 1, 2), (), False))(["s0", "s1", "s2"])
+    '(s1 if s0 else s2)'
+    >>> scalar_form(Instruction(1, erf_p, (0,), (), False))(["s0"])
+    'math.erf(s0)'
+    """
     primitive = instruction.primitive
     if instruction.params or not is_builtin_primitive(primitive):
         return None
@@ -105,7 +113,16 @@ def evaluate(inputs, outputs, n, block_size=BLOCK_SIZE):
 
 
 def lower_numba(graph, dtype, name: str = "function") -> GeneratedModule:
-    """The numba module of ``graph``, or the numexpr module with a note when numba can't take it."""
+    """The numba module of ``graph``, or the numexpr module with a note when numba can't take it.
+
+    >>> import sympy
+    >>> from symad.graph import GraphBuilder
+    >>> from symad.primitives import logsumexp_p
+    >>> x = sympy.Symbol("x"); builder = GraphBuilder(); builder.add_input(x)
+    >>> graph = builder.finish([builder.record(logsumexp_p, (x, sympy.Integer(2)))])
+    >>> lower_numba(graph, "float64").note
+    'numba backend: no scalar form for logsumexp; evaluated with numexpr instead'
+    """
     from symad.compile.numexpr_backend import lower_numexpr
 
     program = compile_program(graph, lambda instruction: False, name)

@@ -78,7 +78,15 @@ _AVAILABLE = _numexpr_functions()
 
 
 def numexpr_form(instruction: Instruction):
-    """``format(args) -> text`` for this instruction in numexpr, or None if numexpr lacks it."""
+    """``format(args) -> text`` for this instruction in numexpr, or None if numexpr lacks it.
+
+    >>> from symad.compile.program import Instruction
+    >>> from symad.primitives import mul_p, erf_p
+    >>> numexpr_form(Instruction(2, mul_p, (0, 1), (), False))(["v0", "v1"])
+    '(v0 * v1)'
+    >>> numexpr_form(Instruction(1, erf_p, (0,), (), False)) is None   # runs in SciPy
+    True
+    """
     primitive = instruction.primitive
     if instruction.params or not is_builtin_primitive(primitive):
         return None
@@ -178,7 +186,7 @@ except TypeError:
 
 
 def lower_numexpr(graph, dtype, name: str = "function") -> GeneratedModule:
-    """The numexpr evaluator module of ``graph`` at ``dtype``."""
+    """The numexpr evaluator module of ``graph`` at ``dtype`` (example: the module docstring)."""
     program = compile_program(graph, lambda instruction: numexpr_form(instruction) is not None, name)
     targets = first_output_positions(program)
     fused = {step.result for step in program.steps if numexpr_form(step.instruction) is not None}

@@ -67,7 +67,7 @@ def external_call(instruction, externals: list, descriptions: list) -> str:
 
 
 def lower_numpy(graph, dtype, name: str = "function") -> GeneratedModule:
-    """The NumPy evaluator module of ``graph`` at ``dtype``."""
+    """The NumPy evaluator module of ``graph`` at ``dtype`` (example: the module docstring)."""
     program = compile_program(graph, lambda instruction: False, name)
     externals: list = []
     descriptions: list = []

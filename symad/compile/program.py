@@ -134,7 +134,16 @@ def safe_comment(text: str, limit: int = 60) -> str:
 
 
 def build_program(graph: Graph, name: str = "function") -> Program:
-    """Number the Graph's values and turn its constants into Python values."""
+    """Number the Graph's values and turn its constants into Python values.
+
+    >>> import sympy
+    >>> from symad.graph import GraphBuilder
+    >>> from symad.primitives import mul_p
+    >>> x = sympy.Symbol("x"); b = GraphBuilder(); b.add_input(x)
+    >>> program = build_program(b.finish([b.record(mul_p, (x, sympy.Float(0.5)))]))
+    >>> program.instructions[0].operands
+    (Constant(value=0.5), 0)
+    """
     free = graph.free_symbols()
     if free:
         names = ", ".join(sorted(str(s) for s in free))

@@ -108,6 +108,11 @@ _SPECIAL_NUMPY_FORMS = {
 def numpy_spelling(instruction: Instruction):
     """``format(args) -> source`` for this instruction in NumPy/SciPy, or None (use EXTERNALS).
 
+    >>> from symad.compile.program import Instruction
+    >>> from symad.primitives import erf_p
+    >>> numpy_spelling(Instruction(1, erf_p, (0,), (), False))(["v0"])
+    'special.erf(v0)'
+
     The NumPy form is found from the primitive's own table entry: its
     ``numpy_name`` must name exactly its ``numpy_impl`` in ``numpy`` or
     ``scipy.special``, so a spelling can never disagree with the

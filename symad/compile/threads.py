@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 
 __all__ = ["set_num_threads", "get_num_threads", "numexpr_threads", "numba_threads",
            "default_num_threads"]
@@ -63,29 +64,57 @@ def get_num_threads() -> int:
     return _threads if _threads is not None else default_num_threads()
 
 
+# Evaluations running at once in several Python threads share one switch of
+# numexpr's count: the first to start saves numexpr's value and sets symad's,
+# the last to finish restores it (so concurrent evaluations cannot leave
+# numexpr's global setting changed by restoring in the wrong order).
+_switch_lock = threading.Lock()
+_active = 0
+_saved: int | None = None
+
+
 @contextlib.contextmanager
 def numexpr_threads(n: int | None, batch: int):
-    """Run the body with numexpr on ``n`` threads (symad's setting if None), then restore it."""
-    wanted = n if n is not None else get_num_threads()
+    """Run the body with numexpr on ``n`` threads (symad's setting if None), then restore it.
+
+    >>> import numexpr
+    >>> before = numexpr.get_num_threads()
+    >>> with numexpr_threads(1, batch=10**6):
+    ...     numexpr.get_num_threads()
+    1
+    >>> numexpr.get_num_threads() == before
+    True
+    """
+    global _active, _saved
     if batch < SMALL_BATCH:
         yield
         return
     import numexpr
 
-    current = numexpr.get_num_threads() if hasattr(numexpr, "get_num_threads") else None
-    if current == wanted:
-        yield
-        return
-    previous = numexpr.set_num_threads(wanted)
+    wanted = n if n is not None else get_num_threads()
+    with _switch_lock:
+        if _active == 0:
+            current = numexpr.get_num_threads()
+            if current != wanted:
+                _saved = current
+                numexpr.set_num_threads(wanted)
+        _active += 1
     try:
         yield
     finally:
-        numexpr.set_num_threads(previous)
+        with _switch_lock:
+            _active -= 1
+            if _active == 0 and _saved is not None:
+                numexpr.set_num_threads(_saved)
+                _saved = None
 
 
 @contextlib.contextmanager
 def numba_threads(n: int | None):
-    """Run the body with numba's parallel loops on ``n`` threads, then restore the setting."""
+    """Run the body with numba's parallel loops on ``n`` threads, then restore the setting.
+
+    Needs numba (``pip install symad[fast]``).
+    """
     import numba
 
     wanted = min(n if n is not None else get_num_threads(), numba.config.NUMBA_NUM_THREADS)
