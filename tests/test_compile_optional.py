@@ -40,7 +40,7 @@ def test_numba_gradient_matches_numpy_and_writes_its_cache(tmp_path_factory):
         np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-15)
     assert G._evaluators[("numba", "float64")].note == ""
     source = G.source("numba")
-    assert "numba.prange(n)" in source and "cache=True" in source
+    assert "numba.prange(" in source and "cache=True" in source
     directory = os.path.join(os.environ["SYMAD_CACHE_DIR"], "numba")
     files = [name for _, _, names in os.walk(directory) for name in names]
     assert any(name.endswith(".py") for name in files)

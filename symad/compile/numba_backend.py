@@ -1,6 +1,7 @@
 """Lowering to numba: the whole program as one parallel loop over the batch.
 
-Every node becomes one scalar statement inside ``for i in numba.prange(n)``,
+Every node becomes one scalar statement inside one loop over the batch
+(``numba.prange`` over chunks of ``CHUNK`` points, a plain loop inside each),
 so no temporary array exists at all: memory is exactly inputs + outputs, and
 both cores share the loop. The kernel is compiled with ``cache=True`` from a
 file under :func:`symad.compile.evaluator.cache_directory`, so the machine
@@ -21,6 +22,8 @@ __all__ = ["lower_numba", "numba_available", "scalar_form", "MAX_NUMBA_NODES"]
 
 #: Larger graphs are evaluated with numexpr instead (LLVM time grows faster than linearly).
 MAX_NUMBA_NODES = 2_000
+#: Points per task of the parallel loop.
+CHUNK = 4096
 
 
 def numba_available() -> bool:
@@ -142,19 +145,28 @@ def lower_numba(graph, dtype, name: str = "function") -> GeneratedModule:
 
     inputs = [f"v{i}" for i in range(program.input_count)]
     outputs = [f"o{i}" for i in range(len(program.outputs))]
+    # prange over chunks of the batch, a plain loop inside each: LLVM vectorizes the
+    # inner loop, which it did not do for a prange over single points (measured
+    # 1.5-3x slower per thread on the logistic-map gradient).
     body = [
+        f"CHUNK = {CHUNK}",
+        "",
+        "",
         "@numba.njit(parallel=True, cache=True, nogil=True, error_model='numpy')",
         f"def _kernel({', '.join(inputs + outputs + ['n'])}):",
-        "    for i in numba.prange(n):",
+        "    for chunk in numba.prange((n + CHUNK - 1) // CHUNK):",
+        "        start = chunk * CHUNK",
+        "        for i in range(start, min(start + CHUNK, n)):",
     ]
-    body += [f"        s{k} = v{k}[i]" for k in range(program.input_count)]
+    indent = " " * 12
+    body += [f"{indent}s{k} = v{k}[i]" for k in range(program.input_count)]
     for instruction, form in zip(program.instructions, forms):
         args = [_scalar_operand(o) for o in instruction.operands]
-        body.append(f"        s{instruction.result} = {form(args)}")
+        body.append(f"{indent}s{instruction.result} = {form(args)}")
     for position, operand in enumerate(program.outputs):
-        body.append(f"        o{position}[i] = {_scalar_operand(operand)}")
+        body.append(f"{indent}o{position}[i] = {_scalar_operand(operand)}")
     if not program.outputs:
-        body.append("        pass")
+        body.append(f"{indent}pass")
     header = module_header(
         program, "numba", dtype, ["import math", "import numba"],
         [program.output_is_boolean(o) for o in program.outputs], [], [], 1 << 20,
