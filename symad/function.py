@@ -235,7 +235,7 @@ class Function:
             backend: ``"numexpr"`` (default), ``"numpy"``, or ``"numba"`` where installed.
             num_threads: threads for this evaluator (default: ``sd.get_num_threads()``).
             block_size: points per block of the batch (default: chosen from the graph so
-                the working set stays near 8 MiB).
+                all live temporaries of a block fit in 64 MiB).
 
         >>> import numpy as np
         >>> F = trace(lambda x: np.sin(x) ** 2, 0.0)
