@@ -176,12 +176,17 @@ def _program(text, names, boolean):
 
 # Results are stored into DTYPE buffers: float64 constants in a float32 program may
 # compute in float64, and "same_kind" lets numexpr store that as float32.
-_CALL = {"casting": "same_kind"}
-try:  # numexpr >= 2.13 asks whether a program uses Intel's VML
-    _program("v0", ["v0"], [False])(np.zeros(1, DTYPE), ex_uses_vml=False, **_CALL)
-    _CALL["ex_uses_vml"] = bool(getattr(ne, "use_vml", False))
-except TypeError:
-    pass
+# numexpr >= 2.13 also asks whether a program uses Intel's VML: probed once per
+# process (the answer is kept on the numexpr module, shared by generated modules).
+_CALL = getattr(ne, "_symad_call_options", None)
+if _CALL is None:
+    _CALL = {"casting": "same_kind"}
+    try:
+        _program("v0", ["v0"], [False])(np.zeros(1, np.float64), ex_uses_vml=False, **_CALL)
+        _CALL["ex_uses_vml"] = bool(getattr(ne, "use_vml", False))
+    except TypeError:
+        pass
+    ne._symad_call_options = _CALL
 '''
 
 
