@@ -178,7 +178,7 @@ def _program(text, names, boolean):
 # compute in float64, and "same_kind" lets numexpr store that as float32.
 # numexpr >= 2.13 also asks whether a program uses Intel's VML: probed once per
 # process (the answer is kept on the numexpr module, shared by generated modules).
-_CALL = getattr(ne, "_symad_call_options", None)
+_CALL = getattr(ne, "_generated_module_call_options", None)
 if _CALL is None:
     _CALL = {"casting": "same_kind"}
     try:
@@ -186,7 +186,7 @@ if _CALL is None:
         _CALL["ex_uses_vml"] = bool(getattr(ne, "use_vml", False))
     except TypeError:
         pass
-    ne._symad_call_options = _CALL
+    ne._generated_module_call_options = _CALL
 '''
 
 
