@@ -78,6 +78,19 @@ def test_backends_match_numpy_reference(case, backend):
 
 
 @pytest.mark.parametrize("case", sorted(ELEMENTWISE))
+def test_numexpr_float32_on_every_case(case):
+    # numexpr types float32 separately (and spells it as Python's float): every
+    # function it is given must exist for float32 too.
+    fun, reference, domain = ELEMENTWISE[case]
+    x, y = _points(domain)
+    got = sd.trace(fun, 1.0, 1.0)(x.astype(np.float32), y.astype(np.float32))
+    assert got.dtype == np.float32
+    with np.errstate(all="ignore"):
+        want = reference(x, y)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", sorted(ELEMENTWISE))
 def test_gradients_agree_across_backends(case):
     fun = ELEMENTWISE[case][0]
     x, y = _points(ELEMENTWISE[case][2])
