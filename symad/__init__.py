@@ -29,7 +29,7 @@ from symad.api import (
     vjp,
     vmap,
 )
-from symad.compile import available_backends
+from symad.compile import available_backends, get_num_threads, set_num_threads
 from symad.custom import primitive
 from symad.errors import (
     CompileError,
@@ -71,7 +71,8 @@ def latex(fun, *args, **options) -> str:
 
 __all__ = [
     "CompileError", "DifferentiationError", "ExportError", "Function", "Parameter", "SymadError",
-    "TracingError", "Transformed", "available_backends", "derivative", "from_sympy", "grad",
-    "hessian", "jacfwd", "jacobian", "jacrev", "jvp", "latex", "primitive", "special", "stop_gradient",
-    "taylor", "trace", "value_and_grad", "vjp", "vmap",
+    "TracingError", "Transformed", "available_backends", "derivative", "from_sympy",
+    "get_num_threads", "grad", "hessian", "jacfwd", "jacobian", "jacrev", "jvp", "latex",
+    "primitive", "set_num_threads", "special", "stop_gradient", "taylor", "trace",
+    "value_and_grad", "vjp", "vmap",
 ]

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import sympy
 
-from symad.compile import make_evaluator
+from symad.compile import DEFAULT_BACKEND, make_evaluator
+from symad.compile.dask_support import evaluate_dask, is_dask_array
 from symad.errors import CompileError, TracingError
 from symad.graph import Graph, GraphBuilder, current_builder, replay
 from symad.pytree import TreeDef, leaf_paths, tree_flatten, tree_unflatten
@@ -243,27 +244,62 @@ class Function:
 
     # -- the numeric side ---------------------------------------------------------
 
-    def compile(self, backend: str = "numpy") -> Callable:
-        """An evaluator of this function with ``backend`` (see ``sd.available_backends()``)."""
-        self._evaluator(backend)  # compile now, so errors surface here
+    def compile(self, backend: str = DEFAULT_BACKEND, *, num_threads: int | None = None,
+                block_size: int | None = None) -> Callable:
+        """An evaluator of this function with ``backend`` (see ``sd.available_backends()``).
+
+        Args:
+            backend: ``"numexpr"`` (default), ``"numpy"``, or ``"numba"`` where installed.
+            num_threads: threads for this evaluator (default: ``sd.get_num_threads()``).
+            block_size: points per block of the batch (default: chosen from the graph so
+                all live temporaries of a block fit in 64 MiB).
+
+        >>> import numpy as np
+        >>> F = trace(lambda x: np.sin(x) ** 2, 0.0)
+        >>> f = F.compile("numpy", block_size=2)
+        >>> f(np.array([0.0, np.pi / 2, np.pi / 2]))
+        array([0., 1., 1.])
+        """
+        self._evaluator(backend, np.float64)  # compile now, so errors surface here
+        options = {"num_threads": num_threads, "block_size": block_size}
 
         def evaluate(*args):
-            return self._call(args, backend)
+            return self._call(args, backend, options)
 
         evaluate.__name__ = self.name
         evaluate.__doc__ = f"{self.name}, compiled for the {backend} backend."
         return evaluate
 
-    def _evaluator(self, backend: str):
-        evaluator = self._evaluators.get(backend)
+    def source(self, backend: str = DEFAULT_BACKEND, dtype: Any = "float64") -> str:
+        """The generated Python module that evaluates this function with ``backend``.
+
+        It is exactly the text the evaluator runs, and it runs without symad:
+        ``run(*arrays)`` takes one broadcastable array per scalar input (in the
+        order of ``F.graph.inputs``) and returns a tuple of arrays, one per
+        scalar output. Names from the user appear only in comments.
+
+        >>> import numpy as np
+        >>> F = trace(lambda x, y: np.exp(x) * y, 0.0, 0.0)
+        >>> namespace = {}
+        >>> exec(F.source("numexpr"), namespace)
+        >>> [float(v) for v in namespace["run"](0.0, 2.0)[0].reshape(-1)]
+        [2.0]
+        """
+        return self._evaluator(backend, np.dtype(dtype).type).source
+
+    def _evaluator(self, backend: str, dtype: Any):
+        key = (backend, np.dtype(dtype).name)
+        evaluator = self._evaluators.get(key)
         if evaluator is None:
-            evaluator = self._evaluators[backend] = make_evaluator(self.graph, backend)
+            evaluator = self._evaluators[key] = make_evaluator(
+                self.graph, backend, np.dtype(dtype).name, self.name
+            )
         return evaluator
 
     def __call__(self, *args) -> Any:
-        return self._call(args, "numpy")
+        return self._call(args, DEFAULT_BACKEND)
 
-    def _call(self, args: tuple, backend: str) -> Any:
+    def _call(self, args: tuple, backend: str, options: dict | None = None) -> Any:
         leaves, treedef = tree_flatten(tuple(args))
         if treedef != self.in_treedef:
             raise TracingError(
@@ -278,7 +314,9 @@ class Function:
             or any(isinstance(leaf, (Tracer, Parameter)) for leaf in leaves)
         ):
             return self._inline(leaves)
-        return self._evaluate(leaves, backend)
+        if any(is_dask_array(leaf) for leaf in leaves):
+            return evaluate_dask(self, leaves, backend, options or {})
+        return self._evaluate(leaves, backend, options or {})
 
     def _inline(self, leaves: list) -> Any:
         """Record this function's graph into the active trace, applied to ``leaves``."""
@@ -303,7 +341,8 @@ class Function:
         out_leaves = [Tracer(substitute_atoms(atoms, env)) for atoms in self._output_atoms()]
         return tree_unflatten(self.out_treedef, out_leaves)
 
-    def _evaluate(self, leaves: list, backend: str) -> Any:
+    def _evaluate(self, leaves: list, backend: str, options: dict) -> Any:
+        """Evaluate on NumPy values: flatten the batch, run the compiled blocks, reshape."""
         arrays = [_numeric_array(leaf, self.name) for leaf in leaves]
         parameter_values = []
         for parameter, symbols in self.parameters:
@@ -316,29 +355,48 @@ class Function:
         all_float32 = all(a.dtype == np.float32 for a in arrays + parameter_values)
         dtype = np.float32 if (arrays or parameter_values) and all_float32 else np.float64
 
-        batch_shapes, columns = [], []
-        for array, core_shape in zip(arrays, self.in_shapes):
-            batch_shape = _batch_shape(array.shape, core_shape, self.name)
-            batch_shapes.append(batch_shape)
-            flat = array.astype(dtype, copy=False).reshape(batch_shape + (-1,))
-            columns.extend(flat[..., i] for i in range(flat.shape[-1]))
-        for value in parameter_values:
-            columns.extend(value.astype(dtype, copy=False).reshape(-1))
+        batch_shapes = [_batch_shape(array.shape, core_shape, self.name)
+                        for array, core_shape in zip(arrays, self.in_shapes)]
         batch = _common_batch(batch_shapes, arrays, self.in_shapes, self.name)
+        count = math.prod(batch)
+        # Every scalar input becomes a 1-D column of the flattened batch (a view where
+        # the layout allows), or a 0-d value when it is the same for every point.
+        columns = []
+        for array, batch_shape, core_shape in zip(arrays, batch_shapes, self.in_shapes):
+            flat = array.astype(dtype, copy=False).reshape(batch_shape + (math.prod(core_shape),))
+            for i in range(flat.shape[-1]):
+                columns.append(_column(flat[..., i], batch, count))
+        for value in parameter_values:
+            columns.extend(np.asarray(v, dtype) for v in value.astype(dtype, copy=False).reshape(-1))
 
-        results = self._evaluator(backend)(columns)
-        out_leaves, start = [], 0
+        evaluator = self._evaluator(backend, dtype)
+        output_boolean = evaluator.output_is_boolean
+        out_leaves, out_columns, start = [], [], 0
         for shape in self.out_shapes:
-            count = math.prod(shape)
-            elements = [_as_batch(v, batch, dtype) for v in results[start:start + count]]
-            start += count
-            if shape == ():
-                value = elements[0]
-                out_leaves.append(value[()] if value.ndim == 0 else value)
-            else:
-                stacked = np.stack(elements, axis=-1) if elements else np.zeros(batch + (0,), dtype)
-                out_leaves.append(stacked.reshape(batch + shape))
-        return tree_unflatten(self.out_treedef, out_leaves)
+            size = math.prod(shape)
+            boolean = size > 0 and all(output_boolean[start:start + size])
+            # One array per output leaf; each scalar output is a column of it, so the
+            # evaluator writes results in place and nothing is stacked afterwards.
+            leaf = np.empty((count, size), np.bool_ if boolean else dtype)
+            out_columns.extend(leaf[:, j] for j in range(size))
+            out_leaves.append(leaf)
+            start += size
+        evaluator.evaluate_into(columns, out_columns, count, **options)
+
+        results = []
+        for leaf, shape in zip(out_leaves, self.out_shapes):
+            value = leaf.reshape(batch + shape)
+            results.append(value[()] if value.ndim == 0 else value)
+        return tree_unflatten(self.out_treedef, results)
+
+
+def _column(values: np.ndarray, batch: tuple, count: int) -> np.ndarray:
+    """One input's values as a 1-D array of ``count`` points, or 0-d if the same everywhere."""
+    if values.size == 1 and count != 1:
+        return values.reshape(())
+    if values.shape != batch:
+        values = np.broadcast_to(values, batch)
+    return values.reshape(-1)
 
 
 # ---------------------------------------------------------------------------
@@ -365,15 +423,6 @@ def _batch_shape(shape: tuple, core_shape: tuple, name: str) -> tuple:
             f"{core_shape}; extra leading dimensions are a batch, the trailing ones must match"
         )
     return tuple(shape[: len(shape) - core_rank])
-
-
-def _as_batch(value: Any, batch: tuple, dtype) -> np.ndarray:
-    array = np.asarray(value)
-    if array.dtype.kind in "biuf" and array.dtype != np.bool_:
-        array = array.astype(dtype, copy=False)
-    if array.shape != batch:
-        array = np.array(np.broadcast_to(array, batch))
-    return array
 
 
 def _describe(treedef: TreeDef) -> str:

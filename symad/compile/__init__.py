@@ -1,25 +1,98 @@
-"""Lowering a Graph to numeric evaluators."""
+"""The compiler: Graph -> passes -> a Python module per backend -> a cached evaluator.
 
-from symad.compile.numpy_backend import NumpyEvaluator
+``make_evaluator(graph, backend, dtype)`` runs the passes of
+:mod:`symad.compile.program`, lowers the result to source text
+(:mod:`~symad.compile.numexpr_backend`, :mod:`~symad.compile.numpy_backend`,
+:mod:`~symad.compile.numba_backend`) and loads it (:mod:`~symad.compile.evaluator`).
+"""
 
-__all__ = ["NumpyEvaluator", "available_backends", "make_evaluator"]
+from __future__ import annotations
+
+from symad.compile.threads import get_num_threads, set_num_threads
+
+__all__ = ["available_backends", "make_evaluator", "generate_module", "DEFAULT_BACKEND",
+           "set_num_threads", "get_num_threads"]
+
+#: The backend ``F(...)`` and every transform evaluate with.
+DEFAULT_BACKEND = "numexpr"
+
+
+def _numba_usable() -> bool:
+    from symad.compile.numba_backend import numba_available
+
+    return numba_available()
 
 
 def available_backends() -> list[str]:
-    """The evaluation backends usable on this machine.
+    """The evaluation backends usable on this machine, the default first.
 
-    >>> "numpy" in available_backends()
-    True
+    ``"numexpr"`` (default) and ``"numpy"`` always; ``"numba"`` (one fused,
+    multi-threaded loop) when numba is installed (``pip install symad[fast]``).
+
+    >>> available_backends()[:2]
+    ['numexpr', 'numpy']
     """
-    return ["numpy"]
+    backends = ["numexpr", "numpy"]
+    if _numba_usable():
+        backends.append("numba")
+    return backends
 
 
-def make_evaluator(graph, backend: str):
-    """An evaluator of ``graph`` for ``backend``: ``evaluator(input_values) -> output_values``."""
+def _check_backend(backend: str) -> None:
     from symad.errors import CompileError
 
-    if backend == "numpy":
-        return NumpyEvaluator(graph)
-    raise CompileError(
-        f"unknown backend {backend!r}; the backends available here are {available_backends()}"
-    )
+    if backend not in available_backends():
+        known = ("numexpr", "numpy", "numba")
+        why = " (numba is not installed: pip install numba)" if backend == "numba" else ""
+        if backend not in known:
+            why = ""
+        raise CompileError(
+            f"unknown backend {backend!r}{why}; the backends available here are "
+            f"{available_backends()}"
+        )
+
+
+def generate_module(graph, backend: str, dtype="float64", name: str = "function"):
+    """Lower ``graph`` to the source module of ``backend`` at ``dtype`` (not yet loaded).
+
+    >>> import sympy
+    >>> from symad.graph import GraphBuilder
+    >>> from symad.primitives import exp_p
+    >>> x = sympy.Symbol("x"); builder = GraphBuilder(); builder.add_input(x)
+    >>> module = generate_module(builder.finish([builder.record(exp_p, (x,))]), "numpy")
+    >>> "np.exp(v0)" in module.source, module.externals
+    (True, [])
+    """
+    _check_backend(backend)
+    if backend == "numexpr":
+        from symad.compile.numexpr_backend import lower_numexpr
+
+        return lower_numexpr(graph, dtype, name)
+    if backend == "numba":
+        from symad.compile.numba_backend import lower_numba
+
+        return lower_numba(graph, dtype, name)
+    from symad.compile.numpy_backend import lower_numpy
+
+    return lower_numpy(graph, dtype, name)
+
+
+def make_evaluator(graph, backend: str, dtype="float64", name: str = "function"):
+    """A loaded :class:`~symad.compile.evaluator.Evaluator` of ``graph`` for ``backend``.
+
+    >>> import sympy, numpy as np
+    >>> from symad.graph import GraphBuilder
+    >>> from symad.primitives import sin_p
+    >>> x = sympy.Symbol("x"); builder = GraphBuilder(); builder.add_input(x)
+    >>> evaluator = make_evaluator(builder.finish([builder.record(sin_p, (x,))]), "numexpr")
+    >>> out = np.empty(2)
+    >>> evaluator.evaluate_into([np.array([0.0, np.pi / 2])], [out], 2)
+    >>> out
+    array([0., 1.])
+    """
+    from symad.compile.evaluator import Evaluator, check_loaded, load_module
+
+    module = generate_module(graph, backend, dtype, name)
+    namespace = load_module(module, on_disk=module.backend == "numba")
+    check_loaded(namespace, module.backend)
+    return Evaluator(module, namespace)

@@ -1,64 +1,101 @@
-"""The NumPy evaluator: one NumPy call per node, over whole batches at once.
+"""Lowering to NumPy: one NumPy (or SciPy) call per node, blocked over the batch.
 
-Every scalar input of the graph is fed a NumPy array holding that element
-for every point of the batch, so one pass over the node list evaluates the
-whole batch. The program (which slot each node reads and writes) is worked
-out once per graph.
+The reference backend: every node is its own step, so results are exactly
+what each primitive's NumPy implementation gives. Liveness turns into ``del``
+statements, so a block holds only the temporaries still needed.
+
+>>> import sympy
+>>> from symad.graph import GraphBuilder
+>>> from symad.primitives import sin_p, mul_p
+>>> x = sympy.Symbol("x"); b = GraphBuilder(); b.add_input(x)
+>>> s = b.record(sin_p, (x,))
+>>> module = lower_numpy(b.finish([b.record(mul_p, (s, s))]), "float64", "f")
+>>> lines = module.source.splitlines()
+>>> start = lines.index("def evaluate_block(inputs, outputs, buffers):")
+>>> print("\\n".join(lines[start:start + 6]))
+def evaluate_block(inputs, outputs, buffers):
+    [v0] = inputs
+    [o0] = outputs
+    v1 = np.sin(v0)
+    o0[...] = np.multiply(v1, v1)
+    del v1
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
 
 import numpy as np
 
-from symad.graph import Graph, constant_value, is_constant
+from symad.compile.program import Program, compile_program, max_live
+from symad.compile.source import (
+    DRIVER,
+    GeneratedModule,
+    block_size_for,
+    first_output_positions,
+    module_header,
+    numpy_spelling,
+    operand_text,
+    output_lines,
+)
+
+__all__ = ["lower_numpy", "unpack_lines", "external_call"]
 
 
-class NumpyEvaluator:
-    """Evaluate a Graph's outputs from its inputs with NumPy.
+def unpack_lines(program: Program, buffer_count: int) -> list[str]:
+    """The first lines of ``evaluate_block``: names for inputs, outputs and buffers."""
+    lines = ["def evaluate_block(inputs, outputs, buffers):"]
+    if program.input_count:
+        lines.append(f"    [{', '.join(f'v{i}' for i in range(program.input_count))}] = inputs")
+    if program.outputs:
+        lines.append(f"    [{', '.join(f'o{i}' for i in range(len(program.outputs)))}] = outputs")
+    if buffer_count:
+        lines.append(f"    [{', '.join(f'b{i}' for i in range(buffer_count))}] = buffers")
+    return lines
 
-    >>> import sympy, numpy as np
-    >>> from symad.graph import GraphBuilder
-    >>> from symad.primitives import sin_p
-    >>> x = sympy.Symbol("x"); builder = GraphBuilder()
-    >>> builder.add_input(x)
-    >>> evaluator = NumpyEvaluator(builder.finish([builder.record(sin_p, (x,))]))
-    >>> evaluator([np.array([0.0, np.pi / 2])])[0]
-    array([0., 1.])
-    """
 
-    def __init__(self, graph: Graph):
-        slot_of = {symbol: slot for slot, symbol in enumerate(graph.inputs)}
-        free = graph.free_symbols()
-        if free:
-            names = ", ".join(sorted(str(s) for s in free))
-            from symad.errors import CompileError
+def external_call(instruction, externals: list, descriptions: list) -> str:
+    """Bind the instruction's NumPy implementation as an external; the call's source."""
+    implementation = instruction.primitive.numpy_impl
+    if instruction.params:
+        implementation = functools.partial(implementation, **dict(instruction.params))
+    index = len(externals)
+    externals.append(implementation)
+    descriptions.append(f"the numeric implementation of {instruction.primitive.name!r}")
+    args = ", ".join(operand_text(o) for o in instruction.operands)
+    return f"EXTERNALS[{index}]({args})"
 
-            raise CompileError(
-                f"the graph refers to values of an enclosing trace ({names}); it can only be "
-                "evaluated inside that trace"
-            )
-        self.input_count = len(graph.inputs)
-        program = []
-        for node in graph.nodes:
-            operands = tuple(self._operand(atom, slot_of) for atom in node.args)
-            slot_of[node.symbol] = len(slot_of)
-            program.append((node.primitive.numpy_impl, operands, dict(node.params)))
-        self.program = program
-        self.outputs = tuple(self._operand(atom, slot_of) for atom in graph.outputs)
 
-    @staticmethod
-    def _operand(atom, slot_of) -> tuple[bool, object]:
-        """``(True, slot)`` for a computed value, ``(False, value)`` for a constant."""
-        if is_constant(atom):
-            return (False, constant_value(atom))
-        return (True, slot_of[atom])
-
-    def __call__(self, input_values: Sequence) -> list:
-        values = list(input_values)
-        with np.errstate(all="ignore"):  # like JAX: inf and nan propagate silently
-            for implementation, operands, params in self.program:
-                args = [values[ref] if is_slot else ref for is_slot, ref in operands]
-                values.append(implementation(*args, **params))
-        return [values[ref] if is_slot else ref for is_slot, ref in self.outputs]
+def lower_numpy(graph, dtype, name: str = "function") -> GeneratedModule:
+    """The NumPy evaluator module of ``graph`` at ``dtype`` (example: the module docstring)."""
+    program = compile_program(graph, lambda instruction: False, name)
+    externals: list = []
+    descriptions: list = []
+    targets = first_output_positions(program)
+    body = []
+    read = {leaf for step in program.steps for leaf in step.leaves}
+    for step, freed in zip(program.steps, program.frees):
+        instruction = step.instruction
+        spelling = numpy_spelling(instruction)
+        if spelling is None:
+            call = external_call(instruction, externals, descriptions)
+        else:
+            call = spelling([operand_text(o) for o in instruction.operands])
+        position = targets.get(step.result)
+        if position is None:
+            body.append(f"    v{step.result} = {call}")
+        else:
+            body.append(f"    o{position}[...] = {call}")
+            if step.result in read:
+                body.append(f"    v{step.result} = o{position}")
+        if freed:
+            body.append(f"    del {', '.join(f'v{v}' for v in freed)}")
+    body.extend(output_lines(program, targets))
+    body.append("    return None")
+    block_size = block_size_for(max_live(program) + 2, np.dtype(dtype).itemsize)
+    header = module_header(
+        program, "numpy", dtype, [],
+        [program.output_is_boolean(o) for o in program.outputs], [], descriptions, block_size,
+    )
+    source = "\n".join(header + unpack_lines(program, 0) + body) + "\n" + DRIVER
+    return GeneratedModule(source, externals, "numpy", dtype, block_size, program)

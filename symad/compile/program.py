@@ -1,0 +1,368 @@
+"""The compiler's program: a Graph renumbered into plain integers, and the passes over it.
+
+A :class:`Program` is the Graph with SymPy taken out: every value (input or
+node result) is an integer ``v0, v1, ...`` (inputs first), every operand is
+either such a value or a :class:`Constant`. The passes are small functions
+over it, each named for what it does, run in this order by
+:func:`compile_program`:
+
+1. :func:`eliminate_dead_code` -- instructions no output depends on are dropped
+   (the Graph builder already does this; the pass keeps the compiler correct
+   on any Graph it is given).
+2. :func:`schedule_depth_first` -- reorders the instructions so that each
+   output is computed right after what it needs (shorter live ranges).
+3. :func:`fuse` -- decides which single-use temporaries are inlined into their
+   consumer, for backends that evaluate whole expressions (numexpr). What is
+   left are *steps*: one evaluation each, reading materialized values only.
+4. :func:`liveness` -- for every step, the values whose last use it is, so a
+   backend frees (or reuses the buffer of) each temporary as early as possible.
+
+Constant folding and common subexpressions need no pass here: the Graph
+builder folds constant operands and hash-conses equal nodes as it records.
+
+>>> import sympy
+>>> from symad.graph import GraphBuilder
+>>> from symad.primitives import sin_p, mul_p, exp_p
+>>> x = sympy.Symbol("x"); b = GraphBuilder(); b.add_input(x)
+>>> s = b.record(sin_p, (x,))
+>>> graph = b.finish([b.record(mul_p, (b.record(exp_p, (s,)), s))])
+>>> program = compile_program(graph, lambda instruction: True)
+>>> [(step.result, step.leaves) for step in program.steps]   # exp(v1) is inlined into v3
+[(1, (0,)), (3, (1,))]
+>>> program.frees
+((), (1,))
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from symad.errors import CompileError
+from symad.graph import Graph, constant_value, is_constant
+
+__all__ = [
+    "Constant",
+    "Instruction",
+    "Program",
+    "Step",
+    "build_program",
+    "compile_program",
+    "eliminate_dead_code",
+    "fuse",
+    "schedule_depth_first",
+    "liveness",
+    "safe_comment",
+]
+
+#: A fused expression holds at most this many operations and distinct leaves: numexpr
+#: numbers its registers with one byte and NumPy's iterator takes at most 64 operands.
+MAX_FUSED_OPERATIONS = 48
+MAX_FUSED_LEAVES = 24
+#: Shared values this cheap (arithmetic, at most this many operations) are recomputed
+#: in each consumer instead of being stored.
+CHEAP_OPERATIONS = 2
+CHEAP_PRIMITIVES = frozenset({"add", "subtract", "multiply", "divide", "negative", "stop_gradient"})
+
+
+@dataclass(frozen=True)
+class Constant:
+    """A constant operand: a Python float or bool."""
+
+    value: float | bool
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """``v{result} = primitive(*operands, **params)``; operands are ints (values) or Constants."""
+
+    result: int
+    primitive: object
+    operands: tuple
+    params: tuple
+    boolean: bool
+
+
+@dataclass(frozen=True)
+class Step:
+    """One evaluation: ``instruction`` with its inlined operands, reading ``leaves`` only."""
+
+    result: int
+    instruction: Instruction
+    leaves: tuple[int, ...]
+
+
+@dataclass
+class Program:
+    """Inputs ``v0 .. v{input_count-1}``, instructions in order, and output operands."""
+
+    name: str
+    input_count: int
+    input_names: tuple[str, ...]
+    instructions: list[Instruction]
+    outputs: tuple
+    #: values that hold truth values (comparison results), for buffer and output types
+    boolean_values: set[int] = field(default_factory=set)
+    #: filled by ``fuse``: the materialized evaluations, and the inlined instructions by result
+    steps: list[Step] = field(default_factory=list)
+    inlined: dict[int, Instruction] = field(default_factory=dict)
+    #: filled by ``liveness``: per step, the values read for the last time by it
+    frees: tuple = ()
+
+    def output_is_boolean(self, operand) -> bool:
+        if isinstance(operand, Constant):
+            return isinstance(operand.value, bool)
+        return operand in self.boolean_values
+
+
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def safe_comment(text: str, limit: int = 60) -> str:
+    """``text`` made safe for a one-line comment: control characters and newlines removed.
+
+    >>> safe_comment("x\\n__import__('os')")
+    "x__import__('os')"
+    """
+    return _UNPRINTABLE.sub("", str(text))[:limit]
+
+
+# ---------------------------------------------------------------------------
+# Graph -> Program
+# ---------------------------------------------------------------------------
+
+
+def build_program(graph: Graph, name: str = "function") -> Program:
+    """Number the Graph's values and turn its constants into Python values.
+
+    >>> import sympy
+    >>> from symad.graph import GraphBuilder
+    >>> from symad.primitives import mul_p
+    >>> x = sympy.Symbol("x"); b = GraphBuilder(); b.add_input(x)
+    >>> program = build_program(b.finish([b.record(mul_p, (x, sympy.Float(0.5)))]))
+    >>> program.instructions[0].operands
+    (Constant(value=0.5), 0)
+    """
+    free = graph.free_symbols()
+    if free:
+        names = ", ".join(sorted(str(s) for s in free))
+        raise CompileError(
+            f"the graph refers to values of an enclosing trace ({names}); it can only be "
+            "evaluated inside that trace"
+        )
+    number = {symbol: index for index, symbol in enumerate(graph.inputs)}
+
+    def operand(atom):
+        if is_constant(atom):
+            return Constant(constant_value(atom))
+        return number[atom]
+
+    instructions, boolean_values = [], set()
+    for node in graph.nodes:
+        result = len(number)
+        operands = tuple(operand(atom) for atom in node.args)
+        number[node.symbol] = result
+        boolean = bool(node.primitive.returns_boolean)
+        if boolean:
+            boolean_values.add(result)
+        instructions.append(Instruction(result, node.primitive, operands, tuple(node.params), boolean))
+    return Program(
+        name=name,
+        input_count=len(graph.inputs),
+        input_names=tuple(symbol.name for symbol in graph.inputs),
+        instructions=instructions,
+        outputs=tuple(operand(atom) for atom in graph.outputs),
+        boolean_values=boolean_values,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Passes
+# ---------------------------------------------------------------------------
+
+
+def eliminate_dead_code(program: Program) -> Program:
+    """Drop instructions that no output depends on."""
+    live = {o for o in program.outputs if isinstance(o, int)}
+    kept = []
+    for instruction in reversed(program.instructions):
+        if instruction.result in live:
+            kept.append(instruction)
+            live.update(o for o in instruction.operands if isinstance(o, int))
+    kept.reverse()
+    program.instructions = kept
+    return program
+
+
+def schedule_depth_first(program: Program) -> Program:
+    """Reorder instructions so each output is computed right after what it needs.
+
+    The recorded order is forward pass first, then the whole reverse pass, so
+    every forward value stays alive until the backward pass reaches it. A
+    depth-first post-order from the outputs (iterative: no recursion limit)
+    is still a topological order but computes, say, one gradient element at
+    a time, so temporaries die sooner and fewer buffers are needed.
+    """
+    by_result = {ins.result: ins for ins in program.instructions}
+    ordered: list[Instruction] = []
+    placed: set[int] = set()
+    for root in program.outputs:
+        if not isinstance(root, int) or root not in by_result or root in placed:
+            continue
+        stack = [(root, False)]
+        while stack:
+            value, expanded = stack.pop()
+            if value in placed:
+                continue
+            instruction = by_result[value]
+            if expanded:
+                placed.add(value)
+                ordered.append(instruction)
+                continue
+            stack.append((value, True))
+            for o in reversed(instruction.operands):
+                if isinstance(o, int) and o in by_result and o not in placed:
+                    stack.append((o, False))
+    program.instructions = ordered
+    return program
+
+
+def fuse(program: Program, fusible: Callable[[Instruction], bool]) -> Program:
+    """Inline single-use temporaries into their consumer where both are ``fusible``.
+
+    A value used once, by a fusible consumer, and not an output, becomes part
+    of its consumer's expression instead of a full-size temporary. Shared
+    values (used twice or more) stay materialized -- recomputing them would
+    cost more than reading them -- unless they are one or two arithmetic
+    operations, which are recomputed in each consumer. Expressions are capped in size (see
+    ``MAX_FUSED_OPERATIONS``); past the cap an operand is materialized.
+    With ``fusible`` always False every instruction is its own step.
+    """
+    uses: dict[int, int] = {}
+    consumers_fuse: dict[int, bool] = {}
+    can_fuse = {ins.result: fusible(ins) for ins in program.instructions}
+    for instruction in program.instructions:
+        for o in instruction.operands:
+            if isinstance(o, int):
+                uses[o] = uses.get(o, 0) + 1
+                consumers_fuse[o] = consumers_fuse.get(o, True) and can_fuse[instruction.result]
+    outputs = {o for o in program.outputs if isinstance(o, int)}
+    by_result = {ins.result: ins for ins in program.instructions}
+
+    # For each instruction: (operation count, leaves) of the expression rooted at it.
+    sizes: dict[int, tuple[int, frozenset]] = {}
+    inlined: dict[int, Instruction] = {}
+    for instruction in program.instructions:
+        operations, leaves = 1, set()
+        for o in instruction.operands:
+            if not isinstance(o, int):
+                operations += 1  # constants take a register too
+                continue
+            if o in inlined:  # a cheap shared value, recomputed in every consumer
+                sub_operations, sub_leaves = sizes[o]
+                operations += sub_operations
+                leaves |= sub_leaves
+                continue
+            candidate = (
+                can_fuse[instruction.result]
+                and o in can_fuse and can_fuse[o]
+                and uses[o] == 1 and o not in outputs
+            )
+            if candidate:
+                sub_operations, sub_leaves = sizes[o]
+                merged = leaves | sub_leaves
+                if (operations + sub_operations <= MAX_FUSED_OPERATIONS
+                        and len(merged) <= MAX_FUSED_LEAVES):
+                    operations += sub_operations
+                    leaves = merged
+                    inlined[o] = by_result[o]
+                    continue
+            leaves.add(o)
+        sizes[instruction.result] = (operations, frozenset(leaves))
+        # A shared value costing at most CHEAP_OPERATIONS arithmetic operations is
+        # recomputed inside each consumer rather than stored: an add or multiply in
+        # registers costs far less than a full pass over memory (``4*l`` and ``1 - l``
+        # of the logistic map, ``x*y`` feeding several functions).
+        if (can_fuse[instruction.result] and uses.get(instruction.result, 0) > 1
+                and consumers_fuse.get(instruction.result, False)
+                and instruction.result not in outputs
+                and _is_cheap(instruction)
+                and operations <= CHEAP_OPERATIONS):
+            inlined[instruction.result] = instruction
+
+    program.inlined = inlined
+    program.steps = [
+        Step(ins.result, ins, _ordered_leaves(ins, inlined))
+        for ins in program.instructions if ins.result not in inlined
+    ]
+    return program
+
+
+def _is_cheap(instruction: Instruction) -> bool:
+    """Arithmetic, or a small constant integer power (numexpr turns ``x**2.0`` into ``x*x``)."""
+    name = instruction.primitive.name
+    if name in CHEAP_PRIMITIVES:
+        return True
+    if name == "power":
+        exponent = instruction.operands[1]
+        return (isinstance(exponent, Constant) and not isinstance(exponent.value, bool)
+                and float(exponent.value).is_integer() and 2 <= exponent.value <= 3)
+    return False
+
+
+def _ordered_leaves(root: Instruction, inlined: dict) -> tuple[int, ...]:
+    """The materialized values an expression reads, in first-use order (no recursion)."""
+    leaves: list[int] = []
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        instruction = stack.pop()
+        for o in reversed(instruction.operands):
+            if not isinstance(o, int):
+                continue
+            if o in inlined:
+                stack.append(inlined[o])
+            elif o not in seen:
+                seen.add(o)
+                leaves.append(o)
+    return tuple(leaves)
+
+
+def liveness(program: Program) -> Program:
+    """For each step, the temporaries read for the last time there (outputs are never freed)."""
+    last_use: dict[int, int] = {}
+    for index, step in enumerate(program.steps):
+        for leaf in step.leaves:
+            last_use[leaf] = index
+    keep = {o for o in program.outputs if isinstance(o, int)} | set(range(program.input_count))
+    frees: list[list[int]] = [[] for _ in program.steps]
+    for value, index in last_use.items():
+        if value not in keep:
+            frees[index].append(value)
+    program.frees = tuple(tuple(sorted(f)) for f in frees)
+    return program
+
+
+def compile_program(graph: Graph, fusible: Callable[[Instruction], bool],
+                    name: str = "function") -> Program:
+    """Graph -> Program through every pass: dead code, fusion, liveness."""
+    program = build_program(graph, name)
+    for compiler_pass in (eliminate_dead_code,
+                          schedule_depth_first,
+                          lambda p: fuse(p, fusible),
+                          liveness):
+        program = compiler_pass(program)
+    return program
+
+
+def max_live(program: Program, counted: Sequence[int] | None = None) -> int:
+    """The most temporaries alive at once (the working set, in block-sized arrays)."""
+    counted_set = None if counted is None else set(counted)
+    alive, peak = 0, 0
+    for step, freed in zip(program.steps, program.frees):
+        if counted_set is None or step.result in counted_set:
+            alive += 1
+        peak = max(peak, alive)
+        alive -= sum(1 for v in freed if counted_set is None or v in counted_set)
+    return peak

@@ -1,0 +1,247 @@
+"""Pieces shared by every lowering to Python source text.
+
+Each backend writes one standalone Python module; this file holds what all
+of them share: number literals, the NumPy spelling of each primitive, the
+module header and the blocked driver (``evaluate`` and ``run``).
+
+Safety rule for generated code: identifiers are symad's own (``v0``, ``b1``,
+``o2``, ``_E3``), numbers are printed with ``repr(float)``, and the only text
+that comes from a user -- function and symbol names -- appears in ``#``
+comments with newlines and control characters removed. Nothing a user passes
+in is ever executed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import scipy.special
+
+from symad.compile.program import Constant, Instruction, Program, safe_comment
+
+__all__ = ["literal", "numpy_spelling", "module_header", "DRIVER", "RUN", "WORKING_SET_BYTES", "block_size_for",
+           "GeneratedModule", "is_builtin_primitive"]
+
+#: The working set the blocked driver aims for: every live temporary of a block
+#: together. Blocks are large rather than cache-sized because numexpr pays a
+#: thread synchronisation per call (measured 20-140 us on a busy 2-core machine),
+#: so fewer, longer calls win; the bound still holds whatever the graph size.
+WORKING_SET_BYTES = 64 << 20
+MIN_BLOCK, MAX_BLOCK = 1 << 12, 1 << 18
+
+
+def block_size_for(temporaries: int, itemsize: int) -> int:
+    """The batch block (a power of two) that keeps ``temporaries`` arrays within the working set.
+
+    >>> block_size_for(4, 8), block_size_for(10_000, 8)
+    (262144, 4096)
+    """
+    per_element = max(1, temporaries) * itemsize
+    block = MAX_BLOCK
+    while block > MIN_BLOCK and block * per_element > WORKING_SET_BYTES:
+        block //= 2
+    return block
+
+
+def literal(value) -> str:
+    """Python source for a constant: ``repr(float)``, or ``float("inf")`` and friends.
+
+    >>> literal(0.1), literal(2.0), literal(True), literal(-math.inf)
+    ('0.1', '2.0', 'True', '(-float("inf"))')
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return "True" if value else "False"
+    number = float(value)
+    if math.isnan(number):
+        return 'float("nan")'
+    if math.isinf(number):
+        return 'float("inf")' if number > 0 else '(-float("inf"))'
+    text = repr(number)
+    return f"({text})" if number < 0 else text
+
+
+def operand_text(operand) -> str:
+    """A materialized operand's source: ``v{n}`` or a literal."""
+    if isinstance(operand, Constant):
+        return literal(operand.value)
+    return f"v{operand}"
+
+
+class GeneratedModule:
+    """The Python source of one evaluator, and the callables it needs bound (``EXTERNALS``)."""
+
+    def __init__(self, source: str, externals: list, backend: str, dtype, block_size: int,
+                 program: Program, note: str = ""):
+        self.source = source
+        self.externals = externals
+        self.backend = backend
+        self.dtype = np.dtype(dtype)
+        self.block_size = block_size
+        self.program = program
+        #: why this module differs from what was asked (e.g. a fallback), or ""
+        self.note = note
+
+
+
+# ---------------------------------------------------------------------------
+# NumPy spellings: the translation table of the NumPy lowering
+# ---------------------------------------------------------------------------
+
+
+def _stacked(reduction: str):
+    return lambda args: f"{reduction}(np.stack(np.broadcast_arrays({', '.join(args)})), axis=0)"
+
+
+#: Primitives whose NumPy form is not ``np.<numpy_name>(...)``.
+_SPECIAL_NUMPY_FORMS = {
+    "add": lambda args: "(" + " + ".join(args) + ")",
+    "stop_gradient": lambda args: args[0],
+    "softplus": lambda args: f"np.logaddexp(0.0, {args[0]})",
+    "sech": lambda args: f"(1.0 / np.cosh({args[0]}))",
+    "reduce_max": _stacked("np.max"),
+    "reduce_min": _stacked("np.min"),
+    "logsumexp": _stacked("special.logsumexp"),
+}
+
+
+def numpy_spelling(instruction: Instruction):
+    """``format(args) -> source`` for this instruction in NumPy/SciPy, or None (use EXTERNALS).
+
+    >>> from symad.compile.program import Instruction
+    >>> from symad.primitives import erf_p
+    >>> numpy_spelling(Instruction(1, erf_p, (0,), (), False))(["v0"])
+    'special.erf(v0)'
+
+    The NumPy form is found from the primitive's own table entry: its
+    ``numpy_name`` must name exactly its ``numpy_impl`` in ``numpy`` or
+    ``scipy.special``, so a spelling can never disagree with the
+    implementation the NumPy evaluation has always used.
+    """
+    primitive = instruction.primitive
+    if instruction.params:
+        return None
+    special_form = _SPECIAL_NUMPY_FORMS.get(primitive.name)
+    if special_form is not None and is_builtin_primitive(primitive):
+        return special_form
+    name = primitive.numpy_name
+    if name and name.isidentifier():
+        if getattr(np, name, None) is primitive.numpy_impl:
+            return lambda args, name=name: f"np.{name}({', '.join(args)})"
+        if getattr(scipy.special, name, None) is primitive.numpy_impl:
+            return lambda args, name=name: f"special.{name}({', '.join(args)})"
+    return None
+
+
+def is_builtin_primitive(primitive) -> bool:
+    """True for symad's own primitives (a custom primitive may reuse a built-in name)."""
+    from symad.primitives import PRIMITIVES
+
+    return PRIMITIVES.get(primitive.name) is primitive
+
+
+# ---------------------------------------------------------------------------
+# The module skeleton
+# ---------------------------------------------------------------------------
+
+
+def module_header(program: Program, backend: str, dtype, imports: Sequence[str],
+                  output_is_boolean: Sequence[bool], buffer_is_boolean: Sequence[bool],
+                  externals: Sequence[str], block_size: int) -> list[str]:
+    """The top of a generated module: provenance comments, imports and constants."""
+    dtype_name = np.dtype(dtype).name
+    lines = [
+        f"# Generated by symad: the {backend} evaluator of {safe_comment(program.name)!s} ({dtype_name}).",
+        "# Standalone: it needs NumPy, SciPy" + (" and numexpr" if backend == "numexpr" else "")
+        + ", not symad.",
+        "# run(*arrays) evaluates on broadcastable arrays, one per input, and returns a tuple;",
+        "# evaluate(inputs, outputs, n) fills 1-D outputs of length n from 1-D (or 0-d) inputs,",
+        "# in blocks of BLOCK_SIZE points so memory stays near inputs + outputs.",
+        "import numpy as np",
+        "import scipy.special as special",
+        *imports,
+        "",
+        f"DTYPE = np.{dtype_name}",
+        f"INPUT_COUNT = {program.input_count}",
+        f"OUTPUT_IS_BOOLEAN = {tuple(bool(b) for b in output_is_boolean)!r}",
+        f"BUFFER_IS_BOOLEAN = {tuple(bool(b) for b in buffer_is_boolean)!r}",
+        f"BLOCK_SIZE = {int(block_size)}",
+        "# Operations this module cannot spell itself: the caller binds them before use.",
+        f"EXTERNALS = [None] * {len(externals)}",
+    ]
+    for index, description in enumerate(externals):
+        lines.append(f"#   EXTERNALS[{index}]: {safe_comment(description)}")
+    lines.append("# Inputs:")
+    for index, name in enumerate(program.input_names):
+        lines.append(f"#   v{index}: {safe_comment(name)}")
+    lines.append("")
+    return lines
+
+
+BLOCKED_EVALUATE = '''
+
+def evaluate(inputs, outputs, n, block_size=BLOCK_SIZE):
+    """Fill ``outputs`` (1-D, length n) from ``inputs`` (1-D of length n, or 0-d), block by block."""
+    if len(inputs) != INPUT_COUNT:
+        raise ValueError(f"expected {INPUT_COUNT} inputs, got {len(inputs)}")
+    if any(external is None for external in EXTERNALS):
+        raise RuntimeError("bind every entry of EXTERNALS (listed at the top) before evaluating")
+    block_size = max(1, min(int(block_size), n))
+    buffers = [np.empty(block_size, np.bool_ if b else DTYPE) for b in BUFFER_IS_BOOLEAN]
+    with np.errstate(all="ignore"):  # like JAX: inf and nan propagate silently
+        for start in range(0, n, block_size):
+            stop = min(start + block_size, n)
+            evaluate_block(
+                [x[start:stop] if x.ndim else x for x in inputs],
+                [o[start:stop] for o in outputs],
+                [b[:stop - start] for b in buffers],
+            )
+    return outputs
+'''
+
+RUN = '''
+
+def run(*arrays):
+    """Evaluate on broadcastable arrays, one per input; a tuple of arrays of the broadcast shape."""
+    arrays = [np.asarray(a, dtype=DTYPE) for a in arrays]
+    shape = np.broadcast_shapes(*(a.shape for a in arrays)) if arrays else ()
+    n = 1
+    for extent in shape:
+        n *= extent
+    flat = []
+    for a in arrays:
+        if a.size == 1 and n != 1:
+            flat.append(a.reshape(()))
+        else:
+            flat.append(np.broadcast_to(a, shape).reshape(-1))
+    outputs = [np.empty(n, np.bool_ if b else DTYPE) for b in OUTPUT_IS_BOOLEAN]
+    evaluate(flat, outputs, n)
+    return tuple(o.reshape(shape) for o in outputs)
+'''
+
+#: The driver of backends that evaluate block by block: ``evaluate`` and ``run``.
+DRIVER = BLOCKED_EVALUATE + RUN
+
+
+def output_lines(program: Program, computed_into: dict[int, int], indent: str = "    ") -> list[str]:
+    """Fill every output slot that no step wrote directly: constants, inputs, repeated values."""
+    lines = []
+    for position, operand in enumerate(program.outputs):
+        if isinstance(operand, int) and computed_into.get(operand) == position:
+            continue
+        if isinstance(operand, int) and operand in computed_into:
+            lines.append(f"{indent}o{position}[...] = o{computed_into[operand]}")
+        else:
+            lines.append(f"{indent}o{position}[...] = {operand_text(operand)}")
+    return lines
+
+
+def first_output_positions(program: Program) -> dict[int, int]:
+    """For each computed value that is an output: the first output slot holding it."""
+    inputs = set(range(program.input_count))
+    positions: dict[int, int] = {}
+    for position, operand in enumerate(program.outputs):
+        if isinstance(operand, int) and operand not in inputs:
+            positions.setdefault(operand, position)
+    return positions

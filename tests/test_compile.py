@@ -1,0 +1,457 @@
+"""The compiler: passes, backends agreeing with each other, blocking, threads, source, errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numexpr
+import numpy as np
+import pytest
+import scipy.special
+import sympy
+
+import symad as sd
+import symad.numpy as snp
+from symad.compile import program as program_module
+from symad.compile import threads
+from symad.compile.program import compile_program, max_live
+
+BACKENDS = ["numexpr", "numpy"]
+
+
+def _rng():
+    return np.random.default_rng(7)
+
+
+# ---------------------------------------------------------------------------
+# Every primitive on every backend: the same numbers as NumPy/SciPy
+# ---------------------------------------------------------------------------
+
+# name: (function of x, y, reference of x, y, domain)
+ELEMENTWISE = {
+    "arith": (lambda x, y: (x * y - x / y) ** 2 + -x, lambda x, y: (x * y - x / y) ** 2 - x, "pos"),
+    "pow_symbolic": (lambda x, y: x ** y, lambda x, y: x ** y, "pos"),
+    "pow_const": (lambda x, y: x ** 3 + y ** 0.5 + x ** -1.0 + x ** 2.5,
+                  lambda x, y: x ** 3 + np.sqrt(y) + 1 / x + x ** 2.5, "pos"),
+    "exp_log": (lambda x, y: np.exp(x) + np.log(y) + np.expm1(x) + np.log1p(y) + np.log10(y),
+                lambda x, y: np.exp(x) + np.log(y) + np.expm1(x) + np.log1p(y) + np.log10(y), "pos"),
+    "exp2_log2_cbrt": (lambda x, y: np.exp2(x) + np.log2(y) + np.cbrt(x - y),
+                       lambda x, y: np.exp2(x) + np.log2(y) + np.cbrt(x - y), "pos"),
+    "trig": (lambda x, y: np.sin(x) * np.cos(y) + np.tan(x / 4) + np.arctan2(y, x - 1),
+             lambda x, y: np.sin(x) * np.cos(y) + np.tan(x / 4) + np.arctan2(y, x - 1), "pos"),
+    "inverse_trig": (lambda x, y: np.arcsin(x / 3) + np.arccos(y / 3) + np.arctan(x),
+                     lambda x, y: np.arcsin(x / 3) + np.arccos(y / 3) + np.arctan(x), "pos"),
+    "hyperbolic": (lambda x, y: np.sinh(x) + np.cosh(y) + np.tanh(x * y) + np.arcsinh(x)
+                   + np.arccosh(1 + y) + np.arctanh(x / 3),
+                   lambda x, y: np.sinh(x) + np.cosh(y) + np.tanh(x * y) + np.arcsinh(x)
+                   + np.arccosh(1 + y) + np.arctanh(x / 3), "pos"),
+    "abs_sign": (lambda x, y: np.abs(x - y) + np.sign(x - 1), lambda x, y: np.abs(x - y) + np.sign(x - 1), "pos"),
+    "max_min_hypot": (lambda x, y: np.maximum(x, y) - np.minimum(x, 2 * y) + np.hypot(x, y),
+                      lambda x, y: np.maximum(x, y) - np.minimum(x, 2 * y) + np.hypot(x, y), "pos"),
+    "special": (lambda x, y: snp.erf(x - 1) + snp.erfc(y) + snp.sigmoid(x - y) + snp.softplus(y - x),
+                lambda x, y: scipy.special.erf(x - 1) + scipy.special.erfc(y)
+                + scipy.special.expit(x - y) + np.logaddexp(0.0, y - x), "pos"),
+    "logaddexp": (lambda x, y: np.logaddexp(x, 2 * y), lambda x, y: np.logaddexp(x, 2 * y), "pos"),
+    "where": (lambda x, y: snp.where((x > 1) & (y < 1.5), x * y, snp.where(x <= y, -x, y)),
+              lambda x, y: np.where((x > 1) & (y < 1.5), x * y, np.where(x <= y, -x, y)), "pos"),
+    "clip": (lambda x, y: np.clip(x * y, 0.5, 2.0), lambda x, y: np.clip(x * y, 0.5, 2.0), "pos"),
+}
+
+
+def _points(domain: str, n: int = 101):
+    rng = _rng()
+    return rng.uniform(0.1, 2.5, n), rng.uniform(0.1, 2.5, n)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", sorted(ELEMENTWISE))
+def test_backends_match_numpy_reference(case, backend):
+    fun, reference, domain = ELEMENTWISE[case]
+    x, y = _points(domain)
+    F = sd.trace(fun, 1.0, 1.0)
+    got = F.compile(backend)(x, y)
+    with np.errstate(all="ignore"):
+        want = reference(x, y)
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-14)
+
+
+@pytest.mark.parametrize("case", sorted(ELEMENTWISE))
+def test_numexpr_float32_on_every_case(case):
+    # numexpr types float32 separately (and spells it as Python's float): every
+    # function it is given must exist for float32 too.
+    fun, reference, domain = ELEMENTWISE[case]
+    x, y = _points(domain)
+    got = sd.trace(fun, 1.0, 1.0)(x.astype(np.float32), y.astype(np.float32))
+    assert got.dtype == np.float32
+    with np.errstate(all="ignore"):
+        want = reference(x, y)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", sorted(ELEMENTWISE))
+def test_gradients_agree_across_backends(case):
+    fun = ELEMENTWISE[case][0]
+    x, y = _points(ELEMENTWISE[case][2])
+    G = sd.grad(fun, argnums=(0, 1)).trace(1.0, 1.0)
+    results = {backend: G.compile(backend)(x, y) for backend in BACKENDS}
+    for backend, result in results.items():
+        for got, want in zip(result, results["numpy"]):
+            np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13, err_msg=backend)
+
+
+@pytest.mark.skipif("numba" not in sd.available_backends(), reason="numba is not installed")
+def test_numba_matches_numpy_reference_on_every_case():
+    # One graph holding every case (and one for their gradients): numba compiles
+    # each kernel for a second or more, so the cases share a kernel.
+    cases = sorted(ELEMENTWISE)
+    x, y = _points("pos")
+    F = sd.trace(lambda x, y: tuple(ELEMENTWISE[c][0](x, y) for c in cases), 1.0, 1.0)
+    with np.errstate(all="ignore"):
+        for case, got in zip(cases, F.compile("numba")(x, y)):
+            np.testing.assert_allclose(got, ELEMENTWISE[case][1](x, y), rtol=1e-13, atol=1e-14,
+                                       err_msg=case)
+    G = sd.grad(lambda x, y: sum(ELEMENTWISE[c][0](x, y) for c in cases), argnums=(0, 1))
+    G = G.trace(1.0, 1.0)
+    for got, want in zip(G.compile("numba")(x, y), G.compile("numpy")(x, y)):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-13)
+    assert G._evaluators[("numba", "float64")].note == ""
+
+
+def test_default_backend_is_numexpr_and_transforms_use_it():
+    f = lambda x, y: np.log(x) + x * y - np.sin(y)  # noqa: E731
+    F = sd.trace(f, 2.0, 5.0)
+    assert float(F(2.0, 5.0)) == pytest.approx(np.log(2) + 10 - np.sin(5), rel=1e-15)
+    assert ("numexpr", "float64") in F._evaluators
+    G = sd.grad(f, argnums=(0, 1)).trace(2.0, 5.0)
+    gx, gy = G(np.array([1.0, 2.0]), 5.0)
+    np.testing.assert_allclose(gx, [6.0, 5.5], rtol=1e-15)
+    np.testing.assert_allclose(gy, [1 - np.cos(5), 2 - np.cos(5)], rtol=1e-15)
+    assert list(G._evaluators) == [("numexpr", "float64")]
+
+
+def test_evaluators_are_cached_per_backend_and_dtype():
+    F = sd.trace(lambda x: np.sin(x) * 2, 0.0)
+    F(np.ones(3))
+    first = F._evaluators[("numexpr", "float64")]
+    F(np.ones(5))
+    assert F._evaluators[("numexpr", "float64")] is first
+    F(np.ones(3, np.float32))
+    assert set(F._evaluators) == {("numexpr", "float64"), ("numexpr", "float32")}
+
+
+def test_custom_primitive_runs_inside_the_numexpr_evaluator():
+    @sd.primitive
+    def softsign(x):
+        return x / (1 + np.abs(x))
+
+    F = sd.trace(lambda x: softsign(np.sin(x)) * 3 + 1, 0.0)
+    x = np.linspace(-3, 3, 11)
+    np.testing.assert_allclose(F(x), 3 * np.sin(x) / (1 + np.abs(np.sin(x))) + 1, rtol=1e-14, atol=1e-15)
+    assert "EXTERNALS[0]" in F.source()
+
+
+def test_comparison_outputs_are_boolean_arrays():
+    F = sd.trace(lambda x: (x > 1.0, x * 2), 0.0)
+    above, doubled = F(np.array([0.5, 1.5]))
+    assert above.dtype == np.bool_ and above.tolist() == [False, True]
+    np.testing.assert_array_equal(doubled, [1.0, 3.0])
+
+
+def test_reductions_logsumexp_and_parameters_over_a_batch():
+    w = sd.Parameter(np.array([0.5, -1.0, 2.0]), name="w")
+    F = sd.trace(lambda x: snp.logsumexp(x * w) + np.max(x * w) - np.min(x), np.zeros(3))
+    x = _rng().normal(size=(7, 3))
+    want = scipy.special.logsumexp(x * w.value, axis=-1) + np.max(x * w.value, axis=-1) - x.min(-1)
+    for backend in sd.available_backends():
+        np.testing.assert_allclose(F.compile(backend)(x), want, rtol=1e-14)
+
+
+def test_empty_and_scalar_batches():
+    F = sd.trace(lambda x, y: x * y + 1, 0.0, 0.0)
+    assert F(np.zeros(0), 2.0).shape == (0,)
+    value = F(2.0, 3.0)
+    assert isinstance(value, np.float64) and value == 7.0
+
+
+def test_non_finite_constants_in_expressions():
+    F = sd.trace(lambda x: x * 1e308 * 10 + np.exp(x * 0) * 0, 1.0)
+    with np.errstate(all="ignore"):
+        assert np.isinf(F(1.0))
+    G = sd.from_sympy(sympy.Symbol("x") + sympy.oo * 0 + 1, [sympy.Symbol("x")])
+    assert np.isnan(G(1.0)) or np.isfinite(G(1.0))  # whatever SymPy folds, it evaluates
+
+
+# ---------------------------------------------------------------------------
+# The passes
+# ---------------------------------------------------------------------------
+
+
+def _logistic(iterations):
+    def f(l):
+        for _ in range(iterations):
+            l = 4 * l * (1 - l)
+        return l
+    return f
+
+
+def test_fuse_inlines_single_use_temporaries_into_one_expression():
+    F = sd.trace(lambda x: np.sin(x) * np.cos(x) + np.exp(x), 0.0)
+    source = F.source("numexpr")
+    programs = [line for line in source.splitlines() if line.startswith("_E")]
+    assert len(programs) == 1
+    assert "((sin(v0) * cos(v0)) + exp(v0))" in programs[0]
+
+
+def test_shared_values_stay_materialized_and_cheap_ones_are_recomputed():
+    F = sd.trace(lambda x: np.exp(x) * np.sin(np.exp(x)) + (x * 2) * np.cos(x * 2), 0.0)
+    program = compile_program(F.graph, lambda ins: True)
+    materialized = {step.instruction.primitive.name for step in program.steps}
+    assert "exp" in materialized  # shared, and too costly to recompute
+    inlined_names = {ins.primitive.name for ins in program.inlined.values()}
+    assert "multiply" in inlined_names  # x*2 is recomputed in both consumers
+    np.testing.assert_allclose(F(0.3), np.exp(0.3) * np.sin(np.exp(0.3)) + 0.6 * np.cos(0.6),
+                               rtol=1e-15)
+
+
+def test_liveness_frees_each_temporary_once_after_its_last_use():
+    G = sd.grad(_logistic(30)).trace(0.3)
+    program = compile_program(G.graph, lambda ins: False)
+    freed_at = {}
+    for index, freed in enumerate(program.frees):
+        for value in freed:
+            assert value not in freed_at, "freed twice"
+            freed_at[value] = index
+    for index, step in enumerate(program.steps):
+        for leaf in step.leaves:
+            if leaf in freed_at:
+                assert freed_at[leaf] >= index, "read after being freed"
+    results = {step.result for step in program.steps}
+    outputs = {o for o in program.outputs if isinstance(o, int)}
+    assert set(freed_at) == results - outputs
+    # Reverse mode keeps the forward values alive, but far fewer than all nodes at once.
+    assert max_live(program) < len(program.steps)
+
+
+def test_numexpr_buffers_are_reused():
+    G = sd.grad(lambda x: np.sum(np.sin(x) * np.exp(np.cos(x)))).trace(np.zeros(40))
+    module_source = G.source("numexpr")
+    buffers = next(line for line in module_source.splitlines() if line.startswith("BUFFER_IS_BOOLEAN"))
+    steps = module_source.count("_CALL)")
+    assert buffers.count("False") < steps / 2
+
+
+def test_fused_expressions_are_capped(monkeypatch):
+    monkeypatch.setattr(program_module, "MAX_FUSED_OPERATIONS", 4)
+    F = sd.trace(lambda x: np.sin(np.cos(np.sin(np.cos(np.sin(np.cos(x)))))) + 1, 0.0)
+    programs = [line for line in F.source("numexpr").splitlines() if line.startswith("_E")]
+    assert len(programs) >= 2
+    x = np.linspace(-1, 1, 9)
+    np.testing.assert_allclose(F(x), np.sin(np.cos(np.sin(np.cos(np.sin(np.cos(x)))))) + 1, rtol=1e-15)
+
+
+# ---------------------------------------------------------------------------
+# Blocked evaluation
+# ---------------------------------------------------------------------------
+
+
+def mixed(x, y):
+    return np.tanh(x * y) * np.exp(-y ** 2) + np.log(1 + x ** 2) + np.sqrt(x + y) * np.cos(x - y)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("block_size", [1, 3, 64])
+def test_small_blocks_give_identical_results(backend, block_size):
+    rng = _rng()
+    x, y = rng.uniform(0.2, 2, 1001), rng.uniform(0.2, 2, 1001)
+    G = sd.grad(mixed, argnums=(0, 1)).trace(1.0, 1.0)
+    whole = G.compile(backend, block_size=10**6)(x, y)
+    blocked = G.compile(backend, block_size=block_size)(x, y)
+    for a, b in zip(whole, blocked):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_blocks_with_broadcast_and_core_shapes():
+    rng = _rng()
+    H = sd.hessian(lambda v, s: np.sum(np.sin(v) * s) * np.prod(v)).trace(np.zeros(3), 0.0)
+    v, s = rng.normal(size=(5, 4, 3)), rng.normal(size=(4,))
+    whole = H.compile("numpy")(v, s)
+    blocked = H.compile("numexpr", block_size=2)(v, s)
+    assert blocked.shape == (5, 4, 3, 3)
+    np.testing.assert_allclose(blocked, whole, rtol=1e-14, atol=1e-14)
+
+
+def test_block_size_keeps_the_working_set_bounded():
+    from symad.compile.source import WORKING_SET_BYTES, block_size_for
+
+    for temporaries in (1, 10, 100, 1000):
+        block = block_size_for(temporaries, 8)
+        assert block * temporaries * 8 <= WORKING_SET_BYTES or block == 1 << 12
+
+
+# ---------------------------------------------------------------------------
+# Threads and dtypes
+# ---------------------------------------------------------------------------
+
+
+def _thread_spy():
+    seen = []
+
+    @sd.primitive
+    def spy(x):
+        seen.append(numexpr.get_num_threads())
+        return x
+
+    return spy, seen
+
+
+def test_set_num_threads_switches_numexpr_only_during_the_call():
+    spy, seen = _thread_spy()
+    F = sd.trace(lambda x: spy(np.sin(x)) + 1, 0.0)
+    x = np.linspace(0, 1, threads.SMALL_BATCH + 5)
+    original = numexpr.set_num_threads(1)
+    previous = sd.set_num_threads(2)
+    try:
+        result = F(x)
+        assert seen[-1] == 2  # symad's setting inside the evaluation
+        assert numexpr.get_num_threads() == 1  # numexpr's global setting restored after it
+        np.testing.assert_allclose(result, np.sin(x) + 1, rtol=1e-15)
+        F.compile("numexpr", num_threads=1)(x)
+        assert seen[-1] == 1  # the evaluator option wins
+    finally:
+        sd.set_num_threads(previous)
+        numexpr.set_num_threads(original)
+
+
+def test_set_num_threads_validates_and_returns_previous():
+    previous = sd.set_num_threads(3)
+    try:
+        assert sd.get_num_threads() == 3
+        assert sd.set_num_threads(None) == 3
+        assert sd.get_num_threads() == threads.default_num_threads()
+        with pytest.raises(ValueError, match="positive int"):
+            sd.set_num_threads(0)
+    finally:
+        sd.set_num_threads(previous if previous != threads.default_num_threads() else None)
+
+
+@pytest.mark.parametrize("backend", sd.available_backends())
+def test_float32_inputs_evaluate_in_float32(backend):
+    rng = _rng()
+    x = rng.uniform(0.2, 2, 50).astype(np.float32)
+    y = rng.uniform(0.2, 2, 50).astype(np.float32)
+    G = sd.grad(mixed, argnums=(0, 1)).trace(1.0, 1.0)
+    got = G.compile(backend)(x, y)
+    want = G.compile("numpy")(x.astype(np.float64), y.astype(np.float64))
+    for a, b in zip(got, want):
+        assert a.dtype == np.float32
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-5)
+    mixed_dtypes = G.compile(backend)(x, y.astype(np.float64))
+    assert mixed_dtypes[0].dtype == np.float64
+
+
+def test_concurrent_calls_from_threads_are_correct():
+    # One compiled numexpr module shared by several threads (dask's threaded
+    # scheduler does this): NumExpr programs are not reentrant, evaluate() serialises.
+    from concurrent.futures import ThreadPoolExecutor
+
+    G = sd.grad(mixed, argnums=(0, 1)).trace(1.0, 1.0)
+    rng = _rng()
+    batches = [(rng.uniform(0.2, 2, 300), rng.uniform(0.2, 2, 300)) for _ in range(40)]
+    want = [G.compile("numpy")(x, y) for x, y in batches]
+    evaluate = G.compile("numexpr", block_size=64)
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda xy: evaluate(*xy), batches))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g[0], w[0], rtol=1e-13, atol=1e-14)
+        np.testing.assert_allclose(g[1], w[1], rtol=1e-13, atol=1e-14)
+
+
+# ---------------------------------------------------------------------------
+# Generated source: standalone and safe
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_source_runs_in_a_namespace_without_symad(backend):
+    G = sd.grad(mixed, argnums=(0, 1)).trace(1.0, 1.0)
+    source = G.source(backend)
+    assert "symad" not in "\n".join(line for line in source.splitlines() if not line.startswith("#"))
+    namespace: dict = {}
+    exec(source, namespace)  # noqa: S102
+    x, y = np.array([0.5, 1.0, 1.5]), np.array([1.2, 0.3, 0.9])
+    gx, gy = namespace["run"](x, y)
+    want = G.compile("numpy")(x, y)
+    np.testing.assert_allclose(gx, want[0], rtol=1e-15)
+    np.testing.assert_allclose(gy, want[1], rtol=1e-15)
+
+
+def test_source_runs_as_an_isolated_subprocess(tmp_path):
+    G = sd.grad(lambda x, y: snp.erf(x) * np.exp(-y) + np.maximum(x, y), argnums=(0, 1)).trace(1.0, 1.0)
+    path = tmp_path / "generated.py"
+    path.write_text(G.source("numexpr"))
+    script = (
+        "import importlib.util, sys\n"
+        "try:\n    import symad\nexcept ImportError:\n    pass\n"
+        "else:\n    raise SystemExit('symad must not be importable here')\n"
+        f"spec = importlib.util.spec_from_file_location('generated', {str(path)!r})\n"
+        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
+        "gx, gy = module.run([0.5, 1.5], 0.25)\n"
+        "print(repr(gx.tolist()) + ';' + repr(gy.tolist()))\n"
+    )
+    environment = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    completed = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True,
+                               cwd=str(tmp_path), env=environment, timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    gx, gy = (eval(part) for part in completed.stdout.split(";"))  # noqa: S307 - our own repr
+    want = G.compile("numpy")(np.array([0.5, 1.5]), 0.25)
+    np.testing.assert_allclose(gx, want[0], rtol=1e-15)
+    np.testing.assert_allclose(gy, want[1], rtol=1e-15)
+
+
+def test_user_names_only_reach_comments():
+    evil = "f\nimport os; os.system('echo pwned')\r\x00"
+    x = sympy.Symbol("x\nraise SystemExit('symbol')")
+    F = sd.from_sympy(sympy.sin(x) * 2, [x])
+    F.name = evil
+    for backend in BACKENDS:
+        source = F.source(backend)
+        for line in source.splitlines():
+            if "pwned" in line or "SystemExit" in line:
+                assert line.lstrip().startswith("#"), line
+        assert "\x00" not in source and "\r" not in source
+        namespace: dict = {}
+        exec(source, namespace)  # noqa: S102 - must not run any of the names
+        np.testing.assert_allclose(namespace["run"](0.5)[0], 2 * np.sin(0.5), rtol=1e-15)
+
+
+def test_numbers_are_printed_with_repr_float():
+    F = sd.trace(lambda x: x * 0.1 + 1 / 3 * x ** 2, 0.0)
+    source = F.source("numpy")
+    assert repr(0.1) in source and repr(1 / 3) in source
+
+
+# ---------------------------------------------------------------------------
+# Backends and errors
+# ---------------------------------------------------------------------------
+
+
+def test_available_backends():
+    backends = sd.available_backends()
+    assert backends[:2] == ["numexpr", "numpy"]
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        assert "numba" not in backends
+    else:
+        assert "numba" in backends
+
+
+def test_unknown_backend_is_a_compile_error_naming_it():
+    F = sd.trace(lambda x: x + 1, 0.0)
+    with pytest.raises(sd.CompileError, match=r"unknown backend 'fortran'.*'numexpr', 'numpy'"):
+        F.compile("fortran")
+    with pytest.raises(sd.CompileError, match="fortran"):
+        F.source("fortran")
+    assert issubclass(sd.CompileError, RuntimeError)
