@@ -359,17 +359,17 @@ def grad_function(function: Function, argnums, has_aux: bool = False, weights=()
     return result
 
 
-def _partial_labels(function: Function, positions: tuple[int, ...]) -> list[str]:
-    """LaTeX labels d f / d x for the gradient leaves of the arguments at ``positions``."""
-    from symad.export.latex import partial_label
+def _wrt_leaves(function: Function, positions: tuple[int, ...]) -> list:
+    """The input symbol arrays of the arguments at ``positions``, leaf by leaf."""
+    ranges = _input_leaf_ranges(function)
+    return [function.in_symbols[i] for position in positions for i in ranges[position]]
 
-    names = []
-    for position in positions:
-        for index in _input_leaf_ranges(function)[position]:
-            symbols = function.in_symbols[index]
-            leaf_name = symbols.reshape(-1)[0].name.split("[")[0] if symbols.size else "x"
-            names.append(partial_label(function.name, leaf_name))
-    return names
+
+def _partial_labels(function: Function, positions: tuple[int, ...]) -> list[str]:
+    """LaTeX labels (d f / d x, nabla_w f) for the gradient leaves of the arguments at ``positions``."""
+    from symad.export.latex import gradient_labels
+
+    return gradient_labels(function, _wrt_leaves(function, positions))
 
 
 def _make_reverse(fun, argnums, has_aux, weights, grad_position, with_value):
@@ -585,7 +585,12 @@ def jacobian_function(function: Function, argnums, has_aux: bool = False, mode: 
         # flat_aux: (jac, *aux), so that a further has_aux transform sees the same aux tuple.
         return (jac, *aux) if flat_aux else (jac, aux)
 
-    return derive(function, f"{transform}({function.name})", build)
+    result = derive(function, f"{transform}({function.name})", build)
+    if not has_aux:
+        from symad.export.latex import jacobian_labels
+
+        result.output_labels = jacobian_labels(function, _wrt_leaves(function, positions))
+    return result
 
 
 def _jacobian_block(rows: list[list], out_shape: tuple, columns: Sequence[int], in_shape: tuple):
@@ -646,7 +651,14 @@ def hessian(fun: Callable, argnums=0, has_aux: bool = False) -> Transformed:
     check_args = _argument_checker(argnums, "hessian", fun)
     def transform(primal: Function) -> Function:
         gradient = jacobian_function(primal, argnums, has_aux, "rev", flat_aux=True)
-        return jacobian_function(gradient, argnums, has_aux, "fwd")
+        result = jacobian_function(gradient, argnums, has_aux, "fwd")
+        if not has_aux and len(primal.out_shapes) == 1:
+            from symad.export.latex import hessian_labels
+
+            count = len(primal.in_treedef.children)
+            positions = _resolve_argnums(argnums, count, "hessian", primal.name)
+            result.output_labels = hessian_labels(primal, _wrt_leaves(primal, positions))
+        return result
 
     return Transformed(fun, transform, f"hessian({function_name(fun)})", check_args)
 
@@ -681,6 +693,11 @@ def derivative(fun: Callable, n: int = 1, argnum: int = 0) -> Transformed:
         result = primal
         for _ in range(int(n)):
             result = grad_function(result, int(argnum))
+        if n and len(primal.out_shapes) == 1:
+            from symad.export.latex import leaf_name, nth_derivative_label
+
+            variable = leaf_name(primal.in_symbols[int(argnum) % len(primal.in_symbols)])
+            result.output_labels = [nth_derivative_label(primal.name, variable, int(n))]
         return result
 
     check_args = _argument_checker(int(argnum), "derivative", fun, differentiates=bool(n))
