@@ -218,3 +218,14 @@ def test_printing_a_large_gradient_stays_fast():
 def test_where_and_comparisons_print():
     text = sd.latex(lambda x: snp.where(x > 0, x, 0.0), 1.0)
     assert r"\begin{cases}" in text
+
+
+def test_latex_export_example_runs(tmp_path):
+    import runpy
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "latex_export.py"
+    namespace = runpy.run_path(str(example), run_name="example")
+    text = namespace["main"](tmp_path)
+    assert r"\frac{\partial \mathrm{spring\_energy}}{\partial x_{1}} &= - t_{1}" in text
+    assert (tmp_path / "formulas.md").exists() and (tmp_path / "spring_grad.h").exists()

@@ -118,15 +118,19 @@ def _name_part(part: str) -> str:
 
 
 def name_latex(name: str) -> str:
-    """A function name in LaTeX, subscripts the SymPy way; longer names upright.
+    """A function name in LaTeX: a letter with subscripts the SymPy way, words upright.
 
     >>> print(name_latex("f"), name_latex("g_x"), name_latex("f1"), name_latex("loss"))
     f g_{x} f_{1} \\mathrm{loss}
+    >>> print(name_latex("spring_energy"))
+    \\mathrm{spring\\_energy}
     """
     name = display_name(name)
     if not _PLAIN_NAME.match(name) or "'" in name:
         return latex_text(name)
     base, superscripts, subscripts = split_super_sub(name)
+    if len(base) > 1 and base not in _GREEK:
+        return latex_text(name)  # a word: one upright name, as in \mathrm{loss}
     text = _name_part(base)
     if subscripts:
         text += "_{" + " ".join(_name_part(s) for s in subscripts) + "}"
