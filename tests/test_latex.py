@@ -229,3 +229,9 @@ def test_latex_export_example_runs(tmp_path):
     text = namespace["main"](tmp_path)
     assert r"\frac{\partial \mathrm{spring\_energy}}{\partial x_{1}} &= - t_{1}" in text
     assert (tmp_path / "formulas.md").exists() and (tmp_path / "spring_grad.h").exists()
+
+
+def test_exact_constants_print_as_symbols():
+    # Found by the KaTeX test: pi once printed as \text{\Pi}.
+    assert lines(sd.grad(snp.erf).trace(0.0).latex()) == [
+        r"\frac{\partial \mathrm{erf}}{\partial x} &= \frac{2 e^{- x^{2}}}{\sqrt{\pi}}"]

@@ -175,7 +175,7 @@ class SymadLatexPrinter(LatexPrinter):
     g_{x} + w_{0,1}
     """
 
-    printmethod = "_symad_latex"
+    printmethod = "_latex"  # SymPy objects such as pi print themselves through it
     _default_settings = {**LatexPrinter._default_settings, "inv_trig_style": "full"}
 
     def __init__(self, settings=None, symbol_names: dict | None = None):
