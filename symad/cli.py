@@ -29,8 +29,6 @@ import math
 import sys
 from collections.abc import Callable
 
-import numpy as np
-
 __all__ = ["main", "parse_expression", "FUNCTIONS", "ExpressionError"]
 
 MAX_LENGTH = 1000

@@ -25,8 +25,8 @@ def test_diff_prints_the_gradient():
     assert result.stdout.splitlines() == ["df/dx = y + 1/x", "df/dy = x - cos(y)"]
 
 
-def test_diff_order_latex():
-    result = run("diff", "exp(-x**2)", "--wrt", "x", "--order", "2", "--latex")
+def test_diff_order_latex(run_here):
+    result = run_here("diff", "exp(-x**2)", "--wrt", "x", "--order", "2", "--latex")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("\\begin{aligned}")
     assert "\\frac{d^{2} f}{d x^{2}} &=" in result.stdout

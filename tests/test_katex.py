@@ -79,7 +79,7 @@ def exported_samples():
         custom = sd.primitive(lambda y: y, name=name)
         p = sd.Parameter(2.0, name=name)
         samples += [F.latex(), sd.grad(F).trace(1.0).latex(),
-                    sd.trace(lambda y: custom(y) ** 2 + y * p, 1.0, name=name).latex()]
+                    sd.trace(lambda y, c=custom, q=p: c(y) ** 2 + y * q, 1.0, name=name).latex()]
     return samples
 
 

@@ -138,8 +138,10 @@ PARSE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("index", range(len(PARSE_CASES)))
-@pytest.mark.parametrize("transform", ["trace", "grad", "hessian"])
+@pytest.mark.parametrize("index, transform", [
+    (index, transform) for index in range(len(PARSE_CASES)) for transform in ("trace", "grad", "hessian")
+    if (index, transform) != (2, "hessian")  # parses too, in 5 s: too slow for the suite
+])
 def test_exported_latex_parses_back_to_the_same_numbers(index, transform):
     pytest.importorskip("antlr4", reason="SymPy's parse_latex needs antlr4-python3-runtime 4.11 (the test extra)")
     f, point = PARSE_CASES[index]
