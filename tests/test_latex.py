@@ -40,6 +40,8 @@ def test_no_float_that_is_a_simple_fraction_survives():
     text = sd.hessian(pair, (0, 1)).trace(1.0, 2.0).latex()
     assert not re.search(r"\d\.\d", text), text
     assert r"3.14159" in sd.latex(lambda x: 3.14159 * x, 1.0)  # a measured constant stays a float
+    assert lines(sd.latex(lambda x, y: 0.1 * x + y / 3.0 + 0.75, 1.0, 1.0)) == [
+        r"f &= 0.1 x + \frac{y}{3} + \frac{3}{4}"]  # 0.1 as written; 1/3 and 3/4 exact
 
 
 def test_temporaries_are_t_whatever_the_inputs_are_called():

@@ -108,8 +108,13 @@ def _literal(atom) -> str:
 
 
 def _power(base: str, exponent) -> str:
+    # Exactly rounded either way: x**1, x**2 and x**-1 need no pow() call.
+    if is_constant(exponent) and constant_value(exponent) == 1:
+        return base
     if is_constant(exponent) and constant_value(exponent) == 2:
         return f"{base} * {base}"
+    if is_constant(exponent) and constant_value(exponent) == -1:
+        return f"1.0 / {base}"
     exponent_text = _literal(exponent) if is_constant(exponent) else exponent
     return f"pow({base}, {exponent_text})"
 

@@ -8,8 +8,8 @@ Decisions worth knowing:
 * **Floats become fractions at print time.** A Python ``0.5`` is recorded in
   the graph as ``Float(0.5)`` (the graph is shared with the compilers, which
   want the float); when printing, a float that is exactly the double nearest
-  to a fraction with a small denominator (``0.5``, ``2.0``, ``0.1``) is
-  printed as that fraction, and the node is rebuilt from the exact operands so
+  to a fraction with a small denominator (``0.5``, ``2.0``, ``1/3``) and no
+  longer to write than the decimal is printed as that fraction, and the node is rebuilt from the exact operands so
   SymPy's own simplification removes ``1.0 x`` and turns ``2.0 x / 4.0`` into
   ``x / 2``. Other floats print as floats.
 * **One naming scheme for temporaries**, ``t_{1}, t_{2}, ...`` whatever the
@@ -138,16 +138,18 @@ def name_latex(name: str) -> str:
 
 
 def rational_constant(value: sympy.Basic, max_denominator: int = 1000) -> sympy.Basic:
-    """``value`` as an exact fraction if it is a float that was one, else ``value`` itself.
+    """``value`` as an exact number if it is a float that was one, else ``value`` itself.
 
     A float counts as the fraction p/q when it is exactly the double nearest
-    to p/q with q at most ``max_denominator`` and |p/q| below a million (so a
-    measured constant such as 3.14159 stays a float).
+    to p/q with q at most ``max_denominator`` and |p/q| below a million, and
+    ``p/q`` is no longer to write than the decimal (``0.5`` and ``1/3`` become
+    fractions; ``0.1`` and ``0.333`` stay decimals, as written; a measured
+    ``3.14159`` stays a float). Whole numbers always become integers.
 
     >>> rational_constant(sympy.Float(0.5)), rational_constant(sympy.Float(4.0))
     (1/2, 4)
-    >>> rational_constant(sympy.Float(0.1)), rational_constant(sympy.Float(3.14159))
-    (1/10, 3.14159000000000)
+    >>> rational_constant(sympy.Float(1 / 3)), rational_constant(sympy.Float(0.1))
+    (1/3, 0.100000000000000)
     """
     if not isinstance(value, sympy.Float) or not max_denominator:
         return value
@@ -156,6 +158,8 @@ def rational_constant(value: sympy.Basic, max_denominator: int = 1000) -> sympy.
         return value
     fraction = Fraction(number).limit_denominator(max_denominator)
     if float(fraction) != number:
+        return value
+    if fraction.denominator != 1 and len(str(fraction)) > len(repr(number)):
         return value
     return sympy.Rational(fraction.numerator, fraction.denominator)
 
