@@ -239,3 +239,13 @@ def test_exact_constants_print_as_symbols():
     # Found by the KaTeX test: pi once printed as \text{\Pi}.
     assert lines(sd.grad(snp.erf).trace(0.0).latex()) == [
         r"\frac{\partial \mathrm{erf}}{\partial x} &= \frac{2 e^{- x^{2}}}{\sqrt{\pi}}"]
+
+
+def test_render_example_draws_every_line(tmp_path):
+    pytest.importorskip("matplotlib", reason="matplotlib is optional (examples only)")
+    import runpy
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "render_formulas.py"
+    runpy.run_path(str(example), run_name="example")["main"](str(tmp_path / "f.png"))
+    assert (tmp_path / "f.png").stat().st_size > 10_000
