@@ -34,6 +34,7 @@ __all__ = ["main", "parse_expression", "FUNCTIONS", "ExpressionError"]
 MAX_LENGTH = 1000
 MAX_NODES = 400
 MAX_EXPONENT = 1000
+MAX_ORDER = 20  # derivative formulas grow with the order; past this, use sd.derivative in Python
 
 
 def _functions() -> dict[str, Callable]:
@@ -315,8 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     from symad.errors import SymadError
 
     options = _parser().parse_args(argv)
-    if not 0 <= options.order <= 50:
-        print("symad: --order must be between 0 and 50", file=sys.stderr)
+    if not 0 <= options.order <= MAX_ORDER:
+        print(f"symad: --order must be between 0 and {MAX_ORDER}", file=sys.stderr)
         return 2
     try:
         print(_run(options))

@@ -115,3 +115,5 @@ def test_usage_errors_exit_with_2(run_here):
     assert run_here("diff", "x").returncode == 2  # --wrt missing
     result = run_here("diff", "x*y", "--wrt", "x", "y", "--order", "2")
     assert result.returncode == 2 and "one --wrt" in result.stderr
+    result = run_here("diff", "x", "--wrt", "x", "--order", "1000")
+    assert result.returncode == 2 and "--order" in result.stderr

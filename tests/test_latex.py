@@ -55,6 +55,8 @@ def test_temporaries_avoid_inputs_that_would_read_the_same():
     assert lines(text) == [r"u_{1} &= \sin{\left(t t_{1} \right)}", r"f &= u_{1}^{2} + u_{1}"]
     text = sd.latex(lambda t: np.sin(t) ** 2 + np.sin(t), 1.0, temporaries="v")
     assert lines(text)[0] == r"v_{1} &= \sin{\left(t \right)}"
+    text = sd.latex(lambda x: np.sin(x) ** 2 + np.sin(x), 1.0, output_names=["t_1"])
+    assert lines(text) == [r"u_{1} &= \sin{\left(x \right)}", r"t_{1} &= u_{1}^{2} + u_{1}"]
     with pytest.raises(sd.ExportError, match="temporaries"):
         sd.latex(lambda t: t, 1.0, temporaries="}")
 

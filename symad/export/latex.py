@@ -483,12 +483,13 @@ def function_latex(
     assignments, outputs = latex_program(
         function.graph, inline_below=inline_below, max_inline=max_inline,
         max_denominator=max_denominator)
-    taken = {symbol_latex(symbol.name) for symbol in function.graph.inputs}
+    labels = _output_labels(function, len(function.out_shapes), output_names)
+    # Temporaries must not read like an input or an output label (output_names=["t_1"]).
+    taken = {symbol_latex(symbol.name) for symbol in function.graph.inputs} | set(labels)
     base = _temporary_base(temporaries, taken)
     printer.symbol_names = {symbol: f"{base}_{{{i}}}" for i, (symbol, _) in enumerate(assignments, 1)}
 
     lines = [f"{printer.symbol_names[symbol]} &= {printer.doprint(value)}" for symbol, value in assignments]
-    labels = _output_labels(function, len(function.out_shapes), output_names)
     start = 0
     for label, shape in zip(labels, function.out_shapes):
         count = int(np.prod(shape, dtype=int))
