@@ -355,7 +355,7 @@ def grad_function(function: Function, argnums, has_aux: bool = False, weights=()
 
     result = derive(function, f"{transform}({function.name})", build)
     if not with_value and not has_aux and positions is not None and not weights:
-        result.output_labels = _partial_labels(function, positions)
+        result.output_labels, result.output_derivatives = _partial_labels(function, positions)
     return result
 
 
@@ -365,8 +365,9 @@ def _wrt_leaves(function: Function, positions: tuple[int, ...]) -> list:
     return [function.in_symbols[i] for position in positions for i in ranges[position]]
 
 
-def _partial_labels(function: Function, positions: tuple[int, ...]) -> list[str]:
-    """LaTeX labels (d f / d x, nabla_w f) for the gradient leaves of the arguments at ``positions``."""
+def _partial_labels(function: Function, positions: tuple[int, ...]) -> tuple[list[str], list]:
+    """LaTeX labels (d f / d x, nabla_w f) for the gradient leaves of the arguments at ``positions``,
+    and what each leaf is the derivative of (so that grad(grad(f)) is labelled d2f/dx2)."""
     from symad.export.latex import gradient_labels
 
     return gradient_labels(function, _wrt_leaves(function, positions))

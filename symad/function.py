@@ -113,6 +113,8 @@ class Function:
         self._evaluators: dict = {}
         #: LaTeX labels of the output leaves (set by transforms, e.g. partial derivatives).
         self.output_labels: list[str] | None = None
+        #: Per output leaf, ``(function name, variables)`` if it is a partial derivative (for labels).
+        self.output_derivatives: list | None = None
         self._closes_over_trace: bool | None = None
 
     # -- structure -----------------------------------------------------------

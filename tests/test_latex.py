@@ -87,6 +87,11 @@ def test_derivative_labels():
     assert lines(sd.derivative(lambda t: t ** 4, 3).trace(1.0).latex()) == [
         r"\frac{d^{3} f}{d t^{3}} &= 24 t"]
     assert nth_derivative_label("g_x", "x1", 2) == r"\frac{d^{2} g_{x}}{d x_{1}^{2}}"
+    assert lines(sd.grad(sd.grad(lambda x: x ** 3)).trace(1.0).latex()) == [
+        r"\frac{\partial^{2} f}{\partial x^{2}} &= 6 x"]
+    # d/dy (df/dx): read right to left.
+    assert lines(sd.grad(sd.grad(lambda x, y: x ** 3 * y), 1).trace(1.0, 2.0).latex()) == [
+        r"\frac{\partial^{2} f}{\partial y \partial x} &= 3 x^{2}"]
 
 
 def test_custom_primitive_prints_as_operatorname():

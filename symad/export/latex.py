@@ -49,6 +49,7 @@ __all__ = [
     "hessian_label",
     "jacobian_label",
     "latex_text",
+    "mixed_partial_label",
     "name_latex",
     "nth_derivative_label",
     "partial_label",
@@ -520,17 +521,55 @@ def leaf_name(symbols) -> str:
     return match["base"] if match else name
 
 
-def gradient_labels(function, wrt_leaves) -> list[str]:
-    """One label per gradient leaf: ``\\frac{\\partial f}{\\partial x}`` or ``\\nabla_{w} f``."""
+def mixed_partial_label(function_name: str, variables: tuple[str, ...]) -> str:
+    r"""``function_name`` differentiated by each of ``variables`` in turn.
+
+    The denominator reads right to left, as in the usual notation:
+    differentiating by x twice and then by y gives ``\partial y \partial x^{2}``.
+
+    >>> print(mixed_partial_label("f", ("x", "x", "y")))
+    \frac{\partial^{3} f}{\partial y \partial x^{2}}
+    """
+    groups: list[list] = []
+    for variable in reversed(variables):
+        if groups and groups[-1][0] == variable:
+            groups[-1][1] += 1
+        else:
+            groups.append([variable, 1])
+    denominator = " ".join(
+        rf"\partial {symbol_latex(v)}" + (f"^{{{count}}}" if count > 1 else "") for v, count in groups)
+    order = len(variables)
+    power = f"^{{{order}}}" if order > 1 else ""
+    return rf"\frac{{\partial{power} {name_latex(function_name)}}}{{{denominator}}}"
+
+
+def gradient_labels(function, wrt_leaves) -> tuple[list[str], list]:
+    r"""Labels of the gradient leaves, and what each is the derivative of.
+
+    Returns ``(labels, derivatives)``: a label per leaf (``\frac{\partial f}{\partial x}``,
+    ``\nabla_{w} f``, or ``\frac{\partial^{2} f}{\partial x^{2}}`` for the gradient of a
+    gradient), and per leaf ``(function name, variables)`` or None, which the
+    next gradient builds on.
+    """
+    previous = getattr(function, "output_derivatives", None)
+    base = previous[0] if previous and len(previous) == 1 else None
     own = function.output_labels[0] if function.output_labels and len(function.output_labels) == 1 else None
-    labels = []
+    labels, derivatives = [], []
     for symbols in wrt_leaves:
         name = leaf_name(symbols)
-        if symbols.shape == () or own is not None:
+        if symbols.shape != ():
+            labels.append(gradient_label(function.name, name) if own is None
+                          else partial_label(function.name, name, function_label=own))
+            derivatives.append(None)
+            continue
+        function_name, variables = base if base is not None else (function.name, ())
+        if base is None and own is not None:  # a derivative whose structure is unknown
             labels.append(partial_label(function.name, name, function_label=own))
-        else:
-            labels.append(gradient_label(function.name, name))
-    return labels
+            derivatives.append(None)
+            continue
+        labels.append(mixed_partial_label(function_name, variables + (name,)))
+        derivatives.append((function_name, variables + (name,)))
+    return labels, derivatives
 
 
 def jacobian_labels(function, wrt_leaves) -> list[str]:
