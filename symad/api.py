@@ -365,21 +365,22 @@ def grad_function(function: Function, argnums, has_aux: bool = False, weights=()
 
     result = derive(function, f"{transform}({function.name})", build)
     if not with_value and not has_aux and positions is not None and not weights:
-        result.output_labels = _partial_labels(function, positions)
+        result.output_labels, result.output_derivatives = _partial_labels(function, positions)
     return result
 
 
-def _partial_labels(function: Function, positions: tuple[int, ...]) -> list[str]:
-    """LaTeX labels d f / d x for the gradient leaves of the arguments at ``positions``."""
-    from symad.export.latex import partial_label
+def _wrt_leaves(function: Function, positions: tuple[int, ...]) -> list:
+    """The input symbol arrays of the arguments at ``positions``, leaf by leaf."""
+    ranges = _input_leaf_ranges(function)
+    return [function.in_symbols[i] for position in positions for i in ranges[position]]
 
-    names = []
-    for position in positions:
-        for index in _input_leaf_ranges(function)[position]:
-            symbols = function.in_symbols[index]
-            leaf_name = symbols.reshape(-1)[0].name.split("[")[0] if symbols.size else "x"
-            names.append(partial_label(function.name, leaf_name))
-    return names
+
+def _partial_labels(function: Function, positions: tuple[int, ...]) -> tuple[list[str], list]:
+    """LaTeX labels (d f / d x, nabla_w f) for the gradient leaves of the arguments at ``positions``,
+    and what each leaf is the derivative of (so that grad(grad(f)) is labelled d2f/dx2)."""
+    from symad.export.latex import gradient_labels
+
+    return gradient_labels(function, _wrt_leaves(function, positions))
 
 
 def _make_reverse(fun, argnums, has_aux, weights, grad_position, with_value):
@@ -596,7 +597,12 @@ def jacobian_function(function: Function, argnums, has_aux: bool = False, mode: 
         # flat_aux: (jac, *aux), so that a further has_aux transform sees the same aux tuple.
         return (jac, *aux) if flat_aux else (jac, aux)
 
-    return derive(function, f"{transform}({function.name})", build)
+    result = derive(function, f"{transform}({function.name})", build)
+    if not has_aux:
+        from symad.export.latex import jacobian_labels
+
+        result.output_labels = jacobian_labels(function, _wrt_leaves(function, positions))
+    return result
 
 
 def _jacobian_block(rows: list[list], out_shape: tuple, columns: Sequence[int], in_shape: tuple):
@@ -775,6 +781,10 @@ def hessian_function(function: Function, argnums, has_aux: bool = False) -> Func
     gradient = jacobian_function(function, argnums, has_aux, "rev", flat_aux=True)
     full = jacobian_function(gradient, argnums, has_aux, "fwd")
     positions = _resolve_argnums(argnums, len(function.in_treedef.children), "hessian", function.name)
+    if not has_aux and len(function.out_shapes) == 1:
+        from symad.export.latex import hessian_labels
+
+        full.output_labels = hessian_labels(function, _wrt_leaves(function, positions))
     leaf_ranges = _input_leaf_ranges(function)
     wrt_sizes = [function.in_symbols[i].size for p in positions for i in leaf_ranges[p]]
     differentiated = function.out_treedef.children[0] if has_aux else function.out_treedef
@@ -900,8 +910,15 @@ def derivative_function(function: Function, n: int, argnum: int) -> Function:
     count = last.num_leaves
     leaf_count = sum(math.prod(shape) for shape in all_orders.out_shapes[len(all_orders.out_shapes) - count:])
     outputs = all_orders.graph.outputs[len(all_orders.graph.outputs) - leaf_count:]
-    return _with_outputs(all_orders, outputs, last, all_orders.out_shapes[len(all_orders.out_shapes) - count:],
-                         name=f"derivative({function.name}, {n})")
+    result = _with_outputs(all_orders, outputs, last, all_orders.out_shapes[len(all_orders.out_shapes) - count:],
+                           name=f"derivative({function.name}, {n})")
+    if len(function.out_shapes) == 1:
+        from symad.export.latex import leaf_name, nth_derivative_label
+
+        (position,) = _resolve_argnums(argnum, len(function.in_treedef.children), "derivative", function.name)
+        variable = leaf_name(function.in_symbols[_input_leaf_ranges(function)[position].start])
+        result.output_labels = [nth_derivative_label(function.name, variable, n)]
+    return result
 
 
 def _require_scalar_arguments(function: Function, transform: str) -> None:

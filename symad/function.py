@@ -115,6 +115,8 @@ class Function:
         self._evaluators: dict = {}
         #: LaTeX labels of the output leaves (set by transforms, e.g. partial derivatives).
         self.output_labels: list[str] | None = None
+        #: Per output leaf, ``(function name, variables)`` if it is a partial derivative (for labels).
+        self.output_derivatives: list | None = None
         self._closes_over_trace: bool | None = None
 
     # -- structure -----------------------------------------------------------
@@ -202,16 +204,24 @@ class Function:
         return assignments, leaves
 
     def latex(self, **options) -> str:
-        """LaTeX of the shared-subexpression program: one ``aligned`` block.
+        """LaTeX of the program: one ``aligned`` block, shared temporaries then outputs.
 
-        Options are SymPy ``latex()`` settings (e.g. ``mul_symbol="dot"``),
-        plus ``output_names``: labels for the outputs in flattening order.
+        Options (see :func:`symad.export.latex.function_latex`): ``output_names``,
+        ``temporaries="t"``, ``inline_below``, ``max_inline``, ``matrix="bmatrix"``,
+        ``max_denominator``, plus SymPy ``latex()`` settings (``mul_symbol="dot"``).
+
+        >>> import numpy as np
+        >>> print(trace(lambda k, d: 0.5 * k * (d - 1.0) ** 2, 1.0, 2.0).latex())
+        \\begin{aligned}
+        f &= \\frac{k \\left(d - 1\\right)^{2}}{2}
+        \\end{aligned}
         """
         from symad.export.latex import function_latex
 
         return function_latex(self, **options)
 
     def _repr_latex_(self) -> str:
+        """The LaTeX for notebooks (Jupyter renders ``aligned`` in display math)."""
         return f"$\\displaystyle {self.latex()}$"
 
     def sparsity(self):
@@ -229,6 +239,21 @@ class Function:
         from symad.transforms.sparsity import sparsity_pattern
 
         return sparsity_pattern(self.graph.nodes, self.graph.inputs, self.graph.outputs)
+
+    def to_c(self, name: str | None = None):
+        """C99 source and header of a function computing every output (see :mod:`symad.export.c`).
+
+        Returns a :class:`~symad.export.c.CCode` ``(source, header)``; the
+        function is ``void name(const double *in, double *out)`` with inputs
+        and outputs flattened in order (the header's comment lists them).
+
+        >>> code = trace(lambda x: x * x + 1.0, 0.0).to_c("square_plus_one")
+        >>> print(code.header.splitlines()[-2])
+        void square_plus_one(const double *in, double *out);
+        """
+        from symad.export.c import function_c
+
+        return function_c(self, name)
 
     def stats(self) -> dict:
         """Sizes of the graph: ``nodes`` (operations), ``inputs``, ``outputs``, ``operations``."""

@@ -1,134 +1,596 @@
-"""LaTeX export: the shared-subexpression program as one ``aligned`` block.
+"""LaTeX export: a Function's program as one ``aligned`` block a person would write.
 
-The printer is SymPy's ``LatexPrinter`` with hooks for symad's own names:
-array elements ``w[0, 1]`` print as ``w_{0, 1}``, and symad's SymPy
-functions (sigmoid, softplus, cbrt, stop_gradient, expm1, log1p) print as
-mathematicians write them.
+The printer is SymPy's ``LatexPrinter`` with hooks for symad's names and
+functions; nothing here edits LaTeX strings after the fact.
+
+Decisions worth knowing:
+
+* **Floats become fractions at print time.** A Python ``0.5`` is recorded in
+  the graph as ``Float(0.5)`` (the graph is shared with the compilers, which
+  want the float); when printing, a float that is exactly the double nearest
+  to a fraction with a small denominator (``0.5``, ``2.0``, ``1/3``) and no
+  longer to write than the decimal is printed as that fraction, and the node is rebuilt from the exact operands so
+  SymPy's own simplification removes ``1.0 x`` and turns ``2.0 x / 4.0`` into
+  ``x / 2``. Other floats print as floats.
+* **One naming scheme for temporaries**, ``t_{1}, t_{2}, ...`` whatever the
+  inputs are called (``temporaries="u"`` chooses another letter). If an input
+  would read the same (an input ``t`` or ``t1``), the next free letter of
+  ``t, u, v, s, q, \\tau`` is taken. Temporaries are SymPy Dummies, so they can
+  never be confused with inputs inside SymPy either.
+* **Linear time.** Each graph node is printed on exactly one line; a value
+  used once is inlined into its consumer only while the inlined tree stays
+  below ``max_inline`` operations, so no line (and no SymPy rebuild) grows
+  with the size of the program.
+* **Hostile names stay inert.** Names that are not plain identifiers are
+  printed as upright text with every TeX special character escaped; a
+  custom primitive's name is escaped the same way inside ``\\operatorname``.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+from fractions import Fraction
 
+import numpy as np
 import sympy
 from sympy.core.function import AppliedUndef
+from sympy.printing.conventions import split_super_sub
 from sympy.printing.latex import LatexPrinter
 
 from symad.errors import ExportError
+from symad.graph import is_constant
 
-__all__ = ["SymadLatexPrinter", "display_name", "function_latex", "latex_text", "partial_label"]
+__all__ = [
+    "SymadLatexPrinter",
+    "display_name",
+    "function_latex",
+    "gradient_label",
+    "hessian_label",
+    "jacobian_label",
+    "latex_text",
+    "mixed_partial_label",
+    "name_latex",
+    "nth_derivative_label",
+    "partial_label",
+    "rational_constant",
+]
 
-_INDEXED_NAME = re.compile(r"^(?P<base>[A-Za-z][A-Za-z0-9_]*)\[(?P<index>[0-9, ]+)\]$")
+# An array element's symbol name, as symad makes them: ``w[0, 1]``.
+_INDEXED_NAME = re.compile(r"^(?P<base>.+)\[(?P<index>[0-9]+(?:, [0-9]+)*)\]$")
+# Identifiers SymPy prints well: letters and digits in ``_``-separated parts, then primes.
+# (A leading, trailing or doubled ``_`` would make SymPy print ``__`` or ``x^{}``.)
+_PLAIN_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*'*$")
+_GREEK = {
+    "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa",
+    "lambda", "mu", "nu", "xi", "omicron", "pi", "rho", "sigma", "tau", "upsilon", "phi",
+    "chi", "psi", "omega", "Gamma", "Delta", "Theta", "Lambda", "Xi", "Pi", "Sigma",
+    "Upsilon", "Phi", "Psi", "Omega",
+}
+
+_MAX_ORDERED_TERMS = 40
+
+_TEXT_ESCAPES = {
+    "\\": r"\backslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": r"\&", "#": r"\#",
+    "^": r"\hat{}", "_": r"\_", "%": r"\%", "~": r"\sim{}", " ": r"\ ",
+    "\n": r"\backslash{}n", "\r": r"\backslash{}r", "\t": r"\backslash{}t",
+}
+
+
+def _escape_text(text: str) -> str:
+    """``text`` with every TeX special character (and control character) made literal."""
+    pieces = []
+    for ch in text:
+        if ch in _TEXT_ESCAPES:
+            pieces.append(_TEXT_ESCAPES[ch])
+        elif ord(ch) < 32 or ord(ch) == 127:
+            pieces.append(rf"\backslash{{}}x{ord(ch):02x}")
+        else:
+            pieces.append(ch)
+    return "".join(pieces)
 
 
 def latex_text(text: str) -> str:
     """``text`` as upright LaTeX with every special character escaped.
 
-    >>> latex_text("grad(f_1)")
-    '\\\\mathrm{grad(f\\\\_1)}'
+    >>> print(latex_text("grad(f_1)"))
+    \\mathrm{grad(f\\_1)}
+    >>> print(latex_text("}\\\\input{x}"))
+    \\mathrm{\\}\\backslash{}input\\{x\\}}
     """
-    specials = {
-        "\\": r"\backslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": r"\&", "#": r"\#",
-        "^": r"\hat{}", "_": r"\_", "%": r"\%", "~": r"\sim{}", " ": r"\ ",
-    }
-    return r"\mathrm{" + "".join(specials.get(ch, ch) for ch in text) + "}"
+    return r"\mathrm{" + _escape_text(text) + "}"
 
 
 def display_name(name: str) -> str:
-    """A function name for display: anonymous functions are called ``f``."""
+    """A function name for display: anonymous functions are called ``f``.
+
+    >>> display_name("<lambda>")
+    'f'
+    """
     return name.replace("<lambda>", "f")
 
 
-def name_latex(name: str) -> str:
-    """A function name in LaTeX: one letter in math italic, longer names upright.
+def _name_part(part: str) -> str:
+    if part in _GREEK:
+        return "\\" + part
+    if len(part) == 1 or part.isdigit():
+        return part
+    return rf"\mathrm{{{part}}}"
 
-    >>> print(name_latex("f"), name_latex("loss"))
-    f \\mathrm{loss}
+
+def name_latex(name: str) -> str:
+    """A function name in LaTeX: a letter with subscripts the SymPy way, words upright.
+
+    >>> print(name_latex("f"), name_latex("g_x"), name_latex("f1"), name_latex("loss"))
+    f g_{x} f_{1} \\mathrm{loss}
+    >>> print(name_latex("spring_energy"))
+    \\mathrm{spring\\_energy}
     """
     name = display_name(name)
-    return name if re.fullmatch(r"[A-Za-z]", name) else latex_text(name)
+    if not _PLAIN_NAME.match(name) or "'" in name:
+        return latex_text(name)
+    base, superscripts, subscripts = split_super_sub(name)
+    if len(base) > 1 and base not in _GREEK:
+        return latex_text(name)  # a word: one upright name, as in \mathrm{loss}
+    text = _name_part(base)
+    if subscripts:
+        text += "_{" + " ".join(_name_part(s) for s in subscripts) + "}"
+    return text
 
 
-def partial_label(function_name: str, wrt_name: str, printer: LatexPrinter | None = None) -> str:
+def rational_constant(value: sympy.Basic, max_denominator: int = 1000) -> sympy.Basic:
+    """``value`` as an exact number if it is a float that was one, else ``value`` itself.
+
+    A float counts as the fraction p/q when it is exactly the double nearest
+    to p/q with q at most ``max_denominator`` and |p/q| below a million, and
+    ``p/q`` is no longer to write than the decimal (``0.5`` and ``1/3`` become
+    fractions; ``0.1`` and ``0.333`` stay decimals, as written; a measured
+    ``3.14159`` stays a float). Whole numbers always become integers.
+
+    >>> rational_constant(sympy.Float(0.5)), rational_constant(sympy.Float(4.0))
+    (1/2, 4)
+    >>> rational_constant(sympy.Float(1 / 3)), rational_constant(sympy.Float(0.1))
+    (1/3, 0.100000000000000)
+    """
+    if not isinstance(value, sympy.Float) or not max_denominator:
+        return value
+    number = float(value)
+    if not np.isfinite(number) or abs(number) >= 1e6:
+        return value
+    fraction = Fraction(number).limit_denominator(max_denominator)
+    if float(fraction) != number:
+        return value
+    if fraction.denominator != 1 and len(str(fraction)) > len(repr(number)):
+        return value
+    return sympy.Rational(fraction.numerator, fraction.denominator)
+
+
+# ---------------------------------------------------------------------------
+# The printer
+# ---------------------------------------------------------------------------
+
+
+class SymadLatexPrinter(LatexPrinter):
+    """SymPy's LaTeX printer, taught symad's symbol names, temporaries and functions.
+
+    ``symbol_names`` maps symbols (temporaries) to the LaTeX they print as.
+
+    >>> printer = SymadLatexPrinter()
+    >>> print(printer.doprint(sympy.Symbol("w[0, 1]") + sympy.Symbol("g_x")))
+    g_{x} + w_{0,1}
+    """
+
+    printmethod = "_latex"  # SymPy objects such as pi print themselves through it
+    _default_settings = {**LatexPrinter._default_settings, "inv_trig_style": "full"}
+
+    def __init__(self, settings=None, symbol_names: dict | None = None):
+        super().__init__(settings)
+        self.symbol_names = dict(symbol_names or {})
+
+    def _as_ordered_terms(self, expr, order=None):
+        # SymPy's printing order builds a monomial over every symbol of the sum
+        # per term: quadratic for the long sums of accumulated adjoints. Past a
+        # few dozen terms, SymPy's canonical argument order is used instead.
+        if len(expr.args) > _MAX_ORDERED_TERMS:
+            return list(expr.args)
+        return super()._as_ordered_terms(expr, order)
+
+    def _print_Symbol(self, expr, style="plain"):
+        named = self.symbol_names.get(expr)
+        if named is not None:
+            return named
+        return symbol_latex(expr.name)
+
+    def _print_Dummy(self, expr, style="plain"):
+        named = self.symbol_names.get(expr)
+        return named if named is not None else symbol_latex(expr.name)
+
+    def _print(self, expr, **kwargs):
+        # A custom primitive's class is named by the user: it must not select a
+        # printing hook by that name (a primitive called "Symbol" or "log").
+        if isinstance(expr, AppliedUndef):
+            return self._print_custom_primitive(expr, kwargs.get("exp"))
+        return super()._print(expr, **kwargs)
+
+    def _function_call(self, name: str, expr, exp=None) -> str:
+        arguments = ", ".join(self._print(a) for a in expr.args)
+        head = name if exp is None else f"{name}^{{{exp}}}"
+        return rf"{head}{{\left({arguments} \right)}}"
+
+    def _print_sigmoid(self, expr, exp=None):
+        return self._function_call(r"\sigma", expr, exp)
+
+    def _print_softplus(self, expr, exp=None):
+        return self._function_call(r"\operatorname{softplus}", expr, exp)
+
+    def _print_stop_gradient(self, expr, exp=None):
+        return self._function_call(r"\operatorname{sg}", expr, exp)
+
+    def _print_expm1(self, expr, exp=None):
+        return self._function_call(r"\operatorname{expm1}", expr, exp)
+
+    def _print_log1p(self, expr, exp=None):
+        return self._function_call(r"\operatorname{log1p}", expr, exp)
+
+    def _print_log(self, expr, exp=None):
+        # SymPy prints log(x)**2 as \log{(x)}^{2}, which reads as log(x^2); write \log^{2} like \sin^{2}.
+        return self._function_call(r"\ln" if self._settings["ln_notation"] else r"\log", expr, exp)
+
+    def _print_sech(self, expr, exp=None):
+        # 1/cosh: as readable as \operatorname{sech}, and every LaTeX reader knows \cosh.
+        cosh = self._function_call(r"\cosh", expr, exp)
+        return rf"\frac{{1}}{{{cosh}}}"
+
+    def _print_cbrt(self, expr, exp=None):
+        root = rf"\sqrt[3]{{{self._print(expr.args[0])}}}"
+        return root if exp is None else rf"\left({root}\right)^{{{exp}}}"
+
+    def _print_custom_primitive(self, expr, exp=None):
+        name = type(expr).__name__  # the user's text: escaped, never a command
+        return self._function_call(rf"\operatorname{{{_escape_text(name)}}}", expr, exp)
+
+
+@functools.lru_cache(maxsize=4096)
+def symbol_latex(name: str) -> str:
+    """How an input named ``name`` prints: the SymPy way for identifiers, escaped text otherwise.
+
+    >>> print(symbol_latex("x1"), symbol_latex("w[0, 1]"), symbol_latex("a}b"))
+    x_{1} w_{0,1} \\mathrm{a\\}b}
+    """
+    match = _INDEXED_NAME.match(name)
+    if match:
+        return f"{symbol_latex(match['base'])}_{{{match['index'].replace(' ', '')}}}"
+    if _PLAIN_NAME.match(name):
+        return LatexPrinter()._print_Symbol(sympy.Symbol(name))
+    return latex_text(name)  # names from pytree paths (``p.w``), quotes, backslashes: verbatim
+
+
+# ---------------------------------------------------------------------------
+# Derivative labels
+# ---------------------------------------------------------------------------
+
+
+def _numerator(function_label: str) -> str:
+    """A function's label as the numerator of a derivative (``f``, or ``(\\frac{...})``)."""
+    return function_label if "\\frac" not in function_label else rf"\left({function_label}\right)"
+
+
+def partial_label(function_name: str, wrt_name: str, *, function_label: str | None = None) -> str:
     """``\\frac{\\partial f}{\\partial x_{1}}`` for the derivative of ``function_name`` by ``wrt_name``.
 
     >>> print(partial_label("f", "x1"))
     \\frac{\\partial f}{\\partial x_{1}}
     """
-    printer = printer or SymadLatexPrinter()
-    numerator = name_latex(function_name)
-    return rf"\frac{{\partial {numerator}}}{{\partial {printer.doprint(sympy.Symbol(wrt_name))}}}"
+    label = function_label or name_latex(function_name)
+    if "\\frac" in label:
+        return rf"\frac{{\partial}}{{\partial {symbol_latex(wrt_name)}}} {_numerator(label)}"
+    return rf"\frac{{\partial {label}}}{{\partial {symbol_latex(wrt_name)}}}"
 
 
-class SymadLatexPrinter(LatexPrinter):
-    """SymPy's LaTeX printer, taught symad's symbol names and functions."""
+def gradient_label(function_name: str, wrt_name: str) -> str:
+    """``\\nabla_{w} f``: the label of the gradient w.r.t. an array argument.
 
-    printmethod = "_symad_latex"
+    >>> print(gradient_label("loss", "w"))
+    \\nabla_{w} \\mathrm{loss}
+    """
+    return rf"\nabla_{{{symbol_latex(wrt_name)}}} {_numerator(name_latex(function_name))}"
 
-    def _print_Symbol(self, expr, style="plain"):
-        match = _INDEXED_NAME.match(expr.name)
-        if match:
-            base = super()._print_Symbol(sympy.Symbol(match["base"]))
-            return f"{base}_{{{match['index'].replace(' ', '')}}}"
-        if re.fullmatch(r"[A-Za-z0-9_']+", expr.name):
-            return super()._print_Symbol(expr, style)
-        return latex_text(expr.name)  # names from pytree paths, quotes, dots: print verbatim
 
-    def _print_Function(self, expr, exp=None):
-        # A custom primitive is an undefined SymPy function named by the user;
-        # SymPy splices such names into a %-format string, so a name that is
-        # not a plain identifier is printed escaped instead.
-        name = expr.func.__name__
-        if isinstance(expr, AppliedUndef) and not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name):
-            return self._with_power(self._function_call(latex_text(name), expr), exp)
-        return super()._print_Function(expr, exp)
+def jacobian_label(function_name: str, wrt_name: str | None = None) -> str:
+    """``J_{f}`` (or ``J_{f, x}`` when the function has several differentiated arguments).
 
-    def _function_call(self, name: str, expr) -> str:
-        arguments = ", ".join(self._print(a) for a in expr.args)
-        return rf"{name}\left({arguments}\right)"
+    >>> print(jacobian_label("f"), jacobian_label("f", "x"))
+    J_{f} J_{f, x}
+    """
+    label = name_latex(function_name)
+    return f"J_{{{label}}}" if wrt_name is None else f"J_{{{label}, {symbol_latex(wrt_name)}}}"
 
-    def _print_sigmoid(self, expr, exp=None):
-        return self._with_power(self._function_call(r"\sigma", expr), exp)
 
-    def _print_softplus(self, expr, exp=None):
-        return self._with_power(self._function_call(r"\operatorname{softplus}", expr), exp)
+def hessian_label(function_name: str, first: str, second: str, *, array: bool) -> str:
+    """The Hessian block of ``function_name`` w.r.t. ``first`` and ``second``.
 
-    def _print_stop_gradient(self, expr, exp=None):
-        return self._with_power(self._function_call(r"\operatorname{sg}", expr), exp)
+    ``\\nabla^{2} f`` for one array argument, a second partial otherwise.
 
-    def _print_expm1(self, expr, exp=None):
-        return self._with_power(self._function_call(r"\operatorname{expm1}", expr), exp)
+    >>> print(hessian_label("f", "x", "x", array=False), hessian_label("f", "x", "y", array=False))
+    \\frac{\\partial^{2} f}{\\partial x^{2}} \\frac{\\partial^{2} f}{\\partial x \\partial y}
+    >>> print(hessian_label("f", "w", "w", array=True))
+    \\nabla^{2} f
+    """
+    label = name_latex(function_name)
+    if first == second:
+        if array:
+            return rf"\nabla^{{2}} {label}"
+        return rf"\frac{{\partial^{{2}} {label}}}{{\partial {symbol_latex(first)}^{{2}}}}"
+    return (rf"\frac{{\partial^{{2}} {label}}}"
+            rf"{{\partial {symbol_latex(first)} \partial {symbol_latex(second)}}}")
 
-    def _print_log1p(self, expr, exp=None):
-        return self._with_power(self._function_call(r"\operatorname{log1p}", expr), exp)
 
-    def _print_cbrt(self, expr, exp=None):
-        return self._with_power(rf"\sqrt[3]{{{self._print(expr.args[0])}}}", exp)
+def nth_derivative_label(function_name: str, variable_name: str, order: int) -> str:
+    """``\\frac{d^{n} f}{d x^{n}}``: the label of the ``order``-th derivative.
 
-    @staticmethod
-    def _with_power(text: str, exp) -> str:
-        return text if exp is None else rf"{{{text}}}^{{{exp}}}"
+    >>> print(nth_derivative_label("f", "x", 3))
+    \\frac{d^{3} f}{d x^{3}}
+    >>> print(nth_derivative_label("g", "t", 1), nth_derivative_label("g", "t", 0))
+    \\frac{d g}{d t} g
+    """
+    label = name_latex(function_name)
+    variable = symbol_latex(variable_name)
+    if order == 0:
+        return label
+    if order == 1:
+        return rf"\frac{{d {label}}}{{d {variable}}}"
+    return rf"\frac{{d^{{{order}}} {label}}}{{d {variable}^{{{order}}}}}"
+
+
+# ---------------------------------------------------------------------------
+# The program: which nodes get a line, which are inlined
+# ---------------------------------------------------------------------------
+
+
+def _node_expression(node, atoms: dict, max_denominator: int) -> sympy.Basic:
+    """The node's SymPy expression over printed atoms, floats made exact where they were fractions."""
+    args = []
+    for atom in node.args:
+        if is_constant(atom):
+            args.append(rational_constant(atom, max_denominator))
+        else:
+            args.append(atoms.get(atom, atom))
+    return _keep_factored(node.primitive, args) or node.primitive.to_sympy(args, dict(node.params))
+
+
+def _keep_factored(primitive, args: list) -> sympy.Basic | None:
+    """``2 (x - 1)`` and ``(x - 1) / 2`` kept as written.
+
+    SymPy distributes a number over a sum when it builds ``2 * (x - 1)``,
+    giving ``2 x - 2``; the derivative of ``(x - 1)**2`` then prints as a
+    sum of scaled terms. An unevaluated product keeps the factor (SymPy
+    still merges numbers when the product is multiplied again).
+    """
+    from symad.primitives import div_p, mul_p
+
+    if primitive is mul_p:
+        number, other = (args[0], args[1]) if args[0].is_Number else (args[1], args[0])
+        if number.is_Number and other.is_Add:
+            return sympy.Mul(number, other, evaluate=False)
+    elif primitive is div_p and args[1].is_Rational and not args[1].is_zero and args[0].is_Add:
+        return sympy.Mul(1 / args[1], args[0], evaluate=False)
+    return None
+
+
+def latex_program(graph, *, inline_below: int = 0, max_inline: int = 30, max_denominator: int = 1000):
+    """``(assignments, outputs, size)``: the lines to print for ``graph``.
+
+    A node gets its own temporary if it is used more than once and its
+    inlined form has more than ``inline_below`` operations, or if inlining it
+    would make a tree of more than ``max_inline`` operations; otherwise it is
+    inlined into its consumer. Temporaries are ``sympy.Dummy`` symbols.
+    """
+    uses = graph.use_counts()
+    atoms: dict = {}  # node symbol -> what consumers see: a temporary or the inlined expression
+    size: dict = {}   # node symbol -> operations in that inlined expression
+    assignments = []
+    for node in graph.nodes:
+        expression = _node_expression(node, atoms, max_denominator)
+        operations = 1 + sum(size.get(a, 0) for a in node.args)
+        shared = uses.get(node.symbol, 0) > 1 and operations > inline_below
+        if (shared or operations > max_inline) and not is_constant(expression):
+            temporary = sympy.Dummy(f"t{len(assignments) + 1}")
+            assignments.append((temporary, expression))
+            atoms[node.symbol], size[node.symbol] = temporary, 0
+        else:
+            atoms[node.symbol], size[node.symbol] = expression, operations
+    outputs = []
+    for atom in graph.outputs:
+        value = rational_constant(atom, max_denominator) if is_constant(atom) else atoms.get(atom, atom)
+        outputs.append(value)
+    return assignments, outputs
+
+
+def _temporary_base(requested: str, taken: set[str]) -> str:
+    """The first of ``requested, t, u, v, ...`` whose ``base_{k}`` cannot be read as an input."""
+    for base in (requested, "t", "u", "v", "s", "q", r"\tau", r"\xi", r"\zeta"):
+        if not any(name == base or (name.startswith(base) and name[len(base):len(base) + 1] in "_^'{ ")
+                   for name in taken):
+            return base
+    raise ExportError(f"latex: no free name for temporaries among the inputs {sorted(taken)}; "
+                      "pass temporaries='...' with another letter")
+
+
+# ---------------------------------------------------------------------------
+# Outputs: labels and array layout
+# ---------------------------------------------------------------------------
 
 
 def _output_labels(function, count: int, names) -> list[str]:
     if names is not None:
         names = list(names)
         if len(names) != count:
-            raise ExportError(f"latex: output_names has {len(names)} names for {count} outputs")
-        return [latex_text(str(n)) for n in names]
+            raise ExportError(
+                f"latex({function.name}): output_names has {len(names)} names for {count} outputs; "
+                "give one name per output leaf"
+            )
+        return [name_latex(str(n)) for n in names]
     if function.output_labels is not None and len(function.output_labels) == count:
         return list(function.output_labels)
     base = name_latex(function.name)
     if count == 1:
         return [base]
-    return [f"{base}_{{{i}}}" for i in range(count)]
+    return [f"{_numerator(base)}_{{{i}}}" for i in range(count)]
 
 
-def function_latex(function, output_names=None, **settings) -> str:
-    """LaTeX of ``function.cse()``: intermediates, then outputs, in one aligned block."""
-    printer = SymadLatexPrinter(settings)
-    assignments, leaves = function.cse()
-    lines = [f"{printer.doprint(symbol)} &= {printer.doprint(value)}" for symbol, value in assignments]
-    for label, value in zip(_output_labels(function, len(leaves), output_names), leaves):
-        lines.append(f"{label} &= {printer.doprint(value)}")
+def _array_latex(printer: SymadLatexPrinter, elements: list, shape: tuple, matrix: str) -> str:
+    """A 1-d array as a column, a 2-d array as a matrix (``bmatrix`` or SymPy's own)."""
+    if matrix not in ("bmatrix", "pmatrix", "matrix"):
+        raise ExportError(f"latex: matrix={matrix!r} is not one of 'bmatrix', 'pmatrix', 'matrix'")
+    if len(shape) > 2 or 0 in shape:
+        array = sympy.ImmutableDenseNDimArray(elements, shape)
+        return printer.doprint(array)
+    rows = [[e] for e in elements] if len(shape) == 1 else [
+        elements[r * shape[1]:(r + 1) * shape[1]] for r in range(shape[0])]
+    body = r" \\ ".join(" & ".join(printer.doprint(e) for e in row) for row in rows)
+    if matrix == "matrix":
+        return rf"\left[\begin{{matrix}}{body}\end{{matrix}}\right]"
+    return rf"\begin{{{matrix}}}{body}\end{{{matrix}}}"
+
+
+def function_latex(
+    function,
+    output_names=None,
+    *,
+    temporaries: str = "t",
+    inline_below: int = 0,
+    max_inline: int = 30,
+    matrix: str = "bmatrix",
+    max_denominator: int = 1000,
+    **settings,
+) -> str:
+    """LaTeX of ``function``: temporaries, then outputs, in one ``aligned`` block.
+
+    Args:
+        output_names: labels for the output leaves (default: the function's
+            name, or derivative labels such as ``\\frac{\\partial f}{\\partial x}``).
+        temporaries: the letter of the shared temporaries ``t_{1}, t_{2}, ...``.
+        inline_below: inline shared values of at most this many operations too.
+        max_inline: give a value used once its own line when inlining it
+            would build a tree of more operations (keeps lines readable and
+            printing linear in the program's size).
+        matrix: ``"bmatrix"``, ``"pmatrix"`` or ``"matrix"`` (SymPy's) for array outputs.
+        max_denominator: floats that are fractions with at most this
+            denominator print as fractions (0: print floats as they are).
+        settings: SymPy ``latex()`` settings (``mul_symbol="dot"``, ``ln_notation=True``...).
+    """
+    if not re.fullmatch(r"\\?[A-Za-z]+", temporaries):
+        raise ExportError(f"latex({function.name}): temporaries={temporaries!r} must be a letter "
+                          "or a command such as '\\tau'")
+    try:
+        printer = SymadLatexPrinter(settings)
+    except TypeError as error:
+        raise ExportError(f"latex({function.name}): {error}") from None
+    assignments, outputs = latex_program(
+        function.graph, inline_below=inline_below, max_inline=max_inline,
+        max_denominator=max_denominator)
+    labels = _output_labels(function, len(function.out_shapes), output_names)
+    # Temporaries must not read like an input or an output label (output_names=["t_1"]).
+    taken = {symbol_latex(symbol.name) for symbol in function.graph.inputs} | set(labels)
+    base = _temporary_base(temporaries, taken)
+    printer.symbol_names = {symbol: f"{base}_{{{i}}}" for i, (symbol, _) in enumerate(assignments, 1)}
+
+    lines = [f"{printer.symbol_names[symbol]} &= {printer.doprint(value)}" for symbol, value in assignments]
+    start = 0
+    for label, shape in zip(labels, function.out_shapes):
+        count = int(np.prod(shape, dtype=int))
+        elements = outputs[start:start + count]
+        start += count
+        value = printer.doprint(elements[0]) if shape == () else _array_latex(printer, elements, shape, matrix)
+        lines.append(f"{label} &= {value}")
     return "\\begin{aligned}\n" + " \\\\\n".join(lines) + "\n\\end{aligned}"
+
+
+# ---------------------------------------------------------------------------
+# Labels for the outputs of transforms (called by symad.api)
+# ---------------------------------------------------------------------------
+
+
+def leaf_name(symbols) -> str:
+    """The name of an argument leaf: ``x1`` for a scalar, ``w`` for the array ``w[0], w[1], ...``.
+
+    >>> leaf_name(np.array([sympy.Symbol("w[0]"), sympy.Symbol("w[1]")]))
+    'w'
+    """
+    if symbols.size == 0:
+        return "x"
+    name = symbols.reshape(-1)[0].name
+    if symbols.shape == ():
+        return name
+    match = _INDEXED_NAME.match(name)
+    return match["base"] if match else name
+
+
+def mixed_partial_label(function_name: str, variables: tuple[str, ...]) -> str:
+    r"""``function_name`` differentiated by each of ``variables`` in turn.
+
+    The denominator reads right to left, as in the usual notation:
+    differentiating by x twice and then by y gives ``\partial y \partial x^{2}``.
+
+    >>> print(mixed_partial_label("f", ("x", "x", "y")))
+    \frac{\partial^{3} f}{\partial y \partial x^{2}}
+    """
+    groups: list[list] = []
+    for variable in reversed(variables):
+        if groups and groups[-1][0] == variable:
+            groups[-1][1] += 1
+        else:
+            groups.append([variable, 1])
+    denominator = " ".join(
+        rf"\partial {symbol_latex(v)}" + (f"^{{{count}}}" if count > 1 else "") for v, count in groups)
+    order = len(variables)
+    power = f"^{{{order}}}" if order > 1 else ""
+    return rf"\frac{{\partial{power} {name_latex(function_name)}}}{{{denominator}}}"
+
+
+def gradient_labels(function, wrt_leaves) -> tuple[list[str], list]:
+    r"""Labels of the gradient leaves, and what each is the derivative of.
+
+    Returns ``(labels, derivatives)``: a label per leaf (``\frac{\partial f}{\partial x}``,
+    ``\nabla_{w} f``, or ``\frac{\partial^{2} f}{\partial x^{2}}`` for the gradient of a
+    gradient), and per leaf ``(function name, variables)`` or None, which the
+    next gradient builds on.
+    """
+    previous = getattr(function, "output_derivatives", None)
+    base = previous[0] if previous and len(previous) == 1 else None
+    own = function.output_labels[0] if function.output_labels and len(function.output_labels) == 1 else None
+    labels, derivatives = [], []
+    for symbols in wrt_leaves:
+        name = leaf_name(symbols)
+        if symbols.shape != ():
+            labels.append(gradient_label(function.name, name) if own is None
+                          else partial_label(function.name, name, function_label=own))
+            derivatives.append(None)
+            continue
+        function_name, variables = base if base is not None else (function.name, ())
+        if base is None and own is not None:  # a derivative whose structure is unknown
+            labels.append(partial_label(function.name, name, function_label=own))
+            derivatives.append(None)
+            continue
+        labels.append(mixed_partial_label(function_name, variables + (name,)))
+        derivatives.append((function_name, variables + (name,)))
+    return labels, derivatives
+
+
+def jacobian_labels(function, wrt_leaves) -> list[str]:
+    """One label per Jacobian block: ``J_{f}`` for one output and one argument, else ``J_{f_{k}, x}``."""
+    outputs = len(function.out_shapes)
+    if outputs == 1 and len(wrt_leaves) == 1:
+        return [jacobian_label(function.name)]
+    labels = []
+    for k in range(outputs):
+        name = function.name if outputs == 1 else f"{display_name(function.name)}{k}"
+        labels.extend(jacobian_label(name, leaf_name(s)) for s in wrt_leaves)
+    return labels
+
+
+def hessian_labels(function, wrt_leaves) -> list[str]:
+    """One label per Hessian block of a one-output function, row by row."""
+    return [hessian_label(function.name, leaf_name(first), leaf_name(second),
+                          array=first.shape != () and first is second)
+            for first in wrt_leaves for second in wrt_leaves]

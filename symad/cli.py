@@ -1,0 +1,338 @@
+"""The ``symad`` command: derivatives of a formula typed on the command line.
+
+::
+
+    symad diff "log(x) + x*y - sin(y)" --wrt x y            # gradient, as formulas
+    symad diff "exp(-x**2)" --wrt x --order 4 --latex       # 4th derivative, LaTeX
+    symad hessian "x**2*y + y**3" --wrt x y --c             # Hessian, C source
+    symad taylor "exp(sin(x))" --wrt x --order 3 --at 0     # Taylor coefficients
+
+The expression is **never evaluated as Python**: it is parsed with
+:func:`ast.parse` and walked with an allow-list (numbers, names, ``+ - * / **``,
+unary ``-``/``+`` and calls of the math functions in :data:`FUNCTIONS`); each
+allowed node becomes a ``symad.numpy`` operation on tracers. Anything else
+(attributes, subscripts, strings, lambdas, comprehensions, keyword arguments,
+names starting with ``_``, exponents above 1000, input over 1000 characters)
+is refused with a message and exit code 2.
+
+The function's arguments are the ``--wrt`` names, in the order given, then
+every other name in the order it first appears in the expression (``pi`` and
+``e`` are constants).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import inspect
+import math
+import sys
+from collections.abc import Callable
+
+__all__ = ["main", "parse_expression", "FUNCTIONS", "ExpressionError"]
+
+MAX_LENGTH = 1000
+MAX_NODES = 400
+MAX_EXPONENT = 1000
+MAX_ORDER = 20  # derivative formulas grow with the order; past this, use sd.derivative in Python
+
+
+def _functions() -> dict[str, Callable]:
+    from symad import numpy as snp
+
+    table = {
+        name: getattr(snp, name) for name in (
+            "sin", "cos", "tan", "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh",
+            "arcsinh", "arccosh", "arctanh", "exp", "exp2", "expm1", "log", "log2", "log10",
+            "log1p", "sqrt", "cbrt", "abs", "sign", "erf", "erfc", "sigmoid", "softplus",
+            "hypot", "logaddexp", "maximum", "minimum")
+    }
+    aliases = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "atan2": "arctan2",
+               "asinh": "arcsinh", "acosh": "arccosh", "atanh": "arctanh", "ln": "log",
+               "max": "maximum", "min": "minimum"}
+    table.update({alias: table[name] for alias, name in aliases.items()})
+    return table
+
+
+#: The functions an expression may call, by name (symad.numpy functions).
+FUNCTIONS = _functions()
+CONSTANTS = {"pi": math.pi, "e": math.e}
+
+
+class ExpressionError(ValueError):
+    """The expression uses something outside the allow-list (exit code 2)."""
+
+
+# ---------------------------------------------------------------------------
+# Parsing: an allow-list over Python's ast
+# ---------------------------------------------------------------------------
+
+_BINARY = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
+           ast.Mult: lambda a, b: a * b, ast.Div: lambda a, b: a / b,
+           ast.Pow: lambda a, b: a ** b}
+_UNARY = {ast.USub: lambda a: -a, ast.UAdd: lambda a: a}
+
+
+def _describe(node: ast.AST) -> str:
+    kinds = {ast.Attribute: "attribute access is", ast.Subscript: "subscripts are",
+             ast.Lambda: "lambdas are", ast.Compare: "comparisons are", ast.BoolOp: "and/or are",
+             ast.IfExp: "conditional expressions are", ast.ListComp: "comprehensions are",
+             ast.GeneratorExp: "comprehensions are", ast.Tuple: "tuples are", ast.List: "lists are",
+             ast.Dict: "dicts are", ast.Starred: "starred arguments are",
+             ast.NamedExpr: "assignments are", ast.Call: "calls are"}
+    return kinds.get(type(node), f"{type(node).__name__} is")
+
+
+def _constant_value(node: ast.AST) -> float | None:
+    """The value of a subexpression made only of numbers and arithmetic, else None (bounded)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) \
+            and not isinstance(node.value, bool):
+        return float(node.value)
+    if isinstance(node, ast.Name) and node.id in CONSTANTS:
+        return CONSTANTS[node.id]
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+        inner = _constant_value(node.operand)
+        return None if inner is None else _UNARY[type(node.op)](inner)
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        left, right = _constant_value(node.left), _constant_value(node.right)
+        if left is None or right is None:
+            return None
+        try:
+            if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:
+                return math.inf
+            return float(_BINARY[type(node.op)](left, right))
+        except (OverflowError, ZeroDivisionError, ValueError):
+            return math.inf
+    return None
+
+
+def _check(tree: ast.Expression) -> list[str]:
+    """Refuse everything outside the allow-list; return the variable names in order of appearance."""
+    names: list[str] = []
+    count = 0
+    for node in ast.walk(tree):
+        count += 1
+        if count > MAX_NODES:
+            raise ExpressionError(f"the expression has more than {MAX_NODES} parts")
+        if isinstance(node, (ast.Expression, ast.Load)) or type(node) in _BINARY \
+                or type(node) in _UNARY:
+            continue
+        if isinstance(node, ast.Constant):
+            if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
+                raise ExpressionError(f"only numbers are allowed as constants, not {node.value!r}")
+        elif isinstance(node, ast.Name):
+            if node.id.startswith("_"):
+                raise ExpressionError(f"names starting with '_' are not allowed: {node.id!r}")
+        elif isinstance(node, ast.BinOp):
+            if type(node.op) not in _BINARY:
+                raise ExpressionError(f"operator {type(node.op).__name__} is not allowed; "
+                                      "use + - * / **")
+            if isinstance(node.op, ast.Pow):
+                exponent = _constant_value(node.right)
+                if exponent is not None and not abs(exponent) <= MAX_EXPONENT:
+                    raise ExpressionError(f"exponents are limited to {MAX_EXPONENT} in size")
+        elif isinstance(node, ast.UnaryOp):
+            if type(node.op) not in _UNARY:
+                raise ExpressionError(f"operator {type(node.op).__name__} is not allowed")
+        elif isinstance(node, ast.Call):
+            if not isinstance(node.func, ast.Name):
+                raise ExpressionError("only plain function names can be called, as in sin(x) "
+                                      "(no attribute access, no calls of calls)")
+            if node.func.id not in FUNCTIONS:
+                raise ExpressionError(f"{node.func.id!r} is not a known function; known: "
+                                      f"{', '.join(sorted(FUNCTIONS))}")
+            if node.keywords:
+                raise ExpressionError("keyword arguments are not allowed")
+        else:
+            raise ExpressionError(f"{_describe(node)} not allowed in an expression")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id not in FUNCTIONS and node.id not in CONSTANTS \
+                and node.id not in names:
+            names.append(node.id)
+        elif isinstance(node, ast.Name) and node.id in FUNCTIONS and not _is_called(tree, node):
+            raise ExpressionError(f"{node.id!r} is a function; call it, as in {node.id}(x)")
+    return names
+
+
+def _is_called(tree: ast.AST, name: ast.Name) -> bool:
+    return any(isinstance(n, ast.Call) and n.func is name for n in ast.walk(tree))
+
+
+def parse_expression(text: str, wrt: list[str] | None = None) -> Callable:
+    """A traceable Python function computing the expression ``text``.
+
+    Its positional parameters are ``wrt`` then the other names in order of
+    appearance. Nothing in ``text`` is executed.
+
+    >>> import symad as sd
+    >>> f = parse_expression("log(x) + x*y - sin(y)", ["x", "y"])
+    >>> list(__import__("inspect").signature(f).parameters)
+    ['x', 'y']
+    >>> sd.grad(f, (0, 1)).trace(1.0, 1.0).formula()
+    (y + 1/x, x - cos(y))
+    >>> parse_expression("x.__class__")
+    Traceback (most recent call last):
+    ...
+    symad.cli.ExpressionError: attribute access is not allowed in an expression
+    """
+    if len(text) > MAX_LENGTH:
+        raise ExpressionError(f"the expression is longer than {MAX_LENGTH} characters")
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as error:
+        raise ExpressionError(f"not a formula: {error.msg}") from None
+    except (RecursionError, MemoryError, ValueError):
+        raise ExpressionError("the expression is nested too deeply") from None
+    found = _check(tree)
+    wrt = list(wrt or [])
+    for name in wrt:
+        if not name.isidentifier() or name.startswith("_"):
+            raise ExpressionError(f"--wrt name {name!r} is not a variable name")
+        if name in FUNCTIONS or name in CONSTANTS:
+            raise ExpressionError(f"--wrt name {name!r} is a function or constant")
+    variables = wrt + [name for name in found if name not in wrt]
+
+    def evaluate(node, env):
+        if isinstance(node, ast.Expression):
+            return evaluate(node.body, env)
+        if isinstance(node, ast.Constant):
+            return node.value  # ints stay exact: x**2 is a square, not x**2.0
+        if isinstance(node, ast.Name):
+            return env[node.id] if node.id in env else CONSTANTS[node.id]
+        if isinstance(node, ast.BinOp):
+            return _BINARY[type(node.op)](evaluate(node.left, env), evaluate(node.right, env))
+        if isinstance(node, ast.UnaryOp):
+            return _UNARY[type(node.op)](evaluate(node.operand, env))
+        if isinstance(node, ast.Call):
+            return FUNCTIONS[node.func.id](*[evaluate(a, env) for a in node.args])
+        raise ExpressionError(f"{_describe(node)} not allowed")  # unreachable after _check
+
+    def expression(*args):
+        return evaluate(tree, dict(zip(variables, args)))
+
+    expression.__signature__ = inspect.Signature(
+        [inspect.Parameter(v, inspect.Parameter.POSITIONAL_OR_KEYWORD) for v in variables])
+    expression.__name__ = "f"
+    return expression
+
+
+# ---------------------------------------------------------------------------
+# Output
+# ---------------------------------------------------------------------------
+
+
+def _python_text(F) -> str:
+    if hasattr(F, "source"):  # the compiler's standalone module, where it exists
+        return F.source("numpy")
+    assignments, outputs = F.cse()
+    lines = [f"{symbol} = {value}" for symbol, value in assignments]
+    labels = [f"out{i}" for i in range(len(outputs))]
+    lines += [f"{label} = {value}" for label, value in zip(labels, outputs)]
+    return "\n".join(lines)
+
+
+def _plain_text(F, labels: list[str]) -> str:
+    formula = F.formula()
+    leaves = formula if isinstance(formula, tuple) else (formula,)
+    flat = []
+    for leaf in leaves:
+        flat.extend(leaf if isinstance(leaf, tuple) else (leaf,))
+    return "\n".join(f"{label} = {value}" for label, value in zip(labels, flat))
+
+
+def _emit(F, labels: list[str], options) -> str:
+    if options.latex:
+        return F.latex()
+    if options.c:
+        return F.to_c("symad_" + options.command).source
+    if options.python:
+        return _python_text(F)
+    return _plain_text(F, labels)
+
+
+def _run(options) -> str:
+    import symad as sd
+
+    f = parse_expression(options.expression, options.wrt)
+    names = list(inspect.signature(f).parameters)
+    point = [0.5] * len(names)
+    positions = tuple(range(len(options.wrt)))
+    if options.command == "diff":
+        if options.order != 1:
+            if len(options.wrt) != 1:
+                raise ExpressionError("--order n needs exactly one --wrt variable")
+            F = sd.derivative(f, options.order, 0).trace(*point)
+            return _emit(F, [f"d^{options.order}f/d{options.wrt[0]}^{options.order}"], options)
+        F = sd.grad(f, positions).trace(*point)
+        return _emit(F, [f"df/d{name}" for name in options.wrt], options)
+    if options.command == "hessian":
+        F = sd.hessian(f, positions).trace(*point)
+        return _emit(F, [f"d2f/d{a}d{b}" for a in options.wrt for b in options.wrt], options)
+    # taylor: coefficients f^(k)(x)/k! for k = 0..n
+    if len(options.wrt) != 1:
+        raise ExpressionError("taylor needs exactly one --wrt variable")
+    texts = []
+    for k in range(options.order + 1):
+        G = sd.derivative(f, k, 0)
+        F = G.trace(*point) if k else sd.trace(f, *point)
+        if options.at is not None:
+            values = [options.at] + point[1:]
+            texts.append(f"c{k} = {float(F(*values)) / math.factorial(k)!r}")
+        elif options.latex or options.c or options.python:
+            texts.append(f"% c{k} = f^({k}) / {k}!\n" + _emit(F, [], options))
+        else:
+            texts.append(f"c{k} = ({F.formula()})/{math.factorial(k)}")
+    return "\n".join(texts)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="symad", description="Derivatives of a formula, as formulas, LaTeX, Python or C. "
+        "EXPR is parsed with an allow-list, never evaluated.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for command, text in (("diff", "gradient, or the n-th derivative with --order"),
+                          ("hessian", "matrix of second derivatives"),
+                          ("taylor", "Taylor coefficients f^(k)/k! up to --order")):
+        sub = commands.add_parser(command, help=text)
+        sub.add_argument("expression", metavar="EXPR")
+        sub.add_argument("--wrt", nargs="+", required=True, metavar="NAME")
+        sub.add_argument("--order", type=int, default=1 if command != "taylor" else 3)
+        if command == "taylor":
+            sub.add_argument("--at", type=float, default=None, help="evaluate the coefficients here")
+        formats = sub.add_mutually_exclusive_group()
+        formats.add_argument("--latex", action="store_true")
+        formats.add_argument("--python", action="store_true")
+        formats.add_argument("--c", action="store_true")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit code (0 ok, 1 symad error, 2 refused input).
+
+    >>> main(["diff", "x**3", "--wrt", "x"])
+    df/dx = 3*x**2
+    0
+    """
+    from symad.errors import SymadError
+
+    options = _parser().parse_args(argv)
+    if not 0 <= options.order <= MAX_ORDER:
+        print(f"symad: --order must be between 0 and {MAX_ORDER}", file=sys.stderr)
+        return 2
+    try:
+        print(_run(options))
+    except ExpressionError as error:
+        print(f"symad: {error}", file=sys.stderr)
+        return 2
+    except (ZeroDivisionError, OverflowError, RecursionError) as error:
+        print(f"symad: the expression cannot be computed: {error or type(error).__name__}",
+              file=sys.stderr)
+        return 2
+    except SymadError as error:
+        print(f"symad: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

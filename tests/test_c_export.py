@@ -1,0 +1,142 @@
+"""C export: compile with the machine's C compiler, call through ctypes, compare with F(...)."""
+
+import ctypes
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import symad as sd
+import symad.numpy as snp
+from symad.pytree import tree_flatten
+
+COMPILER = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+needs_compiler = pytest.mark.skipif(COMPILER is None, reason="no C compiler (cc/gcc/clang) on PATH")
+
+
+def compile_c(F, name, tmp_path):
+    """Build F.to_c(name) as a shared library with -Wall -Werror; return a Python caller."""
+    source, header = F.to_c(name)
+    (tmp_path / f"{name}.h").write_text(header)
+    (tmp_path / f"{name}.c").write_text(f'#include "{name}.h"\n' + source)
+    library = tmp_path / f"lib{name}.so"
+    subprocess.run([COMPILER, "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
+                    "-o", str(library), str(tmp_path / f"{name}.c"), "-lm"],
+                   check=True, capture_output=True, text=True)
+    function = getattr(ctypes.CDLL(str(library)), name)
+    function.restype = None
+    n_in, n_out = len(F.graph.inputs), len(F.graph.outputs)
+
+    def call(*flat_inputs):
+        inputs = (ctypes.c_double * n_in)(*flat_inputs)
+        outputs = (ctypes.c_double * n_out)()
+        function(inputs, outputs)
+        return np.array(outputs[:])
+
+    return call
+
+
+def flat_outputs(F, *args):
+    leaves = tree_flatten(F(*args))[0]
+    return np.concatenate([np.ravel(np.asarray(leaf, dtype=float)) for leaf in leaves])
+
+
+def f(x1, x2):
+    return np.log(x1) + x1 * x2 - np.sin(x2)
+
+
+POINTS = [(2.0, 5.0), (0.5, -1.25), (3.0, 0.1)]
+
+
+@needs_compiler
+def test_function_gradient_and_hessian_match_the_evaluator(tmp_path):
+
+    for name, F in [("f", sd.trace(f, 2.0, 5.0)),
+                    ("grad_f", sd.grad(f, (0, 1)).trace(2.0, 5.0)),
+                    ("hess_f", sd.hessian(f, (0, 1)).trace(2.0, 5.0))]:
+        call = compile_c(F, name, tmp_path)
+        for point in POINTS:
+            np.testing.assert_allclose(call(*point), flat_outputs(F, *point), rtol=1e-13, atol=1e-15)
+
+
+@needs_compiler
+def test_array_function_with_many_primitives(tmp_path):
+
+    def model(w, x):
+        z = w @ x
+        return (snp.sigmoid(z[0]) + snp.softplus(z[1]) + np.logaddexp(z[0], z[1])
+                + np.hypot(x[0], x[1]) + np.cbrt(x[0]) + np.expm1(x[1]) + np.log1p(x[0] ** 2)
+                + sd.numpy.erf(z[0]) + snp.erfc(z[1]) + np.arctan2(x[0], x[1]) + np.sign(x[0])
+                + np.maximum(x[0], x[1]) - np.minimum(z[0], 1.0) + np.abs(z[1])
+                + snp.where(x[0] > x[1], np.tanh(x[0]), np.arcsinh(x[1])) + np.exp2(x[0]) / 3.0
+                + np.log10(np.abs(x[1]) + 1) + snp.logsumexp(z) + np.max(x))
+
+    w, x = np.array([[0.3, -1.2], [0.8, 0.5]]), np.array([0.7, -0.4])
+    for name, F in [("model", sd.trace(model, w, x)),
+                    ("grad_model", sd.grad(model, (0, 1)).trace(w, x))]:
+        call = compile_c(F, name, tmp_path)
+        rng = np.random.default_rng(0)
+        for _ in range(4):
+            w_point, x_point = rng.normal(size=(2, 2)), rng.normal(size=2)
+            np.testing.assert_allclose(call(*w_point.ravel(), *x_point),
+                                       flat_outputs(F, w_point, x_point), rtol=1e-12, atol=1e-14)
+
+
+@needs_compiler
+def test_parameters_come_after_arguments(tmp_path):
+
+    p = sd.Parameter(np.array([2.0, 3.0]), name="weights")
+    F = sd.trace(lambda x: np.sum(p * x ** 2), np.zeros(2))
+    call = compile_c(F, "weighted", tmp_path)
+    assert call(1.0, 2.0, 2.0, 3.0)[0] == pytest.approx(14.0)
+
+
+@needs_compiler
+def test_stable_forms_at_extremes(tmp_path):
+    F = sd.trace(lambda x: snp.sigmoid(x) + snp.softplus(x) + np.logaddexp(x, x), 0.0)
+    call = compile_c(F, "extreme", tmp_path)
+    for x in (-800.0, -30.0, 0.0, 30.0, 800.0):
+        assert call(x)[0] == pytest.approx(float(F(x)), rel=1e-14)
+
+
+HOSTILE = ["*/ int evil; /*", "x\n#include <stdlib.h>", "a??/", "back\\", "}\\input{/etc/passwd}"]
+
+
+@needs_compiler
+@pytest.mark.parametrize("name", HOSTILE)
+def test_user_names_appear_only_in_comments(name, tmp_path):
+    import sympy
+
+    x = sympy.Symbol(name)
+    F = sd.from_sympy(sympy.sin(x) * 2, [x])
+    F.name = name
+    source, header = F.to_c("safe")
+    for text in (source, header):
+        for line in text.splitlines():
+            assert name not in line
+            if "*/" in line[line.find("/*") + 2:-2] if line.lstrip().startswith("/*") else False:
+                raise AssertionError(line)
+    assert "evil" not in "".join(line for line in source.splitlines() if not line.startswith(" *"))
+    call = compile_c(F, "safe", tmp_path)
+    assert call(0.5)[0] == pytest.approx(2 * np.sin(0.5))
+
+
+def test_bad_names_and_unsupported_primitives_raise_export_error():
+    F = sd.trace(lambda x: x, 1.0)
+    for bad in ("1abc", "a-b", "int", "x;y", ""):
+        with pytest.raises(sd.ExportError, match="C identifier"):
+            F.to_c(bad)
+
+    @sd.primitive
+    def mystery(x):
+        return x
+
+    with pytest.raises(sd.ExportError, match="'mystery'"):
+        sd.trace(lambda x: mystery(x) + 1, 1.0).to_c("g")
+
+
+def test_default_name_comes_from_the_function():
+    source, header = sd.trace(f, 1.0, 1.0).to_c()
+    assert "void f(const double *in, double *out);" in header
+    assert "#define F_N_INPUTS 2" in header

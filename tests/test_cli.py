@@ -1,0 +1,119 @@
+"""The symad command line, run as a subprocess: outputs, exit codes, refused input."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from symad.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*args):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, "-m", "symad.cli", *args], capture_output=True,
+                          text=True, env=env, timeout=120)
+
+
+def test_diff_prints_the_gradient():
+    result = run("diff", "log(x) + x*y - sin(y)", "--wrt", "x", "y")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["df/dx = y + 1/x", "df/dy = x - cos(y)"]
+
+
+def test_diff_order_latex(run_here):
+    result = run_here("diff", "exp(-x**2)", "--wrt", "x", "--order", "2", "--latex")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("\\begin{aligned}")
+    assert "\\frac{d^{2} f}{d x^{2}} &=" in result.stdout
+
+
+class Result:
+    def __init__(self, returncode, stdout, stderr):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+@pytest.fixture
+def run_here(capsys):
+    """The command in this process (fast); the subprocess tests cover the entry points."""
+    def call(*args):
+        try:
+            code = main(list(args))
+        except SystemExit as exit:  # argparse usage errors
+            code = exit.code
+        captured = capsys.readouterr()
+        return Result(code, captured.out, captured.err)
+    return call
+
+
+def test_hessian_and_c_output(run_here):
+    result = run_here("hessian", "x**2*y + y**3", "--wrt", "x", "y")
+    assert result.stdout.splitlines() == [
+        "d2f/dxdx = 2*y", "d2f/dxdy = 2*x", "d2f/dydx = 2*x", "d2f/dydy = 6*y"]
+    result = run_here("hessian", "x**2*y", "--wrt", "x", "y", "--c")
+    assert result.returncode == 0 and "void symad_hessian(const double *in, double *out)" in result.stdout
+
+
+def test_python_output_and_extra_names_come_after_wrt(run_here):
+    result = run_here("diff", "a*x + log(x)", "--wrt", "x", "--python")
+    assert result.returncode == 0, result.stderr
+    assert "a + 1/x" in result.stdout or "def " in result.stdout
+
+
+def test_taylor_coefficients(run_here):
+    result = run_here("taylor", "exp(sin(x))", "--wrt", "x", "--order", "3", "--at", "0")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["c0 = 1.0", "c1 = 1.0", "c2 = 0.5", "c3 = 0.0"]
+    result = run_here("taylor", "exp(x)", "--wrt", "x", "--order", "2")
+    assert result.stdout.splitlines() == ["c0 = (exp(x))/1", "c1 = (exp(x))/1", "c2 = (exp(x))/2"]
+
+
+def test_python_m_symad_works_too():
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    result = subprocess.run([sys.executable, "-m", "symad", "diff", "x**3", "--wrt", "x"],
+                            capture_output=True, text=True, env=env, timeout=120)
+    assert result.stdout.strip() == "df/dx = 3*x**2"
+
+
+@pytest.mark.parametrize("expression, message", [
+    ("__import__('os').system('echo PWNED')", "function names"),
+    ("x.real", "attribute access"),
+    ("().__class__.__bases__", "attribute access"),
+    ("x[0]", "subscripts"),
+    ("(lambda: 1)()", "function names"),
+    ("'a' + x", "numbers"),
+    ("[x for x in y]", "comprehensions"),
+    ("sin(x, out=x)", "keyword"),
+    ("x if x else 1", "conditional"),
+    ("9**9**9", "exponents"),
+    ("x**2**2**2**2", "exponents"),
+    ("open(x)", "not a known function"),
+    ("_x + 1", "'_'"),
+    ("x + " * 300 + "x", "longer than"),
+    ("1/0 + x", "cannot be computed"),
+    ("x +", "not a formula"),
+    ("sin", "is a function"),
+])
+def test_refused_input_exits_with_2_and_a_message(expression, message, run_here):
+    result = run_here("diff", expression, "--wrt", "x")
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "PWNED" not in result.stdout and "Traceback" not in result.stderr
+
+
+def test_hostile_input_is_refused_by_the_installed_entry_point():
+    result = run("diff", "__import__('os').system('echo PWNED')", "--wrt", "x")
+    assert result.returncode == 2 and "PWNED" not in result.stdout
+    assert "function names" in result.stderr
+
+
+def test_usage_errors_exit_with_2(run_here):
+    assert run_here("diff", "x").returncode == 2  # --wrt missing
+    result = run_here("diff", "x*y", "--wrt", "x", "y", "--order", "2")
+    assert result.returncode == 2 and "one --wrt" in result.stderr
+    result = run_here("diff", "x", "--wrt", "x", "--order", "1000")
+    assert result.returncode == 2 and "--order" in result.stderr
