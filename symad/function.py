@@ -18,6 +18,7 @@ import numpy as np
 import sympy
 
 from symad.compile import DEFAULT_BACKEND, make_evaluator
+from symad.compile.batch import batch_shape as _batch_shape
 from symad.compile.dask_support import evaluate_dask, is_dask_array
 from symad.errors import CompileError, TracingError
 from symad.graph import Graph, GraphBuilder, current_builder, replay
@@ -438,16 +439,6 @@ def _numeric_array(value: Any, name: str) -> np.ndarray:
     if array.dtype.kind != "f":
         array = array.astype(np.float64)
     return array
-
-
-def _batch_shape(shape: tuple, core_shape: tuple, name: str) -> tuple:
-    core_rank = len(core_shape)
-    if len(shape) < core_rank or tuple(shape[len(shape) - core_rank:]) != core_shape:
-        raise TracingError(
-            f"{name}: an argument has shape {shape}, but the function was traced with shape "
-            f"{core_shape}; extra leading dimensions are a batch, the trailing ones must match"
-        )
-    return tuple(shape[: len(shape) - core_rank])
 
 
 def _describe(treedef: TreeDef) -> str:

@@ -18,12 +18,14 @@ import builtins
 import functools
 import inspect
 import math
+import sys as _sys
 from typing import Any
 
 import numpy as _np
 import sympy
 
 from symad import primitives as P
+from symad import tracer as _tracer_module
 from symad.errors import TracingError
 from symad.graph import current_builder
 from symad.tracer import (
@@ -739,9 +741,27 @@ def _ufunc_route(ufunc) -> tuple[str, Any]:
     name = getattr(ufunc, "__name__", repr(ufunc))
     if getattr(_np, name, None) is ufunc:
         return f"numpy.{name}", _UFUNCS.get(name)
-    from symad import special
+    for ufuncs, _, ufunc_name in _FOREIGN:
+        if ufunc in ufuncs:
+            return ufunc_name(ufunc), ufuncs[ufunc]
+    module = getattr(ufunc, "__module__", None) or type(ufunc).__module__
+    names = [ufunc_name(ufunc) for _, _, ufunc_name in _FOREIGN]
+    return (names[0] if names else f"{module}.{name}"), None
 
-    return special.scipy_ufunc_name(ufunc), special.SCIPY_UFUNCS.get(ufunc)
+
+#: Tables of other libraries' functions made traceable by modules built on this
+#: one -- symad.special for scipy.special -- as ``(ufuncs, array_functions,
+#: ufunc_name)``. They register here (this module cannot import them back
+#: without an import circle); the tables are kept by reference.
+_FOREIGN: list = []
+
+
+def register_foreign_functions(ufuncs: dict, array_functions: dict, ufunc_name) -> None:
+    """Route ``ufuncs`` ({ufunc: traceable}) and ``array_functions`` ({function: traceable}).
+
+    ``ufunc_name(ufunc)`` names a ufunc in error messages (``scipy.special.gamma``).
+    """
+    _FOREIGN.append((ufuncs, array_functions, ufunc_name))
 
 
 def _untraceable(what: str) -> TracingError:
@@ -827,10 +847,10 @@ _CONSTRUCTORS = {zeros, ones, full, empty, zeros_like, ones_like, full_like, emp
 def dispatch_function(func, args: tuple, kwargs: dict) -> Any:
     """Route a NumPy array function called on traced values to its traceable version."""
     implementation = _FUNCTIONS.get(func)
-    if implementation is None:  # numpy.sinc and friends live in symad.special
-        from symad import special
-
-        implementation = special.ARRAY_FUNCTIONS.get(func)
+    for _, array_functions, _ in _FOREIGN if implementation is None else ():
+        implementation = array_functions.get(func)  # numpy.sinc lives in symad.special
+        if implementation is not None:
+            break
     module = getattr(func, "__module__", "numpy") or "numpy"
     if implementation is None:
         raise _untraceable(f"{module}.{func.__name__}")
@@ -850,10 +870,4 @@ __all__ = [name for name in dir() if not name.startswith("_") and name not in {
 }]
 
 
-def _give_tracers_operators() -> None:
-    from symad.tracer import _install_operators
-
-    _install_operators()
-
-
-_give_tracers_operators()
+_tracer_module.bind_numpy_namespace(_sys.modules[__name__])

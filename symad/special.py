@@ -775,3 +775,6 @@ SYMPY_CLASSES: dict = {
     mills_excess: _mills_excess, elliptic_k_derivative: _k_derivative,
     elliptic_e_derivative: _e_derivative,
 }
+
+
+snp.register_foreign_functions(SCIPY_UFUNCS, ARRAY_FUNCTIONS, scipy_ufunc_name)

@@ -388,26 +388,26 @@ class Tracer(CantSympify):
     # -- NumPy dispatch --------------------------------------------------------
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        from symad import numpy as snp
+        snp = _numpy_namespace()
 
         return snp.dispatch_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
-        from symad import numpy as snp
+        snp = _numpy_namespace()
 
         return snp.dispatch_function(func, args, kwargs)
 
     # -- methods (the NumPy array API, as far as tracing goes) -----------------
 
     def reshape(self, *shape, order="C"):
-        from symad import numpy as snp
+        snp = _numpy_namespace()
 
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         return snp.reshape(self, shape, order=order)
 
     def transpose(self, *axes):
-        from symad import numpy as snp
+        snp = _numpy_namespace()
 
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
@@ -431,7 +431,7 @@ class Tracer(CantSympify):
     @property
     def imag(self) -> Tracer:
         """Zeros: traced values are real numbers (see :attr:`real`)."""
-        from symad import numpy as snp
+        snp = _numpy_namespace()
 
         return snp.zeros_like(self)
 
@@ -491,7 +491,7 @@ class Tracer(CantSympify):
         >>> sd.trace(lambda x: x.cumsum(), np.zeros(2)).formula()
         [x[0], x[0] + x[1]]
         """
-        from symad import numpy as snp
+        snp = _numpy_namespace()
 
         return snp.cumsum(self, axis=axis)
 
@@ -502,7 +502,7 @@ class Tracer(CantSympify):
         >>> sd.trace(lambda x: x.diagonal(), np.zeros((2, 2))).formula()
         [x[0, 0], x[1, 1]]
         """
-        from symad import numpy as snp
+        snp = _numpy_namespace()
 
         return snp.diagonal(self, offset, axis1, axis2)
 
@@ -513,7 +513,7 @@ class Tracer(CantSympify):
         >>> sd.trace(lambda x: x.trace(), np.zeros((2, 2))).formula()
         x[0, 0] + x[1, 1]
         """
-        from symad import numpy as snp
+        snp = _numpy_namespace()
 
         return snp.trace(self, offset, axis1, axis2)
 
@@ -530,12 +530,12 @@ class Tracer(CantSympify):
         return _IndexUpdates(self)
 
     def dot(self, other):
-        from symad import numpy as snp
+        snp = _numpy_namespace()
 
         return snp.dot(self, other)
 
     def clip(self, a_min=None, a_max=None):
-        from symad import numpy as snp
+        snp = _numpy_namespace()
 
         return snp.clip(self, a_min, a_max)
 
@@ -658,10 +658,27 @@ def _check_concrete_index(index) -> None:
             )
 
 
-def _install_operators() -> None:
-    """Give Tracer the arithmetic and comparison operators of a NumPy array."""
-    from symad import numpy as snp
+# symad.numpy is built on this module, so this module cannot import it back
+# without an import circle: it registers itself here when it loads instead
+# (symad/__init__ always loads it), and the Tracer methods that delegate to
+# it look it up through _numpy_namespace().
+_NAMESPACE: list = []
 
+
+def bind_numpy_namespace(namespace) -> None:
+    """Called once by :mod:`symad.numpy`: its functions back the Tracer's methods and operators."""
+    _NAMESPACE[:] = [namespace]
+    _install_operators(namespace)
+
+
+def _numpy_namespace():
+    if not _NAMESPACE:
+        raise RuntimeError("symad.numpy is not loaded; import symad first")
+    return _NAMESPACE[0]
+
+
+def _install_operators(snp) -> None:
+    """Give Tracer the arithmetic and comparison operators of a NumPy array."""
     binary = dict(zip(_BINARY_OPERATORS, (snp.add, snp.subtract, snp.multiply, snp.divide,
                                           snp.power, snp.matmul)))
     for name, function in binary.items():

@@ -46,7 +46,7 @@ def evaluate_dask(function, leaves: list, backend: str, options: dict) -> Any:
     """
     import dask.array as da
 
-    from symad.function import _batch_shape
+    from symad.compile.batch import batch_shape as _batch_shape
     from symad.pytree import tree_unflatten
 
     arrays = [value if is_dask_array(value) else da.asarray(np.asarray(value)) for value in leaves]
