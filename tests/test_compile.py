@@ -393,6 +393,9 @@ def test_source_runs_as_an_isolated_subprocess(tmp_path):
     path.write_text(G.source("numexpr"))
     script = (
         "import importlib.util, sys\n"
+        # symad may well be installed (CI installs it editable): block it, so the
+        # generated module is shown to run without it.
+        "sys.modules['symad'] = None\n"
         "try:\n    import symad\nexcept ImportError:\n    pass\n"
         "else:\n    raise SystemExit('symad must not be importable here')\n"
         f"spec = importlib.util.spec_from_file_location('generated', {str(path)!r})\n"
