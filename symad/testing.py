@@ -4,6 +4,9 @@ Forward mode is checked through directional derivatives (``jvp`` along a
 random tangent against a central difference along it); reverse mode through
 the adjoint identity ``<vjp(u), t> == <u, J t>``. Higher orders recurse on
 the derivative functions themselves, which are traced again by symad.
+Taylor mode (``"taylor"``, for functions of scalars) is checked order by
+order: the k-th directional derivative from ``sd.taylor`` against a central
+difference of the (k-1)-th.
 """
 
 from __future__ import annotations
@@ -47,21 +50,27 @@ def check_grads(
         f: a function of float scalars or arrays.
         args: the point to check at.
         order: check derivatives up to this order (each order differentiates the previous one).
-        modes: ``"fwd"`` (jvp) and/or ``"rev"`` (vjp).
+        modes: ``"fwd"`` (jvp), ``"rev"`` (vjp) and/or ``"taylor"`` (``sd.taylor``
+            along a random direction; every argument must be a scalar).
         eps: the finite-difference step.
         rtol, atol: tolerances of the comparison.
         seed: seeds the random tangents and cotangents.
 
     >>> import numpy as np
     >>> check_grads(np.sin, (0.3,), order=2)
+    >>> check_grads(lambda x, y: np.exp(x * y), (0.3, 0.2), order=3, modes=("taylor",))
     """
     from symad import api
 
     for mode in modes:
-        if mode not in ("fwd", "rev"):
-            raise DifferentiationError(f"check_grads: unknown mode {mode!r}; use 'fwd' and/or 'rev'")
+        if mode not in ("fwd", "rev", "taylor"):
+            raise DifferentiationError(
+                f"check_grads: unknown mode {mode!r}; use 'fwd', 'rev' and/or 'taylor'")
     rng = np.random.default_rng(seed)
     args = tuple(np.asarray(a, dtype=np.float64) for a in args)
+    if "taylor" in modes:
+        _check_taylor(f, args, order, eps, rtol, atol, rng)
+        modes = tuple(mode for mode in modes if mode != "taylor")
 
     def check(function: Callable, remaining: int, label: str) -> None:
         tangents = tuple(rng.standard_normal(a.shape) for a in args)
@@ -90,3 +99,26 @@ def check_grads(
                 check(lambda *xs: api.vjp(function, *xs)[1](cotangent), remaining - 1, f"vjp({label})")
 
     check(f, order, getattr(f, "__name__", "f"))
+
+
+def _check_taylor(f: Callable, args: tuple, order: int, eps: float, rtol: float, atol: float,
+                  rng: np.random.Generator) -> None:
+    """Each directional derivative of orders 1..order against a central difference of the one below."""
+    from symad import api
+
+    if any(a.shape != () for a in args):
+        raise DifferentiationError(
+            "check_grads: mode 'taylor' checks functions of scalars (sd.taylor traces every "
+            "argument as a scalar); use 'fwd'/'rev' for array arguments")
+    positions = tuple(range(len(args)))
+    direction = tuple(float(d) for d in rng.standard_normal(len(args)))
+    series = api.taylor(f, order, argnum=positions, derivatives=True, direction=direction)
+    tangents = tuple(np.float64(d) for d in direction)
+    for k in range(1, order + 1):
+        analytic = _flat(series(*args)[k])
+        numeric = _central_difference(lambda *xs, k=k: series(*xs)[k - 1], args, tangents, eps)
+        np.testing.assert_allclose(
+            analytic, numeric, rtol=rtol, atol=atol,
+            err_msg=f"Taylor-mode derivative of order {k} of {getattr(f, '__name__', 'f')} "
+                    "disagrees with finite differences of the order below",
+        )

@@ -338,3 +338,139 @@ def test_directional_taylor_errors():
         sd.taylor(mixed, 2, argnum=0, direction=(1.0,))
     with pytest.raises(sd.DifferentiationError, match="finite real numbers"):
         sd.taylor(mixed, 2, argnum=(0, 1), direction=(1.0, float("nan")))
+
+
+# ---------------------------------------------------------------------------
+# Composites to order 20, at magnitudes from 1e-8 to 1e8
+# ---------------------------------------------------------------------------
+#
+# The references are closed forms evaluated with mpmath at 50 digits (partial
+# fractions over the complex roots, Leibniz products of known derivatives), or
+# SymPy's derivatives where no closed form is at hand: none of them uses a
+# Taylor recurrence. Stated tolerance: 1e-12 relative; where the exact value
+# underflows float64 (below 1e-300), symad must give 0 or a value as tiny.
+
+COMPOSITE_ORDER = 20
+COMPOSITE_RTOL = 1e-12
+MAGNITUDES = [1e-8, 1e-4, 0.7, 3.0, 1e4, 1e8]
+
+
+def _reciprocal_exact(n, x):
+    return (-1) ** n * mpmath.factorial(n) / x ** (n + 1)
+
+
+def _power_exact(n, x, r=mpmath.mpf(-2.5)):
+    return mpmath.ff(r, n) * x ** (r - n)  # falling factorial r (r-1) ... (r-n+1)
+
+
+def _log_one_plus_square_exact(n, x):
+    # log(1 + x^2) = log(x - i) + log(x + i): the n-th derivative is 2 Re[(-1)^(n-1) (n-1)! / (x - i)^n].
+    if n == 0:
+        return mpmath.log(1 + x**2)
+    return 2 * mpmath.re((-1) ** (n - 1) * mpmath.factorial(n - 1) / (x - 1j) ** n)
+
+
+_RATIONAL_ROOT = (-3 + mpmath.sqrt(-11)) / 2  # a root of x^2 + 3x + 5
+
+
+def _rational_exact(n, x):
+    # (x^3 - 2x + 1)/(x^2 + 3x + 5) = x - 3 + (2x + 16)/(x^2 + 3x + 5)
+    #                               = x - 3 + 2 Re[A / (x - r)], A = (2r + 16)/(r - conj(r)).
+    r = _RATIONAL_ROOT
+    residue = (2 * r + 16) / (r - mpmath.conj(r))
+    pole_part = 2 * mpmath.re(residue * (-1) ** n * mpmath.factorial(n) / (x - r) ** (n + 1))
+    polynomial = {0: x - 3, 1: mpmath.mpf(1)}.get(n, 0)
+    return polynomial + pole_part
+
+
+@functools.cache
+def _tanh_polynomials(order: int) -> list:
+    """tanh^(k)(x) = P_k(tanh x), with P_0 = t and P_(k+1) = P_k'(t) (1 - t^2)."""
+    t = sympy.Symbol("t")
+    polynomials = [sympy.Poly(t, t)]
+    for _ in range(order):
+        polynomials.append(polynomials[-1].diff(t) * sympy.Poly(1 - t**2, t))
+    return [[mpmath.mpf(int(c)) for c in p.all_coeffs()] for p in polynomials]
+
+
+def _erf_derivative(k, x):
+    # erf^(k)(x) = (2/sqrt(pi)) (-1)^(k-1) H_(k-1)(x) exp(-x^2), H the physicists' Hermite polynomial.
+    if k == 0:
+        return mpmath.erf(x)
+    return 2 / mpmath.sqrt(mpmath.pi) * (-1) ** (k - 1) * mpmath.hermite(k - 1, x) * mpmath.exp(-(x**2))
+
+
+def _tanh_erf_exact(n, x):
+    tanh_derivatives = [mpmath.polyval(p, mpmath.tanh(x)) for p in _tanh_polynomials(n)]
+    return mpmath.fsum(mpmath.binomial(n, k) * tanh_derivatives[k] * _erf_derivative(n - k, x)
+                       for k in range(n + 1))
+
+
+@functools.cache
+def _sympy_derivatives(expression: str, order: int) -> list:
+    symbol = sympy.Symbol("x", real=True)
+    expr = sympy.sympify(expression, locals={"x": symbol})
+    derivatives = [expr]
+    for _ in range(order):
+        derivatives.append(sympy.diff(derivatives[-1], symbol))
+    return [sympy.lambdify(symbol, d, "mpmath") for d in derivatives]
+
+
+@functools.cache
+def _g_factor_derivatives(point: float) -> tuple:
+    """Orders 0..20 of exp(sin x) and of 1/(1 + x^2) at ``point``, each differentiated by SymPy."""
+    with mpmath.workdps(50):
+        x = mpmath.mpf(point)
+        return tuple([d(x) for d in _sympy_derivatives(e, COMPOSITE_ORDER)]
+                     for e in ("exp(sin(x))", "1/(1 + x**2)"))
+
+
+def _g_exact(n, x):
+    first, second = _g_factor_derivatives(float(x))  # Leibniz's rule
+    return mpmath.fsum(mpmath.binomial(n, k) * first[k] * second[n - k] for k in range(n + 1))
+
+
+def _quotient_scale(n, x):
+    """The size of the terms a quotient rule cancels: |f(x)| n! / max(|x|, 1)^n.
+
+    At x = 1e4 the rational function below is ~1e4 while its second
+    derivative is 4e-12: (u/v)'' = (u'' - 2 v' y' - v'' y) / v subtracts terms
+    of size 1e-4 to get it, in any differentiation mode (JAX's forward mode
+    alike), so its relative accuracy is eps * 1e-4 / 4e-12 ~ 1e-8 there. Errors
+    are measured against this scale where it exceeds the exact value.
+    """
+    return abs(_rational_exact(0, x)) * mpmath.factorial(n) / max(abs(x), 1) ** n
+
+
+# (name, function, exact n-th derivative, points, scale of the terms that cancel or None)
+COMPOSITES = [
+    ("g", lambda x: np.exp(np.sin(x)) / (1 + x**2), _g_exact, MAGNITUDES + [-0.7, -3.0], None),
+    ("reciprocal", lambda x: 1 / x, _reciprocal_exact, MAGNITUDES + [-0.7, -1e8], None),
+    ("power_minus_2.5", lambda x: x**-2.5, _power_exact, MAGNITUDES, None),
+    ("log_one_plus_square", lambda x: np.log(1 + x**2), _log_one_plus_square_exact,
+     MAGNITUDES + [-3.0], None),
+    ("tanh_times_erf", lambda x: np.tanh(x) * snp.erf(x), _tanh_erf_exact, MAGNITUDES + [-0.7], None),
+    ("rational", lambda x: (x**3 - 2 * x + 1) / (x**2 + 3 * x + 5), _rational_exact,
+     MAGNITUDES + [-1.5], _quotient_scale),
+]
+
+
+@pytest.mark.parametrize("case", COMPOSITES, ids=[case[0] for case in COMPOSITES])
+def test_composites_to_order_20_across_magnitudes(case):
+    name, function, exact, points, cancelling_scale = case
+    series = sd.taylor(function, COMPOSITE_ORDER, derivatives=True)(np.array(points))
+    for n in range(1, COMPOSITE_ORDER + 1):
+        for index, point in enumerate(points):
+            with mpmath.workdps(50):
+                reference = float(exact(n, mpmath.mpf(point)))
+                scale = float(cancelling_scale(n, mpmath.mpf(point))) if cancelling_scale else 0.0
+            value = float(series[n][index])
+            context = f"{name}^({n})({point})"
+            if abs(reference) < 1e-300:  # underflows float64: nothing finite to compare digits with
+                assert math.isfinite(value) and abs(value) < 1e-290, f"{context}: {value!r}"
+                continue
+            if scale > abs(reference):
+                assert abs(value - reference) <= COMPOSITE_RTOL * scale, (
+                    f"{context}: {value!r} vs {reference!r}, beyond 1e-12 of the cancelled terms ({scale:.1e})")
+                continue
+            assert_matches_exact(value, reference, context, rtol=COMPOSITE_RTOL)

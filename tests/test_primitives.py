@@ -232,6 +232,17 @@ def test_grads(row):
     check_grads(row.fn, sample(row, rng), order=2, modes=("fwd", "rev"))
 
 
+@pytest.mark.parametrize("row", ROWS, ids=repr)
+def test_taylor_mode_against_finite_differences(row):
+    # Every row of the table through Taylor mode too (its exact high-order values
+    # are checked in tests/test_high_order.py).
+    rng = np.random.default_rng(_seed("taylor", row.name))
+    args = sample(row, rng)
+    if any(np.shape(a) != () for a in args):
+        pytest.skip("Taylor mode takes scalar arguments; this row samples arrays")
+    check_grads(row.fn, args, order=2, modes=("taylor",))
+
+
 @pytest.mark.parametrize("row", NUMPY_ROWS, ids=repr)
 def test_grads_numpy_spelling(row):
     rng = np.random.default_rng(_seed("grads-np", row.name))
