@@ -359,7 +359,8 @@ def _reciprocal_exact(n, x):
     return (-1) ** n * mpmath.factorial(n) / x ** (n + 1)
 
 
-def _power_exact(n, x, r=mpmath.mpf(-2.5)):
+def _power_exact(n, x):
+    r = mpmath.mpf(-2.5)
     return mpmath.ff(r, n) * x ** (r - n)  # falling factorial r (r-1) ... (r-n+1)
 
 
