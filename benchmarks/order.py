@@ -1,0 +1,401 @@
+"""Benchmark 3: n-th derivatives built and evaluated, and large sparse Hessians.
+
+Two test functions, each differentiated n times w.r.t. its scalar argument,
+*built and evaluated* (a fresh Python function every repetition, so no cache
+helps):
+
+* ``g(x) = exp(sin x) / (1 + x**2)`` at x = 0.7;
+* the logistic map iterated 14 times, ``l <- 4 l (1 - l)``, at l = 0.3.
+
+Contenders, side by side in one run (peers only if importable; each peer is
+stopped for larger n once one order has taken a third of the step limit):
+
+* symad: ``sd.derivative(f, n)(x)`` — Taylor mode; the node count of the
+  derivative graph gives the growth curve;
+* ``sympy.diff(f, x, n)`` evaluated with ``evalf`` (SymPy's cache cleared);
+* SymEngine ``diff`` n times, evaluated with ``subs``;
+* CasADi: ``ca.gradient`` nested n times on ``SX``, wrapped in a
+  ``ca.Function`` and called; its ``n_nodes``;
+* JAX: ``jax.grad`` nested n times under ``jit`` (float64), and
+  ``jax.experimental.jet`` (Taylor mode in JAX) with an n-term series.
+
+Every symad value is checked against mpmath at 60 digits (g) or against
+exact rational arithmetic (the logistic map's derivatives are those of a
+polynomial with integer coefficients).
+
+Then the Hessian of the N-dimensional Rosenbrock function for N = 10 … 1000:
+``sd.hessian(f, sparse=True)`` built and evaluated, its number of structural
+non-zeros (3N - 2), beside CasADi's ``ca.hessian`` on ``SX``.
+
+Run from the project root::
+
+    python benchmarks/order.py            # about three minutes
+    python benchmarks/order.py --quick    # n in (4, 8, 12), N in (10, 100)
+
+A log-scale plot of nodes against n is written to docs/order_nodes.png when
+matplotlib is installed. The exit status is 1 if a symad value is off by
+more than 1e-12 relative or a Hessian misses its 3N - 2 non-zeros.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import mpmath
+import numpy as np
+import sympy
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+if str(PROJECT_ROOT) not in sys.path:
+    sys.path.insert(0, str(PROJECT_ROOT))
+
+import symad as sd  # noqa: E402
+from benchmarks.harness import (  # noqa: E402
+    NO_VALUE,
+    Timing,
+    format_ms,
+    format_table,
+    machine_line,
+    time_repeatedly,
+)
+
+FULL_ORDERS = (1, 2, 4, 6, 8, 10, 12, 16, 24, 32, 48, 64)
+QUICK_ORDERS = (4, 8, 12)
+FULL_SIZES = (10, 100, 1000)
+QUICK_SIZES = (10, 100)
+LOGISTIC_STEPS = 14
+STEP_LIMIT_S = 30.0
+CASE_BUDGET_S = 4.0
+RTOL = 1e-12
+PLOT_PATH = PROJECT_ROOT / "docs" / "order_nodes.png"
+
+
+# --------------------------------------------------------------------------
+# The two test functions, in every library's spelling
+# --------------------------------------------------------------------------
+
+
+class TestFunction:
+    def __init__(self, name, point, make_numpy, build_expression, exact):
+        self.name = name
+        self.point = point
+        self.make_numpy = make_numpy  # () -> a fresh Python function of NumPy code
+        self.build_expression = build_expression  # (library module, symbol) -> expression
+        self.exact = exact  # n -> the exact n-th derivative at the point, as a float
+
+
+def _g_numpy():
+    def g(x):
+        return np.exp(np.sin(x)) / (1 + x**2)
+
+    return g
+
+
+def _g_expression(lib, x):
+    return lib.exp(lib.sin(x)) / (1 + x**2)
+
+
+def _g_exact(n):
+    with mpmath.workdps(60):
+        series = mpmath.taylor(lambda t: mpmath.exp(mpmath.sin(t)) / (1 + t**2), mpmath.mpf(0.7), n)
+        return float(series[n] * mpmath.factorial(n))
+
+
+def _logistic_numpy():
+    def logistic(l):
+        for _ in range(LOGISTIC_STEPS):
+            l = 4 * l * (1 - l)
+        return l
+
+    return logistic
+
+
+def _logistic_expression(lib, l):
+    for _ in range(LOGISTIC_STEPS):
+        l = 4 * l * (1 - l)
+    return l
+
+
+def _logistic_exact(n):
+    """The n-th derivative at 0.3 exactly: Taylor series of the map in exact rationals."""
+    coefficients = [Fraction(3, 10), Fraction(1)] + [Fraction(0)] * (n - 1)
+    for _ in range(LOGISTIC_STEPS):
+        square = [sum(coefficients[j] * coefficients[k - j] for j in range(k + 1)) for k in range(n + 1)]
+        coefficients = [4 * (c - s) for c, s in zip(coefficients, square)]
+    return float(coefficients[n] * math.factorial(n))
+
+
+FUNCTIONS = [
+    TestFunction("g", 0.7, _g_numpy, _g_expression, _g_exact),
+    TestFunction("logistic14", 0.3, _logistic_numpy, _logistic_expression, _logistic_exact),
+]
+
+
+# --------------------------------------------------------------------------
+# The contenders
+# --------------------------------------------------------------------------
+
+
+def timed(run, repetitions: int) -> tuple[Timing, object]:
+    """Median time of ``run()`` and its last result."""
+    holder = {}
+
+    def run_and_keep(_):
+        holder["value"] = run()
+
+    timing = time_repeatedly(lambda: None, run_and_keep, repetitions, warmup=False,
+                             budget_s=CASE_BUDGET_S, step_limit_s=STEP_LIMIT_S)
+    return timing, holder.get("value")
+
+
+def symad_case(function: TestFunction, n: int, repetitions: int):
+    timing, value = timed(lambda: float(sd.derivative(function.make_numpy(), n)(function.point)),
+                          repetitions)
+    nodes = sd.derivative(function.make_numpy(), n).trace(function.point).stats()["nodes"]
+    return timing, value, nodes
+
+
+def sympy_case(function: TestFunction, n: int, repetitions: int):
+    x = sympy.Symbol("x")
+
+    def run():
+        sympy.core.cache.clear_cache()
+        derivative = sympy.diff(function.build_expression(sympy, x), x, n)
+        return float(derivative.evalf(20, subs={x: sympy.Float(function.point)}))
+
+    timing, value = timed(run, repetitions)
+    return timing, value, None
+
+
+def symengine_case(function: TestFunction, n: int, repetitions: int):
+    import symengine as se
+
+    x = se.Symbol("x")
+
+    def run():
+        derivative = function.build_expression(se, x)
+        for _ in range(n):
+            derivative = se.diff(derivative, x)
+        return float(derivative.subs({x: function.point}))
+
+    timing, value = timed(run, repetitions)
+    return timing, value, None
+
+
+def casadi_case(function: TestFunction, n: int, repetitions: int):
+    import casadi as ca
+
+    def build():
+        x = ca.SX.sym("x")
+        derivative = function.build_expression(ca, x)
+        for _ in range(n):
+            derivative = ca.gradient(derivative, x)
+        return ca.Function("d", [x], [derivative])
+
+    timing, value = timed(lambda: float(build()(function.point)), repetitions)
+    return timing, value, build().n_nodes()
+
+
+def jax_grad_case(function: TestFunction, n: int, repetitions: int):
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+
+    def run():
+        derivative = lambda t: function.build_expression(jnp, t)  # noqa: E731
+        for _ in range(n):
+            derivative = jax.grad(derivative)
+        return float(jax.jit(derivative)(function.point))
+
+    timing, value = timed(run, repetitions)
+    return timing, value, None
+
+
+def jax_jet_case(function: TestFunction, n: int, repetitions: int):
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import jet
+
+    jax.config.update("jax_enable_x64", True)
+
+    def run():
+        # jet's series are derivatives: x(t) = x0 + sum_k x_k t^k / k!, so (1, 0, ...) seeds d/dx.
+        series = [jnp.float64(1.0)] + [jnp.float64(0.0)] * (n - 1)
+        _, out = jet.jet(lambda t: function.build_expression(jnp, t), (jnp.float64(function.point),),
+                         (series,))
+        return float(out[n - 1])
+
+    timing, value = timed(run, repetitions)
+    return timing, value, None
+
+
+PEERS = {"sympy": sympy_case, "symengine": symengine_case, "casadi": casadi_case,
+         "jax grad": jax_grad_case, "jax jet": jax_jet_case}
+PEER_MODULES = {"sympy": "sympy", "symengine": "symengine", "casadi": "casadi",
+                "jax grad": "jax", "jax jet": "jax"}
+
+
+def available_peers() -> list[str]:
+    names = []
+    for name, module in PEER_MODULES.items():
+        try:
+            __import__(module)
+            names.append(name)
+        except ImportError:
+            print(f"(peer {name} not installed: pip install -e '.[bench]')")
+    return names
+
+
+# --------------------------------------------------------------------------
+# Sparse Hessians
+# --------------------------------------------------------------------------
+
+
+def rosenbrock(x):
+    return np.sum(100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2)
+
+
+def hessian_rows(sizes, peers) -> tuple[list[list[str]], list[int]]:
+    rows, failures = [], []
+    for size in sizes:
+        point = np.linspace(-1.2, 1.2, size)
+        start = time.perf_counter()
+        matrix = sd.hessian(lambda x: rosenbrock(x), sparse=True)(point)
+        symad_s = time.perf_counter() - start
+        if matrix.nnz != 3 * size - 2:
+            failures.append(size)
+        row = [str(size), f"{matrix.nnz:,}", f"{symad_s * 1e3:,.0f}"]
+        if "casadi" in peers:
+            import casadi as ca
+
+            start = time.perf_counter()
+            x = ca.SX.sym("x", size)
+            f = ca.sum1(100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2)
+            hessian, _ = ca.hessian(f, x)
+            evaluated = ca.Function("h", [x], [hessian])(point)
+            casadi_s = time.perf_counter() - start
+            row += [f"{evaluated.nnz():,}", f"{casadi_s * 1e3:,.0f}", f"{symad_s / casadi_s:,.1f}x"]
+        rows.append(row)
+        print(f"  Hessian N={size} done", file=sys.stderr)
+    return rows, failures
+
+
+# --------------------------------------------------------------------------
+# The report
+# --------------------------------------------------------------------------
+
+
+def order_table(function: TestFunction, orders, peers, repetitions: int):
+    header = ["n", "symad nodes", "symad ms", *(f"{peer} ms" for peer in peers)]
+    if "casadi" in peers:
+        header.append("casadi nodes")
+    header.append("symad rel. error")
+    rows, failures, stopped, nodes = [], [], set(), {"symad": [], "casadi": []}
+    for n in orders:
+        exact = function.exact(n)
+        timing, value, symad_nodes = symad_case(function, n, repetitions)
+        error = abs(value - exact) / abs(exact) if exact else abs(value)
+        if not error <= RTOL:
+            failures.append(n)
+        nodes["symad"].append((n, symad_nodes))
+        row = [str(n), f"{symad_nodes:,}", format_ms(timing, STEP_LIMIT_S)]
+        casadi_nodes = NO_VALUE
+        for peer in peers:
+            if peer in stopped:
+                row.append(NO_VALUE)
+                continue
+            peer_timing, peer_value, peer_nodes = PEERS[peer](function, n, repetitions)
+            if peer_timing.median_s is None or peer_timing.median_s > STEP_LIMIT_S / 3:
+                stopped.add(peer)  # the next order would only time out
+            cell = format_ms(peer_timing, STEP_LIMIT_S)
+            if peer_value is not None and not math.isclose(peer_value, exact, rel_tol=1e-8):
+                cell += " (wrong)"
+            if peer_timing.median_s and timing.median_s:
+                cell += f" ({peer_timing.median_s / timing.median_s:,.1f}x)"
+            row.append(cell)
+            if peer == "casadi" and peer_nodes is not None:
+                casadi_nodes = f"{peer_nodes:,}"
+                nodes["casadi"].append((n, peer_nodes))
+        if "casadi" in peers:
+            row.append(casadi_nodes)
+        row.append(f"{error:.1e}")
+        rows.append(row)
+        print(f"  {function.name} n={n} done", file=sys.stderr)
+    return format_table(header, rows), failures, nodes
+
+
+def plot_nodes(curves: dict) -> str:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "(matplotlib not installed: no plot)"
+    figure, axes = plt.subplots(figsize=(6.4, 4.2), dpi=120)
+    for label, points in curves.items():
+        if points:
+            orders, counts = zip(*points)
+            axes.plot(orders, counts, marker="o", label=label)
+    axes.set_yscale("log")
+    axes.set_xlabel("order n")
+    axes.set_ylabel("nodes of the n-th derivative graph")
+    axes.set_title("Growth of the n-th derivative (log scale)")
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(PLOT_PATH)
+    plt.close(figure)
+    return f"plot written to {PLOT_PATH.relative_to(PROJECT_ROOT)}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="orders 4, 8, 12 and N up to 100 only")
+    parser.add_argument("--reps", type=int, default=5, help="repetitions per case (median)")
+    arguments = parser.parse_args(argv)
+    orders = QUICK_ORDERS if arguments.quick else FULL_ORDERS
+    sizes = QUICK_SIZES if arguments.quick else FULL_SIZES
+    peers = available_peers()
+    started = time.perf_counter()
+    print(f"n-th derivatives, built and evaluated; {machine_line()}")
+    print(f"median of up to {arguments.reps} repetitions (ms); step limit {STEP_LIMIT_S:.0f} s; "
+          "peer ms (Nx) is the peer's time and its ratio to symad's; — not run (past a time limit)\n")
+    failures = []
+    curves = {}
+    for function in FUNCTIONS:
+        print(f"{function.name} at {function.point}")
+        table, failed, nodes = order_table(function, orders, peers, arguments.reps)
+        print(table)
+        symad_points = nodes["symad"]
+        if len(symad_points) >= 3:
+            a, b, c = np.polyfit(*zip(*symad_points), 2)
+            print(f"growth: nodes ≈ {a:.2f}·n² + {b:.1f}·n + {c:.0f}")
+        print()
+        failures += [(function.name, n) for n in failed]
+        curves[f"symad, {function.name}"] = symad_points
+        curves[f"CasADi nested gradient, {function.name}"] = nodes["casadi"]
+    print(plot_nodes(curves))
+
+    print("\nHessian of the N-dimensional Rosenbrock function, sd.hessian(f, sparse=True), built and evaluated")
+    header = ["N", "symad non-zeros", "symad ms"]
+    if "casadi" in peers:
+        header += ["casadi non-zeros", "casadi ms", "symad / casadi"]
+    rows, hessian_failures = hessian_rows(sizes, peers)
+    print(format_table(header, rows))
+    print(f"\ntotal benchmark time {time.perf_counter() - started:.1f} s")
+    if failures or hessian_failures:
+        print(f"symad values off by more than {RTOL}: {failures}; Hessians missing non-zeros: {hessian_failures}")
+        return 1
+    print(f"correctness: every symad derivative within {RTOL} of the exact value; every Hessian has 3N - 2 non-zeros")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
