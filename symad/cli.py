@@ -271,18 +271,15 @@ def _run(options) -> str:
     # taylor: coefficients f^(k)(x)/k! for k = 0..n
     if len(options.wrt) != 1:
         raise ExpressionError("taylor needs exactly one --wrt variable")
-    texts = []
-    for k in range(options.order + 1):
-        G = sd.derivative(f, k, 0)
-        F = G.trace(*point) if k else sd.trace(f, *point)
-        if options.at is not None:
-            values = [options.at] + point[1:]
-            texts.append(f"c{k} = {float(F(*values)) / math.factorial(k)!r}")
-        elif options.latex or options.c or options.python:
-            texts.append(f"% c{k} = f^({k}) / {k}!\n" + _emit(F, [], options))
-        else:
-            texts.append(f"c{k} = ({F.formula()})/{math.factorial(k)}")
-    return "\n".join(texts)
+    # One Taylor-mode sweep gives every order at once.
+    T = sd.taylor(f, options.order, 0).trace(*point)
+    labels = [f"c{k}" for k in range(options.order + 1)]
+    if options.at is not None:
+        values = [options.at] + point[1:]
+        return "\n".join(f"{label} = {float(c)!r}" for label, c in zip(labels, T(*values)))
+    if options.latex or options.c or options.python:
+        return _emit(T, labels, options)
+    return "\n".join(f"{label} = {c}" for label, c in zip(labels, T.formula()))
 
 
 def _parser() -> argparse.ArgumentParser:
