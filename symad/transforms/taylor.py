@@ -124,10 +124,9 @@ class TaylorSweep:
             return a
         return self.product(factor, a)
 
-    def convolution(self, a_coefficient, b_coefficient, k: int, start: int = 0):
-        """``sum_{j=start..k-start} a[j] * b[k-j]`` from two coefficient getters."""
-        return self.total([self.product(a_coefficient(j), b_coefficient(k - j))
-                           for j in range(start, k - start + 1)])
+    def convolution(self, a_coefficient, b_coefficient, k: int):
+        """``sum_{j=0..k} a[j] * b[k-j]`` (a Cauchy product) from two coefficient getters."""
+        return self.total([self.product(a_coefficient(j), b_coefficient(k - j)) for j in range(k + 1)])
 
     def chain_rule(self, node: Node, k: int):
         """``y[k] = (1/k) sum_i sum_{j=1..k} j u_i[j] p_i[k-j]``: the generic rule."""
