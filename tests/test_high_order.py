@@ -475,3 +475,11 @@ def test_composites_to_order_20_across_magnitudes(case):
                     f"{context}: {value!r} vs {reference!r}, beyond 1e-12 of the cancelled terms ({scale:.1e})")
                 continue
             assert_matches_exact(value, reference, context, rtol=COMPOSITE_RTOL)
+
+
+def test_order_64_evaluates_with_every_backend():
+    # The 64th derivative sums 64 terms in one node: more inputs than one NumExpr program takes.
+    derivative = sd.derivative(g, 64).trace(0.7)
+    exact = _mpmath_derivative(lambda t: mpmath.exp(mpmath.sin(t)) / (1 + t**2), 64, mpmath.mpf(0.7))
+    for backend in sd.available_backends():
+        assert_matches_exact(float(derivative.compile(backend)(0.7)), float(exact), backend, rtol=1e-12)

@@ -29,7 +29,7 @@ import math
 import numpy as np
 
 from symad.compile.numpy_backend import external_call, unpack_lines
-from symad.compile.program import Constant, Instruction, Program, compile_program
+from symad.compile.program import MAX_FUSED_LEAVES, Constant, Instruction, Program, compile_program
 from symad.compile.source import (
     DRIVER,
     GeneratedModule,
@@ -92,6 +92,10 @@ def numexpr_form(instruction: Instruction):
         return None
     if all(isinstance(o, Constant) for o in instruction.operands):
         return None  # constants the builder left unfolded (1/0): NumPy gives inf at run time
+    if len(instruction.operands) > MAX_FUSED_LEAVES:
+        # One n-ary node (a 64-term sum in a 64th derivative) can exceed the inputs one
+        # NumExpr program takes ("too many inputs"): NumPy adds it up instead.
+        return None
     for o in instruction.operands:
         # numexpr has no literal for inf or nan: such steps run in NumPy instead.
         if isinstance(o, Constant) and not isinstance(o.value, bool) and not math.isfinite(o.value):
