@@ -24,7 +24,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
 BLOCK = re.compile(r"(<!--\s*not-run:(?P<reason>[^>]*)-->\s*\n)?```(?P<language>\w*)\n(?P<code>.*?)```", re.S)
 #: Optional dependencies (extras) a page may use: without them the rest of the page is skipped.
 OPTIONAL = {"dask", "numba", "matplotlib"}
@@ -80,7 +80,7 @@ def run_page(page: Path) -> int:
     return checked
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(ROOT)))
 def test_every_python_block_runs(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     run_page(page)
