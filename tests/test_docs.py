@@ -123,3 +123,18 @@ def test_every_documented_option_exists(option):
 
     assert option in inspect.signature(function_latex).parameters
     assert f"`{option}`" in (DOCS / "formulas.md").read_text()
+
+
+def test_the_benchmark_plots_read_the_tables_of_the_page():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("plot_benchmarks", DOCS / "ext" / "plot_benchmarks.py")
+    plots = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plots)
+    text = (DOCS / "benchmarks.md").read_text()
+    n, series = plots.build_data(text)
+    assert n[0] == 4 and all(len(values) == len(n) for values in series.values())
+    n, series = plots.nth_data(text)
+    assert {"symad", "sympy", "jax"} <= set(series) and None not in series["symad"]
+    for image in ("benchmark_build.png", "benchmark_nth.png"):
+        assert f"images/{image}" in text and (DOCS / "images" / image).exists()
