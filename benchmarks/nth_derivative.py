@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  n={n} done", file=sys.stderr)
     print(format_table(header, rows))
     print("\n(peer ms (Nx): the peer's time and its ratio to symad's; — not run: past the order where "
-          "the previous one took a third of the step limit, or past the orders the benchmark brief tabulates)")
+          "the previous one took a third of the step limit, or past the table of BENCHMARKS.md)")
     node_counts = [int(row[1].replace(",", "")) for row in rows]
     if len(orders) >= 3:
         a, b, c = np.polyfit(orders, node_counts, 2)
