@@ -414,11 +414,12 @@ def grad(fun: Callable, argnums=0, has_aux: bool = False, *, weights=None,
         A callable with the arguments of ``fun``; ``.trace(*args)`` gives the
         gradient as a Function (formula, LaTeX, evaluator).
 
+    >>> import symad as sd
     >>> import numpy as np
     >>> f = lambda x1, x2: np.log(x1) + x1 * x2 - np.sin(x2)
-    >>> [float(g) for g in grad(f, argnums=(0, 1))(2.0, 5.0)]
+    >>> [float(g) for g in sd.grad(f, argnums=(0, 1))(2.0, 5.0)]
     [5.5, 1.7163378145367738]
-    >>> grad(f, argnums=(0, 1)).trace(2.0, 5.0).formula()
+    >>> sd.grad(f, argnums=(0, 1)).trace(2.0, 5.0).formula()
     (x2 + 1/x1, x1 - cos(x2))
     """
     return _make_reverse(fun, argnums, has_aux, weights, grad_position, with_value=False)
@@ -428,7 +429,8 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, *, weights=N
                    grad_position=None) -> Transformed:
     """Like :func:`grad`, but the call returns ``(value, gradients)``; ``value`` is what ``fun`` returned.
 
-    >>> value, gradient = value_and_grad(lambda x: x ** 2)(3.0)
+    >>> import symad as sd
+    >>> value, gradient = sd.value_and_grad(lambda x: x ** 2)(3.0)
     >>> float(value), float(gradient)
     (9.0, 6.0)
     """
@@ -441,8 +443,9 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     ``vjp_fn(cotangent)`` returns a tuple with one entry per primal: the
     cotangent pulled back through ``fun``.
 
+    >>> import symad as sd
     >>> import numpy as np
-    >>> out, vjp_fn = vjp(lambda x, y: x * y, 2.0, 3.0)
+    >>> out, vjp_fn = sd.vjp(lambda x, y: x * y, 2.0, 3.0)
     >>> float(out), [float(g) for g in vjp_fn(1.0)]
     (6.0, [3.0, 2.0])
     """
@@ -493,7 +496,8 @@ def _vjp_function(function: Function, has_aux: bool) -> Function:
 def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = False):
     """Evaluate ``fun`` and its directional derivative: ``(out, tangent_out)`` (``+ (aux,)``).
 
-    >>> out, tangent = jvp(lambda x: x ** 3, (2.0,), (1.0,))
+    >>> import symad as sd
+    >>> out, tangent = sd.jvp(lambda x: x ** 3, (2.0,), (1.0,))
     >>> float(out), float(tangent)
     (8.0, 12.0)
     """
@@ -629,8 +633,9 @@ def _make_jacobian(fun, argnums, has_aux, mode):
 def jacrev(fun: Callable, argnums=0, has_aux: bool = False) -> Transformed:
     """The Jacobian of ``fun`` by reverse mode: shape ``out.shape + in.shape``.
 
+    >>> import symad as sd
     >>> import numpy as np
-    >>> jacrev(lambda x: x ** 2)(np.array([1.0, 2.0])).tolist()
+    >>> sd.jacrev(lambda x: x ** 2)(np.array([1.0, 2.0])).tolist()
     [[2.0, 0.0], [0.0, 4.0]]
     """
     return _make_jacobian(fun, argnums, has_aux, "rev")
@@ -639,8 +644,9 @@ def jacrev(fun: Callable, argnums=0, has_aux: bool = False) -> Transformed:
 def jacfwd(fun: Callable, argnums=0, has_aux: bool = False) -> Transformed:
     """The Jacobian of ``fun`` by forward mode: shape ``out.shape + in.shape``.
 
+    >>> import symad as sd
     >>> import numpy as np
-    >>> jacfwd(lambda x: x[::-1] * 3)(np.array([1.0, 2.0])).tolist()
+    >>> sd.jacfwd(lambda x: x[::-1] * 3)(np.array([1.0, 2.0])).tolist()
     [[0.0, 3.0], [3.0, 0.0]]
     """
     return _make_jacobian(fun, argnums, has_aux, "fwd")
@@ -657,8 +663,9 @@ def jacobian(fun: Callable, argnums=0, has_aux: bool = False, *, sparse: bool = 
     the Function of the non-zero values, with ``.sparse_layout``
     ``(rows, columns, shape)``.
 
+    >>> import symad as sd
     >>> import numpy as np
-    >>> jacobian(lambda x: x ** 2, sparse=True)(np.array([1.0, 2.0, 3.0])).toarray().tolist()
+    >>> sd.jacobian(lambda x: x ** 2, sparse=True)(np.array([1.0, 2.0, 3.0])).toarray().tolist()
     [[2.0, 0.0, 0.0], [0.0, 4.0, 0.0], [0.0, 0.0, 6.0]]
     """
     if not sparse:
@@ -755,10 +762,11 @@ def hessian(fun: Callable, argnums=0, has_aux: bool = False, *, sparse: bool = F
     ``scipy.sparse.csr_matrix`` of the structural non-zeros, computing only
     those (see :func:`jacobian`).
 
+    >>> import symad as sd
     >>> import numpy as np
-    >>> hessian(lambda x: x[0] ** 2 * x[1])(np.array([1.0, 2.0])).tolist()
+    >>> sd.hessian(lambda x: x[0] ** 2 * x[1])(np.array([1.0, 2.0])).tolist()
     [[4.0, 2.0], [2.0, 0.0]]
-    >>> hessian(lambda x: np.sum(x ** 3), sparse=True)(np.array([1.0, 2.0])).nnz
+    >>> sd.hessian(lambda x: np.sum(x ** 3), sparse=True)(np.array([1.0, 2.0])).nnz
     2
     """
     if sparse:
@@ -966,10 +974,11 @@ def derivative(fun: Callable, n: int = 1, argnum: int = 0) -> Transformed:
     primitive (nested ``grad`` grows exponentially), exact to float64
     rounding at any order. Mixed partials come from nesting ``sd.grad``.
 
+    >>> import symad as sd
     >>> import numpy as np
-    >>> np.allclose(derivative(np.sin, 3)(np.linspace(0, 3, 4)), -np.cos(np.linspace(0, 3, 4)))
+    >>> np.allclose(sd.derivative(np.sin, 3)(np.linspace(0, 3, 4)), -np.cos(np.linspace(0, 3, 4)))
     True
-    >>> float(derivative(lambda x: 1 / x, 10)(2.0))
+    >>> float(sd.derivative(lambda x: 1 / x, 10)(2.0))
     1771.875
     """
     name = function_name(fun)
@@ -995,12 +1004,13 @@ def taylor(fun: Callable, n: int, argnum=0, derivatives: bool = False, *,
     series is that of ``t -> f(x + t * direction)``: directional derivatives
     of every order, from which mixed partials follow by polarisation.
 
+    >>> import symad as sd
     >>> import numpy as np
-    >>> [float(c) for c in taylor(np.exp, 3)(0.0)]
+    >>> [float(c) for c in sd.taylor(np.exp, 3)(0.0)]
     [1.0, 1.0, 0.5, 0.16666666666666666]
-    >>> [float(d) for d in taylor(np.sin, 2, derivatives=True)(0.0)]
+    >>> [float(d) for d in sd.taylor(np.sin, 2, derivatives=True)(0.0)]
     [0.0, 1.0, -0.0]
-    >>> [float(d) for d in taylor(lambda x, y: x * y, 2, (0, 1), True, direction=(1.0, 2.0))(3.0, 5.0)]
+    >>> [float(d) for d in sd.taylor(lambda x, y: x * y, 2, (0, 1), True, direction=(1.0, 2.0))(3.0, 5.0)]
     [15.0, 11.0, 4.0]
     """
     name = function_name(fun)
@@ -1044,8 +1054,9 @@ def vmap(fun: Callable, in_axes=0, out_axes=0) -> Callable:
             argument, each an int, None or a pytree of them matching the argument.
         out_axes: where the mapped axis goes: an int, or a pytree matching the outputs.
 
+    >>> import symad as sd
     >>> import numpy as np
-    >>> vmap(lambda row: np.sum(row ** 2))(np.arange(6.0).reshape(3, 2)).tolist()
+    >>> sd.vmap(lambda row: np.sum(row ** 2))(np.arange(6.0).reshape(3, 2)).tolist()
     [1.0, 13.0, 41.0]
     """
     from symad import numpy as snp

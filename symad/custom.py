@@ -88,7 +88,7 @@ def primitive(implementation: Callable | None = None, *, name: str | None = None
     """Declare a numeric function as an opaque primitive; add partials with ``.defpartials``.
 
     >>> import numpy as np, symad as sd
-    >>> @primitive
+    >>> @sd.primitive
     ... def softsign(x):
     ...     return x / (1 + np.abs(x))
     >>> @softsign.defpartials

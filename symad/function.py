@@ -84,8 +84,9 @@ class Function:
     dimensions are a batch), or call it on traced values inside another
     trace to inline it. Build one with :func:`trace` or ``transform.trace``.
 
+    >>> import symad as sd
     >>> import numpy as np
-    >>> F = trace(lambda x1, x2: np.log(x1) + x1 * x2 - np.sin(x2), 2.0, 5.0)
+    >>> F = sd.trace(lambda x1, x2: np.log(x1) + x1 * x2 - np.sin(x2), 2.0, 5.0)
     >>> F.inputs
     (x1, x2)
     >>> F.formula()
@@ -184,8 +185,9 @@ class Function:
         entry per output leaf (an expression, or a ``sympy.Array``), exactly
         as ``sympy.cse`` returns for a list of expressions.
 
+        >>> import symad as sd
         >>> import numpy as np
-        >>> trace(lambda t: np.sin(t) ** 2 + np.sin(t), 0.0).cse()
+        >>> sd.trace(lambda t: np.sin(t) ** 2 + np.sin(t), 0.0).cse()
         ([(x0, sin(t))], [x0**2 + x0])
         """
         uses = self.graph.use_counts()
@@ -211,8 +213,9 @@ class Function:
         ``temporaries="t"``, ``inline_below``, ``max_inline``, ``matrix="bmatrix"``,
         ``max_denominator``, plus SymPy ``latex()`` settings (``mul_symbol="dot"``).
 
+        >>> import symad as sd
         >>> import numpy as np
-        >>> print(trace(lambda k, d: 0.5 * k * (d - 1.0) ** 2, 1.0, 2.0).latex())
+        >>> print(sd.trace(lambda k, d: 0.5 * k * (d - 1.0) ** 2, 1.0, 2.0).latex())
         \\begin{aligned}
         f &= \\frac{k \\left(d - 1\\right)^{2}}{2}
         \\end{aligned}
@@ -233,8 +236,9 @@ class Function:
         ``(o, i)`` is 1 where output ``o`` depends on input ``i`` at all,
         read off the graph without evaluating anything.
 
+        >>> import symad as sd
         >>> import numpy as np
-        >>> trace(lambda v: v[1:] * v[:-1], np.zeros(3)).sparsity().toarray().tolist()
+        >>> sd.trace(lambda v: v[1:] * v[:-1], np.zeros(3)).sparsity().toarray().tolist()
         [[1, 1, 0], [0, 1, 1]]
         """
         from symad.transforms.sparsity import sparsity_pattern
@@ -248,7 +252,8 @@ class Function:
         function is ``void name(const double *in, double *out)`` with inputs
         and outputs flattened in order (the header's comment lists them).
 
-        >>> code = trace(lambda x: x * x + 1.0, 0.0).to_c("square_plus_one")
+        >>> import symad as sd
+        >>> code = sd.trace(lambda x: x * x + 1.0, 0.0).to_c("square_plus_one")
         >>> print(code.header.splitlines()[-2])
         void square_plus_one(const double *in, double *out);
         """
@@ -280,8 +285,9 @@ class Function:
             block_size: points per block of the batch (default: chosen from the graph so
                 all live temporaries of a block fit in 64 MiB).
 
+        >>> import symad as sd
         >>> import numpy as np
-        >>> F = trace(lambda x: np.sin(x) ** 2, 0.0)
+        >>> F = sd.trace(lambda x: np.sin(x) ** 2, 0.0)
         >>> f = F.compile("numpy", block_size=2)
         >>> f(np.array([0.0, np.pi / 2, np.pi / 2]))
         array([0., 1., 1.])
@@ -304,8 +310,9 @@ class Function:
         order of ``F.graph.inputs``) and returns a tuple of arrays, one per
         scalar output. Names from the user appear only in comments.
 
+        >>> import symad as sd
         >>> import numpy as np
-        >>> F = trace(lambda x, y: np.exp(x) * y, 0.0, 0.0)
+        >>> F = sd.trace(lambda x, y: np.exp(x) * y, 0.0, 0.0)
         >>> namespace = {}
         >>> exec(F.source("numexpr"), namespace)
         >>> [float(v) for v in namespace["run"](0.0, 2.0)[0].reshape(-1)]
@@ -506,8 +513,9 @@ def trace(fun: Callable, *example_args, name: str | None = None) -> Function:
     Returns:
         The traced :class:`Function`.
 
+    >>> import symad as sd
     >>> import numpy as np
-    >>> F = trace(lambda w: np.sum(w ** 2), np.zeros(2))
+    >>> F = sd.trace(lambda w: np.sum(w ** 2), np.zeros(2))
     >>> F.formula(), F(np.array([3.0, 4.0]))
     (w[0]**2 + w[1]**2, np.float64(25.0))
     """

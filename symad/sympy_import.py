@@ -177,7 +177,7 @@ def from_sympy(exprs: Any, inputs: Sequence, name: str = "sympy_function") -> Fu
 
     >>> import sympy, symad as sd
     >>> x, y = sympy.symbols("x y")
-    >>> F = from_sympy(x**2 * sympy.sin(y), [x, y])
+    >>> F = sd.from_sympy(x**2 * sympy.sin(y), [x, y])
     >>> sd.grad(F, argnums=(0, 1)).trace(1.0, 2.0).formula()
     (2*x*sin(y), x**2*cos(y))
     """

@@ -29,7 +29,8 @@ def available_backends() -> list[str]:
     ``"numexpr"`` (default) and ``"numpy"`` always; ``"numba"`` (one fused,
     multi-threaded loop) when numba is installed (``pip install symad[fast]``).
 
-    >>> available_backends()[:2]
+    >>> import symad as sd
+    >>> sd.available_backends()[:2]
     ['numexpr', 'numpy']
     """
     backends = ["numexpr", "numpy"]

@@ -1,0 +1,140 @@
+"""Every Python block of README.md and docs/*.md runs, and shown output is what it prints.
+
+The conventions, also described in docs/contributing-docs.md:
+
+- a ```python block runs, top to bottom, in one namespace per page (later blocks
+  see the names earlier blocks defined), in a fresh temporary directory;
+- a block written as a doctest (its first line starts with ``>>> ``) is run by
+  :mod:`doctest`, so every output it shows is checked (``...`` matches anything);
+- a ```latex block right after a Python block is exactly what that block prints;
+  a ```c block right after one is part of the string ``source`` it defined;
+- a block importing an optional extra (dask, numba, matplotlib) that is not
+  installed skips the rest of its page;
+- a block preceded by ``<!-- not-run: reason -->`` is skipped; the reason must say
+  what it needs (a cluster, a GPU, ...). Blocks in other languages never run.
+"""
+
+import contextlib
+import doctest
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+PAGES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+BLOCK = re.compile(r"(<!--\s*not-run:(?P<reason>[^>]*)-->\s*\n)?```(?P<language>\w*)\n(?P<code>.*?)```", re.S)
+#: Optional dependencies (extras) a page may use: without them the rest of the page is skipped.
+OPTIONAL = {"dask", "numba", "matplotlib"}
+DOCTEST_FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+
+
+def blocks(page: Path) -> list[tuple[str, str, str | None]]:
+    """(language, code, not-run reason or None) of every fenced block of a page."""
+    found = []
+    for match in BLOCK.finditer(page.read_text()):
+        reason = match.group("reason")
+        found.append((match.group("language"), match.group("code"),
+                      None if reason is None else reason.strip()))
+    return found
+
+
+def run_page(page: Path) -> int:
+    """Run a page's Python blocks; return how many shown outputs were checked."""
+    found = blocks(page)
+    namespace: dict = {"__name__": "__docs__"}
+    checked = 0
+    for index, (language, code, reason) in enumerate(found):
+        if language != "python":
+            continue
+        if reason is not None:
+            assert reason, f"{page.name} block {index}: a not-run block must say why"
+            continue
+        where = f"{page.name} block {index}"
+        if code.lstrip().startswith(">>> "):
+            test = doctest.DocTestParser().get_doctest(code, namespace, where, str(page), 0)
+            runner = doctest.DocTestRunner(optionflags=DOCTEST_FLAGS)
+            report = io.StringIO()
+            runner.run(test, out=report.write, clear_globs=False)
+            assert runner.failures == 0, report.getvalue()
+            namespace.update(test.globs)
+            checked += sum(bool(example.want) for example in test.examples)
+            continue
+        output = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(output):
+                exec(compile(code, where, "exec"), namespace)  # noqa: S102 - our own docs
+        except ModuleNotFoundError as error:
+            if error.name not in OPTIONAL:
+                raise
+            pytest.skip(f"{where} needs {error.name} (an optional extra), not installed")
+        following = found[index + 1] if index + 1 < len(found) else None
+        if following and following[0] == "latex":
+            assert output.getvalue().strip() == following[1].strip(), where
+            checked += 1
+        elif following and following[0] == "c":
+            assert following[1].strip() in namespace["source"], where
+            checked += 1
+    return checked
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(ROOT)))
+def test_every_python_block_runs(page, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run_page(page)
+
+
+def test_shown_outputs_are_checked():
+    # The pages that show outputs keep showing them (the test above checks them).
+    assert run_page(DOCS / "formulas.md") == 3
+    assert run_page(ROOT / "README.md") >= 5
+
+
+def test_the_console_examples_match_the_command(capsys):
+    from symad.cli import main
+
+    session = next(code for language, code, _ in blocks(DOCS / "formulas.md")
+                   if language == "console")
+    command, expected = None, []
+    for line in session.splitlines() + ["$ end"]:
+        if line.startswith("$ "):
+            if command and expected:
+                assert main(_split(command)[1:]) == 0
+                assert capsys.readouterr().out.splitlines() == expected
+            command, expected = line[2:], []
+        else:
+            expected.append(line)
+
+
+def _split(command):
+    import shlex
+
+    return shlex.split(command)
+
+
+@pytest.mark.parametrize("option", ["output_names", "temporaries", "inline_below", "max_inline",
+                                    "matrix", "max_denominator"])
+def test_every_documented_option_exists(option):
+    import inspect
+
+    from symad.export.latex import function_latex
+
+    assert option in inspect.signature(function_latex).parameters
+    assert f"`{option}`" in (DOCS / "formulas.md").read_text()
+
+
+def test_the_benchmark_plots_read_the_tables_of_the_page():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("plot_benchmarks", DOCS / "ext" / "plot_benchmarks.py")
+    plots = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plots)
+    text = (DOCS / "benchmarks.md").read_text()
+    n, series = plots.build_data(text)
+    assert n[0] == 4 and all(len(values) == len(n) for values in series.values())
+    n, series = plots.nth_data(text)
+    assert {"symad", "sympy", "jax"} <= set(series) and None not in series["symad"]
+    for image in ("benchmark_build.png", "benchmark_nth.png"):
+        assert f"images/{image}" in text and (DOCS / "images" / image).exists()
