@@ -1,1 +1,1 @@
-"""The benchmark scripts of BENCHMARKS.md, one per family, sharing :mod:`benchmarks.harness`."""
+"""The benchmark scripts, one per family of the project's benchmark brief, sharing :mod:`benchmarks.harness`."""

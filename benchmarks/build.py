@@ -1,4 +1,4 @@
-"""Benchmark 1 of BENCHMARKS.md: building derivatives without expression swell.
+"""Benchmark 1 of the project's benchmark brief: building derivatives without expression swell.
 
 The test case is the logistic map iterated n times, ``l <- 4 l (1 - l)``. Each
 iteration uses its input twice, so as an expression *tree* the function
@@ -77,14 +77,14 @@ import symad as sd  # noqa: E402  (needs the sys.path line above)
 from benchmarks import harness  # noqa: E402
 from benchmarks.harness import StepTimeout, Timing, format_table, time_limit  # noqa: E402
 
-X0 = 0.3  # the evaluation point used throughout BENCHMARKS.md
+X0 = 0.3  # the evaluation point used throughout the benchmark brief
 
 FULL_ITERATIONS = (4, 8, 12, 14, 16, 20)
 QUICK_ITERATIONS = (4, 8, 12)
-HEADLINE_N = 14  # the case BENCHMARKS.md quotes peer figures for
+HEADLINE_N = 14  # the case the benchmark brief quotes peer figures for
 SYMPY_MAX_N = 14  # sympy.diff grows ~x2.6 per two iterations: 14 is ~10 s already
 COUNT_OPS_MAX_N = 12  # count_ops on the n = 14 derivative alone takes longer than diff
-CSE_N = 10  # BENCHMARKS.md: 237 operations after cse, out of 82,176 raw
+CSE_N = 10  # the brief: 237 operations after cse, out of 82,176 raw
 
 # Wall-clock limits, in seconds. A single step that overruns is interrupted;
 # repetitions stop being added once a case has used its budget.
