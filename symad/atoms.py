@@ -28,24 +28,43 @@ def is_constant(atom: sympy.Basic) -> bool:
     return atom.is_number
 
 
+# Float atoms by (value, sign): creating a sympy.Float costs about 10 us, and a
+# traced loop uses the same few constants thousands of times. The sign is part
+# of the key because 0.0 == -0.0 in Python but not as atoms. Bounded, so that
+# tracing many distinct constants cannot grow it without limit.
+_FLOAT_ATOMS: dict = {}
+_FLOAT_ATOMS_LIMIT = 1 << 14
+
+
 def number_atom(value: Any) -> sympy.Basic | None:
     """The exact atom for a Python or NumPy real number or bool; None for anything else.
 
     >>> number_atom(2), number_atom(0.5), number_atom(True), number_atom("2")
     (2, 0.500000000000000, True, None)
+    >>> number_atom(0.5) is number_atom(0.5)      # interned: one atom per float value
+    True
     """
     if isinstance(value, (bool, np.bool_)):
         return sympy.true if value else sympy.false
     if isinstance(value, (int, np.integer)):
         return sympy.Integer(int(value))
     if isinstance(value, (float, np.floating)):
-        return sympy.Float(float(value))
+        value = float(value)
+        key = (value, math.copysign(1.0, value))
+        atom = _FLOAT_ATOMS.get(key)
+        if atom is None:
+            if len(_FLOAT_ATOMS) >= _FLOAT_ATOMS_LIMIT:
+                _FLOAT_ATOMS.clear()
+            atom = _FLOAT_ATOMS[key] = sympy.Float(value)
+        return atom
     return None
 
 
 def is_zero_constant(atom: sympy.Basic) -> bool:
     """True for the exact numbers 0 and 0.0 (structural zeros)."""
-    return atom.is_Number and atom.is_zero
+    # ``not atom`` rather than ``atom.is_zero``: the assumption system takes
+    # about 100 us to answer is_zero for a new Float, once per object.
+    return atom.is_Number and not atom
 
 
 def constant_value(atom: sympy.Basic) -> Any:

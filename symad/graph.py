@@ -71,6 +71,19 @@ def _is_foldable(value: sympy.Basic) -> bool:
     return bool(value.is_extended_real) and bool(value.is_finite)
 
 
+def _exact_identity(constant: sympy.Basic):
+    """A cheaply hashed value equal for two constants exactly when they are the same number.
+
+    ``sympy.Float.__hash__`` converts to a Python float at every call; the
+    mantissa-exponent tuple hashes as plain ints.
+    """
+    if constant.is_Float:
+        return ("Float", constant._mpf_)
+    if constant.is_Rational:  # Integer included
+        return ("Rational", constant.p, constant.q)
+    return constant  # pi, sqrt(2), booleans: rare, hashed by SymPy
+
+
 # ---------------------------------------------------------------------------
 # Nodes and graphs
 # ---------------------------------------------------------------------------
@@ -236,6 +249,10 @@ class GraphBuilder:
         self._boolean_atoms: set = {sympy.true, sympy.false}
         # Parameters met while tracing: Parameter -> object array of its symbols here.
         self.parameters: dict = {}
+        # id(constant atom) -> (atom, plain key). Hashing a sympy.Float converts it
+        # to a float each time (microseconds); the plain key hashes in nanoseconds.
+        # The atom is held so that its id cannot be reused while it is cached.
+        self._constant_keys: dict = {}
 
     # -- context -----------------------------------------------------------
 
@@ -278,13 +295,28 @@ class GraphBuilder:
         builder first saw them; never by ``hash``, which varies between runs.
         """
         if is_constant(atom):
-            value = constant_value(atom)
-            # The type name breaks ties such as 2 (Integer) against 2.0 (Float).
-            return (0, float(value), type(atom).__name__)
+            return self._constant_key(atom)[0]
         order = self._order.get(atom)
         if order is None:  # a symbol of an enclosing trace
             order = self._order[atom] = len(self._order)
         return (1, order, "")
+
+    def _constant_key(self, atom) -> tuple:
+        """Plain-Python keys of a constant atom: ``(sort key, identity key)``.
+
+        The sort key orders constants by value, the type name breaking ties
+        such as 2 (Integer) against 2.0 (Float). The identity key tells exact
+        constants apart even where their float values coincide.
+        """
+        entry = self._constant_keys.get(id(atom))
+        if entry is None:
+            sort_key = (0, float(constant_value(atom)), type(atom).__name__)
+            entry = self._constant_keys[id(atom)] = (atom, (sort_key, _exact_identity(atom)))
+        return entry[1]
+
+    def _operand_key(self, atom):
+        """What a node's operand contributes to its hash-consing key."""
+        return atom if atom.is_Symbol else self._constant_key(atom)
 
     def record(self, primitive, args: Sequence, params: tuple = (), symbol_hint=None) -> sympy.Basic:
         """Apply ``primitive`` to ``args`` and return the resulting atom.
@@ -307,7 +339,7 @@ class GraphBuilder:
                 value = None
             if value is not None and _is_foldable(value):
                 return value
-        key = (primitive, args, params)
+        key = (primitive, tuple(map(self._operand_key, args)), params)
         existing = self._node_by_key.get(key)
         if existing is not None:
             return existing
