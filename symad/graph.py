@@ -98,12 +98,20 @@ class NodeSymbol(sympy.Dummy):
     they share those of one template Dummy; everything else -- equality,
     hashing, printing, pickling -- is the Dummy's own.
 
+    Each node symbol is a distinct object and equal only to itself, so it
+    compares and hashes by identity, at C speed: recording a node looks its
+    symbols up in several dicts and sets, and SymPy's Python-level
+    ``Basic.__hash__`` was another large share of the cost.
+
     >>> a, b = NodeSymbol("n0"), NodeSymbol("n0")
     >>> a == b, a == a, isinstance(a, sympy.Dummy), (a + 1).free_symbols == {a}
     (False, True, True, True)
     """
 
     __slots__ = ()
+    __hash__ = object.__hash__
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
 
     def __new__(cls, name: str, dummy_index: int | None = None, **assumptions):
         if assumptions or _SHARED_ASSUMPTIONS is None:  # not a plain node name: SymPy's way
