@@ -216,12 +216,54 @@ def _kv(v, x):
     return _scalar_if_0d(values)
 
 
+def _branch_point_series() -> np.ndarray:
+    """Coefficients of 1 + W_0(x) = sum_k mu_k p**k, p = sqrt(2(e x + 1)) (Corless et al. 1996,
+    eq. 4.22), exact fractions rounded once: mu_1 = 1, mu_2 = -1/3, mu_3 = 11/72, ..."""
+    from fractions import Fraction
+
+    mu, alpha = [Fraction(-1), Fraction(1)], [Fraction(2), Fraction(-1)]
+    for k in range(2, _BRANCH_TERMS):
+        alpha.append(sum((mu[j] * mu[k + 1 - j] for j in range(2, k)), Fraction(0)))
+        mu.append(Fraction(k - 1, k + 1) * (mu[k - 2] / 2 + alpha[k - 2] / 4)
+                  - alpha[k] / 2 - mu[k - 1] / (k + 1))
+    return np.array([float(c) for c in mu[1:]])
+
+
+# Near the branch point -1/e, SciPy's lambertw stops iterating at a relative step of 1e-8:
+# W keeps 10 digits and 1 + W, which W' = 1/(e^W (1 + W)) divides by, only 3 at
+# x = -1/e + 2e-15. There 1 + W is the series in p = sqrt(2(e x + 1)) instead, with e x + 1
+# = e (x + 1/e) formed without cancellation (1/e as a sum of two floats: x + 1/e_hi is exact,
+# Sterbenz). For p < 0.4 (x < -0.338) 32 terms are exact to below 1e-19; above, SciPy's
+# W is exact to 1e-16 and so is 1 + W.
+_BRANCH_TERMS = 33
+_BRANCH_SERIES = _branch_point_series()
+with mpmath.workdps(40):
+    _INV_E_HI = float(mpmath.exp(-1))
+    _INV_E_LO = float(mpmath.exp(-1) - mpmath.mpf(_INV_E_HI))
+_BRANCH_RADIUS = 0.4
+
+
+def _lambertw_1p_impl(x):
+    """1 + W_0(x) on x >= -1/e (nan below), accurate to the last bits next to -1/e too."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        distance = (x + _INV_E_HI) + _INV_E_LO  # x + 1/e
+        p = np.sqrt(2 * np.e * distance)  # nan below -1/e
+        series = np.zeros_like(p)
+        for coefficient in _BRANCH_SERIES[::-1]:
+            series = (series + coefficient) * p
+        far = 1 + sc.lambertw(np.where(p < _BRANCH_RADIUS, 0.0, x), 0).real
+        return _scalar_if_0d(np.where(np.isnan(p) | (p < _BRANCH_RADIUS), series, far))
+
+
 def _lambertw_real(x):
     """The principal branch W_0 on its real domain x >= -1/e; nan below it."""
     x = np.asarray(x, dtype=np.float64)
     with np.errstate(invalid="ignore"):
-        w = sc.lambertw(x, 0)
-        return _scalar_if_0d(np.where(x >= -np.exp(-1.0), w.real, np.nan))
+        near = (x + _INV_E_HI) + _INV_E_LO < _BRANCH_RADIUS**2 / (2 * np.e)
+        w = np.where(near, _lambertw_1p_impl(np.where(near, x, 0.0)) - 1,
+                     sc.lambertw(np.where(near, 0.0, x), 0).real)
+        return _scalar_if_0d(np.where((x + _INV_E_HI) + _INV_E_LO >= 0, w, np.nan))
 
 
 def _zeta_impl(s, q):
@@ -613,11 +655,36 @@ def zeta(x, q=None):
     return _hurwitz(x, 1 if q is None else q)
 
 
+class lambertw1p(_MpmathFunction):  # noqa: N801
+    """1 + W_0(x), computed without cancellation next to the branch point x = -1/e."""
+
+    _mpmath = staticmethod(lambda x: 1 + mpmath.lambertw(x).real)
+
+    def fdiff(self, argindex=1):
+        return 1 / (sympy.exp(self - 1) * self)
+
+    def _eval_rewrite_as_LambertW(self, x, **kwargs):  # noqa: N802 - SymPy's spelling
+        return 1 + sympy.LambertW(x)
+
+    def _latex(self, printer, exp=None):
+        text = rf"\left(1 + W\left({printer._print(self.args[0])}\right)\right)"
+        return rf"{text}^{{{exp}}}" if exp is not None else text
+
+    _symad_latex = _latex
+
+
+_lambertw_1p = _define(
+    "lambertw1p", "x", lambertw1p, _lambertw_1p_impl,
+    (lambda out, x: 1 / (snp.exp(out - 1) * out),),
+    "1 + W_0(x), the denominator of W' (accurate next to -1/e, where 1 + W is tiny).",
+    numpy_name=None)
+
 lambertw = _define(
     "lambertw", "x", sympy.LambertW, _lambertw_real,
     # 1/(exp(W)(1 + W)) rather than W/(x(1 + W)): finite at x = 0, and exp(W) = x/W never
-    # overflows where x does not.
-    (lambda out, x: 1 / (snp.exp(out) * (1 + out)),),
+    # overflows where x does not. 1 + W is its own primitive: near -1/e, 1 + out would keep
+    # only the digits of W's distance to -1 (5 at x = -1/e + 1e-15).
+    (lambda out, x: 1 / (snp.exp(out) * _lambertw_1p(x)),),
     "The principal real branch W_0 of the Lambert W function, real-valued (nan below -1/e).",
     numpy_name=None)
 
@@ -773,7 +840,7 @@ SYMPY_CLASSES: dict = {
     sympy_logit: logit, sympy_xlogy: xlogy, sympy_xlog1py: xlog1py,
     sympy_zeta_derivative: zeta_derivative, sympy.RisingFactorial: poch,
     mills_excess: _mills_excess, elliptic_k_derivative: _k_derivative,
-    elliptic_e_derivative: _e_derivative,
+    elliptic_e_derivative: _e_derivative, lambertw1p: _lambertw_1p,
 }
 
 

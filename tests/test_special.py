@@ -17,6 +17,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import mpmath
 import numpy as np
 import pytest
 import scipy.special as sc
@@ -211,7 +212,8 @@ EXACT_DERIVATIVES = {
     "j1": (lambda x: ssp.j1(x), sympy.besselj(0, x) / 2 - sympy.besselj(2, x) / 2),
     "lambertw": (
         lambda x: ssp.lambertw(x),
-        sympy.exp(-sympy.LambertW(x)) / (1 + sympy.LambertW(x)),
+        # 1 + W is its own primitive (accurate next to -1/e), which rewrites to 1 + W
+        sympy.exp(-sympy.LambertW(x)) / ssp.lambertw1p(x),
     ),
     "zeta": (lambda x: ssp.zeta(x), ssp.sympy_zeta_derivative(1, x, 1)),
     "sinc": (lambda x: ssp.sinc(x), -sympy.pi * sympy.jn(1, sympy.pi * x)),
@@ -273,6 +275,22 @@ def test_latex_uses_the_mathematicians_names():
 def test_lambertw_derivative_is_finite_at_zero_and_huge_arguments():
     assert float(sd.grad(ssp.lambertw)(0.0)) == 1.0
     assert np.isfinite(sd.derivative(ssp.lambertw, 3)(1e300))
+
+
+def test_lambertw_next_to_its_branch_point_keeps_every_digit():
+    # 1 + W there is the series in sqrt(2(e x + 1)), not 1 + SciPy's W (3 digits at 2e-15
+    # from -1/e): the value, 1 + W and W' at 30 digits, to 1e-14.
+    below = -0.36787944117144233  # the float nearest -1/e, just below it
+    points = [np.nextafter(below, 0.0), -0.36787944117144, -0.3678794, -0.36, -0.3]
+    with mpmath.workdps(30):
+        for point in points:
+            w = mpmath.lambertw(mpmath.mpf(point)).real
+            slope = 1 / (mpmath.exp(w) * (1 + w))
+            assert abs(ssp.lambertw(point) - w) <= 1e-15 * abs(w)
+            assert abs(ssp._lambertw_1p(point) - (1 + w)) <= 1e-14 * abs(1 + w)
+            assert abs(sd.grad(ssp.lambertw)(point) - slope) <= 1e-14 * slope
+    assert np.isnan(ssp.lambertw(below)) and np.isnan(sd.grad(ssp.lambertw)(below))
+    assert ssp.lambertw1p(x).rewrite(sympy.LambertW) == 1 + sympy.LambertW(x)
 
 
 def test_erfinv_derivative_near_one_does_not_overflow_early():
