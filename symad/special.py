@@ -395,15 +395,75 @@ polygamma = _define(
      lambda out, n, x: polygamma(n + 1, x)),
     "The n-th derivative of digamma (n a constant non-negative integer); "
     "its derivative is polygamma(n + 1, x).")
+
+
+class polygamma_difference(_MpmathFunction):  # noqa: N801
+    """polygamma(n, a + b) - polygamma(n, a), without cancellation where |b| << a."""
+
+    _mpmath = staticmethod(lambda n, a, b: mpmath.polygamma(int(n), a + b) - mpmath.polygamma(int(n), a))
+
+    def fdiff(self, argindex=1):
+        n, a, b = self.args
+        if argindex == 2:
+            return self.func(n + 1, a, b)
+        if argindex == 3:
+            return sympy.polygamma(n + 1, a + b)
+        raise sympy.core.function.ArgumentIndexError(self, argindex)
+
+    def _eval_rewrite_as_polygamma(self, n, a, b, **kwargs):
+        return sympy.polygamma(n, a + b) - sympy.polygamma(n, a)
+
+    def _latex(self, printer, exp=None):
+        n, a, b = (printer._print(arg) for arg in self.args)
+        text = rf"\left(\psi^{{({n})}}\left({a} + {b}\right) - \psi^{{({n})}}\left({a}\right)\right)"
+        return rf"{text}^{{{exp}}}" if exp is not None else text
+
+    _symad_latex = _latex
+
+
+# The partials of beta, betaln and poch are differences psi(a + b) - psi(a): where |b| << a
+# the two are nearly equal (psi(1e5) = 11.5, the difference 1e-8 for b = 1e-3) and the
+# subtraction kept 7 digits. There the difference is the Taylor series in b instead,
+# sum_k polygamma(n + k, a) b**k / k!, whose terms shrink like (b/a)**k: 20 terms for
+# |b| <= a/10 (a > 0, the series' radius being a, the distance to the pole at 0).
+_DIFFERENCE_TERMS = 20
+_DIFFERENCE_RATIO = 0.1
+
+
+def _polygamma_difference_impl(n, a, b):
+    n = int(n)
+    a, b = np.broadcast_arrays(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+    with np.errstate(all="ignore"):
+        by_series = (a > 0) & (np.abs(b) <= _DIFFERENCE_RATIO * a)
+        a_series = np.where(by_series, a, 1.0)
+        b_series = np.where(by_series, b, 0.0)
+        series = np.zeros(a.shape)
+        term = np.ones(a.shape)
+        for k in range(1, _DIFFERENCE_TERMS + 1):
+            term = term * b_series / k
+            series = series + sc.polygamma(n + k, a_series) * term
+        direct = sc.polygamma(n, a + b) - sc.polygamma(n, a)
+        return _scalar_if_0d(np.where(by_series, series, direct))
+
+
+_polygamma_difference = _define(
+    "polygamma_difference", "n a b", polygamma_difference, _polygamma_difference_impl,
+    (_constant_operand("polygamma_difference(n, a, b)", 0, "n", "n is the order of the derivative"),
+     lambda out, n, a, b: _polygamma_difference(n + 1, a, b),
+     lambda out, n, a, b: polygamma(n + 1, a + b)),
+    "polygamma(n, a + b) - polygamma(n, a), by its series in b where |b| <= a/10.",
+    numpy_name=None)
+
 beta = _define(
     "beta", "a b", sympy.beta, sc.beta,
-    (lambda out, a, b: out * (digamma(a) - digamma(a + b)),
-     lambda out, a, b: out * (digamma(b) - digamma(a + b))),
-    "The beta function B(a, b) = gamma(a)gamma(b)/gamma(a + b).", scipy_ufuncs=(sc.beta,))
+    (lambda out, a, b: -out * _polygamma_difference(0, a, b),
+     lambda out, a, b: -out * _polygamma_difference(0, b, a)),
+    "The beta function B(a, b) = gamma(a)gamma(b)/gamma(a + b); its partials are "
+    "B (digamma(a) - digamma(a + b)) and the same in b.", scipy_ufuncs=(sc.beta,))
 betaln = _define(
     "betaln", "a b", lambda a, b: sympy.log(sympy.beta(a, b)), sc.betaln,
-    (lambda out, a, b: digamma(a) - digamma(a + b),
-     lambda out, a, b: digamma(b) - digamma(a + b)),
+    (lambda out, a, b: -_polygamma_difference(0, a, b),
+     lambda out, a, b: -_polygamma_difference(0, b, a)),
     "log|B(a, b)|, without the overflow of beta.", scipy_ufuncs=(sc.betaln,))
 
 
@@ -440,7 +500,7 @@ betainc = _define(
     "must be constant).", scipy_ufuncs=(sc.betainc,))
 poch = _define(
     "poch", "z m", sympy.RisingFactorial, sc.poch,
-    (lambda out, z, m: out * (digamma(z + m) - digamma(z)),
+    (lambda out, z, m: out * _polygamma_difference(0, z, m),
      lambda out, z, m: out * digamma(z + m)),
     "The rising factorial (Pochhammer symbol) gamma(z + m)/gamma(z).", scipy_ufuncs=(sc.poch,))
 
@@ -841,6 +901,7 @@ SYMPY_CLASSES: dict = {
     sympy_zeta_derivative: zeta_derivative, sympy.RisingFactorial: poch,
     mills_excess: _mills_excess, elliptic_k_derivative: _k_derivative,
     elliptic_e_derivative: _e_derivative, lambertw1p: _lambertw_1p,
+    polygamma_difference: _polygamma_difference,
 }
 
 

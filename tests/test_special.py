@@ -293,6 +293,22 @@ def test_lambertw_next_to_its_branch_point_keeps_every_digit():
     assert ssp.lambertw1p(x).rewrite(sympy.LambertW) == 1 + sympy.LambertW(x)
 
 
+def test_digamma_differences_do_not_cancel():
+    # beta's, betaln's and poch's partials are psi(a + b) - psi(a): a series in b where
+    # |b| <= a/10, the plain difference elsewhere (a < 0 too); both against mpmath.
+    a = np.array([1e5, 30.0, 0.5, 2.0, -2.5, 1e-3])
+    b = np.array([1e-3, -2.0, 1e-6, 5.0, 0.3, 2.0])
+    for n in range(3):
+        got = ssp._polygamma_difference(n, a, b)
+        with mpmath.workdps(40):
+            want = [mpmath.polygamma(n, mpmath.mpf(p) + mpmath.mpf(q)) - mpmath.polygamma(n, mpmath.mpf(p))
+                    for p, q in zip(a, b)]
+        np.testing.assert_allclose(got, np.array(want, dtype=float), rtol=1e-13)
+    formula = sd.grad(lambda a: ssp.betaln(a, 2.0)).trace(1.0).formula()
+    a = sympy.Symbol("a")
+    assert formula.rewrite(sympy.polygamma) == sympy.polygamma(0, a) - sympy.polygamma(0, a + 2.0)
+
+
 def test_erfinv_derivative_near_one_does_not_overflow_early():
     # exp(erfinv(x)**2) is about 1/(1 - x): huge but finite for x = 1 - 1e-15.
     value = sd.grad(ssp.erfinv)(1 - 1e-15)

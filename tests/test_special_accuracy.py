@@ -63,6 +63,10 @@ CASES = [
     Case("polygamma_2", lambda x: ssp.polygamma(2, x), lambda t: mp.polygamma(2, t), (0.1, 3.7, 25.0)),
     Case("beta_a", lambda a: ssp.beta(a, 2.5), lambda t: mp.beta(t, 2.5), (0.3, 4.0, 30.0)),
     Case("beta_b", lambda b: ssp.beta(1.5, b), lambda t: mp.beta(1.5, t), (0.3, 4.0, 30.0)),
+    # |b| << a: the partial psi(a) - psi(a + b) is a series in b there (no cancellation)
+    Case("betaln_small_b", lambda a: ssp.betaln(a, 1e-3), lambda t: mp.log(mp.beta(t, mp.mpf(1e-3))), (30.0, 1e5)),
+    Case("beta_small_a", lambda b: ssp.beta(1e-3, b), lambda t: mp.beta(mp.mpf(1e-3), t), (1.0, 100.0)),
+    Case("poch_small_m", lambda z: ssp.poch(z, 1e-3), lambda t: mp.rf(t, mp.mpf(1e-3)), (0.5, 1e3)),
     Case("betaln_a", lambda a: ssp.betaln(a, 2.5), lambda t: mp.log(mp.beta(t, 2.5)), (0.3, 4.0, 300.0)),
     Case("gammainc", lambda x: ssp.gammainc(3.5, x), lambda t: mp.gammainc(3.5, 0, t, regularized=True), (0.5, 3.5, 20.0)),
     Case("gammainc_a200", lambda x: ssp.gammainc(200.0, x), lambda t: mp.gammainc(200, 0, t, regularized=True), (150.0, 200.0, 260.0)),
