@@ -391,7 +391,7 @@ digamma = _define(
 psi = digamma
 polygamma = _define(
     "polygamma", "n x", sympy.polygamma, sc.polygamma,
-    (_constant_operand("polygamma(n, x)", 0, "n", "n is the integer order of the derivative"),
+    (_constant_operand("symad.special.polygamma(n, x)", 0, "n", "n is the integer order of the derivative"),
      lambda out, n, x: polygamma(n + 1, x)),
     "The n-th derivative of digamma (n a constant non-negative integer); "
     "its derivative is polygamma(n + 1, x).")
@@ -477,13 +477,13 @@ _SHAPE_WHY = ("the derivative of the regularised incomplete gamma function w.r.t
               "has no closed form that SciPy evaluates")
 gammainc = _define(
     "gammainc", "a x", lambda a, x: sympy.lowergamma(a, x) / sympy.gamma(a), sc.gammainc,
-    (_constant_operand("gammainc(a, x)", 0, "a", _SHAPE_WHY),
+    (_constant_operand("scipy.special.gammainc(a, x)", 0, "a", _SHAPE_WHY),
      lambda out, a, x: _gamma_density(a, x)),
     "The regularised lower incomplete gamma function P(a, x) = lowergamma(a, x)/gamma(a); "
     "differentiable w.r.t. x (a must be constant).", scipy_ufuncs=(sc.gammainc,))
 gammaincc = _define(
     "gammaincc", "a x", lambda a, x: sympy.uppergamma(a, x) / sympy.gamma(a), sc.gammaincc,
-    (_constant_operand("gammaincc(a, x)", 0, "a", _SHAPE_WHY),
+    (_constant_operand("scipy.special.gammaincc(a, x)", 0, "a", _SHAPE_WHY),
      lambda out, a, x: -_gamma_density(a, x)),
     "The regularised upper incomplete gamma function Q(a, x) = 1 - P(a, x); "
     "differentiable w.r.t. x (a must be constant).", scipy_ufuncs=(sc.gammaincc,))
@@ -492,8 +492,8 @@ _BETA_SHAPE_WHY = ("the derivative of the regularised incomplete beta function w
                    "shapes has no closed form that SciPy evaluates")
 betainc = _define(
     "betainc", "a b x", lambda a, b, x: sympy.betainc_regularized(a, b, 0, x), sc.betainc,
-    (_constant_operand("betainc(a, b, x)", 0, "a", _BETA_SHAPE_WHY),
-     _constant_operand("betainc(a, b, x)", 1, "b", _BETA_SHAPE_WHY),
+    (_constant_operand("scipy.special.betainc(a, b, x)", 0, "a", _BETA_SHAPE_WHY),
+     _constant_operand("scipy.special.betainc(a, b, x)", 1, "b", _BETA_SHAPE_WHY),
      # x**(a-1) (1-x)**(b-1) / B(a, b), in logarithms (each factor alone may overflow).
      lambda out, a, b, x: snp.exp(xlogy(a - 1, x) + xlog1py(b - 1, -x) - betaln(a, b))),
     "The regularised incomplete beta function I_x(a, b); differentiable w.r.t. x (a and b "
@@ -613,25 +613,25 @@ xlog1py = _define(
 
 jv = _define(
     "jv", "v x", sympy.besselj, sc.jv,
-    (_constant_operand("jv(v, x)", 0, "v", _ORDER_WHY),
+    (_constant_operand("scipy.special.jv(v, x)", 0, "v", _ORDER_WHY),
      lambda out, v, x: (jv(v - 1, x) - jv(v + 1, x)) / 2),
     "Bessel function of the first kind J_v(x); J_v' = (J_{v-1} - J_{v+1})/2.",
     scipy_ufuncs=(sc.jv,))
 yv = _define(
     "yv", "v x", sympy.bessely, sc.yv,
-    (_constant_operand("yv(v, x)", 0, "v", _ORDER_WHY),
+    (_constant_operand("scipy.special.yv(v, x)", 0, "v", _ORDER_WHY),
      lambda out, v, x: (yv(v - 1, x) - yv(v + 1, x)) / 2),
     "Bessel function of the second kind Y_v(x); Y_v' = (Y_{v-1} - Y_{v+1})/2.",
     scipy_ufuncs=(sc.yv,))
 iv = _define(
     "iv", "v x", sympy.besseli, sc.iv,
-    (_constant_operand("iv(v, x)", 0, "v", _ORDER_WHY),
+    (_constant_operand("scipy.special.iv(v, x)", 0, "v", _ORDER_WHY),
      lambda out, v, x: (iv(v - 1, x) + iv(v + 1, x)) / 2),
     "Modified Bessel function of the first kind I_v(x); I_v' = (I_{v-1} + I_{v+1})/2.",
     scipy_ufuncs=(sc.iv,))
 kv = _define(
     "kv", "v x", sympy.besselk, _kv,
-    (_constant_operand("kv(v, x)", 0, "v", _ORDER_WHY),
+    (_constant_operand("scipy.special.kv(v, x)", 0, "v", _ORDER_WHY),
      lambda out, v, x: -(kv(v - 1, x) + kv(v + 1, x)) / 2),
     "Modified Bessel function of the second kind K_v(x); K_v' = -(K_{v-1} + K_{v+1})/2.",
     scipy_ufuncs=(sc.kv,))
@@ -652,11 +652,12 @@ j0, j1 = _fixed_order(jv, 0, "j0"), _fixed_order(jv, 1, "j1")
 y0, y1 = _fixed_order(yv, 0, "y0"), _fixed_order(yv, 1, "y1")
 i0, i1 = _fixed_order(iv, 0, "i0"), _fixed_order(iv, 1, "i1")
 k0, k1 = _fixed_order(kv, 0, "k0"), _fixed_order(kv, 1, "k1")
-SCIPY_UFUNCS[sc.yn] = yv
+SCIPY_UFUNCS[sc.yn] = yv  # integer-order spellings: the same families
+SCIPY_UFUNCS[sc.kn] = kv
 
 spherical_jn = _define(
     "spherical_jn", "n z", sympy.jn, _spherical_jn_impl,
-    (_constant_operand("spherical_jn(n, z)", 0, "n", "the order is a constant integer"),
+    (_constant_operand("symad.special.spherical_jn(n, z)", 0, "n", "the order is a constant integer"),
      # No division by z: exact at z = 0, where j_n'(0) is 0 (or 1/3 for n = 1).
      lambda out, n, z: (n * spherical_jn(n - 1, z) - (n + 1) * spherical_jn(n + 1, z))
      / (2 * n + 1)),

@@ -368,9 +368,13 @@ def test_numpy_ufuncs_still_route_by_name():
 
 @pytest.mark.parametrize(
     "f, argument, function",
-    [(ssp.jv, "v", "jv(v, x)"), (ssp.kv, "v", "kv(v, x)"), (ssp.gammainc, "a", "gammainc(a, x)"),
-     (ssp.gammaincc, "a", "gammaincc(a, x)"), (ssp.polygamma, "n", "polygamma(n, x)")],
-    ids=["jv", "kv", "gammainc", "gammaincc", "polygamma"],
+    [(ssp.jv, "v", "scipy.special.jv(v, x)"), (ssp.kv, "v", "scipy.special.kv(v, x)"),
+     (sc.jv, "v", "scipy.special.jv(v, x)"), (sc.yn, "v", "scipy.special.yv(v, x)"),
+     (sc.kn, "v", "scipy.special.kv(v, x)"), (sc.iv, "v", "scipy.special.iv(v, x)"),
+     (ssp.gammainc, "a", "scipy.special.gammainc(a, x)"),
+     (ssp.gammaincc, "a", "scipy.special.gammaincc(a, x)"),
+     (ssp.polygamma, "n", "symad.special.polygamma(n, x)")],
+    ids=["jv", "kv", "scipy-jv", "scipy-yn", "scipy-kn", "scipy-iv", "gammainc", "gammaincc", "polygamma"],
 )
 def test_derivative_wrt_a_constant_parameter_is_refused(f, argument, function):
     with pytest.raises(sd.DifferentiationError) as info:
