@@ -49,7 +49,8 @@ class Case:
 
 
 def _ncdf_log(t):
-    return mp.log(mp.ncdf(t))
+    # log1p(-Phi(-t)) for t > 0: log(Phi(30)) is -5e-198, below 30 digits of 1
+    return mp.log(mp.ncdf(t)) if t < 0 else mp.log1p(-mp.ncdf(-t))
 
 
 def _spherical_j0(t):
@@ -102,6 +103,11 @@ CASES = [
     Case("sinc", ssp.sinc, _spherical_j0, (0.0, 1e-3, 0.3, 7.25)),
     # Extreme magnitudes: overflow and underflow edges, huge and tiny arguments.
     Case("gamma_extreme", ssp.gamma, mp.gamma, (1e-5, 150.5, -150.5)),
+    Case("gamma_near_poles", ssp.gamma, mp.gamma, (-20.3, -1.001, -0.999, 169.5)),
+    Case("log_ndtr_far_tails", ssp.log_ndtr, _ncdf_log, (-1e5, -1e3, -3.9999999, 10.0, 30.0)),
+    Case("jv_2.5_wide", lambda x: ssp.jv(2.5, x), lambda t: mp.besselj(2.5, t), (1e-3, 1e3)),
+    Case("yv_1.5_wide", lambda x: ssp.yv(1.5, x), lambda t: mp.bessely(1.5, t), (1e-3, 1e3)),
+    Case("kv_1.5_wide", lambda x: ssp.kv(1.5, x), lambda t: mp.besselk(1.5, t), (1e-3, 700.0)),
     Case("digamma_extreme", ssp.digamma, mp.digamma, (1e-8, 1e6)),
     Case("j0_extreme", ssp.j0, None, (1e-6, 1e4), lambda t: sympy.besselj(0, t)),
     Case("y0_extreme", ssp.y0, None, (1e-6, 1e4), lambda t: sympy.bessely(0, t)),
