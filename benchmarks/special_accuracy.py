@@ -6,7 +6,8 @@ k = 1..4; k = 0 is the value) is evaluated on points spread over the function's 
 and compared with a reference computed by mpmath at 40 significant digits: closed forms
 where they exist (the Bessel families' binomial sums, Lambert W's polynomial recurrence),
 ``mpmath.diffs`` otherwise. Points where the true value is not a finite float64 number
-(|value| > 1e300 or a non-zero value below 1e-300) are left out of the maximum and counted.
+(overflow, or a non-zero value below the smallest normal float) are left out of the maximum
+and counted ("n/a").
 
 Prints, per function and order, the worst relative error and the point where it occurs,
 and exits with status 1 if any exceeds 1e-9 outside the limits listed in ``LIMITED``
@@ -14,6 +15,7 @@ and exits with status 1 if any exceeds 1e-9 outside the limits listed in ``LIMIT
 
     python benchmarks/special_accuracy.py            # the table (about a minute)
     python benchmarks/special_accuracy.py --markdown # the same, as the docs' table
+    python benchmarks/special_accuracy.py --nested   # orders by nested sd.grad (slower)
 
 This measures accuracy, not time: no lock or quiet machine needed.
 """
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 
 import mpmath as mp
 import numpy as np
+import scipy
 import scipy.special as sc
 
 import symad as sd
@@ -186,19 +189,23 @@ ABOVE_E = np.nextafter(BELOW_E, 0.0)  # the first float of W's domain
 
 CASES = [
     Case("gamma", ssp.gamma,
-         (-170.5, -20.3, -2.5, -1.001, -0.999, 1e-8, 1e-3, 0.1, 0.5, 1.0, 3.7,
+         (-170.5, -20.3, -2.5, -1.001, -0.999, -1 + 1e-9, 1e-8, 1e-3, 0.1, 0.5, 1.0, 3.7,
           10.0, 50.0, 100.0, 150.5, 169.5, 171.5),
          by_diffs(mp.gamma)),
     Case("gammaln", ssp.gammaln,
-         (-20.3, -2.5, -0.999, 1e-8, 1e-3, 0.1, 1.0, 2.0, 10.0, 1e3, 1e6, 1e10, 1e100),
+         (-1e5 - 0.5, -20.3, -2.5, -0.999, -1 + 1e-9, 1e-8, 1e-3, 0.1, 1.0, 2.0, 10.0, 1e3, 1e6,
+          1e10, 1e100),
          closed(lambda x, k: mp.log(abs(mp.gamma(x))) if k == 0 else mp.polygamma(k - 1, x))),
     Case("digamma", ssp.digamma,
-         (-20.3, -2.5, -0.999, 1e-8, 1e-3, 0.1, 1.0, 1.4616321449683622, 10.0, 1e3, 1e6, 1e10),
+         (-1e5 - 0.5, -100.5 + 1e-6, -20.3, -2.5, -0.999, -1 + 1e-9, 1e-8, 1e-3, 0.1, 1.0,
+          1.4616321449683622, 10.0, 1e3, 1e6, 1e10),
          closed(lambda x, k: mp.polygamma(k, x))),
     Case("polygamma(1, x)", lambda x: ssp.polygamma(1, x),
-         (-2.5, 1e-5, 0.1, 1.0, 10.0, 1e3, 1e6), closed(lambda x, k: mp.polygamma(1 + k, x))),
+         (-1e5 - 0.5, -2.5, -1 + 1e-9, 1e-5, 0.1, 1.0, 10.0, 1e3, 1e6),
+         closed(lambda x, k: mp.polygamma(1 + k, x))),
     Case("polygamma(3, x)", lambda x: ssp.polygamma(3, x),
-         (-2.5, 1e-3, 0.1, 1.0, 10.0, 1e3, 1e5), closed(lambda x, k: mp.polygamma(3 + k, x))),
+         (-1e5 - 0.5, -2.5, -0.75, 1e-3, 0.1, 1.0, 10.0, 1e3, 1e5),
+         closed(lambda x, k: mp.polygamma(3 + k, x))),
     Case("beta(a, 2.5)", lambda a: ssp.beta(a, 2.5),
          (1e-3, 0.3, 4.0, 30.0, 100.0), by_diffs(lambda t: mp.beta(t, 2.5))),
     Case("beta(a, 1e-3)", lambda a: ssp.beta(a, 1e-3),
@@ -276,8 +283,9 @@ CASES = [
 
 
 def finite_float(value) -> bool:
+    """A normal float64 number, or 0 (subnormals keep too few digits to measure)."""
     magnitude = abs(value)
-    return magnitude == 0 or 1e-300 < magnitude < 1e300
+    return magnitude == 0 or np.finfo(np.float64).tiny <= magnitude <= np.finfo(np.float64).max
 
 
 def relative_error(value: float, expected) -> float:
@@ -286,12 +294,25 @@ def relative_error(value: float, expected) -> float:
     return float(abs(mp.mpf(value) - expected) / abs(expected))
 
 
-def measure(case: Case) -> dict:
+def nested(fn: Callable, k: int) -> Callable:
+    """The k-th derivative by nesting reverse mode: grad(grad(...(fn)))."""
+    for _ in range(k):
+        fn = sd.grad(fn)
+    return lambda points: np.array([fn(float(point)) for point in points])
+
+
+def measure(case: Case, mode: str = "taylor") -> dict:
     """{order: (worst error, at point, skipped count)}."""
     points = np.array(case.points, dtype=np.float64)
     results = {}
     for k in ORDERS:
-        values = np.atleast_1d(case.fn(points) if k == 0 else sd.derivative(case.fn, k)(points))
+        if k == 0:
+            values = case.fn(points)
+        elif mode == "taylor":
+            values = sd.derivative(case.fn, k)(points)
+        else:
+            values = nested(case.fn, k)(points)
+        values = np.atleast_1d(values)
         worst, at, skipped = 0.0, None, 0
         for point, value in zip(case.points, values):
             with mp.workdps(DPS):
@@ -310,9 +331,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--markdown", action="store_true", help="print the docs' table")
     parser.add_argument("--only", help="cases whose name contains this text")
+    parser.add_argument("--nested", action="store_true",
+                        help="orders by nested sd.grad instead of Taylor mode (sd.derivative)")
     arguments = parser.parse_args()
-    print(f"# {datetime.date.today()}, numpy {np.__version__}, mpmath {mp.__version__}, "
-          f"target {TARGET:g} relative, orders 0-4")
+    mode = "nested sd.grad" if arguments.nested else "Taylor mode (sd.derivative)"
+    print(f"# {datetime.date.today()}, {mode}, numpy {np.__version__}, scipy {scipy.__version__}, "
+          f"mpmath {mp.__version__}, target {TARGET:g} relative, orders 0-4")
     failed = []
     if arguments.markdown:
         print("| function | points | " + " | ".join(f"order {k}" for k in ORDERS) + " |")
@@ -320,17 +344,17 @@ def main() -> int:
     for case in CASES:
         if arguments.only and arguments.only not in case.name:
             continue
-        results = measure(case)
+        results = measure(case, "nested" if arguments.nested else "taylor")
         cells = []
         for k, (worst, at, skipped) in results.items():
             tolerance = case.limited.get(at, (TARGET, ""))[0]
             flag = "" if worst <= tolerance else " !"
             if flag:
                 failed.append((case.name, k, at, worst))
-            where = f" @{at:g}" if worst > 1e-13 else ""
+            where = f" @{float(at)!r}" if worst > 1e-13 else ""
             extra = f" ({skipped} n/a)" if skipped else ""
             cells.append(f"{worst:.0e}{where}{extra}{flag}")
-        points = ", ".join(f"{p:g}" for p in case.points)
+        points = ", ".join(repr(float(p)) for p in case.points)
         if arguments.markdown:
             print(f"| `{case.name}` | {points} | " + " | ".join(cells) + " |")
         else:

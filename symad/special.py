@@ -40,6 +40,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 
@@ -384,17 +385,70 @@ gammaln = _define(
     "gammaln", "x", sympy.loggamma, sc.gammaln, (lambda out, x: digamma(x),),
     "log|gamma(x)|; its derivative is digamma(x) (for negative x too). Printed as "
     "SymPy's loggamma, which equals it for x > 0.", scipy_ufuncs=(sc.gammaln,))
+@functools.cache
+def _cot_derivative_polynomial(n: int) -> np.ndarray:
+    """Coefficients (highest power first) of P_n with d^n/dt^n cot(t) = P_n(cot t):
+    P_0 = c, P_{k+1} = -(1 + c**2) P_k'."""
+    polynomial = np.polynomial.Polynomial([0, 1])
+    for _ in range(n):
+        polynomial = -np.polynomial.Polynomial([1, 0, 1]) * polynomial.deriv()
+    return polynomial.coef[::-1].copy()
+
+
+def _polygamma_impl(n, x):
+    """scipy.special.polygamma (psi for n = 0), by the reflection formula for x < 0:
+
+    psi^(n)(x) = (-1)^n psi^(n)(1 - x) - pi^(n+1) cot^(n)(pi x),
+
+    with cot's argument reduced exactly (x - round(x), then by 1/2). SciPy's own values lose digits
+    there: psi(-1 + 1e-9) keeps 7 (it steps through psi(x + 1) - 1/x with x + 1 rounded),
+    polygamma(4, -1e5 - 0.5) none (a cancelling Hurwitz zeta).
+    """
+    if np.ndim(n) > 0:  # an order per point: one evaluation per distinct order
+        n, x = np.broadcast_arrays(np.asarray(n), np.asarray(x, dtype=np.float64))
+        result = np.full(x.shape, np.nan)
+        for order in np.unique(n[np.isfinite(n)]):
+            chosen = n == order
+            result[chosen] = _polygamma_impl(order, x[chosen]) if order == int(order) else np.nan
+        return result
+    if not float(n) == int(n):
+        return _scalar_if_0d(np.full(np.shape(x), np.nan))
+    n = int(n)
+    x = np.asarray(x, dtype=np.float64)
+    direct = sc.psi(x) if n == 0 else sc.polygamma(n, x)
+    reflect = (x < 0) & (x != np.round(x))
+    if not np.any(reflect):
+        return _scalar_if_0d(direct)
+    xr = np.where(reflect, x, -0.5)
+    with np.errstate(over="ignore", invalid="ignore"):
+        # cot(pi r), r = x - round(x) exact in [-1/2, 1/2]; past |r| = 1/4 as
+        # -tan(pi (r -+ 1/2)), exact again, so cot's zeros at half-integers stay exact zeros
+        r = xr - np.round(xr)
+        near_half = np.abs(r) > 0.25
+        cot = np.where(near_half, -np.tan(np.pi * (r - np.copysign(0.5, r))),
+                       1 / np.tan(np.pi * np.where(near_half, 0.5, r)))
+        mirrored = sc.psi(1 - xr) if n == 0 else sc.polygamma(n, 1 - xr)
+        reflected = (-1) ** n * mirrored - np.pi ** (n + 1) * np.polyval(_cot_derivative_polynomial(n), cot)
+    return _scalar_if_0d(np.where(reflect, reflected, direct))
+
+
+def _digamma_impl(x):
+    return _polygamma_impl(0, x)
+
+
+# numpy_name None: generated code calls the functions above (SciPy for x >= 0), not
+# SciPy's psi and polygamma, whose values for x < 0 lose digits.
 digamma = _define(
-    "digamma", "x", sympy.digamma, sc.psi, (lambda out, x: polygamma(1, x),),
+    "digamma", "x", sympy.digamma, _digamma_impl, (lambda out, x: polygamma(1, x),),
     "The digamma function psi(x) = gamma'(x)/gamma(x); psi' = polygamma(1, x).",
-    scipy_ufuncs=(sc.psi,), numpy_name="scipy.special.psi")
+    scipy_ufuncs=(sc.psi,), numpy_name=None)
 psi = digamma
 polygamma = _define(
-    "polygamma", "n x", sympy.polygamma, sc.polygamma,
+    "polygamma", "n x", sympy.polygamma, _polygamma_impl,
     (_constant_operand("symad.special.polygamma(n, x)", 0, "n", "n is the integer order of the derivative"),
      lambda out, n, x: polygamma(n + 1, x)),
     "The n-th derivative of digamma (n a constant non-negative integer); "
-    "its derivative is polygamma(n + 1, x).")
+    "its derivative is polygamma(n + 1, x).", numpy_name=None)
 
 
 class polygamma_difference(_MpmathFunction):  # noqa: N801

@@ -108,6 +108,10 @@ CASES = [
     Case("jv_2.5_wide", lambda x: ssp.jv(2.5, x), lambda t: mp.besselj(2.5, t), (1e-3, 1e3)),
     Case("yv_1.5_wide", lambda x: ssp.yv(1.5, x), lambda t: mp.bessely(1.5, t), (1e-3, 1e3)),
     Case("kv_1.5_wide", lambda x: ssp.kv(1.5, x), lambda t: mp.besselk(1.5, t), (1e-3, 700.0)),
+    # x < 0: the reflection formula (SciPy's psi(-1 + 1e-9) keeps 7 digits, its
+    # polygamma(4, -1e5 - 0.5) none)
+    Case("digamma_negative", ssp.digamma, mp.digamma, (-1 + 1e-9, -0.75, -100.5 + 1e-6)),
+    Case("gammaln_negative", ssp.gammaln, lambda t: mp.log(abs(mp.gamma(t))), (-1e5 - 0.5, -1 + 1e-9)),
     Case("digamma_extreme", ssp.digamma, mp.digamma, (1e-8, 1e6)),
     Case("j0_extreme", ssp.j0, None, (1e-6, 1e4), lambda t: sympy.besselj(0, t)),
     Case("y0_extreme", ssp.y0, None, (1e-6, 1e4), lambda t: sympy.bessely(0, t)),
