@@ -178,6 +178,13 @@ def _log_beta_a(a, b, k):
     return mp.polygamma(k - 1, a) - mp.polygamma(k - 1, a + b)
 
 
+def _gammainc_large(x, k, a=mp.mpf(10) ** 6):
+    """P(a, x) and its derivatives, those of the density x**(a-1) exp(-x)/gamma(a)."""
+    if k == 0:
+        return mp.gammainc(a, 0, x, regularized=True)
+    return mp.diff(lambda t: mp.exp((a - 1) * mp.log(t) - t - mp.loggamma(a)), x, k - 1)
+
+
 def _log_ncdf(t):
     return mp.log(mp.ncdf(t)) if t < 0 else mp.log1p(-mp.ncdf(-t))
 
@@ -225,6 +232,8 @@ CASES = [
     Case("gammainc(200, x)", lambda x: ssp.gammainc(200.0, x),
          (100.0, 150.0, 200.0, 260.0, 400.0),
          by_diffs(lambda t: mp.gammainc(200, 0, t, regularized=True))),
+    Case("gammainc(1e6, x)", lambda x: ssp.gammainc(1e6, x),
+         (1e6 - 3e3, 1e6, 1e6 + 3e3, 1e6 + 1e4), closed(_gammainc_large)),
     Case("gammaincc(3.5, x)", lambda x: ssp.gammaincc(3.5, x),
          (1e-3, 0.5, 3.5, 20.0, 100.0, 600.0),
          by_diffs(lambda t: mp.gammainc(3.5, t, mp.inf, regularized=True))),

@@ -336,6 +336,22 @@ def test_digamma_differences_do_not_cancel():
     assert formula.rewrite(sympy.polygamma) == sympy.polygamma(0, a) - sympy.polygamma(0, a + 2.0)
 
 
+@pytest.mark.parametrize("shape", [1e3, 1e6, 1e8])
+def test_gammainc_derivatives_for_large_shapes(shape):
+    # (a-1) log x - x - log gamma(a) would subtract numbers of size a log a (1e-9 lost at
+    # a = 1e6); for a >= 1000 the log-density is written around x = a instead.
+    points = shape + np.array([-3.0, 0.5, 2.0, 5.0]) * np.sqrt(shape)  # off the zeros of P'' and P'''
+    with mpmath.workdps(40):
+        a = mpmath.mpf(shape)
+        density = lambda t: mpmath.exp((a - 1) * mpmath.log(t) - t - mpmath.loggamma(a))  # noqa: E731
+        for order in (1, 2, 3):
+            values = sd.derivative(lambda x: ssp.gammainc(shape, x), order)(points)
+            expected = [float(mpmath.diff(density, mpmath.mpf(p), order - 1)) for p in points]
+            np.testing.assert_allclose(values, expected, rtol=1e-11)
+            values = sd.derivative(lambda x: ssp.gammaincc(shape, x), order)(points)
+            np.testing.assert_allclose(values, -np.array(expected), rtol=1e-11)
+
+
 def test_erfinv_derivative_near_one_does_not_overflow_early():
     # exp(erfinv(x)**2) is about 1/(1 - x): huge but finite for x = 1 - 1e-15.
     value = sd.grad(ssp.erfinv)(1 - 1e-15)
