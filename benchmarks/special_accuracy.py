@@ -180,7 +180,9 @@ def _log_beta_a(a, b, k):
 
 def _gammainc_large(x, k, a=mp.mpf(10) ** 6):
     """P(a, x) and its derivatives, those of the density x**(a-1) exp(-x)/gamma(a)."""
-    if k == 0:
+    if k == 0:  # mpmath's lower series does not converge far right of a: 1 - Q there
+        if x > a:
+            return 1 - mp.gammainc(a, x, mp.inf, regularized=True)
         return mp.gammainc(a, 0, x, regularized=True)
     return mp.diff(lambda t: mp.exp((a - 1) * mp.log(t) - t - mp.loggamma(a)), x, k - 1)
 
@@ -286,7 +288,9 @@ CASES = [
     Case("ellipe", ssp.ellipe,
          (-1e6, -2.0, 0.0, 1e-3, 0.0999, 0.1, 0.3, 0.5, 0.9, 0.999, 1 - 1e-6, 1 - 1e-12),
          by_diffs(mp.ellipe)),
-    Case("sinc", ssp.sinc, (0.0, 1e-8, 1e-3, 0.3, 1.0, 7.25, 100.25, 1e4 + 0.25),
+    Case("sinc", ssp.sinc,
+         (0.0, 1e-8, 1e-3, 0.3, 0.5, 1 - 1e-8, 1.0, 7.25, 100.25, 1e4 + 0.25, 3e6 + 0.1, 1e8 + 0.1,
+          -1e8 - 0.4),
          sinc_reference),
 ]
 

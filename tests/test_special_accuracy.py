@@ -103,6 +103,8 @@ CASES = [
     Case("sinc", ssp.sinc, _spherical_j0, (0.0, 1e-3, 0.3, 7.25)),
     # Extreme magnitudes: overflow and underflow edges, huge and tiny arguments.
     Case("gamma_extreme", ssp.gamma, mp.gamma, (1e-5, 150.5, -150.5)),
+    # pi x rounded would cost pi |x| 1e-16 (numpy.sinc: 4e-8 at 1e8 + 0.1): reduced exactly
+    Case("sinc_large", ssp.sinc, _spherical_j0, (1 - 1e-8, 3e6 + 0.1, 1e8 + 0.1)),
     Case("gamma_near_poles", ssp.gamma, mp.gamma, (-20.3, -1.001, -0.999, 169.5)),
     Case("log_ndtr_far_tails", ssp.log_ndtr, _ncdf_log, (-1e5, -1e3, -3.9999999, 10.0, 30.0)),
     Case("jv_2.5_wide", lambda x: ssp.jv(2.5, x), lambda t: mp.besselj(2.5, t), (1e-3, 1e3)),
