@@ -1,13 +1,14 @@
 """Derivatives of orders 1-4 of every symad.special function against mpmath at 30 digits.
 
-``sd.derivative(f, k)`` (nested reverse mode today, Taylor mode later: the tests hold for
-both) is evaluated on points spread over each function's domain -- small, moderate and
+``sd.derivative(f, k)`` (Taylor mode) is evaluated on points spread over each function's domain -- small, moderate and
 large arguments, not only near 1 -- and compared with mpmath's ``diffs`` of the mpmath
 function, computed at 30 significant digits. The tolerance is 1e-9 relative (an exact
 zero derivative must come out below 1e-14 in absolute value).
 
-Where SciPy's own value is not accurate enough to meet that, the point is listed in
-``SCIPY_LIMITED`` with the reason and a looser tolerance, not left out.
+Where SciPy's own value is not accurate enough to meet that, the point would be listed
+in ``SCIPY_LIMITED`` with the reason and a looser tolerance, not left out; today no point
+needs it. benchmarks/special_accuracy.py measures more points and reports the table
+that docs/special-functions.md shows.
 """
 
 from __future__ import annotations
