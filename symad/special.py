@@ -40,6 +40,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 
@@ -216,12 +217,54 @@ def _kv(v, x):
     return _scalar_if_0d(values)
 
 
+def _branch_point_series() -> np.ndarray:
+    """Coefficients of 1 + W_0(x) = sum_k mu_k p**k, p = sqrt(2(e x + 1)) (Corless et al. 1996,
+    eq. 4.22), exact fractions rounded once: mu_1 = 1, mu_2 = -1/3, mu_3 = 11/72, ..."""
+    from fractions import Fraction
+
+    mu, alpha = [Fraction(-1), Fraction(1)], [Fraction(2), Fraction(-1)]
+    for k in range(2, _BRANCH_TERMS):
+        alpha.append(sum((mu[j] * mu[k + 1 - j] for j in range(2, k)), Fraction(0)))
+        mu.append(Fraction(k - 1, k + 1) * (mu[k - 2] / 2 + alpha[k - 2] / 4)
+                  - alpha[k] / 2 - mu[k - 1] / (k + 1))
+    return np.array([float(c) for c in mu[1:]])
+
+
+# Near the branch point -1/e, SciPy's lambertw stops iterating at a relative step of 1e-8:
+# W keeps 10 digits and 1 + W, which W' = 1/(e^W (1 + W)) divides by, only 3 at
+# x = -1/e + 2e-15. There 1 + W is the series in p = sqrt(2(e x + 1)) instead, with e x + 1
+# = e (x + 1/e) formed without cancellation (1/e as a sum of two floats: x + 1/e_hi is exact,
+# Sterbenz). For p < 0.4 (x < -0.338) 32 terms are exact to below 1e-19; above, SciPy's
+# W is exact to 1e-16 and so is 1 + W.
+_BRANCH_TERMS = 33
+_BRANCH_SERIES = _branch_point_series()
+with mpmath.workdps(40):
+    _INV_E_HI = float(mpmath.exp(-1))
+    _INV_E_LO = float(mpmath.exp(-1) - mpmath.mpf(_INV_E_HI))
+_BRANCH_RADIUS = 0.4
+
+
+def _lambertw_1p_impl(x):
+    """1 + W_0(x) on x >= -1/e (nan below), accurate to the last bits next to -1/e too."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        distance = (x + _INV_E_HI) + _INV_E_LO  # x + 1/e
+        p = np.sqrt(2 * np.e * distance)  # nan below -1/e
+        series = np.zeros_like(p)
+        for coefficient in _BRANCH_SERIES[::-1]:
+            series = (series + coefficient) * p
+        far = 1 + sc.lambertw(np.where(p < _BRANCH_RADIUS, 0.0, x), 0).real
+        return _scalar_if_0d(np.where(np.isnan(p) | (p < _BRANCH_RADIUS), series, far))
+
+
 def _lambertw_real(x):
     """The principal branch W_0 on its real domain x >= -1/e; nan below it."""
     x = np.asarray(x, dtype=np.float64)
     with np.errstate(invalid="ignore"):
-        w = sc.lambertw(x, 0)
-        return _scalar_if_0d(np.where(x >= -np.exp(-1.0), w.real, np.nan))
+        near = (x + _INV_E_HI) + _INV_E_LO < _BRANCH_RADIUS**2 / (2 * np.e)
+        w = np.where(near, _lambertw_1p_impl(np.where(near, x, 0.0)) - 1,
+                     sc.lambertw(np.where(near, 0.0, x), 0).real)
+        return _scalar_if_0d(np.where((x + _INV_E_HI) + _INV_E_LO >= 0, w, np.nan))
 
 
 def _zeta_impl(s, q):
@@ -342,46 +385,180 @@ gammaln = _define(
     "gammaln", "x", sympy.loggamma, sc.gammaln, (lambda out, x: digamma(x),),
     "log|gamma(x)|; its derivative is digamma(x) (for negative x too). Printed as "
     "SymPy's loggamma, which equals it for x > 0.", scipy_ufuncs=(sc.gammaln,))
+@functools.cache
+def _cot_derivative_polynomial(n: int) -> np.ndarray:
+    """Coefficients (highest power first) of P_n with d^n/dt^n cot(t) = P_n(cot t):
+    P_0 = c, P_{k+1} = -(1 + c**2) P_k'."""
+    polynomial = np.polynomial.Polynomial([0, 1])
+    for _ in range(n):
+        polynomial = -np.polynomial.Polynomial([1, 0, 1]) * polynomial.deriv()
+    return polynomial.coef[::-1].copy()
+
+
+def _polygamma_impl(n, x):
+    """scipy.special.polygamma (psi for n = 0), by the reflection formula for x < 0:
+
+    psi^(n)(x) = (-1)^n psi^(n)(1 - x) - pi^(n+1) cot^(n)(pi x),
+
+    with cot's argument reduced exactly (x - round(x), then by 1/2). SciPy's own values lose digits
+    there: psi(-1 + 1e-9) keeps 7 (it steps through psi(x + 1) - 1/x with x + 1 rounded),
+    polygamma(4, -1e5 - 0.5) none (a cancelling Hurwitz zeta).
+    """
+    if np.ndim(n) > 0:  # an order per point: one evaluation per distinct order
+        n, x = np.broadcast_arrays(np.asarray(n), np.asarray(x, dtype=np.float64))
+        result = np.full(x.shape, np.nan)
+        for order in np.unique(n[np.isfinite(n)]):
+            chosen = n == order
+            result[chosen] = _polygamma_impl(order, x[chosen]) if order == int(order) else np.nan
+        return result
+    if not float(n) == int(n):
+        return _scalar_if_0d(np.full(np.shape(x), np.nan))
+    n = int(n)
+    x = np.asarray(x, dtype=np.float64)
+    direct = sc.psi(x) if n == 0 else sc.polygamma(n, x)
+    reflect = (x < 0) & (x != np.round(x))
+    if not np.any(reflect):
+        return _scalar_if_0d(direct)
+    xr = np.where(reflect, x, -0.5)
+    with np.errstate(over="ignore", invalid="ignore"):
+        # cot(pi r), r = x - round(x) exact in [-1/2, 1/2]; past |r| = 1/4 as
+        # -tan(pi (r -+ 1/2)), exact again, so cot's zeros at half-integers stay exact zeros
+        r = xr - np.round(xr)
+        near_half = np.abs(r) > 0.25
+        cot = np.where(near_half, -np.tan(np.pi * (r - np.copysign(0.5, r))),
+                       1 / np.tan(np.pi * np.where(near_half, 0.5, r)))
+        mirrored = sc.psi(1 - xr) if n == 0 else sc.polygamma(n, 1 - xr)
+        reflected = (-1) ** n * mirrored - np.pi ** (n + 1) * np.polyval(_cot_derivative_polynomial(n), cot)
+    return _scalar_if_0d(np.where(reflect, reflected, direct))
+
+
+def _digamma_impl(x):
+    return _polygamma_impl(0, x)
+
+
+# numpy_name None: generated code calls the functions above (SciPy for x >= 0), not
+# SciPy's psi and polygamma, whose values for x < 0 lose digits.
 digamma = _define(
-    "digamma", "x", sympy.digamma, sc.psi, (lambda out, x: polygamma(1, x),),
+    "digamma", "x", sympy.digamma, _digamma_impl, (lambda out, x: polygamma(1, x),),
     "The digamma function psi(x) = gamma'(x)/gamma(x); psi' = polygamma(1, x).",
-    scipy_ufuncs=(sc.psi,), numpy_name="scipy.special.psi")
+    scipy_ufuncs=(sc.psi,), numpy_name=None)
 psi = digamma
 polygamma = _define(
-    "polygamma", "n x", sympy.polygamma, sc.polygamma,
-    (_constant_operand("polygamma(n, x)", 0, "n", "n is the integer order of the derivative"),
+    "polygamma", "n x", sympy.polygamma, _polygamma_impl,
+    (_constant_operand("symad.special.polygamma(n, x)", 0, "n", "n is the integer order of the derivative"),
      lambda out, n, x: polygamma(n + 1, x)),
     "The n-th derivative of digamma (n a constant non-negative integer); "
-    "its derivative is polygamma(n + 1, x).")
+    "its derivative is polygamma(n + 1, x).", numpy_name=None)
+
+
+class polygamma_difference(_MpmathFunction):  # noqa: N801
+    """polygamma(n, a + b) - polygamma(n, a), without cancellation where |b| << a."""
+
+    _mpmath = staticmethod(lambda n, a, b: mpmath.polygamma(int(n), a + b) - mpmath.polygamma(int(n), a))
+
+    def fdiff(self, argindex=1):
+        n, a, b = self.args
+        if argindex == 2:
+            return self.func(n + 1, a, b)
+        if argindex == 3:
+            return sympy.polygamma(n + 1, a + b)
+        raise sympy.core.function.ArgumentIndexError(self, argindex)
+
+    def _eval_rewrite_as_polygamma(self, n, a, b, **kwargs):
+        return sympy.polygamma(n, a + b) - sympy.polygamma(n, a)
+
+    def _latex(self, printer, exp=None):
+        n, a, b = (printer._print(arg) for arg in self.args)
+        text = rf"\left(\psi^{{({n})}}\left({a} + {b}\right) - \psi^{{({n})}}\left({a}\right)\right)"
+        return rf"{text}^{{{exp}}}" if exp is not None else text
+
+    _symad_latex = _latex
+
+
+# The partials of beta, betaln and poch are differences psi(a + b) - psi(a): where |b| << a
+# the two are nearly equal (psi(1e5) = 11.5, the difference 1e-8 for b = 1e-3) and the
+# subtraction kept 7 digits. There the difference is the Taylor series in b instead,
+# sum_k polygamma(n + k, a) b**k / k!, whose terms shrink like (b/a)**k: 20 terms for
+# |b| <= a/10 (a > 0, the series' radius being a, the distance to the pole at 0).
+_DIFFERENCE_TERMS = 20
+_DIFFERENCE_RATIO = 0.1
+
+
+def _polygamma_difference_impl(n, a, b):
+    n = int(n)
+    a, b = np.broadcast_arrays(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+    with np.errstate(all="ignore"):
+        by_series = (a > 0) & (np.abs(b) <= _DIFFERENCE_RATIO * a)
+        a_series = np.where(by_series, a, 1.0)
+        b_series = np.where(by_series, b, 0.0)
+        series = np.zeros(a.shape)
+        term = np.ones(a.shape)
+        for k in range(1, _DIFFERENCE_TERMS + 1):
+            term = term * b_series / k
+            series = series + sc.polygamma(n + k, a_series) * term
+        direct = sc.polygamma(n, a + b) - sc.polygamma(n, a)
+        return _scalar_if_0d(np.where(by_series, series, direct))
+
+
+_polygamma_difference = _define(
+    "polygamma_difference", "n a b", polygamma_difference, _polygamma_difference_impl,
+    (_constant_operand("polygamma_difference(n, a, b)", 0, "n", "n is the order of the derivative"),
+     lambda out, n, a, b: _polygamma_difference(n + 1, a, b),
+     lambda out, n, a, b: polygamma(n + 1, a + b)),
+    "polygamma(n, a + b) - polygamma(n, a), by its series in b where |b| <= a/10.",
+    numpy_name=None)
+
 beta = _define(
     "beta", "a b", sympy.beta, sc.beta,
-    (lambda out, a, b: out * (digamma(a) - digamma(a + b)),
-     lambda out, a, b: out * (digamma(b) - digamma(a + b))),
-    "The beta function B(a, b) = gamma(a)gamma(b)/gamma(a + b).", scipy_ufuncs=(sc.beta,))
+    (lambda out, a, b: -out * _polygamma_difference(0, a, b),
+     lambda out, a, b: -out * _polygamma_difference(0, b, a)),
+    "The beta function B(a, b) = gamma(a)gamma(b)/gamma(a + b); its partials are "
+    "B (digamma(a) - digamma(a + b)) and the same in b.", scipy_ufuncs=(sc.beta,))
 betaln = _define(
     "betaln", "a b", lambda a, b: sympy.log(sympy.beta(a, b)), sc.betaln,
-    (lambda out, a, b: digamma(a) - digamma(a + b),
-     lambda out, a, b: digamma(b) - digamma(a + b)),
+    (lambda out, a, b: -_polygamma_difference(0, a, b),
+     lambda out, a, b: -_polygamma_difference(0, b, a)),
     "log|B(a, b)|, without the overflow of beta.", scipy_ufuncs=(sc.betaln,))
 
 
+# 1/(12 a) - 1/(360 a^3) + ...: log gamma(a) - Stirling's formula, to 1e-20 for a >= 1000.
+_STIRLING_SERIES = ((1, sympy.Rational(1, 12)), (3, sympy.Rational(-1, 360)),
+                    (5, sympy.Rational(1, 1260)), (7, sympy.Rational(-1, 1680)))
+_LARGE_SHAPE = 1000
+
+
 def _gamma_density(a, x):
-    # x**(a-1) exp(-x) / gamma(a), in logarithms: x**(a-1) and gamma(a) overflow
-    # separately for a past ~170 while their ratio does not.
-    return snp.exp(xlogy(a - 1, x) - x - gammaln(a))
+    """x**(a-1) exp(-x) / gamma(a), the derivative of gammainc(a, x) in x.
+
+    In logarithms: x**(a-1) and gamma(a) overflow separately for a past ~170 while their
+    ratio does not. For a >= 1000 the logarithm (a-1) log x - x - log gamma(a) is a
+    difference of numbers of size a log a around a result of size 1 (1e-9 lost at
+    a = 1e6); there it is a (log1p(t) - t) - log1p(t) - log(2 pi a)/2 - stirling(a) with
+    t = (x - a)/a (x - a exact), whose terms are of the size of the result. The double
+    ``where`` keeps the branch not taken finite.
+    """
+    large = a >= _LARGE_SHAPE
+    a_large = snp.where(large, a, _LARGE_SHAPE)
+    t = (x - a_large) / a_large
+    stirling = sum(coefficient / a_large**power for power, coefficient in _STIRLING_SERIES)
+    log_large = (a_large * (snp.log1p(t) - t) - snp.log1p(t)
+                 - snp.log(2 * sympy.pi * a_large) / 2 - stirling)
+    a_small = snp.where(large, 1, a)
+    log_small = xlogy(a_small - 1, x) - x - gammaln(a_small)
+    return snp.exp(snp.where(large, log_large, log_small))
 
 
 _SHAPE_WHY = ("the derivative of the regularised incomplete gamma function w.r.t. its shape "
               "has no closed form that SciPy evaluates")
 gammainc = _define(
     "gammainc", "a x", lambda a, x: sympy.lowergamma(a, x) / sympy.gamma(a), sc.gammainc,
-    (_constant_operand("gammainc(a, x)", 0, "a", _SHAPE_WHY),
+    (_constant_operand("scipy.special.gammainc(a, x)", 0, "a", _SHAPE_WHY),
      lambda out, a, x: _gamma_density(a, x)),
     "The regularised lower incomplete gamma function P(a, x) = lowergamma(a, x)/gamma(a); "
     "differentiable w.r.t. x (a must be constant).", scipy_ufuncs=(sc.gammainc,))
 gammaincc = _define(
     "gammaincc", "a x", lambda a, x: sympy.uppergamma(a, x) / sympy.gamma(a), sc.gammaincc,
-    (_constant_operand("gammaincc(a, x)", 0, "a", _SHAPE_WHY),
+    (_constant_operand("scipy.special.gammaincc(a, x)", 0, "a", _SHAPE_WHY),
      lambda out, a, x: -_gamma_density(a, x)),
     "The regularised upper incomplete gamma function Q(a, x) = 1 - P(a, x); "
     "differentiable w.r.t. x (a must be constant).", scipy_ufuncs=(sc.gammaincc,))
@@ -390,15 +567,15 @@ _BETA_SHAPE_WHY = ("the derivative of the regularised incomplete beta function w
                    "shapes has no closed form that SciPy evaluates")
 betainc = _define(
     "betainc", "a b x", lambda a, b, x: sympy.betainc_regularized(a, b, 0, x), sc.betainc,
-    (_constant_operand("betainc(a, b, x)", 0, "a", _BETA_SHAPE_WHY),
-     _constant_operand("betainc(a, b, x)", 1, "b", _BETA_SHAPE_WHY),
+    (_constant_operand("scipy.special.betainc(a, b, x)", 0, "a", _BETA_SHAPE_WHY),
+     _constant_operand("scipy.special.betainc(a, b, x)", 1, "b", _BETA_SHAPE_WHY),
      # x**(a-1) (1-x)**(b-1) / B(a, b), in logarithms (each factor alone may overflow).
      lambda out, a, b, x: snp.exp(xlogy(a - 1, x) + xlog1py(b - 1, -x) - betaln(a, b))),
     "The regularised incomplete beta function I_x(a, b); differentiable w.r.t. x (a and b "
     "must be constant).", scipy_ufuncs=(sc.betainc,))
 poch = _define(
     "poch", "z m", sympy.RisingFactorial, sc.poch,
-    (lambda out, z, m: out * (digamma(z + m) - digamma(z)),
+    (lambda out, z, m: out * _polygamma_difference(0, z, m),
      lambda out, z, m: out * digamma(z + m)),
     "The rising factorial (Pochhammer symbol) gamma(z + m)/gamma(z).", scipy_ufuncs=(sc.poch,))
 
@@ -511,25 +688,25 @@ xlog1py = _define(
 
 jv = _define(
     "jv", "v x", sympy.besselj, sc.jv,
-    (_constant_operand("jv(v, x)", 0, "v", _ORDER_WHY),
+    (_constant_operand("scipy.special.jv(v, x)", 0, "v", _ORDER_WHY),
      lambda out, v, x: (jv(v - 1, x) - jv(v + 1, x)) / 2),
     "Bessel function of the first kind J_v(x); J_v' = (J_{v-1} - J_{v+1})/2.",
     scipy_ufuncs=(sc.jv,))
 yv = _define(
     "yv", "v x", sympy.bessely, sc.yv,
-    (_constant_operand("yv(v, x)", 0, "v", _ORDER_WHY),
+    (_constant_operand("scipy.special.yv(v, x)", 0, "v", _ORDER_WHY),
      lambda out, v, x: (yv(v - 1, x) - yv(v + 1, x)) / 2),
     "Bessel function of the second kind Y_v(x); Y_v' = (Y_{v-1} - Y_{v+1})/2.",
     scipy_ufuncs=(sc.yv,))
 iv = _define(
     "iv", "v x", sympy.besseli, sc.iv,
-    (_constant_operand("iv(v, x)", 0, "v", _ORDER_WHY),
+    (_constant_operand("scipy.special.iv(v, x)", 0, "v", _ORDER_WHY),
      lambda out, v, x: (iv(v - 1, x) + iv(v + 1, x)) / 2),
     "Modified Bessel function of the first kind I_v(x); I_v' = (I_{v-1} + I_{v+1})/2.",
     scipy_ufuncs=(sc.iv,))
 kv = _define(
     "kv", "v x", sympy.besselk, _kv,
-    (_constant_operand("kv(v, x)", 0, "v", _ORDER_WHY),
+    (_constant_operand("scipy.special.kv(v, x)", 0, "v", _ORDER_WHY),
      lambda out, v, x: -(kv(v - 1, x) + kv(v + 1, x)) / 2),
     "Modified Bessel function of the second kind K_v(x); K_v' = -(K_{v-1} + K_{v+1})/2.",
     scipy_ufuncs=(sc.kv,))
@@ -550,11 +727,12 @@ j0, j1 = _fixed_order(jv, 0, "j0"), _fixed_order(jv, 1, "j1")
 y0, y1 = _fixed_order(yv, 0, "y0"), _fixed_order(yv, 1, "y1")
 i0, i1 = _fixed_order(iv, 0, "i0"), _fixed_order(iv, 1, "i1")
 k0, k1 = _fixed_order(kv, 0, "k0"), _fixed_order(kv, 1, "k1")
-SCIPY_UFUNCS[sc.yn] = yv
+SCIPY_UFUNCS[sc.yn] = yv  # integer-order spellings: the same families
+SCIPY_UFUNCS[sc.kn] = kv
 
 spherical_jn = _define(
     "spherical_jn", "n z", sympy.jn, _spherical_jn_impl,
-    (_constant_operand("spherical_jn(n, z)", 0, "n", "the order is a constant integer"),
+    (_constant_operand("symad.special.spherical_jn(n, z)", 0, "n", "the order is a constant integer"),
      # No division by z: exact at z = 0, where j_n'(0) is 0 (or 1/3 for n = 1).
      lambda out, n, z: (n * spherical_jn(n - 1, z) - (n + 1) * spherical_jn(n + 1, z))
      / (2 * n + 1)),
@@ -562,14 +740,95 @@ spherical_jn = _define(
     numpy_name=None)
 
 
+def _reduced(x):
+    """(r, sign) with x = k + r, k = round(x) (r exact, |r| <= 1/2) and sign = (-1)**k."""
+    x = np.asarray(x, dtype=np.float64)
+    k = np.round(x)
+    return x - k, np.where(np.fmod(k, 2) == 0, 1.0, -1.0)
+
+
+def _sinpi_impl(x):
+    r, sign = _reduced(x)
+    return _scalar_if_0d(sign * np.sin(np.pi * r))
+
+
+def _cospi_impl(x):
+    r, sign = _reduced(x)
+    return _scalar_if_0d(sign * np.sin(np.pi * (0.5 - np.abs(r))))  # 1/2 - |r| exact
+
+
+def _sinc_impl(x):
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return _scalar_if_0d(np.where(x == 0, 1.0, _sinpi_impl(x) / (np.pi * x)))
+
+
+class _TrigPi(_MpmathFunction):
+    _trig = ""
+
+    def _latex(self, printer, exp=None):
+        text = rf"\{self._trig}\left(\pi {printer._print(self.args[0])}\right)"
+        return rf"{text}^{{{exp}}}" if exp is not None else text
+
+    _symad_latex = _latex
+
+
+class sinpi(_TrigPi):  # noqa: N801
+    """sin(pi x), with the argument reduced exactly (exact zeros at the integers)."""
+
+    _trig = "sin"
+    _mpmath = staticmethod(mpmath.sinpi)
+
+    def fdiff(self, argindex=1):
+        return sympy.pi * cospi(self.args[0])
+
+    def _eval_rewrite_as_sin(self, x, **kwargs):
+        return sympy.sin(sympy.pi * x)
+
+
+class cospi(_TrigPi):  # noqa: N801
+    """cos(pi x), with the argument reduced exactly (exact zeros at the half-integers)."""
+
+    _trig = "cos"
+    _mpmath = staticmethod(mpmath.cospi)
+
+    def fdiff(self, argindex=1):
+        return -sympy.pi * sinpi(self.args[0])
+
+    def _eval_rewrite_as_cos(self, x, **kwargs):
+        return sympy.cos(sympy.pi * x)
+
+
+_sinpi = _define("sinpi", "x", sinpi, _sinpi_impl, (lambda out, x: sympy.pi * _cospi(x),),
+                 "sin(pi x), the argument reduced exactly.", numpy_name=None)
+_cospi = _define("cospi", "x", cospi, _cospi_impl, (lambda out, x: -sympy.pi * _sinpi(x),),
+                 "cos(pi x), the argument reduced exactly.", numpy_name=None)
+_SINC_SMALL = sympy.Rational(1, 2)
+
+
+def _sinc_partial(out, x):
+    """sinc'(x): -pi j_1(pi x) for |x| < 1/2, (cos(pi x) - sinc(x))/x beyond.
+
+    sinc(x) is the spherical Bessel function j_0(pi x): near 0 its derivatives are those
+    of j_n, finite and free of cancellation where the quotient's are 0/0. Far from 0 the
+    rounding of pi x (NumPy's sinc and j_n both round it) costs pi |x| 1e-16 relative
+    -- 3e-9 at x = 3e6 + 0.1 --, so there the derivative is written with sin(pi x) and
+    cos(pi x) of the exactly reduced argument. Double ``where``: each branch sees a safe x.
+    """
+    small = snp.abs(x) < _SINC_SMALL
+    x_small = snp.where(small, x, 0)
+    x_large = snp.where(small, 1, x)
+    return snp.where(small, -sympy.pi * spherical_jn(1, sympy.pi * x_small),
+                     (_cospi(x_large) - snp.where(small, 0, out)) / x_large)
+
+
 sinc = _define(
-    "sinc", "x", lambda x: sympy.sinc(sympy.pi * x), np.sinc,
-    # sinc(x) is the spherical Bessel function j_0(pi x): its derivatives are those of j_n,
-    # finite and free of cancellation at and near 0, where the quotient's are 0/0.
-    (lambda out, x: -sympy.pi * spherical_jn(1, sympy.pi * x),),
+    "sinc", "x", lambda x: sympy.sinc(sympy.pi * x), _sinc_impl,
+    (_sinc_partial,),
     "NumPy's normalised sinc, sin(pi x)/(pi x) (``numpy.sinc``, re-exported by "
-    "scipy.special); printed as SymPy's sinc(pi*x), SymPy's sinc being unnormalised.",
-    numpy_name="numpy.sinc")
+    "scipy.special), with pi x reduced exactly (numpy.sinc rounds it: 4e-8 off at "
+    "x = 1e8 + 0.1); printed as SymPy's sinc(pi*x), SymPy's sinc being unnormalised.",
+    numpy_name=None)
 
 
 #: NumPy array functions (``__array_function__``) that symad.special traces.
@@ -613,11 +872,36 @@ def zeta(x, q=None):
     return _hurwitz(x, 1 if q is None else q)
 
 
+class lambertw1p(_MpmathFunction):  # noqa: N801
+    """1 + W_0(x), computed without cancellation next to the branch point x = -1/e."""
+
+    _mpmath = staticmethod(lambda x: 1 + mpmath.lambertw(x).real)
+
+    def fdiff(self, argindex=1):
+        return 1 / (sympy.exp(self - 1) * self)
+
+    def _eval_rewrite_as_LambertW(self, x, **kwargs):  # noqa: N802 - SymPy's spelling
+        return 1 + sympy.LambertW(x)
+
+    def _latex(self, printer, exp=None):
+        text = rf"\left(1 + W\left({printer._print(self.args[0])}\right)\right)"
+        return rf"{text}^{{{exp}}}" if exp is not None else text
+
+    _symad_latex = _latex
+
+
+_lambertw_1p = _define(
+    "lambertw1p", "x", lambertw1p, _lambertw_1p_impl,
+    (lambda out, x: 1 / (snp.exp(out - 1) * out),),
+    "1 + W_0(x), the denominator of W' (accurate next to -1/e, where 1 + W is tiny).",
+    numpy_name=None)
+
 lambertw = _define(
     "lambertw", "x", sympy.LambertW, _lambertw_real,
     # 1/(exp(W)(1 + W)) rather than W/(x(1 + W)): finite at x = 0, and exp(W) = x/W never
-    # overflows where x does not.
-    (lambda out, x: 1 / (snp.exp(out) * (1 + out)),),
+    # overflows where x does not. 1 + W is its own primitive: near -1/e, 1 + out would keep
+    # only the digits of W's distance to -1 (5 at x = -1/e + 1e-15).
+    (lambda out, x: 1 / (snp.exp(out) * _lambertw_1p(x)),),
     "The principal real branch W_0 of the Lambert W function, real-valued (nan below -1/e).",
     numpy_name=None)
 
@@ -773,7 +1057,8 @@ SYMPY_CLASSES: dict = {
     sympy_logit: logit, sympy_xlogy: xlogy, sympy_xlog1py: xlog1py,
     sympy_zeta_derivative: zeta_derivative, sympy.RisingFactorial: poch,
     mills_excess: _mills_excess, elliptic_k_derivative: _k_derivative,
-    elliptic_e_derivative: _e_derivative,
+    elliptic_e_derivative: _e_derivative, lambertw1p: _lambertw_1p,
+    polygamma_difference: _polygamma_difference, sinpi: _sinpi, cospi: _cospi,
 }
 
 

@@ -17,12 +17,14 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import mpmath
 import numpy as np
 import pytest
 import scipy.special as sc
 import sympy
 
 import symad as sd
+import symad.numpy as snp
 import symad.special as ssp
 from symad.testing import check_grads
 
@@ -186,6 +188,32 @@ def test_nested_grad_is_the_second_derivative(name):
     np.testing.assert_allclose(nested, sd.derivative(row.fn, 2)(point), rtol=1e-13)
 
 
+def _every_row(t):
+    """Every row's function at a point of its domain moving with t in [0, 1], stacked."""
+    return snp.stack([row.fn(*[low + (high - low) * (0.2 + 0.6 * t) for low, high in row.domain])
+                      for row in ROWS])
+
+
+def test_every_backend_and_float32_compute_the_third_derivative():
+    # One compiled graph holds every primitive and the helper primitives of its rules
+    # (series, tails, differences); numexpr falls back to SciPy for what it lacks.
+    third = sd.derivative(_every_row, 3)
+    F = third.trace(0.5)
+    t = np.linspace(0.0, 1.0, 9)  # exact in float32 too
+    expected = np.array([third(point) for point in t])
+    scale = np.abs(expected).max(axis=0)
+    assert sd.available_backends()[:2] == ["numexpr", "numpy"]
+    for backend in sd.available_backends():
+        evaluate = F.compile(backend)
+        values = evaluate(t)
+        assert values.shape == (9, len(ROWS)) and values.dtype == np.float64
+        assert np.all(np.abs(values - expected) <= 1e-13 * scale)
+        single = evaluate(t.astype(np.float32))
+        assert single.dtype == np.float32, backend
+        # float32 arithmetic through third-derivative graphs: 1.2e-4 of each column's size
+        assert np.all(np.abs(single - expected) <= 1e-3 * scale), backend
+
+
 # ---------------------------------------------------------------------------
 # Exact partial rules
 # ---------------------------------------------------------------------------
@@ -211,10 +239,10 @@ EXACT_DERIVATIVES = {
     "j1": (lambda x: ssp.j1(x), sympy.besselj(0, x) / 2 - sympy.besselj(2, x) / 2),
     "lambertw": (
         lambda x: ssp.lambertw(x),
-        sympy.exp(-sympy.LambertW(x)) / (1 + sympy.LambertW(x)),
+        # 1 + W is its own primitive (accurate next to -1/e), which rewrites to 1 + W
+        sympy.exp(-sympy.LambertW(x)) / ssp.lambertw1p(x),
     ),
     "zeta": (lambda x: ssp.zeta(x), ssp.sympy_zeta_derivative(1, x, 1)),
-    "sinc": (lambda x: ssp.sinc(x), -sympy.pi * sympy.jn(1, sympy.pi * x)),
 }
 
 
@@ -224,6 +252,17 @@ def test_exact_first_derivative(name):
     formula = sd.grad(f).trace(0.5).formula()
     assert sympy.simplify(formula - expected) == 0
     assert formula == expected or formula.expand() == expected.expand()
+
+
+def test_exact_sinc_rule_on_both_branches():
+    # -pi j_1(pi x) for |x| < 1/2 (no 0/0 at 0), (cos(pi x) - sinc(x))/x beyond (no rounding
+    # of pi x): the same derivative, checked at 30 digits on either side of 1/2.
+    formula = sd.grad(ssp.sinc).trace(0.5).formula().rewrite(sympy.cos)
+    expected = sympy.diff(sympy.sinc(sympy.pi * x), x)
+    for point in [sympy.Rational(1, 10), sympy.Rational(49, 100), sympy.Rational(1, 2),
+                  sympy.Rational(7, 3), sympy.Rational(-1000001, 10)]:
+        got = formula.subs(x, point).evalf(30)
+        assert abs(got - expected.subs(x, point).evalf(30)) < sympy.Float(1e-28) * (1 + abs(got))
 
 
 def test_exact_rules_on_either_side_of_a_branch():
@@ -273,6 +312,54 @@ def test_latex_uses_the_mathematicians_names():
 def test_lambertw_derivative_is_finite_at_zero_and_huge_arguments():
     assert float(sd.grad(ssp.lambertw)(0.0)) == 1.0
     assert np.isfinite(sd.derivative(ssp.lambertw, 3)(1e300))
+
+
+def test_lambertw_next_to_its_branch_point_keeps_every_digit():
+    # 1 + W there is the series in sqrt(2(e x + 1)), not 1 + SciPy's W (3 digits at 2e-15
+    # from -1/e): the value, 1 + W and W' at 30 digits, to 1e-14.
+    below = -0.36787944117144233  # the float nearest -1/e, just below it
+    points = [np.nextafter(below, 0.0), -0.36787944117144, -0.3678794, -0.36, -0.3]
+    with mpmath.workdps(30):
+        for point in points:
+            w = mpmath.lambertw(mpmath.mpf(point)).real
+            slope = 1 / (mpmath.exp(w) * (1 + w))
+            assert abs(ssp.lambertw(point) - w) <= 1e-15 * abs(w)
+            assert abs(ssp._lambertw_1p(point) - (1 + w)) <= 1e-14 * abs(1 + w)
+            assert abs(sd.grad(ssp.lambertw)(point) - slope) <= 1e-14 * slope
+    assert np.isnan(ssp.lambertw(below)) and np.isnan(sd.grad(ssp.lambertw)(below))
+    assert ssp.lambertw1p(x).rewrite(sympy.LambertW) == 1 + sympy.LambertW(x)
+
+
+def test_digamma_differences_do_not_cancel():
+    # beta's, betaln's and poch's partials are psi(a + b) - psi(a): a series in b where
+    # |b| <= a/10, the plain difference elsewhere (a < 0 too); both against mpmath.
+    a = np.array([1e5, 30.0, 0.5, 2.0, -2.5, 1e-3])
+    b = np.array([1e-3, -2.0, 1e-6, 5.0, 0.3, 2.0])
+    for n in range(3):
+        got = ssp._polygamma_difference(n, a, b)
+        with mpmath.workdps(40):
+            want = [mpmath.polygamma(n, mpmath.mpf(p) + mpmath.mpf(q)) - mpmath.polygamma(n, mpmath.mpf(p))
+                    for p, q in zip(a, b)]
+        np.testing.assert_allclose(got, np.array(want, dtype=float), rtol=1e-13)
+    formula = sd.grad(lambda a: ssp.betaln(a, 2.0)).trace(1.0).formula()
+    a = sympy.Symbol("a")
+    assert formula.rewrite(sympy.polygamma) == sympy.polygamma(0, a) - sympy.polygamma(0, a + 2.0)
+
+
+@pytest.mark.parametrize("shape", [1e3, 1e6, 1e8])
+def test_gammainc_derivatives_for_large_shapes(shape):
+    # (a-1) log x - x - log gamma(a) would subtract numbers of size a log a (1e-9 lost at
+    # a = 1e6); for a >= 1000 the log-density is written around x = a instead.
+    points = shape + np.array([-3.0, 0.5, 2.0, 5.0]) * np.sqrt(shape)  # off the zeros of P'' and P'''
+    with mpmath.workdps(40):
+        a = mpmath.mpf(shape)
+        density = lambda t: mpmath.exp((a - 1) * mpmath.log(t) - t - mpmath.loggamma(a))  # noqa: E731
+        for order in (1, 2, 3):
+            values = sd.derivative(lambda x: ssp.gammainc(shape, x), order)(points)
+            expected = [float(mpmath.diff(density, mpmath.mpf(p), order - 1)) for p in points]
+            np.testing.assert_allclose(values, expected, rtol=1e-11)
+            values = sd.derivative(lambda x: ssp.gammaincc(shape, x), order)(points)
+            np.testing.assert_allclose(values, -np.array(expected), rtol=1e-11)
 
 
 def test_erfinv_derivative_near_one_does_not_overflow_early():
@@ -334,9 +421,13 @@ def test_numpy_ufuncs_still_route_by_name():
 
 @pytest.mark.parametrize(
     "f, argument, function",
-    [(ssp.jv, "v", "jv(v, x)"), (ssp.kv, "v", "kv(v, x)"), (ssp.gammainc, "a", "gammainc(a, x)"),
-     (ssp.gammaincc, "a", "gammaincc(a, x)"), (ssp.polygamma, "n", "polygamma(n, x)")],
-    ids=["jv", "kv", "gammainc", "gammaincc", "polygamma"],
+    [(ssp.jv, "v", "scipy.special.jv(v, x)"), (ssp.kv, "v", "scipy.special.kv(v, x)"),
+     (sc.jv, "v", "scipy.special.jv(v, x)"), (sc.yn, "v", "scipy.special.yv(v, x)"),
+     (sc.kn, "v", "scipy.special.kv(v, x)"), (sc.iv, "v", "scipy.special.iv(v, x)"),
+     (ssp.gammainc, "a", "scipy.special.gammainc(a, x)"),
+     (ssp.gammaincc, "a", "scipy.special.gammaincc(a, x)"),
+     (ssp.polygamma, "n", "symad.special.polygamma(n, x)")],
+    ids=["jv", "kv", "scipy-jv", "scipy-yn", "scipy-kn", "scipy-iv", "gammainc", "gammaincc", "polygamma"],
 )
 def test_derivative_wrt_a_constant_parameter_is_refused(f, argument, function):
     with pytest.raises(sd.DifferentiationError) as info:
