@@ -297,22 +297,64 @@ def test_mixed_partials_from_nesting_agree_with_taylor_polarisation():
     np.testing.assert_allclose(sd.derivative(mixed, 2, argnum=1)(x, y), H[1, 1], rtol=1e-14)
 
 
-def test_hessian_computes_each_mixed_pair_once():
+def _unmirrored_hessian(f, *examples, argnums=0):
+    """Forward over reverse with no pairing of H[i, j] and H[j, i]: the reference."""
+    from symad.api import jacobian_function
+
+    gradient = jacobian_function(sd.trace(f, *examples), argnums, mode="rev")
+    return jacobian_function(gradient, argnums, mode="fwd")
+
+
+@pytest.mark.parametrize("nesting", ["hessian", "jacfwd(jacrev)", "jacrev(jacfwd)", "jacfwd(grad)",
+                                     "jacrev(jacrev)"])
+def test_second_derivatives_compute_each_mixed_pair_once(nesting):
     f = lambda v: np.sum(np.sin(v[:-1] * v[1:])) + np.prod(v)  # noqa: E731
-    H = sd.hessian(f).trace(np.zeros(6))
+    transform = {
+        "hessian": sd.hessian(f),
+        "jacfwd(jacrev)": sd.jacfwd(sd.jacrev(f)),
+        "jacrev(jacfwd)": sd.jacrev(sd.jacfwd(f)),
+        "jacfwd(grad)": sd.jacfwd(sd.grad(f)),
+        "jacrev(jacrev)": sd.jacrev(sd.jacrev(f)),
+    }[nesting]
+    H = transform.trace(np.zeros(6))
     outputs = np.array(H.graph.outputs, dtype=object).reshape(6, 6)
     assert all(outputs[i, j] is outputs[j, i] for i in range(6) for j in range(6))
-    unmirrored = sd.jacfwd(sd.jacrev(f)).trace(np.zeros(6))
+    unmirrored = _unmirrored_hessian(f, np.zeros(6))
     assert H.stats()["nodes"] < unmirrored.stats()["nodes"]
     point = np.linspace(0.1, 0.9, 6)
     np.testing.assert_allclose(H(point), unmirrored(point), rtol=1e-14, atol=1e-15)
+    np.testing.assert_array_equal(transform(point), transform(point).T)
+
+
+def test_structural_zeros_of_a_hessian_are_not_computed():
+    # Rosenbrock's Hessian is tridiagonal: every other entry is the constant 0, not a node.
+    H = sd.jacfwd(sd.jacrev(rosenbrock_6)).trace(np.zeros(6))
+    outputs = np.array(H.graph.outputs, dtype=object).reshape(6, 6)
+    for i in range(6):
+        for j in range(6):
+            assert (outputs[i, j] == 0) == (abs(i - j) > 1), (i, j, outputs[i, j])
+
+
+def rosenbrock_6(x):
+    return np.sum(100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2)
+
+
+def test_nested_jacobians_with_other_arguments_or_aux_are_not_hessians():
+    f = lambda a, b: a[0] ** 2 * b[1] + np.sin(a[1] * b[0])  # noqa: E731
+    a, b = np.array([0.3, 0.5]), np.array([0.7, 1.1])
+    # d/db (d/da f): a mixed block, not symmetric, shape (2, 2) as jacfwd returns it.
+    mixed = sd.jacfwd(sd.jacrev(f, 0), 1)(a, b)
+    np.testing.assert_allclose(mixed, [[0.0, 2 * a[0]], [np.cos(a[1] * b[0]) - a[1] * b[0] * np.sin(a[1] * b[0]), 0.0]],
+                               rtol=1e-15)
+    with_aux = sd.jacfwd(sd.jacrev(lambda v: (f(v, b), v[0]), has_aux=True), has_aux=True)(a)
+    np.testing.assert_allclose(with_aux[0], sd.hessian(lambda v: f(v, b))(a), rtol=1e-15)
 
 
 def test_hessian_blocks_of_several_arguments_mirror_across_blocks():
     g = lambda a, b: np.sum(a**2 * b[0]) + np.sin(a[0] * b[1])  # noqa: E731
     a, b = np.array([1.0, 2.0]), np.array([3.0, 4.0])
     H = sd.hessian(g, argnums=(0, 1))(a, b)
-    reference = sd.jacfwd(sd.jacrev(g, argnums=(0, 1)), argnums=(0, 1))(a, b)
+    reference = _unmirrored_hessian(g, a, b, argnums=(0, 1))(a, b)
     for i in range(2):
         for j in range(2):
             np.testing.assert_allclose(H[i][j], reference[i][j], rtol=1e-14)
