@@ -594,3 +594,30 @@ def test_check_grads_taylor_mode_catches_a_wrong_rule():
     check_grads(np.sin, (0.4,), order=4, modes=("taylor",))
     with pytest.raises(AssertionError, match="Taylor-mode derivative of order 1"):
         check_grads(wrong_sin, (0.4,), order=4, modes=("taylor",))
+
+
+def test_the_issues_accuracy_figures_to_order_20():
+    # g at 0.7 and over a grid on [-3, 3], 1/x at 2, 1e20 and 1e-20: 1e-9 relative for n <= 20
+    # wherever the exact value is a finite, normal float64.
+    grid = np.linspace(-3, 3, 25)
+    points = np.concatenate([[0.7], grid])
+    series = sd.taylor(g, COMPOSITE_ORDER, derivatives=True)(points)
+    for n in range(COMPOSITE_ORDER + 1):
+        assert np.all(np.isfinite(series[n])), f"g^({n}) not finite on the grid"
+        for index, point in enumerate(points):
+            with mpmath.workdps(50):
+                reference = float(_g_exact(n, mpmath.mpf(point))) if n else float(
+                    mpmath.exp(mpmath.sin(mpmath.mpf(point))) / (1 + mpmath.mpf(point) ** 2))
+            assert_matches_exact(float(series[n][index]), reference, f"g^({n})({point})", rtol=1e-9)
+    reciprocal = sd.taylor(lambda x: 1 / x, COMPOSITE_ORDER, derivatives=True)(np.array([2.0, 1e20, 1e-20]))
+    for n in range(COMPOSITE_ORDER + 1):
+        for index, point in enumerate([2.0, 1e20, 1e-20]):
+            with mpmath.workdps(50):
+                exact = _reciprocal_exact(n, mpmath.mpf(point))
+            value = float(reciprocal[n][index])
+            if abs(exact) > 1.7e308:  # 1/x^(n) at 1e-20 overflows float64 from n = 14
+                assert value in (math.inf, -math.inf) or abs(value) > 1e300
+            elif abs(exact) < 2.3e-308:  # and is subnormal at 1e20 from n = 15
+                assert math.isfinite(value) and abs(value) < 1e-300
+            else:
+                assert_matches_exact(value, float(exact), f"(1/x)^({n})({point})", rtol=1e-9)
