@@ -191,6 +191,9 @@ class Transformed:
         self._trace_at = trace_at or (lambda args: args)
         self._finalize = finalize
         self._cache: dict = {}
+        #: ``(fun, argnums)`` when this is a plain first derivative (grad, jacrev,
+        #: jacfwd without aux or weights): a Jacobian of it is a Hessian of ``fun``.
+        self.first_derivative: tuple | None = None
         functools.update_wrapper(self, fun, assigned=("__doc__",), updated=())
         self.__name__ = name
 
@@ -389,12 +392,15 @@ def _make_reverse(fun, argnums, has_aux, weights, grad_position, with_value):
     weights = _check_weights(weights, transform, function_name(fun))
 
     check_args = _argument_checker(argnums, transform, fun)
-    return Transformed(
+    result = Transformed(
         fun,
         lambda primal: grad_function(primal, argnums, has_aux, weights, with_value),
         f"{transform}({function_name(fun)})",
         check_args,
     )
+    if not (has_aux or weights or with_value):
+        result.first_derivative = (fun, argnums)
+    return result
 
 
 def grad(fun: Callable, argnums=0, has_aux: bool = False, *, weights=None,
@@ -622,12 +628,27 @@ def _make_jacobian(fun, argnums, has_aux, mode):
     argnums = _normalize_argnums(argnums, None, None, transform, fun)
 
     check_args = _argument_checker(argnums, transform, fun)
-    return Transformed(
+    inner = getattr(fun, "first_derivative", None)
+    if inner is not None and not has_aux and inner[1] == argnums:
+        # jacfwd(jacrev(f)), jacrev(jacfwd(f)), jacfwd(grad(f)) ... w.r.t. the same
+        # arguments are the Hessian of f: built as hessian() builds it, so each
+        # symmetric pair is one node, evaluated once, and the result is exactly symmetric.
+        inner_fun = inner[0]
+        return Transformed(
+            inner_fun,
+            lambda primal: hessian_function(primal, argnums),
+            f"{transform}({function_name(fun)})",
+            _argument_checker(argnums, transform, inner_fun),
+        )
+    result = Transformed(
         fun,
         lambda primal: jacobian_function(primal, argnums, has_aux, mode),
         f"{transform}({function_name(fun)})",
         check_args,
     )
+    if not has_aux:
+        result.first_derivative = (fun, argnums)
+    return result
 
 
 def jacrev(fun: Callable, argnums=0, has_aux: bool = False) -> Transformed:

@@ -147,8 +147,9 @@ class sigmoid(sympy.Function):  # noqa: N801 - SymPy function classes are lower 
         return 1 / (1 + sympy.exp(-x))
 
     def fdiff(self, argindex=1):
-        # sigma(x) sigma(-x), as the partial rule: 1 - sigma(x) rounds to 0 for large x.
-        return sigmoid(self.args[0]) * sigmoid(-self.args[0])
+        # sech(x/2)**2/4 = sigma(x) sigma(-x), as the partial rule (symad.rules.partials):
+        # 1 - sigma(x) rounds to 0 for large x.
+        return sympy.sech(self.args[0] / 2) ** 2 / 4
 
 
 class softplus(sympy.Function):  # noqa: N801

@@ -297,22 +297,64 @@ def test_mixed_partials_from_nesting_agree_with_taylor_polarisation():
     np.testing.assert_allclose(sd.derivative(mixed, 2, argnum=1)(x, y), H[1, 1], rtol=1e-14)
 
 
-def test_hessian_computes_each_mixed_pair_once():
+def _unmirrored_hessian(f, *examples, argnums=0):
+    """Forward over reverse with no pairing of H[i, j] and H[j, i]: the reference."""
+    from symad.api import jacobian_function
+
+    gradient = jacobian_function(sd.trace(f, *examples), argnums, mode="rev")
+    return jacobian_function(gradient, argnums, mode="fwd")
+
+
+@pytest.mark.parametrize("nesting", ["hessian", "jacfwd(jacrev)", "jacrev(jacfwd)", "jacfwd(grad)",
+                                     "jacrev(jacrev)"])
+def test_second_derivatives_compute_each_mixed_pair_once(nesting):
     f = lambda v: np.sum(np.sin(v[:-1] * v[1:])) + np.prod(v)  # noqa: E731
-    H = sd.hessian(f).trace(np.zeros(6))
+    transform = {
+        "hessian": sd.hessian(f),
+        "jacfwd(jacrev)": sd.jacfwd(sd.jacrev(f)),
+        "jacrev(jacfwd)": sd.jacrev(sd.jacfwd(f)),
+        "jacfwd(grad)": sd.jacfwd(sd.grad(f)),
+        "jacrev(jacrev)": sd.jacrev(sd.jacrev(f)),
+    }[nesting]
+    H = transform.trace(np.zeros(6))
     outputs = np.array(H.graph.outputs, dtype=object).reshape(6, 6)
     assert all(outputs[i, j] is outputs[j, i] for i in range(6) for j in range(6))
-    unmirrored = sd.jacfwd(sd.jacrev(f)).trace(np.zeros(6))
+    unmirrored = _unmirrored_hessian(f, np.zeros(6))
     assert H.stats()["nodes"] < unmirrored.stats()["nodes"]
     point = np.linspace(0.1, 0.9, 6)
     np.testing.assert_allclose(H(point), unmirrored(point), rtol=1e-14, atol=1e-15)
+    np.testing.assert_array_equal(transform(point), transform(point).T)
+
+
+def test_structural_zeros_of_a_hessian_are_not_computed():
+    # Rosenbrock's Hessian is tridiagonal: every other entry is the constant 0, not a node.
+    H = sd.jacfwd(sd.jacrev(rosenbrock_6)).trace(np.zeros(6))
+    outputs = np.array(H.graph.outputs, dtype=object).reshape(6, 6)
+    for i in range(6):
+        for j in range(6):
+            assert (outputs[i, j] == 0) == (abs(i - j) > 1), (i, j, outputs[i, j])
+
+
+def rosenbrock_6(x):
+    return np.sum(100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2)
+
+
+def test_nested_jacobians_with_other_arguments_or_aux_are_not_hessians():
+    f = lambda a, b: a[0] ** 2 * b[1] + np.sin(a[1] * b[0])  # noqa: E731
+    a, b = np.array([0.3, 0.5]), np.array([0.7, 1.1])
+    # d/db (d/da f): a mixed block, not symmetric, shape (2, 2) as jacfwd returns it.
+    mixed = sd.jacfwd(sd.jacrev(f, 0), 1)(a, b)
+    np.testing.assert_allclose(mixed, [[0.0, 2 * a[0]], [np.cos(a[1] * b[0]) - a[1] * b[0] * np.sin(a[1] * b[0]), 0.0]],
+                               rtol=1e-15)
+    with_aux = sd.jacfwd(sd.jacrev(lambda v: (f(v, b), v[0]), has_aux=True), has_aux=True)(a)
+    np.testing.assert_allclose(with_aux[0], sd.hessian(lambda v: f(v, b))(a), rtol=1e-15)
 
 
 def test_hessian_blocks_of_several_arguments_mirror_across_blocks():
     g = lambda a, b: np.sum(a**2 * b[0]) + np.sin(a[0] * b[1])  # noqa: E731
     a, b = np.array([1.0, 2.0]), np.array([3.0, 4.0])
     H = sd.hessian(g, argnums=(0, 1))(a, b)
-    reference = sd.jacfwd(sd.jacrev(g, argnums=(0, 1)), argnums=(0, 1))(a, b)
+    reference = _unmirrored_hessian(g, a, b, argnums=(0, 1))(a, b)
     for i in range(2):
         for j in range(2):
             np.testing.assert_allclose(H[i][j], reference[i][j], rtol=1e-14)
@@ -483,3 +525,99 @@ def test_order_64_evaluates_with_every_backend():
     exact = _mpmath_derivative(lambda t: mpmath.exp(mpmath.sin(t)) / (1 + t**2), 64, mpmath.mpf(0.7))
     for backend in sd.available_backends():
         assert_matches_exact(float(derivative.compile(backend)(0.7)), float(exact), backend, rtol=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# No power of a power; the builder folds (x**a)**b where that is exact
+# ---------------------------------------------------------------------------
+
+
+def _powers_of_powers(function) -> list:
+    from symad.primitives import pow_p
+
+    nodes = {node.symbol: node for node in function.graph.nodes}
+    return [node for node in function.graph.nodes if node.primitive is pow_p
+            and node.args[0] in nodes and nodes[node.args[0]].primitive is pow_p]
+
+
+def test_the_builder_folds_a_power_of_a_power_where_exact():
+    from symad.primitives import pow_p
+
+    for f, exponent in [(lambda x: (x**2) ** 3, 6), (lambda x: (x**-2) ** -3, 6),
+                        (lambda x: (x**1.5) ** 3, 4.5)]:
+        F = sd.trace(f, 2.0)
+        assert [(n.primitive, n.args[1]) for n in F.graph.nodes] == [(pow_p, exponent)], F.graph.nodes
+    # Not folded: a fractional outer exponent, or a*b integral from a fractional a (sqrt(x)**2
+    # is nan below 0, x**1 is not), or a traced exponent.
+    for f in (lambda x: (x**2) ** 0.5, lambda x: (x**0.5) ** 2, lambda x: (x**1.5) ** 4,
+              lambda x: (x**3) ** x):
+        assert len(_powers_of_powers(sd.trace(f, 2.0))) == 1
+    assert np.isnan(sd.trace(lambda x: (x**0.5) ** 2, 2.0)(-1.0))
+    assert sd.trace(lambda x: (x**2) ** 0.5, 2.0)(-3.0) == 3.0
+
+
+@pytest.mark.parametrize("build", ["nested grad", "taylor"])
+def test_derivatives_of_a_quotient_build_no_power_of_a_power(build):
+    # The reported cause: d(a/b)/db = -a/b**2 squared the denominator at every order.
+    reciprocal = lambda x: 1 / x  # noqa: E731
+    if build == "nested grad":
+        function = reciprocal
+        for _ in range(6):
+            function = sd.grad(function)
+        F = function.trace(2.0)
+    else:
+        F = sd.derivative(reciprocal, 10).trace(2.0)
+    assert _powers_of_powers(F) == []
+    from symad.primitives import pow_p
+
+    assert all(abs(float(n.args[1])) <= 11 for n in F.graph.nodes if n.primitive is pow_p)
+
+
+def test_fifteenth_derivative_is_small_enough_to_print():
+    # Reported: 220,605 nodes, 10.9 s to build, latex() 88 s and 9 MB.
+    F = sd.derivative(g, 15).trace(0.7)
+    assert F.stats()["nodes"] < 400
+    assert len(F.latex()) < 50_000
+
+
+def test_check_grads_taylor_mode_catches_a_wrong_rule():
+    from symad.testing import check_grads
+
+    @sd.primitive
+    def wrong_sin(x):
+        return np.sin(x)
+
+    @wrong_sin.defpartials
+    def _(x):
+        return (np.cos(x) * 1.01,)  # 1% off
+
+    check_grads(np.sin, (0.4,), order=4, modes=("taylor",))
+    with pytest.raises(AssertionError, match="Taylor-mode derivative of order 1"):
+        check_grads(wrong_sin, (0.4,), order=4, modes=("taylor",))
+
+
+def test_the_issues_accuracy_figures_to_order_20():
+    # g at 0.7 and over a grid on [-3, 3], 1/x at 2, 1e20 and 1e-20: 1e-9 relative for n <= 20
+    # wherever the exact value is a finite, normal float64.
+    grid = np.linspace(-3, 3, 25)
+    points = np.concatenate([[0.7], grid])
+    series = sd.taylor(g, COMPOSITE_ORDER, derivatives=True)(points)
+    for n in range(COMPOSITE_ORDER + 1):
+        assert np.all(np.isfinite(series[n])), f"g^({n}) not finite on the grid"
+        for index, point in enumerate(points):
+            with mpmath.workdps(50):
+                reference = float(_g_exact(n, mpmath.mpf(point))) if n else float(
+                    mpmath.exp(mpmath.sin(mpmath.mpf(point))) / (1 + mpmath.mpf(point) ** 2))
+            assert_matches_exact(float(series[n][index]), reference, f"g^({n})({point})", rtol=1e-9)
+    reciprocal = sd.taylor(lambda x: 1 / x, COMPOSITE_ORDER, derivatives=True)(np.array([2.0, 1e20, 1e-20]))
+    for n in range(COMPOSITE_ORDER + 1):
+        for index, point in enumerate([2.0, 1e20, 1e-20]):
+            with mpmath.workdps(50):
+                exact = _reciprocal_exact(n, mpmath.mpf(point))
+            value = float(reciprocal[n][index])
+            if abs(exact) > 1.7e308:  # 1/x^(n) at 1e-20 overflows float64 from n = 14
+                assert value in (math.inf, -math.inf) or abs(value) > 1e300
+            elif abs(exact) < 2.3e-308:  # and is subnormal at 1e20 from n = 15
+                assert math.isfinite(value) and abs(value) < 1e-300
+            else:
+                assert_matches_exact(value, float(exact), f"(1/x)^({n})({point})", rtol=1e-9)

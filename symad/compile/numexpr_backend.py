@@ -19,7 +19,7 @@ the same block loop: the user never sees the difference.
 >>> out = b.record(add_p, (b.record(mul_p, (s, s)), x))
 >>> module = lower_numexpr(b.finish([out]), "float64", "f")
 >>> [line for line in module.source.splitlines() if line.startswith("_E")]
-["_E0 = _program('sin(v0)', ['v0'], [False])", "_E1 = _program('(v0 + (v1 * v1))', ['v0', 'v1'], [False, False])"]
+["_E0 = _program('sin(a0)', ['a0'], [False])", "_E1 = _program('(a0 + (a1 * a1))', ['a0', 'a1'], [False, False])"]
 """
 
 from __future__ import annotations
@@ -116,19 +116,22 @@ def numexpr_form(instruction: Instruction):
     return None
 
 
-def _render(step_instruction: Instruction, inlined: dict) -> str:
+def _render(step_instruction: Instruction, inlined: dict, leaf_names: dict) -> str:
     """The numexpr text of a step: its instruction with inlined operands expanded.
 
-    Expressions are capped in size by the fuse pass, so this recursion is shallow.
+    Leaves are spelled by ``leaf_names`` (``a0, a1, ...`` in the step's leaf
+    order), so steps that differ only in their inputs have the same text and
+    share one compiled program. Expressions are capped in size by the fuse
+    pass, so this recursion is shallow.
     """
     args = []
     for o in step_instruction.operands:
         if isinstance(o, Constant):
             args.append(literal(o.value))
         elif o in inlined:
-            args.append(_render(inlined[o], inlined))
+            args.append(_render(inlined[o], inlined, leaf_names))
         else:
-            args.append(f"v{o}")
+            args.append(leaf_names[o])
     return numexpr_form(step_instruction)(args)
 
 
@@ -205,18 +208,25 @@ def lower_numexpr(graph, dtype, name: str = "function") -> GeneratedModule:
     externals: list = []
     descriptions: list = []
     programs: list[str] = []
+    # (text, boolean leaves) -> program index: a Hessian's 2,000 entries of the same
+    # shape compile to a few NumExpr programs (each costs ~2 ms to parse), not 2,000.
+    program_index: dict[tuple, int] = {}
     body: list[str] = []
     read = {leaf for step in program.steps for leaf in step.leaves}
     for step, freed in zip(program.steps, program.frees):
         position = targets.get(step.result)
         destination = f"o{position}" if position is not None else f"b{buffer_of.get(step.result)}"
         if step.result in fused:
-            text = _render(step.instruction, program.inlined)
-            names = [f"v{leaf}" for leaf in step.leaves]
+            leaf_names = {leaf: f"a{j}" for j, leaf in enumerate(step.leaves)}
+            text = _render(step.instruction, program.inlined, leaf_names)
+            names = [leaf_names[leaf] for leaf in step.leaves]
             boolean = [leaf in program.boolean_values for leaf in step.leaves]
-            index = len(programs)
-            programs.append(f"_E{index} = _program({text!r}, {names!r}, {boolean!r})")
-            body.append(f"    _E{index}({', '.join(names)}, out={destination}, **_CALL)")
+            index = program_index.get((text, tuple(boolean)))
+            if index is None:
+                index = program_index[text, tuple(boolean)] = len(programs)
+                programs.append(f"_E{index} = _program({text!r}, {names!r}, {boolean!r})")
+            arguments = ", ".join(f"v{leaf}" for leaf in step.leaves)
+            body.append(f"    _E{index}({arguments}, out={destination}, **_CALL)")
             if step.result in read:
                 body.append(f"    v{step.result} = {destination}")
         else:

@@ -14,10 +14,11 @@ values in ``tests/test_high_order.py``):
   denominator would square again at every further order (the 10th
   derivative of 1/x held x**1024 and overflowed);
 * **no rule cancels**: arcsin' = 1/sqrt((1-x)(1+x)), not 1/sqrt(1-x**2);
-  tanh' = sech(x)**2 and sigmoid' = out*sigmoid(-x), not 1 - out**2 and
+  tanh' = sech(x)**2 and sigmoid' = sech(x/2)**2/4, not 1 - out**2 and
   out*(1 - out), which round to 0 once out rounds to 1 (and not cosh(x)**-2,
   whose higher derivatives are 0 * inf past |x| = 355); arcsinh' and the
-  partials of arctan2 use hypot, so nothing squares past 1e154.
+  partials of arctan2 use hypot and arccosh' a product of two roots, so
+  nothing squares past 1e154.
 
 >>> from symad import primitives as P
 >>> P.sin_p.has_partials, P.less_p.partials
@@ -104,7 +105,8 @@ PARTIALS = {
     P.tanh_p: (lambda out, x: snp.apply(P.sech_p, x) ** 2,),
     P.sech_p: (lambda out, x: -out * snp.tanh(x),),
     P.arcsinh_p: (lambda out, x: 1 / snp.hypot(x, 1),),
-    P.arccosh_p: (lambda out, x: 1 / snp.sqrt((x - 1) * (x + 1)),),
+    # sqrt(x - 1) * sqrt(x + 1): the product under one root overflows past 1e154.
+    P.arccosh_p: (lambda out, x: 1 / (snp.sqrt(x - 1) * snp.sqrt(x + 1)),),
     P.arctanh_p: (lambda out, x: 1 / _one_minus_square(x),),
     # -- piecewise and two-argument smooth functions
     # |x|' is sign(x) away from 0; at 0 JAX takes the right derivative (1), which keeps
@@ -121,7 +123,11 @@ PARTIALS = {
     # -- special functions
     P.erf_p: (lambda out, x: TWO_OVER_SQRT_PI * snp.exp(-(x**2)),),
     P.erfc_p: (lambda out, x: -TWO_OVER_SQRT_PI * snp.exp(-(x**2)),),
-    P.sigmoid_p: (lambda out, x: out * snp.sigmoid(-x),),
+    # sech(x/2)**2 / 4 = sigmoid(x) sigmoid(-x), but its own derivatives come from
+    # tanh(x/2), which is small where sigmoid - 1/2 is: out * sigmoid(-x) cancels O(1)
+    # terms there (sigmoid^(10)(1e-8) off by 1e-8 relative), and neither form
+    # rounds to 0 in the saturated tails.
+    P.sigmoid_p: (lambda out, x: snp.apply(P.sech_p, x / 2) ** 2 / 4,),
     P.softplus_p: (lambda out, x: snp.sigmoid(x),),
     # -- selection: the condition has no derivative
     P.select_p: (None, lambda out, c, a, b: snp.where(c, 1, 0), lambda out, c, a, b: snp.where(c, 0, 1)),

@@ -1,0 +1,109 @@
+"""The modules of symad import each other without a circle.
+
+Before the rule tables moved out of ``primitives.py``, ``graph -> primitives
+-> numpy -> tracer -> graph`` was one import circle. This reads every
+``import`` statement of the package with :mod:`ast` (those inside functions
+too, since a deferred import is still a dependency) and asserts that the
+module dependency graph is acyclic. Importing ``symad.a.b`` runs ``symad.a``
+as well, so that counts as a dependency on both; a module's own parent
+packages are not counted (Python runs them first anyway).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import symad
+
+PACKAGE_DIR = Path(symad.__file__).resolve().parent
+
+
+def _modules() -> dict[str, Path]:
+    modules = {}
+    for path in PACKAGE_DIR.rglob("*.py"):
+        parts = ("symad", *path.relative_to(PACKAGE_DIR).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        modules[".".join(parts)] = path
+    return modules
+
+
+def _imported(node: ast.AST, module: str, is_package: bool, modules: dict) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if node.level:  # a relative import
+        base = module.split(".") if is_package else module.split(".")[:-1]
+        base = base[:len(base) - (node.level - 1)]
+        source = ".".join(base + ([node.module] if node.module else []))
+    else:
+        source = node.module or ""
+    # "from symad import numpy" imports the module symad.numpy; "from symad.graph import X" symad.graph.
+    return [f"{source}.{alias.name}" if f"{source}.{alias.name}" in modules else source
+            for alias in node.names]
+
+
+def dependency_graph() -> dict[str, set[str]]:
+    modules = _modules()
+    edges = {name: set() for name in modules}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            for target in _imported(node, name, path.name == "__init__.py", modules):
+                parts = target.split(".")
+                for end in range(1, len(parts) + 1):
+                    dependency = ".".join(parts[:end])
+                    if (dependency in modules and dependency != name
+                            and not name.startswith(dependency + ".")):
+                        edges[name].add(dependency)
+    return edges
+
+
+def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One import circle as a list of modules (first == last), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: finished
+    path: list[str] = []
+
+    def visit(module: str) -> list[str] | None:
+        state[module] = 1
+        path.append(module)
+        for dependency in sorted(edges[module]):
+            if state.get(dependency) == 1:
+                return path[path.index(dependency):] + [dependency]
+            if dependency not in state:
+                cycle = visit(dependency)
+                if cycle:
+                    return cycle
+        path.pop()
+        state[module] = 2
+        return None
+
+    for module in sorted(edges):
+        if module not in state:
+            cycle = visit(module)
+            if cycle:
+                return cycle
+    return None
+
+
+def test_the_dependency_graph_is_read():
+    edges = dependency_graph()
+    # The layering the rule tables rely on: rules -> numpy -> tracer -> graph -> primitives.
+    assert "symad.primitives" in edges["symad.graph"]
+    assert "symad.numpy" in edges["symad.rules.partials"]
+    assert "symad.primitives" in edges["symad.rules.taylor"]
+    assert "symad.graph" in edges["symad.tracer"]
+    assert not any(module.startswith("symad.") and module != "symad.atoms"
+                   for module in edges["symad.primitives"])
+
+
+def test_find_cycle_finds_a_circle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_symad_has_no_import_circle():
+    cycle = find_cycle(dependency_graph())
+    assert cycle is None, "import circle: " + " -> ".join(cycle)
