@@ -226,6 +226,11 @@ def replay(graph: Graph, builder: GraphBuilder, bindings: dict) -> dict:
     already holds equal nodes reuses them. Free symbols (values of an
     enclosing trace) map to themselves.
     """
+    if not bindings and not builder.nodes:
+        # Into a fresh builder over the same atoms: every node would be
+        # recorded again as itself, so take the nodes over as they are.
+        builder.adopt(graph.nodes)
+        return {}
     env = dict(bindings)
     for node in graph.nodes:
         args = tuple(env.get(a, a) for a in node.args)
@@ -404,6 +409,23 @@ class GraphBuilder:
         if primitive.returns_boolean:
             self._boolean_atoms.add(symbol)
         return symbol
+
+    def adopt(self, nodes: Iterable[Node]) -> None:
+        """Take over nodes recorded by another builder over this builder's atoms, unchanged.
+
+        They were hash-consed and simplified when first recorded; here they are
+        only registered, so that later records find them (a fraction of what
+        recording them again costs).
+        """
+        for node in nodes:
+            symbol = node.symbol
+            key = (node.primitive, tuple(map(self._operand_key, node.args)), node.params)
+            self._node_by_key.setdefault(key, symbol)
+            self.nodes.append(node)
+            self._node_of[symbol] = node
+            self._order[symbol] = len(self._order)
+            if node.primitive.returns_boolean:
+                self._boolean_atoms.add(symbol)
 
     def is_boolean(self, atom) -> bool:
         """True if ``atom`` holds truth values (a comparison or a boolean constant)."""
