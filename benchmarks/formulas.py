@@ -145,7 +145,8 @@ def main(argv=None) -> int:
     print("symad formulas benchmark")
     print(machine_line() + ", load average %.1f %.1f %.1f" % os.getloadavg())
     print()
-    print(f"LaTeX length, {LOGISTIC_STEPS}-step logistic map l <- 4 l (1 - l) (target: gradient ≤ 3× function)")
+    print(f"LaTeX length, {LOGISTIC_STEPS}-step logistic map l <- 4 l (1 - l) "
+          "(target: gradient ≤ 3× function)")
     print(format_table(["program", "fn nodes", "grad nodes", "fn chars", "grad chars", "ratio",
                         "lines fn / grad"], length_rows()))
     print()
@@ -156,8 +157,9 @@ def main(argv=None) -> int:
                         "CPU growth"], time_rows(steps, arguments.reps)))
     print()
     print("derivative(g, n) of g = exp(sin x)/(1 + x^2): printed in 88 s (9 MB) before Taylor mode")
+    orders = (4, 15) if arguments.quick else (4, 8, 15, 32)
     print(format_table(["program", "nodes", "wall s", "CPU s", "characters", "lines"],
-                       derivative_rows((4, 15) if arguments.quick else (4, 8, 15, 32), arguments.reps)))
+                       derivative_rows(orders, arguments.reps)))
     return 0
 
 

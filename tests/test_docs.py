@@ -142,6 +142,7 @@ def test_the_benchmark_plots_read_the_tables_of_the_page():
 
 def test_no_page_or_script_cites_a_benchmarks_file_the_project_does_not_have():
     # The benchmark brief is not in the repository: cite it as "the project's benchmark brief".
-    files = [*PAGES, *sorted((ROOT / "benchmarks").glob("*.py")), *sorted((ROOT / "examples").glob("*.py"))]
+    scripts = [*sorted((ROOT / "benchmarks").glob("*.py")), *sorted((ROOT / "examples").glob("*.py"))]
+    files = [*PAGES, *scripts]
     citing = [str(path.relative_to(ROOT)) for path in files if "BENCHMARKS.md" in path.read_text()]
     assert not (ROOT / "BENCHMARKS.md").exists() and citing == []

@@ -1,4 +1,4 @@
-"""Every LaTeX string symad exports renders in KaTeX (the renderer the docs site uses), run through node.
+"""Every LaTeX string symad exports renders in KaTeX (the docs site's renderer), run through node.
 
 Two checks: a fixed set of samples covering every kind of output (labels, matrices,
 cases, custom primitives, hostile names), and every LaTeX string the rest of the
@@ -55,7 +55,7 @@ def missing(reason):
 
 def require_katex():
     if NODE is None:
-        missing("node is not installed: KaTeX runs under node (install nodejs, then " + INSTALL_HINT + ")")
+        missing(f"node is not installed: KaTeX runs under node (install nodejs, then {INSTALL_HINT})")
     probe = subprocess.run([NODE, "-e", "console.log(require('katex').version)"],
                            capture_output=True, text=True, env=node_environment())
     if probe.returncode != 0:
