@@ -1,4 +1,4 @@
-"""Benchmark 2 of BENCHMARKS.md: evaluating compiled gradients, and the memory they take.
+"""Benchmark 2 of the project's benchmark brief: evaluating compiled gradients, and the memory they take.
 
 Gradient w.r.t. every input, 2,000,000 float64 points (``--points``), four cases:
 

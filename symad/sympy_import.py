@@ -57,12 +57,31 @@ class _Importer:
         self.builder = builder
         self.bindings = bindings
         self.memo: dict = {}
+        self.created: dict = {}  # atom -> when it was first recorded (orders products)
 
     def atom(self, expr: sympy.Basic):
         cached = self.memo.get(expr)
         if cached is None:
             cached = self.memo[expr] = self._convert(expr)
+            self.created.setdefault(cached, len(self.created))
         return cached
+
+    def _product(self, factors):
+        """Multiply the factors oldest first, numbers last.
+
+        SymPy flattens every product on its own (``4*l*(1 - l)`` inside
+        ``-16*l*(1 - l)*(1 - 4*l*(1 - l))``) and sorts its factors by name.
+        Multiplying in the order the factors were first recorded makes the
+        product of the older factors a shared prefix, so the logistic map
+        imports as a graph linear in its steps, not quadratic.
+        """
+        atoms = [self.atom(f) for f in factors]
+        last = len(self.created)
+        atoms.sort(key=lambda a: last if is_constant(a) else self.created.get(a, last))
+        result = atoms[0]
+        for atom in atoms[1:]:
+            result = self.builder.record(P.mul_p, (result, atom))
+        return result
 
     def _fold(self, primitive, args):
         result = self.atom(args[0])
@@ -91,7 +110,7 @@ class _Importer:
             coefficient, rest = expr.as_coeff_Mul()
             if coefficient == -1:
                 return record(P.neg_p, (self.atom(rest),))
-            return self._fold(P.mul_p, expr.args)
+            return self._product(expr.args)
         if expr.is_Pow:
             base, exponent = expr.args
             if exponent == sympy.Rational(1, 2):

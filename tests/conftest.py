@@ -11,3 +11,53 @@ def _seed_random_generators():
     random.seed(0)
     np.random.seed(0)  # legacy global generator, for code that still uses it
     yield
+
+
+# ---------------------------------------------------------------------------
+# Every LaTeX string the suite exports is rendered by KaTeX at the end
+# (tests/test_katex.py::test_every_latex_string_the_suite_exported_renders).
+# ---------------------------------------------------------------------------
+
+EXPORTED_LATEX: list[str] = []  # in the order exported, duplicates dropped when rendered
+KATEX_SUITE_TEST = "test_every_latex_string_the_suite_exported_renders"
+
+
+def _record_latex(text: str) -> None:
+    EXPORTED_LATEX.append(text)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _record_exported_latex():
+    """Wrap the one function every LaTeX export goes through, and record what it returns."""
+    import functools
+
+    import symad.export.latex as module
+
+    original = module.function_latex
+
+    @functools.wraps(original)
+    def recording(*args, **kwargs):
+        text = original(*args, **kwargs)
+        _record_latex(text)
+        return text
+
+    module.function_latex = recording
+    yield
+    module.function_latex = original
+
+
+@pytest.fixture
+def record_latex():
+    """For LaTeX exported in a subprocess (an example script): record it for KaTeX too."""
+    return _record_latex
+
+
+@pytest.fixture
+def exported_latex():
+    return EXPORTED_LATEX
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The KaTeX check of everything exported runs last, after every other test exported."""
+    last = [item for item in items if item.name == KATEX_SUITE_TEST]
+    items[:] = [item for item in items if item.name != KATEX_SUITE_TEST] + last

@@ -400,10 +400,11 @@ def test_source_runs_in_a_namespace_without_symad(backend):
     np.testing.assert_allclose(gy, want[1], rtol=1e-15)
 
 
-def test_source_runs_as_an_isolated_subprocess(tmp_path):
+@pytest.mark.parametrize("backend", ["numpy", "numexpr"])
+def test_source_runs_as_an_isolated_subprocess(backend, tmp_path):
     G = sd.grad(lambda x, y: snp.erf(x) * np.exp(-y) + np.maximum(x, y), argnums=(0, 1)).trace(1.0, 1.0)
     path = tmp_path / "generated.py"
-    path.write_text(G.source("numexpr"))
+    path.write_text(G.source(backend))
     script = (
         "import importlib.util, sys\n"
         # symad may well be installed (CI installs it editable): block it, so the

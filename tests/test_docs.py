@@ -152,3 +152,11 @@ def test_every_script_the_docs_cite_exists():
     assert any(script == "benchmarks/order.py" for _, script in cited)
     missing = sorted((page, script) for page, script in cited if not (root / script).exists())
     assert not missing, f"pages cite scripts that do not exist: {missing}"
+
+
+def test_no_page_or_script_cites_a_benchmarks_file_the_project_does_not_have():
+    # The benchmark brief is not in the repository: cite it as "the project's benchmark brief".
+    scripts = [*sorted((ROOT / "benchmarks").glob("*.py")), *sorted((ROOT / "examples").glob("*.py"))]
+    files = [*PAGES, *scripts]
+    citing = [str(path.relative_to(ROOT)) for path in files if "BENCHMARKS.md" in path.read_text()]
+    assert not (ROOT / "BENCHMARKS.md").exists() and citing == []

@@ -47,10 +47,12 @@ def test_demo_the_readme_runs_first(tmp_path):
     assert "grad f(2, 5)" in out and "\\begin{aligned}" in out
 
 
-def test_latex_report(tmp_path):
+def test_latex_report(tmp_path, record_latex):
     out = run("latex_report.py", "--output-dir", str(tmp_path / "out"), cwd=tmp_path)
     report = (tmp_path / "out" / "report.md").read_text()
     assert report.count("$$") == 8
+    for block in report.split("$$")[1::2]:
+        record_latex(block.strip())  # rendered by KaTeX at the end (tests/test_katex.py)
     assert "\\frac{\\partial \\mathrm{loss}}{\\partial w_{0}}" in report
     assert "\\frac{\\partial^{2} \\mathrm{loss}}{\\partial w_{0} \\partial w_{1}}" in report
     assert "\\begin{bmatrix}" in report

@@ -283,6 +283,30 @@ def test_from_sympy_round_trips_a_traced_formula():
     np.testing.assert_allclose(G(0.3, 0.9), F(0.3, 0.9), rtol=1e-14)
 
 
+def test_from_sympy_shares_the_products_sympy_flattened():
+    # SymPy flattens 4*e*(1 - e) into a new product every step; imported oldest factor
+    # first, the products share prefixes and the 14-step map is as small as traced.
+    l = sympy.Symbol("l")
+    expr = l
+    for _ in range(14):
+        expr = 4 * expr * (1 - expr)
+    F = sd.from_sympy(expr, [l])
+    assert F.stats()["nodes"] == 43  # 3 a step + 1 (134 when each product was folded on its own)
+    assert float(F(0.3)) == pytest.approx(float(expr.subs(l, 0.3)), rel=1e-12)
+    exact, x = 1.0, 0.3
+    for _ in range(14):
+        exact, x = exact * (4 - 8 * x), 4 * x * (1 - x)
+    assert float(sd.grad(F)(0.3)) == pytest.approx(exact, rel=1e-9)
+    assert F.latex().splitlines()[2] == r"t_{2} &= t_{1} \left(1 - 4 t_{1}\right) \\"
+    G = sd.grad(F).trace(0.3)
+    assert len(G.latex()) <= 3 * len(F.latex())  # the figure, for this program
+    small = l
+    for _ in range(4):
+        small = 4 * small * (1 - small)
+    assert sympy.expand(sd.from_sympy(small, [l]).formula() - small) == 0
+    assert sympy.expand(sd.grad(sd.from_sympy(small, [l])).trace(0.3).formula() - small.diff(l)) == 0
+
+
 def test_escaped_tracer_is_a_clear_error():
     leaked = []
     sd.trace(lambda t: leaked.append(t) or t, 1.0)

@@ -1,14 +1,22 @@
-"""Every kind of exported LaTeX renders in KaTeX (the renderer a docs site uses), run through node.
+"""Every LaTeX string symad exports renders in KaTeX (the docs site's renderer), run through node.
 
-Skipped, with the reason, when node or the katex package is missing; to run it:
-``npm install katex`` in some folder and set ``NODE_PATH=<folder>/node_modules``.
+Two checks: a fixed set of samples covering every kind of output (labels, matrices,
+cases, custom primitives, hostile names), and every LaTeX string the rest of the
+test suite exported (recorded by tests/conftest.py; that test is moved to the end).
+
+Where KaTeX comes from: ``.ci/run`` installs it (the version mkdocs.yml loads) with
+npm into ``.ci/node_modules``, which git ignores; a folder on ``NODE_PATH`` works too.
+Without node, or without the package, the tests skip and say so, except under
+``SYMAD_REQUIRE_KATEX=1`` (set by ``.ci/run``), where a missing KaTeX fails them.
 SymPy's parse_latex round trips (tests/test_latex.py) run everywhere; this adds the
 commands SymPy's parser does not know (\\operatorname, bmatrix, cases, \\nabla).
 """
 
 import json
+import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +26,9 @@ import symad as sd
 import symad.numpy as snp
 
 NODE = shutil.which("node")
+LOCAL_MODULES = Path(__file__).resolve().parents[1] / ".ci" / "node_modules"
+INSTALL_HINT = ("run .ci/run, or: npm install --prefix .ci --no-save katex@0.16.11 "
+                "(or put a folder holding katex on NODE_PATH)")
 
 RENDER = r"""
 const katex = require('katex');
@@ -31,18 +42,43 @@ process.stdout.write(JSON.stringify(errors));
 """
 
 
+def node_environment():
+    paths = [str(LOCAL_MODULES), os.environ.get("NODE_PATH", "")]
+    return dict(os.environ, NODE_PATH=os.pathsep.join(filter(None, paths)))
+
+
+def missing(reason):
+    if os.environ.get("SYMAD_REQUIRE_KATEX") == "1":
+        pytest.fail(f"SYMAD_REQUIRE_KATEX=1 but {reason}")
+    pytest.skip(reason)
+
+
 def require_katex():
     if NODE is None:
-        pytest.skip("node is not installed")
-    probe = subprocess.run([NODE, "-e", "require('katex')"], capture_output=True, text=True)
+        missing(f"node is not installed: KaTeX runs under node (install nodejs, then {INSTALL_HINT})")
+    probe = subprocess.run([NODE, "-e", "console.log(require('katex').version)"],
+                           capture_output=True, text=True, env=node_environment())
     if probe.returncode != 0:
-        pytest.skip("the katex npm package is not installed (npm install katex; set NODE_PATH)")
+        missing("the katex npm package is not installed: " + INSTALL_HINT)
 
 
 def katex_errors(texts):
     result = subprocess.run([NODE, "-e", RENDER], input=json.dumps(texts), capture_output=True,
-                            text=True, check=True, timeout=120)
+                            text=True, check=True, timeout=300, env=node_environment())
     return json.loads(result.stdout)
+
+
+def cli_latex(command, expression, *wrt):
+    """What ``symad COMMAND EXPR --wrt ... --latex`` prints (run in-process)."""
+    import contextlib
+    import io
+
+    from symad.cli import main
+
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output):
+        assert main([command, expression, "--wrt", *wrt, "--latex"]) == 0
+    return output.getvalue().strip()
 
 
 def exported_samples():
@@ -71,6 +107,9 @@ def exported_samples():
         sd.jacobian(lambda v: v ** 2 * v[0]).trace(x).latex(matrix="matrix"),
         sd.derivative(lambda t: np.exp(-t ** 2), 4).trace(0.0).latex(),
         sd.trace(f, 1.0, 1.0)._repr_latex_()[1:-1],
+        *(cli_latex(command, expression, *wrt) for command, expression, *wrt in [
+            ("diff", "log(x) + x*y - sin(y)", "x", "y"), ("hessian", "x**2*y + y**3/3", "x", "y"),
+            ("taylor", "exp(sin(x))", "x")]),
     ]
     for name in ["}\\input{/etc/passwd}", "a'b\"c", "x\ny", "$x$", "50%", "#1", "~^_&", "__"]:
         symbol = sympy.Symbol(name)
@@ -91,3 +130,13 @@ def test_every_exported_form_renders_in_katex():
 def test_katex_would_catch_a_broken_formula():
     require_katex()
     assert len(katex_errors([r"\frac{1}{", r"\input{/etc/passwd}"])) == 2
+
+
+def test_every_latex_string_the_suite_exported_renders(exported_latex):
+    # Runs last (tests/conftest.py): by then every other test has exported its LaTeX.
+    require_katex()
+    if not exported_latex:  # run on its own: export the samples, through the recorder
+        exported_samples()
+    texts = list(dict.fromkeys(exported_latex))
+    assert len(texts) >= 20, "the recorder in tests/conftest.py saw no exports"
+    assert katex_errors(texts) == []

@@ -355,7 +355,14 @@ def _node_expression(node, atoms: dict, max_denominator: int) -> sympy.Basic:
             args.append(rational_constant(atom, max_denominator))
         else:
             args.append(atoms.get(atom, atom))
-    return _keep_factored(node.primitive, args) or node.primitive.to_sympy(args, dict(node.params))
+    primitive = node.primitive
+    function = getattr(primitive, "_to_sympy", None)
+    if (isinstance(function, type) and issubclass(function, sympy.Function) and not node.params
+            and not any(a.is_Number for a in args)):
+        # sin(t) as it stands: SymPy's eval would only look for rewrites (sin(-t) = -sin(t),
+        # I*t as a coefficient...), which cost more than printing; numbers are still evaluated.
+        return function(*args, evaluate=False)
+    return _keep_factored(primitive, args) or primitive.to_sympy(args, dict(node.params))
 
 
 def _keep_factored(primitive, args: list) -> sympy.Basic | None:
