@@ -59,10 +59,7 @@ The exit status is 1 if any symad gradient disagrees with the references.
 from __future__ import annotations
 
 import argparse
-import datetime
 import math
-import os
-import platform
 import sys
 import time
 from collections.abc import Callable
@@ -81,7 +78,16 @@ if str(PROJECT_ROOT) not in sys.path:
 
 import symad as sd  # noqa: E402  (needs the sys.path line above)
 from benchmarks import harness  # noqa: E402
-from benchmarks.harness import StepTimeout, Timing, format_table, time_limit  # noqa: E402
+from benchmarks.harness import (  # noqa: E402
+    NO_VALUE,
+    StepTimeout,
+    Timing,
+    format_table,
+    least_squares_line,
+    machine_line,
+    time_limit,
+    versions_line,
+)
 
 X0 = 0.3  # the evaluation point used throughout the benchmark brief
 
@@ -102,7 +108,6 @@ CASE_BUDGET_S = 8.0
 EXACT_RTOL = 1e-9
 FD_RTOL = 1e-4
 
-NO_VALUE = "—"
 
 
 # --------------------------------------------------------------------------
@@ -392,13 +397,6 @@ def format_ms(timing: Timing | None) -> str:
     return harness.format_ms(timing, STEP_LIMIT_S)
 
 
-def least_squares_line(xs: list[float], ys: list[float]) -> tuple[float, float, float]:
-    """Slope, intercept and largest absolute residual of a straight-line fit."""
-    slope, intercept = np.polyfit(xs, ys, 1)
-    residual = max(abs(y - (slope * x + intercept)) for x, y in zip(xs, ys, strict=True))
-    return float(slope), float(intercept), float(residual)
-
-
 def speed_ratio(symad_result: SymadResult, sympy_result: SympyResult | None) -> float | None:
     if sympy_result is None or sympy_result.diff.median_s is None:
         return None
@@ -417,15 +415,8 @@ def print_report(
     elapsed_s: float,
 ) -> None:
     print("symad build benchmark: gradient of the logistic map l <- 4 l (1 - l)")
-    print(
-        f"date {datetime.datetime.now().isoformat(timespec='seconds')}; "
-        f"machine: {os.cpu_count()} CPUs, {platform.platform()}, "
-        f"{platform.python_implementation()} {platform.python_version()}"
-    )
-    print(
-        f"versions: symad {getattr(sd, '__version__', '?')}, sympy {sympy.__version__}, "
-        f"numpy {np.__version__}"
-    )
+    print(machine_line())
+    print(versions_line())
     print()
 
     # Main table. "symad build" is tracing + gradient from a fresh function;

@@ -117,7 +117,30 @@ def format_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join([line(header), rule, *(line(row) for row in rows)])
 
 
+def least_squares_line(xs: list[float], ys: list[float]) -> tuple[float, float, float]:
+    """Slope, intercept and largest absolute residual of a straight-line fit (a linearity check)."""
+    import numpy as np
+
+    slope, intercept = np.polyfit(xs, ys, 1)
+    residual = max(abs(y - (slope * x + intercept)) for x, y in zip(xs, ys, strict=True))
+    return float(slope), float(intercept), float(residual)
+
+
+def versions_line(peers: tuple[str, ...] = ("casadi", "symengine")) -> str:
+    """Versions of symad, SymPy, NumPy and of the peers that are installed."""
+    import importlib.metadata
+
+    parts = []
+    for package in ("symad", "sympy", "numpy", *peers):
+        try:
+            parts.append(f"{package} {importlib.metadata.version(package)}")
+        except importlib.metadata.PackageNotFoundError:
+            parts.append(f"{package} not installed")
+    return "versions: " + ", ".join(parts)
+
+
 def machine_line() -> str:
     """Date, cores and Python, for the head of every report."""
-    return (f"{datetime.date.today().isoformat()}, {os.cpu_count()} cores, "
+    return (f"{datetime.datetime.now().isoformat(timespec='seconds')}, {os.cpu_count()} cores, "
+            f"load average {os.getloadavg()[0]:.1f}, "
             f"{platform.python_implementation()} {platform.python_version()}, {platform.machine()}")

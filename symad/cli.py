@@ -231,8 +231,20 @@ def _python_text(F) -> str:
     return "\n".join(lines)
 
 
+def _formula(F):
+    """``F.formula()``, its size-limit error reworded for the command line."""
+    from symad.errors import ExportError
+
+    try:
+        return F.formula()
+    except ExportError as error:
+        message = str(error).split(" Use F.cse()")[0]
+        raise ExportError(f"{message} Print the program with shared values kept as "
+                          "temporaries instead: --python or --latex") from None
+
+
 def _plain_text(F, labels: list[str]) -> str:
-    formula = F.formula()
+    formula = _formula(F)
     leaves = formula if isinstance(formula, tuple) else (formula,)
     flat = []
     for leaf in leaves:
@@ -279,7 +291,7 @@ def _run(options) -> str:
         return "\n".join(f"{label} = {float(c)!r}" for label, c in zip(labels, T(*values)))
     if options.latex or options.c or options.python:
         return _emit(T, labels, options)
-    return "\n".join(f"{label} = {c}" for label, c in zip(labels, T.formula()))
+    return "\n".join(f"{label} = {c}" for label, c in zip(labels, _formula(T)))
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -162,12 +162,43 @@ class Function:
 
     # -- the formula side ------------------------------------------------------
 
-    def formula(self) -> Any:
+    def formula(self, *, max_size: float | None = None, max_depth: float | None = None) -> Any:
         """The outputs as SymPy expressions, shared subexpressions inlined.
 
         A scalar output is a ``sympy.Expr``, an array output a ``sympy.Array``
         of the same shape; several outputs keep the function's structure.
+
+        Inlining copies every shared value into each of its uses, so the tree
+        can be exponentially larger than the graph. Its size is estimated
+        from the graph first (a linear count, no SymPy work); past the budget
+        ``ExportError`` says how large it would be and points to :meth:`cse`
+        and :meth:`latex`, which keep shared values shared.
+
+        Args:
+            max_size: the most operations to build (default
+                ``symad.inlining.MAX_FORMULA_SIZE``, 2,500: SymPy takes about
+                0.4-2.5 s for that many); ``math.inf`` for no limit.
+            max_depth: the deepest nesting to build (default
+                ``symad.inlining.MAX_FORMULA_DEPTH``, 100: SymPy prints deeper
+                trees only with a raised ``sys.setrecursionlimit``).
+
+        >>> import symad as sd
+        >>> import numpy as np
+        >>> def chain(x):
+        ...     for _ in range(40):
+        ...         x = np.sin(x) + 0.001 * x
+        ...     return x
+        >>> sd.grad(chain).trace(0.3).formula()
+        Traceback (most recent call last):
+        ...
+        symad.errors.ExportError: formula(grad(chain)): the inlined formula would have ...
         """
+        from symad.inlining import check_budget
+
+        check_budget(
+            f"formula({self.name})", self.graph, max_size, max_depth,
+            f"Use F.cse() for the program with shared values kept as assignments, or "
+            f"F.latex() to print it; formula(max_size=..., max_depth=...) raises the limits.")
         expression_of: dict = {}
         for node in self.graph.nodes:
             expression_of[node.symbol] = node.expr.xreplace(expression_of)
@@ -179,7 +210,11 @@ class Function:
         """The shared-subexpression program, in the form ``sympy.cse`` returns.
 
         Nodes used once are inlined into their consumer; nodes used more than
-        once become assignments ``x0, x1, ...`` (a prefix that no input uses).
+        once become assignments ``x0, x1, ...`` (a prefix that no input uses),
+        and so does a node whose inlined expression would nest
+        ``symad.inlining.MAX_FORMULA_DEPTH`` (100) operations deep, so that
+        no expression is deeper than SymPy can print: the program grows
+        linearly with the graph, whatever its shape.
         Returns ``(assignments, outputs)``: ``assignments`` a list of
         ``(symbol, expression)`` pairs in order, ``outputs`` a list with one
         entry per output leaf (an expression, or a ``sympy.Array``), exactly
@@ -190,18 +225,24 @@ class Function:
         >>> sd.trace(lambda t: np.sin(t) ** 2 + np.sin(t), 0.0).cse()
         ([(x0, sin(t))], [x0**2 + x0])
         """
+        from symad.inlining import MAX_FORMULA_DEPTH
+
         uses = self.graph.use_counts()
         names = _fresh_symbols(self.graph.inputs)
         assignments: list = []
         replacement: dict = {}
+        depth: dict = {}  # nesting of each inlined node's expression (assignments are 0)
         for node in self.graph.nodes:
             expression = node.expr.xreplace(replacement)
-            if uses.get(node.symbol, 0) > 1:
+            level = 1 + max([depth.get(atom, 0) for atom in node.args], default=0)
+            # A value used once is inlined, unless that nests deeper than SymPy can print.
+            if uses.get(node.symbol, 0) > 1 or level >= MAX_FORMULA_DEPTH:
                 name = next(names)
                 assignments.append((name, expression))
                 replacement[node.symbol] = name
             else:
                 replacement[node.symbol] = expression
+                depth[node.symbol] = level
         leaves = [_to_sympy_value(substitute_atoms(atoms, replacement))
                   for atoms in self._output_atoms()]
         return assignments, leaves

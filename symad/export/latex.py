@@ -390,22 +390,36 @@ def latex_program(graph, *, inline_below: int = 0, max_inline: int = 30, max_den
     A node gets its own temporary if it is used more than once and its
     inlined form has more than ``inline_below`` operations, or if inlining it
     would make a tree of more than ``max_inline`` operations; otherwise it is
-    inlined into its consumer. Temporaries are ``sympy.Dummy`` symbols.
+    inlined into its consumer. A value that would nest more than
+    ``symad.inlining.MAX_FORMULA_DEPTH`` operations deep gets its own line
+    too (SymPy prints recursively). Temporaries are ``sympy.Dummy`` symbols.
     """
+    from symad.inlining import MAX_FORMULA_DEPTH, MAX_FORMULA_SIZE
+
+    if max_inline > MAX_FORMULA_SIZE or inline_below > MAX_FORMULA_SIZE:
+        # The operation counts below are the budget: past this, SymPy would
+        # spend seconds per line (and an exponential tree can hide behind a
+        # large inline_below), so the request is refused before any work.
+        raise ExportError(
+            f"latex: max_inline={max_inline} and inline_below={inline_below} may be at most "
+            f"symad.inlining.MAX_FORMULA_SIZE ({MAX_FORMULA_SIZE:,}) operations per line; "
+            "shared values are printed once as temporaries, so smaller values lose nothing")
     uses = graph.use_counts()
     atoms: dict = {}  # node symbol -> what consumers see: a temporary or the inlined expression
     size: dict = {}   # node symbol -> operations in that inlined expression
+    depth: dict = {}  # node symbol -> nesting of that inlined expression
     assignments = []
     for node in graph.nodes:
-        expression = _node_expression(node, atoms, max_denominator)
         operations = 1 + sum(size.get(a, 0) for a in node.args)
+        level = 1 + max([depth.get(a, 0) for a in node.args], default=0)
         shared = uses.get(node.symbol, 0) > 1 and operations > inline_below
-        if (shared or operations > max_inline) and not is_constant(expression):
+        expression = _node_expression(node, atoms, max_denominator)
+        if (shared or operations > max_inline or level >= MAX_FORMULA_DEPTH) and not is_constant(expression):
             temporary = sympy.Dummy(f"t{len(assignments) + 1}")
             assignments.append((temporary, expression))
-            atoms[node.symbol], size[node.symbol] = temporary, 0
+            atoms[node.symbol], size[node.symbol], depth[node.symbol] = temporary, 0, 0
         else:
-            atoms[node.symbol], size[node.symbol] = expression, operations
+            atoms[node.symbol], size[node.symbol], depth[node.symbol] = expression, operations, level
     outputs = []
     for atom in graph.outputs:
         value = rational_constant(atom, max_denominator) if is_constant(atom) else atoms.get(atom, atom)
@@ -480,7 +494,9 @@ def function_latex(
         inline_below: inline shared values of at most this many operations too.
         max_inline: give a value used once its own line when inlining it
             would build a tree of more operations (keeps lines readable and
-            printing linear in the program's size).
+            printing linear in the program's size). ``max_inline`` and
+            ``inline_below`` may be at most ``symad.inlining.MAX_FORMULA_SIZE``
+            (2,500); a line nested ``MAX_FORMULA_DEPTH`` (100) deep is split.
         matrix: ``"bmatrix"``, ``"pmatrix"`` or ``"matrix"`` (SymPy's) for array outputs.
         max_denominator: floats that are fractions with at most this
             denominator print as fractions (0: print floats as they are).

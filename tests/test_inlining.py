@@ -1,0 +1,167 @@
+"""Recording at scale: the inlining budget of formula(), deep graphs through cse() and latex(),
+and the size limit on symbolic array arguments."""
+
+import math
+
+import numpy as np
+import pytest
+import sympy
+
+import symad as sd
+import symad.function
+import symad.inlining
+from symad.cli import main as cli_main
+from symad.inlining import inlined_sizes
+
+
+def doubling_chain(steps):
+    """``x <- sin(x) + 0.001 x``: each step uses x twice, so the inlined tree doubles."""
+
+    def chain(x):
+        for _ in range(steps):
+            x = np.sin(x) + 0.001 * x
+        return x
+
+    return chain
+
+
+def sin_chain(steps):
+    def nested(x):
+        for _ in range(steps):
+            x = np.sin(x)
+        return x
+
+    return nested
+
+
+def chain_operations(steps):
+    # ops(x_{k+1}) = 1 (add) + 1 (sin) + ops(x_k) + 1 (mul) + ops(x_k); ops(x_0) = 0.
+    return 3 * (2**steps - 1)
+
+
+def test_the_estimate_counts_the_inlined_tree_exactly():
+    for steps in (1, 2, 3, 6):
+        F = sd.trace(doubling_chain(steps), 0.3)
+        size, depth = inlined_sizes(F.graph)
+        assert size == chain_operations(steps)
+        assert depth == 2 * steps
+        if steps <= 3:  # the estimate is what SymPy builds (no terms merge here)
+            assert sympy.count_ops(F.formula(), visual=False) == size
+    # Several outputs add up (1 + 3: the shared sin is counted in both factors);
+    # inputs and constants count nothing.
+    assert inlined_sizes(sd.trace(lambda a: (a * 2.0, np.sin(a) * np.sin(a)), 1.0).graph) == (4, 2)
+    assert inlined_sizes(sd.trace(lambda a: a, 1.0).graph) == (0, 0)
+
+
+def test_formula_past_the_size_budget_raises_a_clear_error():
+    F = sd.grad(doubling_chain(40)).trace(0.3)
+    with pytest.raises(sd.ExportError) as info:
+        F.formula()
+    assert isinstance(info.value, sd.SymadError) and isinstance(info.value, ValueError)
+    message = str(info.value)
+    assert message.startswith("formula(grad(chain)): the inlined formula would have ")
+    assert f"more than max_size={symad.inlining.MAX_FORMULA_SIZE:,}" in message
+    assert "F.cse()" in message and "F.latex()" in message and "max_size=" in message
+
+    G = sd.trace(doubling_chain(40), 0.3)
+    with pytest.raises(sd.ExportError, match=f"would have {chain_operations(40):,} operations"):
+        G.formula()
+
+
+def test_max_size_is_the_exact_boundary_and_small_formulas_stay_exact():
+    x = sympy.Symbol("x")
+    F = sd.trace(doubling_chain(2), 0.3)  # 9 operations
+    with pytest.raises(sd.ExportError, match="would have 9 operations .* more than max_size=8"):
+        F.formula(max_size=8)
+    step = lambda v: sympy.sin(v) + sympy.Float(0.001) * v  # noqa: E731
+    assert F.formula(max_size=9) == step(step(x))
+    gradient = sd.grad(doubling_chain(2)).trace(0.3).formula()
+    assert sympy.expand(gradient - sympy.diff(step(step(x)), x)) == 0
+    # The default budget leaves ordinary formulas alone.
+    assert sd.grad(lambda a, b: a * b + sympy.Integer(1) * np.sin(a), argnums=(0, 1)).trace(
+        1.0, 2.0).formula() == (sympy.Symbol("b") + sympy.cos(sympy.Symbol("a")), sympy.Symbol("a"))
+
+
+def test_the_default_budget_is_the_module_constant(monkeypatch):
+    F = sd.trace(doubling_chain(3), 0.3)  # 21 operations
+    monkeypatch.setattr(symad.inlining, "MAX_FORMULA_SIZE", 20)
+    with pytest.raises(sd.ExportError, match="more than max_size=20"):
+        F.formula()
+    assert F.formula(max_size=math.inf) is not None
+
+
+def test_formula_past_the_depth_budget_raises_instead_of_recursing():
+    F = sd.trace(sin_chain(150), 0.3)
+    with pytest.raises(sd.ExportError) as info:
+        F.formula()
+    message = str(info.value)
+    assert "nested 150 operations deep, more than max_depth=100" in message
+    assert "F.cse()" in message
+    x = sympy.Symbol("x")
+    expected = x
+    for _ in range(60):
+        expected = sympy.sin(expected)
+    assert sd.trace(sin_chain(60), 0.3).formula() == expected
+
+
+def test_a_deep_gradient_answers_at_once():
+    # The issue's case at a depth the suite can afford (it measures 10,000 in
+    # benchmarks/scale.py): the error comes from counting, not from SymPy.
+    G = sd.grad(doubling_chain(2000)).trace(0.3)
+    with pytest.raises(sd.ExportError, match=r"would have over 1\.8e\+19 operations"):
+        G.formula()
+
+
+def _run_program(assignments, outputs, values):
+    """Evaluate a cse() program numerically, one assignment at a time."""
+    env = dict(values)
+    for symbol, expression in assignments:
+        env[symbol] = float(expression.xreplace(env))
+    return [float(output.xreplace(env)) for output in outputs]
+
+
+def test_cse_of_a_deep_chain_splits_lines_instead_of_recursing():
+    F = sd.trace(sin_chain(1000), 0.3)
+    assignments, outputs = F.cse()
+    # Values used once are inlined up to depth 99, then become an assignment.
+    assert 9 <= len(assignments) <= 11
+    x = F.graph.inputs[0]
+    assert _run_program(assignments, outputs, {x: 0.3}) == pytest.approx([float(F(0.3))], rel=1e-12)
+    # Small programs are unchanged by the depth rule.
+    assert sd.trace(lambda t: np.sin(t) ** 2 + np.sin(t), 0.0).cse()[0] == [
+        (sympy.Symbol("x0"), sympy.sin(sympy.Symbol("t")))]
+
+
+def test_latex_splits_deep_lines_and_refuses_unbounded_inlining():
+    F = sd.trace(sin_chain(300), 0.3)
+    text = F.latex(max_inline=2500)
+    assert text.count("&=") == 4  # three temporaries of depth 99, then the output
+    with pytest.raises(sd.ExportError, match="max_inline=1000000 .* at most"):
+        F.latex(max_inline=10**6)
+
+
+def test_the_command_line_reports_the_budget_with_its_own_advice(capsys):
+    assert cli_main(["diff", "exp(sin(x))*sin(exp(x))", "--wrt", "x", "--order", "12"]) == 1
+    error = capsys.readouterr().err
+    assert "the inlined formula would have" in error and "--python or --latex" in error
+    assert "F.cse()" not in error
+    assert cli_main(["diff", "exp(sin(x))*sin(exp(x))", "--wrt", "x", "--order", "12",
+                     "--python"]) == 0
+
+
+def test_the_array_size_limit_is_one_named_constant(monkeypatch):
+    monkeypatch.setattr(symad.function, "MAX_SYMBOLIC_ELEMENTS", 12)
+    F = sd.trace(lambda v: np.sum(v**2), np.zeros((3, 4)))  # exactly at the limit
+    assert float(F(np.ones((3, 4)))) == 12.0
+
+    def energy(grid):
+        return np.sum(grid**2)
+
+    with pytest.raises(sd.TracingError) as info:
+        sd.grad(energy)(np.ones(13))
+    message = str(info.value)
+    assert "argument 'grid' of function 'energy' has 13 elements" in message
+    assert "limited to 12 per argument" in message and "sd.vmap(energy)" in message
+    # The way past it: one point traced, the batch evaluated.
+    rows = np.arange(26.0).reshape(13, 2)
+    assert np.allclose(sd.vmap(sd.grad(energy))(rows), 2 * rows)
