@@ -198,21 +198,27 @@ def evaluate(inputs, outputs, n, block_size=BLOCK_SIZE):
     with np.errstate(all="ignore"):  # like JAX: inf and nan propagate silently
         for start in range(0, n, block_size):
             stop = min(start + block_size, n)
-            block_in = []
-            for x, staged in zip(inputs, staged_in):
-                if staged is None:
-                    block_in.append(x[start:stop] if x.ndim else x)
-                else:
-                    staged = staged[:stop - start]
-                    staged[...] = x[start:stop]
-                    block_in.append(staged)
+            _stage(inputs, staged_in, start, stop, into_stage=True)
+            block_in = [(x[start:stop] if x.ndim else x) if staged is None else staged[:stop - start]
+                        for x, staged in zip(inputs, staged_in)]
             block_out = [o[start:stop] if staged is None else staged[:stop - start]
                          for o, staged in zip(outputs, staged_out)]
             evaluate_block(block_in, block_out, [b[:stop - start] for b in buffers])
-            for o, staged in zip(outputs, staged_out):
-                if staged is not None:
-                    o[start:stop] = staged[:stop - start]
+            _stage(outputs, staged_out, start, stop, into_stage=False)
     return outputs
+
+
+def _stage(arrays, staged, start, stop, into_stage, step=4096):
+    """Copy strided columns to (or from) their contiguous blocks, a few thousand rows at a
+    time, so the columns of one batch of vectors are copied while its rows are in cache."""
+    pairs = [(a, s) for a, s in zip(arrays, staged) if s is not None]
+    for first in range(start, stop, step) if pairs else ():
+        last = min(first + step, stop)
+        for a, s in pairs:
+            if into_stage:
+                s[first - start:last - start] = a[first:last]
+            else:
+                a[first:last] = s[first - start:last - start]
 '''
 
 RUN = '''
