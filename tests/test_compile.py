@@ -517,3 +517,14 @@ def test_unknown_backend_is_a_compile_error_naming_it():
     with pytest.raises(sd.CompileError, match="fortran"):
         F.source("fortran")
     assert issubclass(sd.CompileError, RuntimeError)
+
+
+def test_numexpr_regions_that_pass_a_value_through_copy_it_into_the_result():
+    # An output that is an input under stop_gradient, and a comparison output: each
+    # region's result register is written by its last operation.
+    F = sd.trace(lambda x: (sd.stop_gradient(x) * 1.0, np.sin(x) ** 1.0, x > 0.5), 0.0)
+    x = np.array([0.2, 0.9])
+    same, sine, above = F(x)
+    np.testing.assert_array_equal(same, x)
+    np.testing.assert_allclose(sine, np.sin(x), rtol=1e-15)
+    np.testing.assert_array_equal(above, [False, True])

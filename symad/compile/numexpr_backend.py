@@ -313,10 +313,10 @@ def _lower_region(step, program: Program, float_kind: str, tables) -> _Region:
         if len(region.code) > before:
             region.comments[-1] = f"v{instruction.result} = {instruction.primitive.name}"
     result = registers[step.result]
-    if result[0] != "t":  # the region is a leaf or constant passed through
-        registers[step.result] = region.op("copy", result[2], result)
-    if region.code[-1][1] != registers[step.result]:
-        raise _NotExpressible("the root is not the last operation")
+    if result[0] != "t" or region.code[-1][1] != result:
+        # a leaf or constant passed through (stop_gradient), or x**1.0 of an earlier
+        # value: the result register is written by the last operation only
+        region.op("copy", result[2], result)
     return region
 
 
@@ -389,12 +389,12 @@ def _vm(names, signature, constants, temporaries, code):
                 break
             quad, rest = [_OPCODES[b"noop"], *rest[:3]], rest[3:]
     constants = tuple(np.float32(c) if kind == "f" else c
-                      for c, kind in zip(constants, _constant_kinds(constants, signature)))
+                      for c, kind in zip(constants, _constant_kinds(constants)))
     return _Interpreter(signature.encode(), temporaries.encode(), bytes(program), constants,
                         tuple(names))
 
 
-def _constant_kinds(constants, signature):
+def _constant_kinds(constants):
     floating = "f" if DTYPE == np.float32 else "d"
     return ["b" if isinstance(c, bool) else floating for c in constants]
 

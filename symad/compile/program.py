@@ -11,9 +11,11 @@ over it, each named for what it does, run in this order by
    on any Graph it is given).
 2. :func:`schedule_depth_first` -- reorders the instructions so that each
    output is computed right after what it needs (shorter live ranges).
-3. :func:`fuse` -- decides which single-use temporaries are inlined into their
-   consumer, for backends that evaluate whole expressions (numexpr). What is
-   left are *steps*: one evaluation each, reading materialized values only.
+3. :func:`fuse_regions` -- groups instructions into regions, each a small DAG
+   with one result, for numexpr's virtual machine (values shared inside a
+   region stay in registers); :func:`fuse` does the same with trees, for
+   numexpr strings. What is left are *steps*: one evaluation each, reading
+   materialized values only.
 4. :func:`liveness` -- for every step, the values whose last use it is, so a
    backend frees (or reuses the buffer of) each temporary as early as possible.
 
