@@ -94,7 +94,7 @@ def make_evaluator(graph, backend: str, dtype="float64", name: str = "function")
     from symad.compile.evaluator import Evaluator, check_loaded, load_module
 
     module = generate_module(graph, backend, dtype, name)
-    if module.note:  # e.g. numba asked for, numexpr given: say so
+    if module.backend != backend:  # numba asked for, numexpr given: say so
         _LOG.warning("symad: %s: %s", name, module.note)
     namespace = load_module(module, on_disk=module.backend == "numba")
     check_loaded(namespace, module.backend)
