@@ -87,3 +87,22 @@ def test_numba_falls_back_for_graphs_too_large_to_compile(monkeypatch):
 
 def test_numba_is_listed_only_when_importable():
     assert ("numba" in sd.available_backends()) == numba_backend.numba_available()
+
+
+@needs_numba
+def test_numba_gradient_over_a_batch_of_vectors_reads_and_writes_strided_columns():
+    def rosenbrock(v):
+        return sum(100 * (v[i + 1] - v[i] ** 2) ** 2 + (1 - v[i]) ** 2 for i in range(3))
+
+    X = np.random.default_rng(6).uniform(-2, 2, (500, 4))  # each coordinate a strided column
+    G = sd.grad(rosenbrock).trace(np.zeros(4))
+    got = G.compile("numba")(X)
+    x0, x1, x2, x3 = X.T
+    want = np.stack([
+        -400 * x0 * (x1 - x0**2) - 2 * (1 - x0),
+        200 * (x1 - x0**2) - 400 * x1 * (x2 - x1**2) - 2 * (1 - x1),
+        200 * (x2 - x1**2) - 400 * x2 * (x3 - x2**2) - 2 * (1 - x2),
+        200 * (x3 - x2**2),
+    ], axis=-1)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(G.compile("numexpr")(X), want, rtol=1e-12, atol=1e-9)
