@@ -326,6 +326,13 @@ class Function:
             block_size: points per block of the batch (default: chosen from the graph so
                 all live temporaries of a block fit in 64 MiB).
 
+        The returned function has ``.note``: why its evaluator differs from what was
+        asked, or ``""`` (numba falls back to numexpr for a primitive it cannot spell
+        or a graph too large to compile quickly; the fall-back is also logged as a
+        warning of the ``"symad"`` logger), and ``.cached_at``: for numba, the file
+        beside which its machine code is cached on disk, so later sessions skip the
+        compile (logged at INFO level), else None.
+
         >>> import symad as sd
         >>> import numpy as np
         >>> F = sd.trace(lambda x: np.sin(x) ** 2, 0.0)
@@ -333,7 +340,7 @@ class Function:
         >>> f(np.array([0.0, np.pi / 2, np.pi / 2]))
         array([0., 1., 1.])
         """
-        self._evaluator(backend, np.float64)  # compile now, so errors surface here
+        evaluator = self._evaluator(backend, np.float64)  # compile now, so errors surface here
         options = {"num_threads": num_threads, "block_size": block_size}
 
         def evaluate(*args):
@@ -341,6 +348,11 @@ class Function:
 
         evaluate.__name__ = self.name
         evaluate.__doc__ = f"{self.name}, compiled for the {backend} backend."
+        #: why the evaluator differs from what was asked ("" if it does not), e.g. numba
+        #: falling back to numexpr; also logged as a warning of the "symad" logger
+        evaluate.note = evaluator.note
+        #: where numba keeps this module and its machine code (None for other backends)
+        evaluate.cached_at = evaluator.cached_at
         return evaluate
 
     def source(self, backend: str = DEFAULT_BACKEND, dtype: Any = "float64") -> str:

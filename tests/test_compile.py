@@ -14,6 +14,7 @@ import sympy
 
 import symad as sd
 import symad.numpy as snp
+from symad.compile import numexpr_backend
 from symad.compile import program as program_module
 from symad.compile import threads
 from symad.compile.program import compile_program, max_live
@@ -201,12 +202,26 @@ def test_fuse_inlines_single_use_temporaries_into_one_expression():
     source = F.source("numexpr")
     programs = [line for line in source.splitlines() if line.startswith("_E")]
     assert len(programs) == 1
+    for operation in ("'sin_dd'", "'cos_dd'", "'exp_dd'", "'mul_ddd'", "'add_ddd'"):
+        assert operation in source
+    assert "BUFFER_IS_BOOLEAN = ()" in source  # no full-size temporary at all
+
+
+def test_fuse_inlines_single_use_temporaries_into_one_string_without_the_vm(monkeypatch):
+    # Where numexpr's internals refuse assembled programs, regions are numexpr strings.
+    monkeypatch.setattr(numexpr_backend, "_VM_USABLE", False)
+    F = sd.trace(lambda x: np.sin(x) * np.cos(x) + np.exp(x), 0.0)
+    programs = [line for line in F.source("numexpr").splitlines() if line.startswith("_E")]
+    assert len(programs) == 1
     assert "((sin(a0) * cos(a0)) + exp(a0))" in programs[0]
 
 
-def test_steps_of_the_same_shape_share_one_numexpr_program():
-    # The entries of a sparse Hessian differ only in their inputs: parsing a NumExpr
+@pytest.mark.parametrize("assembled", [True, False], ids=["vm-programs", "strings"])
+def test_steps_of_the_same_shape_share_one_numexpr_program(assembled, monkeypatch):
+    # The entries of a sparse Hessian differ only in their inputs: a NumExpr
     # program per entry made compiling Rosenbrock's (N = 1000) take seconds.
+    if not assembled:
+        monkeypatch.setattr(numexpr_backend, "_VM_USABLE", False)
     H = sd.hessian(lambda x: np.sum(100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2),
                    sparse=True).trace(np.zeros(8))
     source = H.source("numexpr")
@@ -215,6 +230,53 @@ def test_steps_of_the_same_shape_share_one_numexpr_program():
     assert len(programs) <= 4 < len(calls)
     x = np.linspace(-1.2, 1.1, 8)
     np.testing.assert_allclose(H.compile("numexpr")(x), H.compile("numpy")(x), rtol=1e-15)
+
+
+@pytest.mark.parametrize("case", sorted(ELEMENTWISE))
+def test_numexpr_strings_match_numpy_reference(case, monkeypatch):
+    monkeypatch.setattr(numexpr_backend, "_VM_USABLE", False)
+    fun, reference, domain = ELEMENTWISE[case]
+    x, y = _points(domain)
+    got = sd.trace(fun, 1.0, 1.0).compile("numexpr")(x, y)
+    with np.errstate(all="ignore"):
+        np.testing.assert_allclose(got, reference(x, y), rtol=1e-13, atol=1e-14)
+
+
+def test_logistic_gradient_is_one_numexpr_program_with_shared_values_in_registers():
+    # 67 operations whose forward values are reused by the reverse sweep: one
+    # virtual-machine program (one pass over memory), no block-sized temporary.
+    G = sd.grad(_logistic(10)).trace(0.3)
+    source = G.source("numexpr")
+    programs = [line for line in source.splitlines() if line.startswith("_E")]
+    assert len(programs) == 1 and programs[0].startswith("_E0 = _vm(['a0'], 'd', (1.0, 4.0, ), ")
+    assert "BUFFER_IS_BOOLEAN = ()" in source
+    assert source.count("out=o0, **_CALL)") == 1 and "out=b" not in source
+    x = np.linspace(0.05, 0.95, 1001)
+    want = np.ones_like(x)  # d l_10 / d l_0 by the chain rule, step by step
+    l = x.copy()
+    for _ in range(10):
+        want = want * (4 - 8 * l)
+        l = 4 * l * (1 - l)
+    np.testing.assert_allclose(G(x), want, rtol=1e-9, atol=1e-6)  # 0 at x = 0.5
+    np.testing.assert_allclose(G(x), G.compile("numpy")(x), rtol=1e-12)
+
+
+def test_regions_recompute_cheap_shared_values_and_store_costly_ones():
+    from symad.compile.program import build_program, fuse_regions
+    # exp(x) feeds two outputs: stored once; 2*x feeds both too but is recomputed.
+    F = sd.trace(lambda x: (np.exp(x) * (2 * x), np.sin(np.exp(x) + 2 * x)), 0.0)
+    program = fuse_regions(build_program(F.graph), lambda instruction: True)
+    by_result = {step.result: step for step in program.steps}
+    stored = {step.instruction.primitive.name for step in program.steps}
+    assert "exp" in stored and "multiply" in stored  # exp(x) and the first output
+    doubled = [step for step in program.steps
+               if any(i.primitive.name == "multiply" and 0 in i.operands for i in step.body)]
+    assert len(doubled) == 2  # 2*x inside both output regions
+    assert all(len(step.body) >= 1 for step in by_result.values())
+    x = np.linspace(-1, 1, 7)
+    first, second = F(x)
+    np.testing.assert_allclose(first, np.exp(x) * 2 * x, rtol=1e-15)
+    np.testing.assert_allclose(second, np.sin(np.exp(x) + 2 * x), rtol=1e-15)
 
 
 def test_shared_values_stay_materialized_and_cheap_ones_are_recomputed():
@@ -256,7 +318,7 @@ def test_numexpr_buffers_are_reused():
 
 
 def test_fused_expressions_are_capped(monkeypatch):
-    monkeypatch.setattr(program_module, "MAX_FUSED_OPERATIONS", 4)
+    monkeypatch.setattr(program_module, "MAX_REGION_OPERATIONS", 4)
     F = sd.trace(lambda x: np.sin(np.cos(np.sin(np.cos(np.sin(np.cos(x)))))) + 1, 0.0)
     programs = [line for line in F.source("numexpr").splitlines() if line.startswith("_E")]
     assert len(programs) >= 2
@@ -472,3 +534,14 @@ def test_unknown_backend_is_a_compile_error_naming_it():
     with pytest.raises(sd.CompileError, match="fortran"):
         F.source("fortran")
     assert issubclass(sd.CompileError, RuntimeError)
+
+
+def test_numexpr_regions_that_pass_a_value_through_copy_it_into_the_result():
+    # An output that is an input under stop_gradient, and a comparison output: each
+    # region's result register is written by its last operation.
+    F = sd.trace(lambda x: (sd.stop_gradient(x) * 1.0, np.sin(x) ** 1.0, x > 0.5), 0.0)
+    x = np.array([0.2, 0.9])
+    same, sine, above = F(x)
+    np.testing.assert_array_equal(same, x)
+    np.testing.assert_allclose(sine, np.sin(x), rtol=1e-15)
+    np.testing.assert_array_equal(above, [False, True])

@@ -1,7 +1,8 @@
-"""Optional backends and inputs: numba (the fused loop) and dask arrays. Skipped cleanly without them."""
+"""The optional numba backend (the fused loop); skipped cleanly without numba (dask: test_dask.py)."""
 
 from __future__ import annotations
 
+import logging
 import os
 
 import numpy as np
@@ -30,15 +31,19 @@ needs_numba = pytest.mark.skipif(not numba_backend.numba_available(),
 
 
 @needs_numba
-def test_numba_gradient_matches_numpy_and_writes_its_cache(tmp_path_factory):
+def test_numba_gradient_matches_numpy_and_writes_its_cache(tmp_path_factory, caplog):
     rng = np.random.default_rng(1)
     x, y = rng.uniform(0.2, 2, 1000), rng.uniform(0.2, 2, 1000)
     G = sd.grad(mixed, argnums=(0, 1)).trace(1.0, 1.0)
-    got = G.compile("numba")(x, y)
+    with caplog.at_level(logging.INFO, logger="symad"):
+        evaluate = G.compile("numba")
+    got = evaluate(x, y)
     want = G.compile("numpy")(x, y)
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-15)
-    assert G._evaluators[("numba", "float64")].note == ""
+    assert G._evaluators[("numba", "float64")].note == "" == evaluate.note
+    assert evaluate.cached_at.startswith(os.environ["SYMAD_CACHE_DIR"])
+    assert "cached on disk" in caplog.text and evaluate.cached_at in caplog.text
     source = G.source("numba")
     assert "numba.prange(" in source and "cache=True" in source
     directory = os.path.join(os.environ["SYMAD_CACHE_DIR"], "numba")
@@ -57,16 +62,19 @@ def test_numba_broadcasts_scalar_inputs_and_parameters():
 
 
 @needs_numba
-def test_numba_falls_back_to_numexpr_with_a_note():
+def test_numba_falls_back_to_numexpr_with_a_note(caplog):
     @sd.primitive
     def softsign(x):
         return x / (1 + np.abs(x))
 
     F = sd.trace(lambda x: softsign(x) + snp.logsumexp(np.stack([x, 2 * x])), 0.0)
     x = np.linspace(-2, 2, 9)
-    np.testing.assert_allclose(F.compile("numba")(x), F.compile("numpy")(x), rtol=1e-15)
+    with caplog.at_level(logging.WARNING, logger="symad"):
+        evaluate = F.compile("numba")
+    np.testing.assert_allclose(evaluate(x), F.compile("numpy")(x), rtol=1e-15)
     note = F._evaluators[("numba", "float64")].note
     assert "logsumexp" in note and "softsign" in note and "numexpr instead" in note
+    assert evaluate.note == note and note in caplog.text and evaluate.cached_at is None
 
 
 @needs_numba
@@ -81,59 +89,20 @@ def test_numba_is_listed_only_when_importable():
     assert ("numba" in sd.available_backends()) == numba_backend.numba_available()
 
 
-# ---------------------------------------------------------------------------
-# dask
-# ---------------------------------------------------------------------------
+@needs_numba
+def test_numba_gradient_over_a_batch_of_vectors_reads_and_writes_strided_columns():
+    def rosenbrock(v):
+        return sum(100 * (v[i + 1] - v[i] ** 2) ** 2 + (1 - v[i]) ** 2 for i in range(3))
 
-da = pytest.importorskip("dask.array", reason="dask is not installed (pip install symad[dask])")
-import dask  # noqa: E402
-
-
-def test_dask_array_in_dask_array_out():
-    rng = np.random.default_rng(3)
-    x, y = rng.uniform(0.2, 2, 1000), rng.uniform(0.2, 2, 1000)
-    G = sd.grad(mixed, argnums=(0, 1)).trace(1.0, 1.0)
-    gx, gy = G(da.from_array(x, chunks=300), y)
-    assert isinstance(gx, da.Array) and isinstance(gy, da.Array)
-    assert gx.chunks == ((300, 300, 300, 100),)
-    with dask.config.set(scheduler="synchronous"):
-        got = dask.compute(gx, gy)
-    want = G.compile("numpy")(x, y)
-    for a, b in zip(got, want):
-        np.testing.assert_allclose(a, b, rtol=1e-13)
-
-
-def test_dask_with_core_shapes_broadcasting_and_transforms():
-    rng = np.random.default_rng(4)
-    v = rng.normal(size=(10, 3))
-    s = rng.normal(size=(4, 1))
-    f = lambda v, s: np.sum(np.sin(v) ** 2) * s + np.prod(v)  # noqa: E731
-    J = sd.grad(sd.trace(f, np.zeros(3), 0.0), argnums=(0, 1))
-    dv, ds = J(da.from_array(v, chunks=(4, 2)), s)  # the core axis is chunked too
-    assert dv.shape == (4, 10, 3) and ds.shape == (4, 10)
-    with dask.config.set(scheduler="sync"):
-        got_dv, got_ds = dv.compute(), ds.compute()
-    want_dv, want_ds = J(v, s)
-    np.testing.assert_allclose(got_dv, want_dv, rtol=1e-14)
-    np.testing.assert_allclose(got_ds, want_ds, rtol=1e-14)
-    assert want_dv.shape == (4, 10, 3)
-
-
-def test_dask_boolean_outputs_and_float32():
-    x = np.linspace(-1, 1, 20, dtype=np.float32)
-    F = sd.trace(lambda x: (x > 0, x * 2), 0.0)
-    above, doubled = F(da.from_array(x, chunks=7))
-    assert above.dtype == np.bool_ and doubled.dtype == np.float32
-    with dask.config.set(scheduler="synchronous"):
-        np.testing.assert_array_equal(above.compute(), x > 0)
-        np.testing.assert_array_equal(doubled.compute(), x * 2)
-
-
-def test_dask_chunks_run_in_worker_processes():
-    """Chunk tasks carry the generated source, so they pickle and run in other processes."""
-    w = sd.Parameter(1.5, name="w")
-    G = sd.grad(sd.trace(lambda x: np.sin(x * w) * snp.erf(x), 0.0)).trace(0.0)
-    x = np.linspace(-2, 2, 40)
-    result = G(da.from_array(x, chunks=10))
-    got = result.compute(scheduler="processes", num_workers=2)
-    np.testing.assert_allclose(got, G.compile("numpy")(x), rtol=1e-14)
+    X = np.random.default_rng(6).uniform(-2, 2, (500, 4))  # each coordinate a strided column
+    G = sd.grad(rosenbrock).trace(np.zeros(4))
+    got = G.compile("numba")(X)
+    x0, x1, x2, x3 = X.T
+    want = np.stack([
+        -400 * x0 * (x1 - x0**2) - 2 * (1 - x0),
+        200 * (x1 - x0**2) - 400 * x1 * (x2 - x1**2) - 2 * (1 - x1),
+        200 * (x2 - x1**2) - 400 * x2 * (x3 - x2**2) - 2 * (1 - x2),
+        200 * (x3 - x2**2),
+    ], axis=-1)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(G.compile("numexpr")(X), want, rtol=1e-12, atol=1e-9)

@@ -8,7 +8,7 @@ The conventions, also described in docs/contributing-docs.md:
   :mod:`doctest`, so every output it shows is checked (``...`` matches anything);
 - a ```latex block right after a Python block is exactly what that block prints;
   a ```c block right after one is part of the string ``source`` it defined;
-- a block importing an optional extra (dask, numba, matplotlib) that is not
+- a block importing an optional extra (dask, distributed, numba, matplotlib) that is not
   installed skips the rest of its page;
 - a block preceded by ``<!-- not-run: reason -->`` is skipped; the reason must say
   what it needs (a cluster, a GPU, ...). Blocks in other languages never run.
@@ -27,7 +27,7 @@ DOCS = ROOT / "docs"
 PAGES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
 BLOCK = re.compile(r"(<!--\s*not-run:(?P<reason>[^>]*)-->\s*\n)?```(?P<language>\w*)\n(?P<code>.*?)```", re.S)
 #: Optional dependencies (extras) a page may use: without them the rest of the page is skipped.
-OPTIONAL = {"dask", "numba", "matplotlib"}
+OPTIONAL = {"dask", "distributed", "numba", "matplotlib"}
 DOCTEST_FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
 

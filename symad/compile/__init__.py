@@ -98,6 +98,20 @@ def make_evaluator(graph, backend: str, dtype="float64", name: str = "function")
     from symad.compile.evaluator import Evaluator, check_loaded, load_module
 
     module = generate_module(graph, backend, dtype, name)
+    if module.backend != backend:  # numba asked for, numexpr given: say so
+        _LOG.warning("symad: %s: %s", name, module.note)
     namespace = load_module(module, on_disk=module.backend == "numba")
     check_loaded(namespace, module.backend)
-    return Evaluator(module, namespace)
+    evaluator = Evaluator(module, namespace)
+    if module.backend == "numba":
+        _LOG.info("symad: %s: numba machine code is compiled on first call and cached on disk "
+                  "beside %s; later sessions load it instead of compiling", name,
+                  evaluator.cached_at)
+    return evaluator
+
+
+import logging  # noqa: E402
+
+#: Messages of the compiler ("symad" logger): a backend falling back (warning), where
+#: numba keeps its machine code (info).
+_LOG = logging.getLogger("symad")

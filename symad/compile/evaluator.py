@@ -91,6 +91,8 @@ class Evaluator:
         self.source = module.source
         self.note = module.note
         self.block_size = module.block_size
+        #: the file the module was loaded from when a backend caches on disk (numba), else None
+        self.cached_at = namespace.get("__file__")
         self.output_is_boolean = namespace["OUTPUT_IS_BOOLEAN"]
         self._evaluate = namespace["evaluate"]
         self.run = namespace["run"]

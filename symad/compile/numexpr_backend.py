@@ -1,15 +1,22 @@
-"""Lowering to numexpr: fused expressions parsed once, blocked over the batch.
+"""Lowering to numexpr: fused programs built once, blocked over the batch.
 
-Single-use temporaries are inlined into their consumer (the ``fuse`` pass),
-so most of a graph becomes a few ``numexpr.NumExpr`` programs, compiled when
-the module loads and never re-parsed at call time. Each program writes into
-a block-sized buffer (``out=``); the buffers are assigned at compile time by
-a linear scan over the liveness information, so a buffer is reused as soon
-as its value is dead and the working set is a handful of blocks.
+The ``fuse_regions`` pass groups the graph into regions with one result
+each; every region becomes one program of numexpr's virtual machine, written
+here as three-address code and assembled when the module loads (never
+parsed or re-parsed at call time). A value used several times inside a
+region stays in a register, so a long chain of cheap arithmetic -- the
+forward and reverse sweeps of an iterated map -- is one pass over memory.
+Each program writes into a block-sized buffer (``out=``); the buffers are
+assigned at compile time by a linear scan over the liveness information, so
+a buffer is reused as soon as its value is dead and the working set is a
+handful of blocks.
 
 Operations numexpr lacks (erf, logaddexp, sigmoid, cbrt, exp2, logsumexp,
-custom primitives, ...) are steps of their own that call NumPy/SciPy inside
-the same block loop: the user never sees the difference.
+custom primitives, ...), and the few NumPy computes faster
+(``NUMPY_IS_FASTER``), are steps of their own that call NumPy/SciPy inside
+the same block loop: the user never sees the difference. If this numexpr's
+internals do not accept assembled programs (probed once), the regions fall
+back to numexpr strings, which are trees (``fuse``).
 
 >>> import sympy
 >>> from symad.graph import GraphBuilder
@@ -18,8 +25,13 @@ the same block loop: the user never sees the difference.
 >>> s = b.record(sin_p, (x,))
 >>> out = b.record(add_p, (b.record(mul_p, (s, s)), x))
 >>> module = lower_numexpr(b.finish([out]), "float64", "f")
->>> [line for line in module.source.splitlines() if line.startswith("_E")]
-["_E0 = _program('sin(a0)', ['a0'], [False])", "_E1 = _program('(a0 + (a1 * a1))', ['a0', 'a1'], [False, False])"]
+>>> start = module.source.index("_E0 = ")
+>>> print(module.source[start:module.source.index("])", start) + 2])
+_E0 = _vm(['a0'], 'd', (), 'd', [
+    ('func_ddn', 't0', 'r1', 'sin_dd'),                 # v1 = sin
+    ('mul_ddd', 't0', 't0', 't0'),                      # v2 = multiply
+    ('add_ddd', 'o', 'r1', 't0'),                       # v3 = add
+])
 """
 
 from __future__ import annotations
@@ -29,7 +41,18 @@ import math
 import numpy as np
 
 from symad.compile.numpy_backend import external_call, unpack_lines
-from symad.compile.program import MAX_FUSED_LEAVES, Constant, Instruction, Program, compile_program
+from symad.compile.program import (
+    MAX_FUSED_LEAVES,
+    Constant,
+    Instruction,
+    Program,
+    build_program,
+    compile_program,
+    eliminate_dead_code,
+    fuse_regions,
+    liveness,
+    schedule_depth_first,
+)
 from symad.compile.source import (
     DRIVER,
     GeneratedModule,
@@ -108,6 +131,13 @@ def numexpr_form(instruction: Instruction):
         return lambda args, symbol=_PREFIX[name]: f"({symbol}{args[0]})"
     if name == "stop_gradient":
         return lambda args: args[0]
+    if name == "divide" and instruction.operands[1:] and isinstance(instruction.operands[1], Constant):
+        divisor = instruction.operands[1].value
+        if not isinstance(divisor, bool) and divisor != 0 and math.isfinite(divisor):
+            mantissa, _ = math.frexp(divisor)
+            if abs(mantissa) == 0.5 and math.isfinite(1.0 / divisor):
+                # x / 2**k is exactly x * 2**-k, and a multiplication is several times cheaper
+                return region.op("mul", f, args[0], region.constant(1.0 / divisor))
     if name == "sech":  # 1/cosh: inf past |x| = 710 gives the right 0
         return lambda args: f"(1 / cosh({args[0]}))"
     function = _FUNCTIONS.get(name)
@@ -133,6 +163,314 @@ def _render(step_instruction: Instruction, inlined: dict, leaf_names: dict) -> s
         else:
             args.append(leaf_names[o])
     return numexpr_form(step_instruction)(args)
+
+
+
+# ---------------------------------------------------------------------------
+# Regions as numexpr virtual-machine programs
+# ---------------------------------------------------------------------------
+#
+# numexpr parses a string into a program for its virtual machine: one result
+# (register 0), then inputs, constants and temporaries, each a chunk of a few
+# thousand elements. A string is a tree, so a value used twice must be either
+# written out twice or stored in a full-size temporary between two programs.
+# The regions of ``fuse_regions`` are DAGs: symad writes their VM programs
+# itself (three-address code, one line per operation, names resolved through
+# numexpr's own opcode tables), so a shared value lives in a register, and the
+# 67 operations of the logistic map's gradient are one pass over memory
+# instead of nineteen. Where numexpr's internals do not take such a program
+# (probed once, below), the string programs of ``fuse`` are used instead.
+
+#: symad primitive -> numexpr VM operation (an opcode, or a function called by ``func_*n``)
+_VM_NAMES = {
+    "add": "add", "subtract": "sub", "multiply": "mul", "divide": "div", "negative": "neg",
+    "greater": "gt", "greater_equal": "ge", "equal": "eq", "not_equal": "ne",
+    "logical_and": "and", "logical_or": "or", "logical_not": "invert", "where": "where",
+    "abs": "absolute",
+    **{name: name for name in (
+        "sqrt", "exp", "expm1", "log", "log10", "log1p", "log2", "sin", "cos", "tan",
+        "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh", "arcsinh",
+        "arccosh", "arctanh", "sign", "maximum", "minimum", "hypot",
+    )},
+}
+#: a < b is b > a: numexpr's machine has only gt and ge
+_SWAPPED = {"less": "gt", "less_equal": "ge"}
+
+
+class _NotExpressible(Exception):
+    pass
+
+
+class _Region:
+    """Three-address code of one region, in SSA form until :meth:`finish` assigns registers."""
+
+    def __init__(self, float_kind: str, tables):
+        self.float_kind = float_kind
+        self.opcodes, self.funccodes = tables
+        self.code: list = []          # (operation, destination, *operands, [function])
+        self.kinds: list[str] = []    # kind of each SSA temporary
+        self.constants: dict = {}     # (kind, repr) -> (index, value)
+        self.leaves: dict = {}        # value -> input register name
+        self.leaf_kinds: list[str] = []
+        self.comments: list[str] = []
+
+    def constant(self, value):
+        kind = "b" if isinstance(value, bool) else self.float_kind
+        key = (kind, repr(value))
+        if key not in self.constants:
+            self.constants[key] = (len(self.constants), value)
+        return ("c", self.constants[key][0], kind)
+
+    def leaf(self, value: int, boolean: bool):
+        if value not in self.leaves:
+            self.leaves[value] = ("r", len(self.leaves) + 1, "b" if boolean else self.float_kind)
+            self.leaf_kinds.append(self.leaves[value][2])
+        return self.leaves[value]
+
+    def op(self, name: str, kind: str, *args):
+        signature = kind + "".join(a[2] for a in args)
+        destination = ("t", len(self.kinds), kind)
+        opcode = f"{name}_{signature}".encode()
+        if opcode in self.opcodes:
+            self.code.append((opcode.decode(), destination, *args))
+        elif opcode in self.funccodes:
+            self.code.append((f"func_{signature}n", destination, *args, opcode.decode()))
+        else:
+            raise _NotExpressible(opcode)
+        self.kinds.append(kind)
+        self.comments.append("")
+        return destination
+
+
+def _emit(region: _Region, instruction: Instruction, args: list):
+    """Append ``instruction`` applied to the registers ``args``; its result's register."""
+    name = instruction.primitive.name
+    f = region.float_kind
+    if name == "stop_gradient":
+        return args[0]
+    if name in ("add", "multiply"):
+        result = args[0]
+        for other in args[1:]:
+            result = region.op(_VM_NAMES[name], f, result, other)
+        if len(args) < 2:
+            raise _NotExpressible(name)
+        return result
+    if name in _SWAPPED:
+        return region.op(_SWAPPED[name], "b", args[1], args[0])
+    if name == "sech":
+        return region.op("div", f, region.constant(1.0), region.op("cosh", f, args[0]))
+    if name == "power":
+        exponent = instruction.operands[1]
+        if isinstance(exponent, Constant) and not isinstance(exponent.value, bool):
+            x = float(exponent.value)
+            if math.isfinite(x) and 2 * x == int(2 * x) and abs(x) <= 50 and x != 0:
+                return _integral_power(region, args[0], x)
+        return region.op("pow", f, *args)
+    vm_name = _VM_NAMES.get(name)
+    if vm_name is None:
+        raise _NotExpressible(name)
+    kind = "b" if instruction.boolean else f
+    if name in ("logical_and", "logical_or", "logical_not"):
+        kind = "b"
+    return region.op(vm_name, kind, *args)
+
+
+def _integral_power(region: _Region, base, exponent: float):
+    """``base ** exponent`` for a (half-)integer exponent as numexpr writes it: multiplications."""
+    f = region.float_kind
+    n, half = int(abs(exponent)), int(abs(2 * exponent)) % 2
+    result, power, mask = None, base, 1
+    while True:
+        if n & mask:
+            result = power if result is None else region.op("mul", f, result, power)
+        mask <<= 1
+        if mask > n:
+            break
+        power = region.op("mul", f, power, power)
+    if half:
+        root = region.op("sqrt", f, base)
+        result = root if result is None else region.op("mul", f, result, root)
+    if exponent < 0:
+        result = region.op("div", f, region.constant(1.0), result)
+    return result
+
+
+def _lower_region(step, program: Program, float_kind: str, tables) -> _Region:
+    """The VM program of one region step (raises _NotExpressible)."""
+    region = _Region(float_kind, tables)
+    registers: dict[int, tuple] = {}
+    for instruction in step.body:
+        args = []
+        for o in instruction.operands:
+            if isinstance(o, Constant):
+                value = o.value
+                if not isinstance(value, bool) and math.isnan(float(value)):
+                    raise _NotExpressible("nan")  # repr(nan) is no literal the module can print
+                args.append(region.constant(bool(value) if isinstance(value, bool) else float(value)))
+            elif o in registers:
+                args.append(registers[o])
+            else:
+                args.append(region.leaf(o, o in program.boolean_values))
+        before = len(region.code)
+        registers[instruction.result] = _emit(region, instruction, args)
+        if len(region.code) > before:
+            region.comments[-1] = f"v{instruction.result} = {instruction.primitive.name}"
+    result = registers[step.result]
+    if result[0] != "t" or region.code[-1][1] != result:
+        # a leaf or constant passed through (stop_gradient), or x**1.0 of an earlier
+        # value: the result register is written by the last operation only
+        region.op("copy", result[2], result)
+    return region
+
+
+def _finish(region: _Region) -> tuple[list, str]:
+    """Physical registers: the last operation writes the output, temporaries are reused."""
+    last_use: dict = {}
+    for index, (_, _destination, *operands) in enumerate(region.code):
+        for operand in operands:
+            if isinstance(operand, tuple) and operand[0] == "t":
+                last_use[operand[1]] = index
+    free: dict[str, list[int]] = {}
+    physical: dict[int, int] = {}
+    temp_kinds: list[str] = []
+    lines = []
+    final = len(region.code) - 1
+    for index, (operation, destination, *operands) in enumerate(region.code):
+        names = []
+        for operand in operands:
+            if isinstance(operand, tuple):
+                kind, number, _ = operand
+                names.append(f"t{physical[number]}" if kind == "t" else f"{kind}{number}")
+            else:
+                names.append(operand)  # a function name
+        dying = {operand for operand in operands
+                 if isinstance(operand, tuple) and operand[0] == "t" and last_use[operand[1]] == index}
+        for operand in dying:  # freed before the destination: element-wise, so safe
+            free.setdefault(operand[2], []).append(physical[operand[1]])
+        if index == final:
+            target = "o"
+        else:
+            pool = free.setdefault(destination[2], [])
+            if pool:
+                physical[destination[1]] = pool.pop()
+            else:
+                physical[destination[1]] = len(temp_kinds)
+                temp_kinds.append(destination[2])
+            target = f"t{physical[destination[1]]}"
+        lines.append((operation, target, *names))
+    return lines, "".join(temp_kinds)
+
+
+_VM_HELPER = r'''
+
+def _vm(names, signature, constants, temporaries, code):
+    """A numexpr virtual-machine program written out as three-address code.
+
+    Registers: ``o`` the result, ``r1 ..`` the inputs ``names`` (kinds ``signature``:
+    d float64, f float32, b bool), ``c0 ..`` the ``constants``, ``t0 ..`` temporaries
+    (kinds ``temporaries``). Operation names are numexpr's own (``interpreter.opcodes``);
+    ``func_*n`` calls the function named last (``interpreter.funccodes``).
+    """
+    first_constant, first_temporary = 1 + len(names), 1 + len(names) + len(constants)
+
+    def register(name):
+        if name == "o":
+            return 0
+        number = int(name[1:])
+        return {"r": number, "c": first_constant + number, "t": first_temporary + number}[name[0]]
+
+    program = bytearray()
+    for operation, *operands in code:
+        if operation.startswith("func_"):
+            operands[-1] = _FUNCTIONS[operands[-1].encode()]
+        operands = [o if isinstance(o, int) else register(o) for o in operands]
+        quad = [_OPCODES[operation.encode()], *operands[:3]]
+        rest = operands[3:]
+        while True:  # arguments past the third follow in "noop" quadruples, as numexpr writes them
+            program += bytes(quad + [255] * (4 - len(quad)))
+            if not rest:
+                break
+            quad, rest = [_OPCODES[b"noop"], *rest[:3]], rest[3:]
+    constants = tuple(np.float32(c) if kind == "f" else c
+                      for c, kind in zip(constants, _constant_kinds(constants)))
+    return _Interpreter(signature.encode(), temporaries.encode(), bytes(program), constants,
+                        tuple(names))
+
+
+def _constant_kinds(constants):
+    floating = "f" if DTYPE == np.float32 else "d"
+    return ["b" if isinstance(c, bool) else floating for c in constants]
+
+
+
+from numexpr import interpreter as _interpreter  # noqa: E402
+
+_Interpreter, _OPCODES, _FUNCTIONS = _interpreter.NumExpr, _interpreter.opcodes, _interpreter.funccodes
+'''
+
+
+def _vm_tables():
+    try:
+        from numexpr import interpreter
+
+        return interpreter.opcodes, interpreter.funccodes
+    except (ImportError, AttributeError):
+        return None
+
+
+def _vm_usable() -> bool:
+    """Whether this numexpr takes programs written as three-address code (probed once)."""
+    global _VM_USABLE
+    if _VM_USABLE is None:
+        _VM_USABLE = False
+        if _vm_tables() is not None:
+            try:
+                namespace = {"np": np, "DTYPE": np.float64}
+                exec(compile(_NUMEXPR_SETUP + _VM_HELPER, "<symad numexpr probe>", "exec"), namespace)
+                program = namespace["_vm"](
+                    ["v0", "v1"], "dd", (2.0,), "d",
+                    [("mul_ddd", "t0", "r1", "c0"), ("func_ddn", "t0", "t0", "sin_dd"),
+                     ("func_dddn", "o", "t0", "r2", "arctan2_ddd")],
+                )
+                x, y = np.linspace(0, 1, 5), np.linspace(1, 2, 5)
+                out = np.empty(5)
+                program(x, y, out=out, **namespace["_CALL"])
+                _VM_USABLE = bool(np.allclose(out, np.arctan2(np.sin(2 * x), y), rtol=1e-14))
+            except Exception:  # an internal API changed: use numexpr's strings
+                _VM_USABLE = False
+    return _VM_USABLE
+
+
+_VM_USABLE: bool | None = None
+
+
+#: Functions NumPy computes faster than numexpr's virtual machine (NumPy has SIMD loops
+#: for them, numexpr without Intel's VML calls libm once per element). Measured on the
+#: benchmark machine, 2,000,000 float64 points, one thread: tanh 67 ms in NumPy against
+#: 150 ms in numexpr (exp, log, sin, cos: equal within 10%). They run as NumPy steps.
+NUMPY_IS_FASTER = frozenset({"tanh"})
+
+
+def _vm_fusible(program: Program, float_kind: str, tables):
+    """Whether one instruction alone can be written for the VM (its operands as leaves)."""
+    def fusible(instruction: Instruction) -> bool:
+        if numexpr_form(instruction) is None or instruction.primitive.name in NUMPY_IS_FASTER:
+            return False
+        region = _Region(float_kind, tables)
+        args = []
+        for o in instruction.operands:
+            if isinstance(o, Constant):
+                if not isinstance(o.value, bool) and math.isnan(float(o.value)):
+                    return False
+                args.append(region.constant(o.value))
+            else:
+                args.append(region.leaf(o, o in program.boolean_values))
+        try:
+            _emit(region, instruction, args)
+        except _NotExpressible:
+            return False
+        return True
+    return fusible
 
 
 # ---------------------------------------------------------------------------
@@ -201,32 +539,64 @@ if _CALL is None:
 
 def lower_numexpr(graph, dtype, name: str = "function") -> GeneratedModule:
     """The numexpr evaluator module of ``graph`` at ``dtype`` (example: the module docstring)."""
-    program = compile_program(graph, lambda instruction: numexpr_form(instruction) is not None, name)
+    float_kind = "f" if np.dtype(dtype) == np.float32 else "d"
+    tables = _vm_tables() if _vm_usable() else None
+    if tables is not None:
+        program = build_program(graph, name)
+        for compiler_pass in (eliminate_dead_code, schedule_depth_first,
+                              lambda p: fuse_regions(p, _vm_fusible(p, float_kind, tables)),
+                              liveness):
+            program = compiler_pass(program)
+    else:
+        program = compile_program(graph, lambda instruction: numexpr_form(instruction) is not None,
+                                  name)
     targets = first_output_positions(program)
-    fused = {step.result for step in program.steps if numexpr_form(step.instruction) is not None}
+    fused = {step.result for step in program.steps
+             if (step.body if tables is not None else numexpr_form(step.instruction) is not None)}
     buffer_of, buffer_kinds = _assign_buffers(program, fused, targets)
     externals: list = []
     descriptions: list = []
     programs: list[str] = []
-    # (text, boolean leaves) -> program index: a Hessian's 2,000 entries of the same
-    # shape compile to a few NumExpr programs (each costs ~2 ms to parse), not 2,000.
-    program_index: dict[tuple, int] = {}
+    program_index: dict[tuple, int] = {}  # a program's text -> its index in `programs`
     body: list[str] = []
     read = {leaf for step in program.steps for leaf in step.leaves}
     for step, freed in zip(program.steps, program.frees):
         position = targets.get(step.result)
         destination = f"o{position}" if position is not None else f"b{buffer_of.get(step.result)}"
         if step.result in fused:
+            # Steps that differ only in their inputs share one program: their leaves
+            # are named a0, a1, ... in order, so a Hessian's 2,000 same-shaped entries
+            # become a few programs (each is assembled or parsed once at load).
             leaf_names = {leaf: f"a{j}" for j, leaf in enumerate(step.leaves)}
-            text = _render(step.instruction, program.inlined, leaf_names)
-            names = [leaf_names[leaf] for leaf in step.leaves]
-            boolean = [leaf in program.boolean_values for leaf in step.leaves]
-            index = program_index.get((text, tuple(boolean)))
-            if index is None:
-                index = program_index[text, tuple(boolean)] = len(programs)
-                programs.append(f"_E{index} = _program({text!r}, {names!r}, {boolean!r})")
-            arguments = ", ".join(f"v{leaf}" for leaf in step.leaves)
-            body.append(f"    _E{index}({arguments}, out={destination}, **_CALL)")
+            if tables is not None:
+                region = _lower_region(step, program, float_kind, tables)
+                code, temporaries = _finish(region)
+                names = [leaf_names[leaf] for leaf in region.leaves]
+                arguments = [f"v{leaf}" for leaf in region.leaves]
+                constants = tuple(value for _, value in region.constants.values())
+                key = ("vm", tuple(names), "".join(region.leaf_kinds), constants, temporaries,
+                       tuple(code))
+                index = program_index.get(key)
+                if index is None:
+                    index = program_index[key] = len(programs)
+                    lines = [f"_E{index} = _vm({names!r}, {''.join(region.leaf_kinds)!r}, "
+                             f"({''.join(literal(c) + ', ' for c in constants)}), {temporaries!r}, ["]
+                    for operation, comment in zip(code, region.comments):
+                        text = f"    {operation!r},"
+                        lines.append(f"{text:<56s}# {comment}" if comment else text)
+                    lines.append("])")
+                    programs.append("\n".join(lines))
+            else:
+                text = _render(step.instruction, program.inlined, leaf_names)
+                names = [leaf_names[leaf] for leaf in step.leaves]
+                arguments = [f"v{leaf}" for leaf in step.leaves]
+                boolean = [leaf in program.boolean_values for leaf in step.leaves]
+                key = ("text", text, tuple(boolean))
+                index = program_index.get(key)
+                if index is None:
+                    index = program_index[key] = len(programs)
+                    programs.append(f"_E{index} = _program({text!r}, {names!r}, {boolean!r})")
+            body.append(f"    _E{index}({', '.join(arguments)}, out={destination}, **_CALL)")
             if step.result in read:
                 body.append(f"    v{step.result} = {destination}")
         else:
@@ -256,8 +626,9 @@ def lower_numexpr(graph, dtype, name: str = "function") -> GeneratedModule:
     )
     driver = DRIVER.replace("    with np.errstate(all=\"ignore\"):", "    with _LOCK, np.errstate(all=\"ignore\"):")
     assert driver != DRIVER, "the blocked driver changed: put the lock back around its loop"
+    setup = _NUMEXPR_SETUP + (_VM_HELPER if tables is not None else "")
     source = "\n".join(
-        header + [_NUMEXPR_SETUP] + programs + ["", ""] + unpack_lines(program, len(buffer_kinds)) + body
+        header + [setup] + programs + ["", ""] + unpack_lines(program, len(buffer_kinds)) + body
     ) + "\n" + driver
     note = f"{fallbacks} of {len(program.steps)} steps run in NumPy/SciPy" if fallbacks else ""
     return GeneratedModule(source, externals, "numexpr", dtype, block_size, program, note)

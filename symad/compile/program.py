@@ -11,9 +11,11 @@ over it, each named for what it does, run in this order by
    on any Graph it is given).
 2. :func:`schedule_depth_first` -- reorders the instructions so that each
    output is computed right after what it needs (shorter live ranges).
-3. :func:`fuse` -- decides which single-use temporaries are inlined into their
-   consumer, for backends that evaluate whole expressions (numexpr). What is
-   left are *steps*: one evaluation each, reading materialized values only.
+3. :func:`fuse_regions` -- groups instructions into regions, each a small DAG
+   with one result, for numexpr's virtual machine (values shared inside a
+   region stay in registers); :func:`fuse` does the same with trees, for
+   numexpr strings. What is left are *steps*: one evaluation each, reading
+   materialized values only.
 4. :func:`liveness` -- for every step, the values whose last use it is, so a
    backend frees (or reuses the buffer of) each temporary as early as possible.
 
@@ -51,6 +53,7 @@ __all__ = [
     "compile_program",
     "eliminate_dead_code",
     "fuse",
+    "fuse_regions",
     "schedule_depth_first",
     "liveness",
     "safe_comment",
@@ -86,11 +89,17 @@ class Instruction:
 
 @dataclass(frozen=True)
 class Step:
-    """One evaluation: ``instruction`` with its inlined operands, reading ``leaves`` only."""
+    """One evaluation: ``instruction`` with its inlined operands, reading ``leaves`` only.
+
+    ``body`` (set by :func:`fuse_regions` only): every instruction the step
+    computes, in order, ending with ``instruction`` -- a small DAG whose shared
+    values stay in registers instead of full-size temporaries.
+    """
 
     result: int
     instruction: Instruction
     leaves: tuple[int, ...]
+    body: tuple = ()
 
 
 @dataclass
@@ -297,6 +306,139 @@ def fuse(program: Program, fusible: Callable[[Instruction], bool]) -> Program:
         for ins in program.instructions if ins.result not in inlined
     ]
     return program
+
+
+#: A region (one step of :func:`fuse_regions`) holds at most this many operations,
+#: distinct materialized leaves and constant operands (numexpr's virtual machine
+#: numbers its registers -- output, leaves, constants, temporaries -- with one byte).
+MAX_REGION_OPERATIONS = 128
+MAX_REGION_REGISTERS = 240
+#: A value shared by several regions is recomputed in each of them only when it
+#: sits at most this many cheap operations above materialized values.
+RECOMPUTE_DEPTH = 2
+
+
+def fuse_regions(program: Program, fusible: Callable[[Instruction], bool]) -> Program:
+    """Group fusible instructions into regions with one result each: one step per region.
+
+    Unlike :func:`fuse`, whose steps are trees, a region is a DAG: a value used
+    several times *inside* one region is computed once there and kept in a
+    register, so long chains of cheap arithmetic whose values are reused (the
+    forward and reverse sweeps of an iterated map) become one evaluation with
+    no full-size temporary at all. A value is materialized (ends a region) when
+    it is an output, when a non-fusible instruction reads it, when regions of
+    several results need it and it is not cheap to recompute (at most
+    ``RECOMPUTE_DEPTH`` arithmetic operations above materialized values), or
+    when its region would exceed ``MAX_REGION_OPERATIONS`` operations or
+    ``MAX_REGION_REGISTERS`` registers (leaves, constants and operations).
+
+    >>> import sympy
+    >>> from symad.graph import GraphBuilder
+    >>> from symad.primitives import add_p, mul_p, sin_p
+    >>> x = sympy.Symbol("x"); b = GraphBuilder(); b.add_input(x)
+    >>> s = b.record(sin_p, (x,))
+    >>> graph = b.finish([b.record(add_p, (b.record(mul_p, (s, s)), s))])
+    >>> program = fuse_regions(build_program(graph), lambda instruction: True)
+    >>> [(step.result, step.leaves, [i.result for i in step.body]) for step in program.steps]
+    [(3, (0,), [1, 2, 3])]
+    """
+    instructions = program.instructions
+    can_fuse = {ins.result: bool(fusible(ins)) for ins in instructions}
+    by_result = {ins.result: ins for ins in instructions}
+    consumers: dict[int, list[int]] = {}
+    for instruction in instructions:
+        for o in instruction.operands:
+            if isinstance(o, int):
+                consumers.setdefault(o, []).append(instruction.result)
+    outputs = {o for o in program.outputs if isinstance(o, int)}
+
+    # Materialized by necessity: outputs, non-fusible results, values a non-fusible reads.
+    materialized = set(outputs)
+    for instruction in instructions:
+        if not can_fuse[instruction.result]:
+            materialized.add(instruction.result)
+            materialized.update(o for o in instruction.operands if isinstance(o, int))
+
+    # Backward: which region needs each value (one root, or SHARED by several).
+    shared = -1
+    owner: dict[int, int] = {}
+    depth: dict[int, int] = {}  # recomputed values: cheap operations from here to a region root
+    for instruction in reversed(instructions):
+        v = instruction.result
+        if v in materialized:
+            owner[v] = v
+            continue
+        owners = {owner[c] for c in consumers.get(v, ())}
+        if len(owners) <= 1 and shared not in owners:
+            owner[v] = owners.pop() if owners else v
+            continue
+        level = 1 + max((depth.get(c, 0) for c in consumers[v]), default=0)
+        if _is_cheap(instruction) and level <= RECOMPUTE_DEPTH:
+            owner[v], depth[v] = shared, level
+        else:
+            materialized.add(v)
+            owner[v] = v
+
+    # Forward: each value's region (instructions and leaves); split where too large.
+    inputs = set(range(program.input_count))
+    cone: dict[int, frozenset] = {}
+    leaves_of: dict[int, frozenset] = {}
+    constant_operands = {ins.result: sum(1 for o in ins.operands if not isinstance(o, int))
+                         for ins in instructions}
+    for instruction in instructions:
+        v = instruction.result
+        if not can_fuse[v]:
+            continue
+        while True:
+            body, leaves = {v}, set()
+            for o in instruction.operands:
+                if not isinstance(o, int):
+                    continue
+                if o in inputs or o in materialized:
+                    leaves.add(o)
+                else:
+                    body |= cone[o]
+                    leaves |= leaves_of[o]
+            constants = sum(constant_operands[r] for r in body)
+            registers = len(body) + len(leaves) + constants
+            if ((len(body) <= MAX_REGION_OPERATIONS and registers <= MAX_REGION_REGISTERS
+                    and len(leaves) <= MAX_FUSED_LEAVES)):
+                break
+            # Too large: the largest inlined operand becomes a region of its own.
+            inner = [o for o in instruction.operands
+                     if isinstance(o, int) and o not in inputs and o not in materialized]
+            if not inner:
+                break  # a single instruction with too many operands: the backend decides
+            materialized.add(max(inner, key=lambda o: len(cone[o])))
+        cone[v], leaves_of[v] = frozenset(body), frozenset(leaves)
+
+    steps = []
+    inlined: dict[int, Instruction] = {}
+    position = {ins.result: index for index, ins in enumerate(instructions)}
+    for instruction in instructions:
+        v = instruction.result
+        if v not in materialized:
+            inlined[v] = instruction
+            continue
+        if not can_fuse[v]:
+            steps.append(Step(v, instruction, _ordered_leaves(instruction, {})))
+            continue
+        body = tuple(by_result[r] for r in sorted(cone[v], key=position.__getitem__))
+        steps.append(Step(v, instruction, _region_leaves(body), body))
+    program.inlined = inlined
+    program.steps = steps
+    return program
+
+
+def _region_leaves(body: Sequence[Instruction]) -> tuple[int, ...]:
+    """The values a region reads from outside itself, in first-use order."""
+    inside = {instruction.result for instruction in body}
+    leaves: dict[int, None] = {}
+    for instruction in body:
+        for o in instruction.operands:
+            if isinstance(o, int) and o not in inside:
+                leaves.setdefault(o)
+    return tuple(leaves)
 
 
 def _is_cheap(instruction: Instruction) -> bool:

@@ -189,15 +189,36 @@ def evaluate(inputs, outputs, n, block_size=BLOCK_SIZE):
         raise RuntimeError("bind every entry of EXTERNALS (listed at the top) before evaluating")
     block_size = max(1, min(int(block_size), n))
     buffers = [np.empty(block_size, np.bool_ if b else DTYPE) for b in BUFFER_IS_BOOLEAN]
+    # Strided columns (one coordinate of a batch of vectors) are copied through a
+    # contiguous block, once per block, instead of being gathered by every step.
+    staged_in = [np.empty(block_size, x.dtype) if x.ndim and x.strides[0] != x.itemsize else None
+                 for x in inputs]
+    staged_out = [np.empty(block_size, o.dtype) if o.strides[0] != o.itemsize else None
+                  for o in outputs]
     with np.errstate(all="ignore"):  # like JAX: inf and nan propagate silently
         for start in range(0, n, block_size):
             stop = min(start + block_size, n)
-            evaluate_block(
-                [x[start:stop] if x.ndim else x for x in inputs],
-                [o[start:stop] for o in outputs],
-                [b[:stop - start] for b in buffers],
-            )
+            _stage(inputs, staged_in, start, stop, into_stage=True)
+            block_in = [(x[start:stop] if x.ndim else x) if staged is None else staged[:stop - start]
+                        for x, staged in zip(inputs, staged_in)]
+            block_out = [o[start:stop] if staged is None else staged[:stop - start]
+                         for o, staged in zip(outputs, staged_out)]
+            evaluate_block(block_in, block_out, [b[:stop - start] for b in buffers])
+            _stage(outputs, staged_out, start, stop, into_stage=False)
     return outputs
+
+
+def _stage(arrays, staged, start, stop, into_stage, step=4096):
+    """Copy strided columns to (or from) their contiguous blocks, a few thousand rows at a
+    time, so the columns of one batch of vectors are copied while its rows are in cache."""
+    pairs = [(a, s) for a, s in zip(arrays, staged) if s is not None]
+    for first in range(start, stop, step) if pairs else ():
+        last = min(first + step, stop)
+        for a, s in pairs:
+            if into_stage:
+                s[first - start:last - start] = a[first:last]
+            else:
+                a[first:last] = s[first - start:last - start]
 '''
 
 RUN = '''

@@ -1,19 +1,24 @@
-"""Benchmark 2 of the project's benchmark brief: evaluating compiled gradients, and the memory they take.
+"""Benchmark 2 of the project's benchmark brief: evaluating compiled derivatives, and their memory.
 
-Gradient w.r.t. every input, 2,000,000 float64 points (``--points``), four cases:
+On 2,000,000 float64 points (``--points``), six cases:
 
-* ``simple``:   log(x) + x*y - sin(y)
-* ``mixed``:    tanh(x*y) * exp(-y**2) + log(1 + x**2) + sqrt(x + y) * cos(x - y)
-* ``logistic``: the logistic map l <- 4 l (1 - l), 10 iterations, d/dl0
-* ``gauss``:    exp(-(x**2 + 2 y**2 + z**2)/2 + x*y/4) * (1 + x*y*z) / (1 + x**2 + y**2*z**2)
+* ``simple``:   gradient of log(x) + x*y - sin(y)
+* ``mixed``:    gradient of tanh(x*y) * exp(-y**2) + log(1 + x**2) + sqrt(x + y) * cos(x - y)
+* ``logistic``: d/dl0 of the logistic map l <- 4 l (1 - l), 10 iterations
+* ``gauss``:    gradient of exp(-(x**2 + 2 y**2 + z**2)/2 + x*y/4) * (1 + x*y*z) / (1 + x**2 + y**2*z**2)
+* ``rosenbrock``: gradient of the 6-D Rosenbrock function under vmap (a (points, 6) batch)
+* ``derivative6``: the 6th derivative of exp(sin x) / (1 + x**2)
 
 Side by side in one run, each the median of --reps repetitions after one warm-up:
 
 * symad with every backend available here (numexpr is the default; numpy; numba),
-  each through ``sd.grad(f, argnums=...).trace(...).compile(backend)``;
+  each through ``sd.grad(f, argnums=...).trace(...).compile(backend)`` (the
+  Rosenbrock case with the default backend through ``sd.vmap(sd.grad(f))``; the
+  6th derivative through ``sd.derivative(g, 6)``);
 * SymPy ``lambdify(cse=True)`` (numpy module) of ``sympy.diff``, and SymPy
   ``lambdify`` with the numexpr module;
-* JAX ``jit(vmap(grad(f, argnums)))`` with x64 enabled (if installed);
+* JAX ``jit(vmap(grad(f, argnums)))`` with x64 enabled (if installed; six nested
+  ``grad`` for the 6th derivative);
 * PyTorch eager (if installed; never installed by symad's extras).
 
 Then the memory figures, each in a fresh subprocess so peaks do not mix:
@@ -25,8 +30,8 @@ mixed-case gradient on 10**7 points, against the size of inputs + outputs.
 Machines are shared and noisy: read the ratios (symad / JAX) measured in the
 same run. Run from the project root::
 
-    python benchmarks/evaluate.py             # everything, a few minutes
-    python benchmarks/evaluate.py --quick     # 200,000 points, 3 reps, no memory part
+    python benchmarks/eval.py             # everything, several minutes
+    python benchmarks/eval.py --quick     # 200,000 points, 3 reps, no memory part
 """
 
 from __future__ import annotations
@@ -71,54 +76,90 @@ def gauss(m, x, y, z):
     return m.exp(-(x**2 + 2 * y**2 + z**2) / 2 + x * y / 4) * (1 + x * y * z) / (1 + x**2 + y**2 * z**2)
 
 
+def rosenbrock(m, v):
+    """The 6-D Rosenbrock function of one vector ``v`` (indexable: an array or a list)."""
+    return sum(100 * (v[i + 1] - v[i] ** 2) ** 2 + (1 - v[i]) ** 2 for i in range(5))
+
+
+def g(m, x):
+    return m.exp(m.sin(x)) / (1 + x**2)
+
+
 CASES = {
     "simple": (simple, "log(x) + x*y − sin(y)"),
     "mixed": (mixed, "tanh(xy)·e^{−y²} + log(1+x²) + √(x+y)·cos(x−y)"),
     "logistic": (logistic, "logistic map, 10 iterations"),
     "gauss": (gauss, "3-variable Gaussian × rational"),
+    "rosenbrock": (rosenbrock, "6-D Rosenbrock gradient under vmap"),
+    "derivative6": (g, "6th derivative of exp(sin x)/(1+x²)"),
 }
+ARITY = {"simple": 2, "mixed": 2, "logistic": 1, "gauss": 3, "rosenbrock": 1, "derivative6": 1}
 
 
 def points(case: str, n: int, seed: int = 0) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
-    arity = {"simple": 2, "mixed": 2, "logistic": 1, "gauss": 3}[case]
     if case == "logistic":
         return [rng.uniform(0.05, 0.95, n)]
-    return [rng.uniform(0.5, 2.0, n) for _ in range(arity)]
+    if case == "rosenbrock":
+        return [rng.uniform(-2.0, 2.0, (n, 6))]
+    if case == "derivative6":
+        return [rng.uniform(-3.0, 3.0, n)]
+    return [rng.uniform(0.5, 2.0, n) for _ in range(ARITY[case])]
 
 
 # ---------------------------------------------------------------------------
-# Runners: each returns a callable of the arrays giving a list of gradient arrays
+# Runners: each returns a callable of the arrays giving a list of result arrays
 # ---------------------------------------------------------------------------
 
 
 def symad_runner(case: str, backend: str):
     fun = CASES[case][0]
-    arity = len(points(case, 1))
+    arity = ARITY[case]
+
     def f(*a):
         return fun(np, *a)
 
-    gradient = sd.grad(f, argnums=tuple(range(arity))).trace(*([0.7] * arity))
-    evaluator = gradient.compile(backend)
-    return lambda *arrays: list(evaluator(*arrays))
+    if case == "derivative6":
+        evaluator = sd.derivative(f, 6).trace(0.7).compile(backend)
+    elif case == "rosenbrock":
+        if backend == sd.available_backends()[0]:  # the default backend: sd.vmap itself
+            evaluator = sd.vmap(sd.grad(f))
+        else:
+            evaluator = sd.grad(f).trace(np.full(6, 0.7)).compile(backend)
+    else:
+        evaluator = sd.grad(f, argnums=tuple(range(arity))).trace(*([0.7] * arity)).compile(backend)
+
+    def run(*arrays):
+        out = evaluator(*arrays)
+        return list(out) if isinstance(out, tuple) else [out]
+
+    return run
 
 
 def sympy_runner(case: str, module: str):
     import sympy
 
     fun = CASES[case][0]
-    arity = len(points(case, 1))
-    symbols = sympy.symbols(f"a0:{arity}")
 
     class M:  # the sympy namespace under NumPy's names
         log, sin, tanh, exp, sqrt, cos = sympy.log, sympy.sin, sympy.tanh, sympy.exp, sympy.sqrt, sympy.cos
 
-    expression = fun(M, *symbols)
-    derivatives = [sympy.diff(expression, s) for s in symbols]
+    if case == "rosenbrock":
+        symbols = sympy.symbols("a0:6")
+        expression = fun(M, list(symbols))
+    else:
+        symbols = sympy.symbols(f"a0:{ARITY[case]}")
+        expression = fun(M, *symbols)
+    if case == "derivative6":
+        derivatives = [sympy.diff(expression, symbols[0], 6)]
+    else:
+        derivatives = [sympy.diff(expression, s) for s in symbols]
     if module == "numexpr":
         f = sympy.lambdify(symbols, derivatives, "numexpr")
     else:
         f = sympy.lambdify(symbols, derivatives, "numpy", cse=True)
+    if case == "rosenbrock":
+        return lambda X: [np.stack(f(*X.T), axis=-1)]
     return lambda *arrays: list(f(*arrays))
 
 
@@ -129,13 +170,19 @@ def jax_runner(case: str):
     import jax.numpy as jnp
 
     fun = CASES[case][0]
-    arity = len(points(case, 1))
-    g = jax.jit(jax.vmap(jax.grad(lambda *a: fun(jnp, *a), argnums=tuple(range(arity)))))
+    arity = ARITY[case]
+    if case == "derivative6":
+        h = lambda x: fun(jnp, x)  # noqa: E731
+        for _ in range(6):
+            h = jax.grad(h)
+        g = jax.jit(jax.vmap(h))
+    else:
+        g = jax.jit(jax.vmap(jax.grad(lambda *a: fun(jnp, *a), argnums=tuple(range(arity)))))
 
     def run(*arrays):
         out = g(*arrays)
         jax.block_until_ready(out)
-        return [np.asarray(o) for o in out]
+        return [np.asarray(o) for o in (out if isinstance(out, tuple) else (out,))]
 
     return run
 
@@ -144,6 +191,8 @@ def torch_runner(case: str):
     import torch
 
     fun = CASES[case][0]
+    if case in ("rosenbrock", "derivative6"):
+        raise NotImplementedError("only the four gradient cases are written for PyTorch")
 
     def run(*arrays):
         tensors = [torch.from_numpy(a).requires_grad_(True) for a in arrays]
@@ -225,6 +274,10 @@ def memory_figure(which: str, n: int, block: str) -> dict:
 # ---------------------------------------------------------------------------
 
 
+def _geomean(values) -> float:
+    return math.exp(sum(map(math.log, values)) / len(values))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", type=int, default=2_000_000)
@@ -238,7 +291,7 @@ def main() -> int:
 
     print(f"# symad evaluation benchmark — {datetime.date.today()}, {platform.machine()}, "
           f"{os.cpu_count()} cores, Python {platform.python_version()}, NumPy {np.__version__}")
-    print(f"# gradient w.r.t. all inputs, {args.points:,} float64 points, median of {args.reps} "
+    print(f"# gradients w.r.t. all inputs (and a 6th derivative), {args.points:,} float64 points, median of {args.reps} "
           f"after a warm-up; symad threads: {sd.get_num_threads()}")
     peers = available_peers()
     table: dict = {}
@@ -258,9 +311,13 @@ def main() -> int:
             if reference is None:
                 reference = result
                 continue
-            # the logistic map is chaotic: rounding differences grow like 2**10
+            # the logistic map is chaotic: rounding differences grow like 2**10; a 6th
+            # derivative cancels terms of its largest magnitude
             rtol, atol = (1e-6, 1e-9) if case == "logistic" else (1e-9, 1e-12)
-            if not all(np.allclose(g, w, rtol=rtol, atol=atol) for g, w in zip(result, reference)):
+            if case == "derivative6":
+                atol = 1e-11 * max(float(np.max(np.abs(w))) for w in reference)
+            if len(result) != len(reference) or not all(
+                    np.allclose(g, w, rtol=rtol, atol=atol) for g, w in zip(result, reference)):
                 failures += 1
                 print(f"  {case:9s} {peer:24s} DISAGREES with symad numexpr")
         # Round robin: every repetition times each peer once, so a noisy moment on a
@@ -316,6 +373,33 @@ def main() -> int:
         print("| geometric mean | " + " | ".join(cells) + " |")
         cells = [f"{max(ratios[p]):.2f}" if ratios[p] else "—" for p in peer_names if p != jax_name]
         print("| worst | " + " | ".join(cells) + " |")
+
+        # The figures of the brief: symad's fastest backend per case against JAX,
+        # and the default backend against JAX and against SymPy's lambdify.
+        symad_peers = [p for p in peer_names if p.startswith("symad ")]
+        best = []
+        print()
+        print("Fastest symad backend per case, time / JAX time (target: at most 1.0 on every case):")
+        for case in args.cases:
+            jax_time = table.get((case, jax_name))
+            timed = [(table[case, p], p) for p in symad_peers if table.get((case, p)) is not None]
+            if jax_time is None or not timed:
+                continue
+            seconds, peer = min(timed)
+            best.append(seconds / jax_time)
+            print(f"  {case:12s} {seconds / jax_time:.2f} ({peer})")
+        if best:
+            print(f"  geometric mean {_geomean(best):.2f}, worst {max(best):.2f}")
+        default = f"symad {sd.available_backends()[0]}"
+        if ratios.get(default):
+            print(f"Default ({default}): geometric mean {_geomean(ratios[default]):.2f} × JAX "
+                  "(target: within 2)")
+    default = f"symad {sd.available_backends()[0]}"
+    if "logistic" in args.cases and table.get(("logistic", default)):
+        for peer in ("sympy lambdify cse", "sympy lambdify numexpr"):
+            if table.get(("logistic", peer)):
+                print(f"Logistic map: {peer} / default = "
+                      f"{table['logistic', peer] / table['logistic', default]:.1f}× (target: at least 5)")
 
     if not args.no_memory:
         print()
