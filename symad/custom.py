@@ -65,6 +65,17 @@ class CustomPrimitive:
 
     def _partial(self, out, args):
         # The user's rule sees the operands only (the SPEC's defpartials signature).
+        try:
+            inspect.signature(self._partials_rule).bind(*args)
+        except TypeError:
+            raise DifferentiationError(
+                f"the partials rule {getattr(self._partials_rule, '__name__', 'rule')!r} given to "
+                f"{self.name}.defpartials cannot take the primitive's {len(args)} argument(s); "
+                f"define it as def rule({', '.join(f'x{i}' for i in range(len(args)))}) returning "
+                "a tuple with one partial per argument"
+            ) from None
+        except ValueError:  # a builtin without a signature: let the call decide
+            pass
         partials = self._partials_rule(*args)
         if not isinstance(partials, (tuple, list)) or len(partials) != len(args):
             raise DifferentiationError(

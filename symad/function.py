@@ -376,7 +376,7 @@ class Function:
 
     def _evaluate(self, leaves: list, backend: str, options: dict) -> Any:
         """Evaluate on NumPy values: flatten the batch, run the compiled blocks, reshape."""
-        arrays = [_numeric_array(leaf, self.name) for leaf in leaves]
+        arrays = [_numeric_array(leaf, self.name, i) for i, leaf in enumerate(leaves)]
         parameter_values = []
         for parameter, symbols in self.parameters:
             if parameter.shape != symbols.shape:
@@ -437,12 +437,21 @@ def _column(values: np.ndarray, batch: tuple, count: int) -> np.ndarray:
 # ---------------------------------------------------------------------------
 
 
-def _numeric_array(value: Any, name: str) -> np.ndarray:
+def _numeric_array(value: Any, name: str, position: int = 0) -> np.ndarray:
     if isinstance(value, Parameter):
         return value.value
     array = np.asarray(value)
+    if array.dtype.kind == "c":
+        raise TracingError(
+            f"{name}: argument {position} is complex ({array.dtype}); symad differentiates real "
+            "functions of real inputs. Pass the real and imaginary parts as two real arguments "
+            "(z.real, z.imag) and write the function in terms of them"
+        )
     if array.dtype.kind not in "biuf":
-        raise TracingError(f"{name}: arguments must be real numbers or arrays of them, got {array.dtype}")
+        raise TracingError(
+            f"{name}: argument {position} has dtype {array.dtype}; arguments must be real numbers "
+            "or arrays of them (convert with np.asarray(value, dtype=float))"
+        )
     if array.dtype.kind != "f":
         array = array.astype(np.float64)
     return array
@@ -557,6 +566,10 @@ def trace(fun: Callable, *example_args, name: str | None = None) -> Function:
             explained = explain_numpy_store(error, name)
             if explained is None:
                 raise
+            # NumPy's ValueError keeps the line of the store; the TracingError behind
+            # it ("converts a traced value to a Python number") is not the story here.
+            error.__cause__ = None
+            error.__suppress_context__ = True
             raise explained from error
         return finish_function(
             builder, name, in_treedef, in_symbols, result, list(builder.parameters.items())

@@ -152,8 +152,13 @@ def where(condition, if_true=None, if_false=None):
     return _select(condition, if_true, if_false)
 
 
-def clip(x, a_min=None, a_max=None):
-    """Elementwise ``x`` limited to ``[a_min, a_max]`` (either bound may be None)."""
+def clip(x, a_min=None, a_max=None, *, min=None, max=None):  # noqa: A002 - NumPy 2's keywords
+    """Elementwise ``x`` limited to ``[a_min, a_max]`` (either bound may be None).
+
+    NumPy 2's keyword spellings ``min=`` and ``max=`` are accepted too.
+    """
+    a_min = min if a_min is None else a_min
+    a_max = max if a_max is None else a_max
     if a_min is not None:
         x = maximum(x, a_min)
     if a_max is not None:
@@ -528,17 +533,23 @@ def mean(x, axis=None, dtype=None, keepdims=False):
 
 
 @_numpy_when_concrete(_np.var)
-def var(x, axis=None, dtype=None, keepdims=False):
-    """Variance over ``axis``: the mean squared deviation from the mean."""
+def var(x, axis=None, dtype=None, keepdims=False, *, ddof=0):
+    """Variance over ``axis``: the squared deviations from the mean over ``N - ddof``."""
     _float_dtype_only({"dtype": dtype}, "var")
     deviation = subtract(x, mean(x, axis=axis, keepdims=True))
-    return mean(multiply(deviation, deviation), axis=axis, keepdims=keepdims)
+    if ddof == 0:
+        return mean(multiply(deviation, deviation), axis=axis, keepdims=keepdims)
+    x_shape = shape(x)
+    count = math.prod(x_shape[a] for a in _normalize_axes(axis, len(x_shape)))
+    squares = sum(multiply(deviation, deviation), axis=axis, keepdims=keepdims)
+    # N - ddof <= 0 gives inf or nan, as NumPy's does (with a warning there).
+    return multiply(squares, sympy.Rational(1, count - ddof) if count > ddof else sympy.nan)
 
 
 @_numpy_when_concrete(_np.std)
-def std(x, axis=None, dtype=None, keepdims=False):
-    """Standard deviation over ``axis``."""
-    return sqrt(var(x, axis=axis, dtype=dtype, keepdims=keepdims))
+def std(x, axis=None, dtype=None, keepdims=False, *, ddof=0):
+    """Standard deviation over ``axis`` (``ddof`` as in NumPy)."""
+    return sqrt(var(x, axis=axis, dtype=dtype, keepdims=keepdims, ddof=ddof))
 
 
 @_numpy_when_concrete(_np.prod)
@@ -856,11 +867,28 @@ def dispatch_function(func, args: tuple, kwargs: dict) -> Any:
         raise _untraceable(f"{module}.{func.__name__}")
     if implementation not in _CONSTRUCTORS:  # an integer array of zeros is fine; a sum is not
         kwargs = _float_dtype_only(kwargs, f"{module}.{func.__name__}")
-    try:
-        inspect.signature(implementation).bind(*args, **kwargs)
-    except TypeError:
-        raise _untraceable(f"{module}.{func.__name__} with keywords {sorted(kwargs)}") from None
+    if "out" in kwargs and kwargs["out"] is None:  # NumPy's default, spelled out
+        del kwargs["out"]
+    _check_arguments(implementation, args, kwargs, f"{module}.{func.__name__}")
     return implementation(*args, **kwargs)
+
+
+def _check_arguments(implementation, args: tuple, kwargs: dict, what: str) -> None:
+    """Raise a TracingError naming the keyword (or count) ``implementation`` does not take."""
+    signature = inspect.signature(implementation)
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError:
+        accepted = [n for n, p in signature.parameters.items()
+                    if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)][1:]
+        unknown = [k for k in kwargs if k not in signature.parameters]
+        which = (f"the keyword{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}"
+                 if unknown else f"{len(args)} positional arguments")
+        raise TracingError(
+            f"function {traced_function_name()!r} calls {what} with {which}, which symad does "
+            f"not trace; it takes ({', '.join(accepted)}). Drop the argument, or compute the "
+            "same thing with symad.numpy operations (snp.where to select elements by value)"
+        ) from None
 
 
 __all__ = [name for name in dir() if not name.startswith("_") and name not in {

@@ -45,6 +45,15 @@ def test_the_issue_examples_now_work_or_fail_clearly():
     assert "fill_plain_numpy" in message
     assert "plain NumPy array" in message and "snp.zeros" in message and "like=x" in message
     assert "converts a traced value to a Python number" not in message
+    # The chain keeps NumPy's error (it points at the line of the store) but not the
+    # misleading "converts a traced value to a Python number" behind it.
+    chained = []
+    error = info.value
+    while error is not None:
+        chained.append(str(error))
+        error = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
+    assert len(chained) == 2 and "array element" in chained[1]
+    assert not any("Python number" in text for text in chained)
 
     assert sd.grad(lambda v: np.sum(v.copy()))(np.ones(3)).tolist() == [1.0, 1.0, 1.0]
 
@@ -164,6 +173,11 @@ ARRAY_METHODS = {
     "cumsum": lambda x: (x.cumsum(axis=1) ** 2).sum(),
     "iteration": lambda x: sum((row ** 2).sum() * (i + 1) for i, row in enumerate(x)),
     "tolist": lambda x: sum(value * value for row in x.tolist() for value in row),
+    "positional_axis": lambda x: (x.sum(0) ** 2).sum() + x.max(1).sum() + x.mean(0, np.float64).sum(),
+    "out_none": lambda x: x.sum(axis=0, out=None).sum() + np.sum(x, axis=1, out=None)[0],
+    "std_ddof": lambda x: x.std(ddof=1) + np.var(x, axis=0, ddof=1).sum() + x.var(1, ddof=2).sum(),
+    "clip_min_max_keywords": lambda x: x.clip(min=-0.5).sum() + np.clip(x, max=0.25).sum(),
+    "item_of_a_constant": lambda x: (x * snp.zeros_like(x).item(0) + np.full_like(x, 2.0).item(1, 2) * x).sum(),
 }
 
 
@@ -195,6 +209,42 @@ def test_item_explains_why_a_traced_value_has_no_number():
     assert "item()" in message and "symbol" in message and "x[0]" in message
     with pytest.raises(sd.TracingError, match=r"shape \(3,\).*exactly one element"):
         sd.trace(lambda v: v.item(), np.ones(3))
+    # A constant element has a number: item() gives it, as NumPy's does.
+    def scaled(v):
+        weights = snp.zeros(3)
+        weights[1] = 2.5
+        return v * weights.item(1) + snp.ones((2, 2)).item(3)
+
+    F = sd.trace(scaled, 1.0)
+    (v,) = F.inputs
+    assert F.formula() == 2.5 * v + 1.0
+
+
+@pytest.mark.parametrize("call, keyword", [
+    (lambda v: v.sum(where=v > 0), "ndarray.sum with the keyword 'where'"),
+    (lambda v: v.max(initial=0.0), "ndarray.max with the keyword 'initial'"),
+    (lambda v: v.mean(out=np.zeros(())), "ndarray.mean with the keyword 'out'"),
+    (lambda v: np.sum(v, where=v > 0), "numpy.sum with the keyword 'where'"),
+    (lambda v: np.std(v, correction=1), "numpy.std with the keyword 'correction'"),
+])
+def test_array_method_keywords_symad_does_not_trace_name_themselves(call, keyword):
+    def statistic(v):
+        return call(v)
+
+    with pytest.raises(sd.TracingError) as info:
+        sd.grad(statistic)(np.array([1.0, -2.0, 3.0]))
+    message = str(info.value)
+    assert keyword in message and "statistic" in message and "it takes (axis" in message
+
+
+def test_std_with_ddof_matches_numpy_and_its_exact_derivative():
+    x = np.array([1.0, 2.0, 4.0, 7.0])
+    F = sd.trace(lambda v: v.std(ddof=1), x)
+    assert float(F(x)) == pytest.approx(np.std(x, ddof=1), rel=1e-15)
+    n, deviation = x.size, x - x.mean()
+    expected = deviation / ((n - 1) * np.std(x, ddof=1))   # d/dx_i sqrt(sum d^2 / (n - 1))
+    assert np.allclose(sd.grad(lambda v: v.std(ddof=1))(x), expected, rtol=1e-14)
+    assert np.isnan(float(sd.trace(lambda v: np.var(v, ddof=4), x)(x)))  # N - ddof = 0, as NumPy
 
 
 def test_astype_to_float32_keeps_the_traced_value():
@@ -295,6 +345,30 @@ def test_custom_primitive_without_partials_then_with_them():
         return (1 / (1 + abs(x)) ** 2,)
 
     assert float(gradient(1.0)) == pytest.approx(0.5)  # the failed call left nothing cached
+
+
+def test_partials_rule_of_the_wrong_arity_then_a_right_one():
+    @sd.primitive
+    def softsign(x):
+        return x / (1 + np.abs(x))
+
+    softsign.defpartials(lambda x, scale: (scale / (1 + abs(x)) ** 2,))
+    gradient = sd.grad(lambda x: softsign(x) * 2)
+    with pytest.raises(sd.DifferentiationError) as info:
+        gradient(1.0)
+    message = str(info.value)
+    assert "softsign.defpartials" in message and "1 argument" in message and "def rule(x0)" in message
+    softsign.defpartials(lambda x: (1 / (1 + abs(x)) ** 2,))
+    assert float(gradient(1.0)) == pytest.approx(0.5)
+
+
+def test_complex_inputs_are_refused_naming_the_argument_and_the_fix():
+    for call in (lambda: sd.grad(lambda a, z: a * z)(1.0, 1.0 + 2.0j),
+                 lambda: sd.trace(lambda z: z * 2, 1.0)(np.ones(2, dtype=complex))):
+        with pytest.raises(sd.TracingError) as info:
+            call()
+        message = str(info.value)
+        assert "complex" in message and "argument" in message and "z.real, z.imag" in message
 
 
 def test_unknown_backend():
