@@ -436,6 +436,10 @@ def test_abs_sign_and_ties_match_jax():
 
 def test_more_points_against_jax():
     assert float(sd.grad(sd.grad(np.abs))(0.0)) == 0.0                # JAX 0.10.2: 0.0
+    # The subgradient 0 at the kink, for code that wants it (docs/api.md):
+    abs0 = sd.primitive(np.abs, name="abs0")
+    abs0.defpartials(lambda x: (np.sign(x),))
+    assert [float(sd.grad(abs0)(x)) for x in (-2.0, 0.0, 3.0)] == [-1.0, 0.0, 1.0]
     assert float(sd.grad(lambda x: np.maximum(x, x))(1.0)) == 1.0     # JAX: 1.0 (½ + ½)
     assert sd.grad(np.min)(np.array([0.0, 0.0, 1.0])).tolist() == [0.5, 0.5, 0.0]  # JAX: same
     assert float(sd.grad(np.sqrt)(0.0)) == np.inf                     # JAX: inf
