@@ -20,6 +20,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 
+import numpy as np
 import sympy
 
 from symad.errors import DifferentiationError, TracingError
@@ -41,9 +42,15 @@ class CustomPrimitive:
         try:
             # Tracing names the inputs after the implementation's parameters.
             self.__signature__ = inspect.signature(implementation)
-            self.arity = len(self.__signature__.parameters)
         except (TypeError, ValueError):
-            self.arity = None
+            pass
+        if isinstance(implementation, np.ufunc):  # np.abs: nin operands (its signature adds out=...)
+            self.__signature__ = inspect.Signature([
+                inspect.Parameter(f"x{i}" if implementation.nin > 1 else "x",
+                                  inspect.Parameter.POSITIONAL_ONLY)
+                for i in range(implementation.nin)])
+        signature = getattr(self, "__signature__", None)
+        self.arity = None if signature is None else len(signature.parameters)
         self._partials_rule: Callable | None = None
         self.primitive = Primitive(
             self.name,
@@ -85,8 +92,12 @@ class CustomPrimitive:
         return partials
 
     def __call__(self, *args):
-        if self.arity is not None and len(args) != self.arity:
-            raise TracingError(f"{self.name}() takes {self.arity} arguments, got {len(args)}")
+        signature = getattr(self, "__signature__", None)
+        if signature is not None:
+            try:
+                signature.bind(*args)
+            except TypeError as error:
+                raise TracingError(f"{self.name}() called with {len(args)} arguments: {error}") from None
         if any(is_traced(arg) for arg in args):
             return apply(self.primitive, *args)
         return self.implementation(*args)

@@ -440,6 +440,8 @@ def test_more_points_against_jax():
     abs0 = sd.primitive(np.abs, name="abs0")
     abs0.defpartials(lambda x: (np.sign(x),))
     assert [float(sd.grad(abs0)(x)) for x in (-2.0, 0.0, 3.0)] == [-1.0, 0.0, 1.0]
+    with pytest.raises(sd.TracingError, match=r"abs0\(\) called with 2 arguments"):
+        sd.trace(lambda x: abs0(x, x), 1.0)   # a ufunc's arity is its nin, not its signature
     assert float(sd.grad(lambda x: np.maximum(x, x))(1.0)) == 1.0     # JAX: 1.0 (½ + ½)
     assert sd.grad(np.min)(np.array([0.0, 0.0, 1.0])).tolist() == [0.5, 0.5, 0.0]  # JAX: same
     assert float(sd.grad(np.sqrt)(0.0)) == np.inf                     # JAX: inf
