@@ -7,6 +7,8 @@ JAX 0.10.2 on 2026-11-23; every value below agreed. JAX is never imported
 here, so the suite does not need it.
 """
 
+import re
+
 import numpy as np
 import pytest
 import sympy
@@ -607,6 +609,8 @@ def hostile_names(canary_path):
         f"x')\n{command}\n#",
         "\\input{/etc/passwd} \\def\\x{y} $ & % # _ ^ { }",
         "a\\b\\\\c\"d'e",
+        f"*/ {command}; /* ??/",
+        f"x\r\n{command}\u2028#",
     ]
 
 
@@ -654,7 +658,40 @@ def test_hostile_names_flow_through_without_running(canary, which):
     custom.defpartials(lambda x: (2.0,))
     assert float(sd.grad(lambda x: custom(x) ** 2)(1.5)) == 12.0
     sd.trace(lambda x: custom(x), 1.0).latex()
+
+    # C export: the names reach comments only, and the file compiles warning-free.
+    for function in (F, G):
+        source, header = function.to_c("exported")
+        for text in (source, header):   # outside its comments, no user text at all
+            code = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+            assert "pathlib" not in code and "passwd" not in code and "evil" not in code
+        compile_c(source, header, canary.parent)
+    with pytest.raises(sd.ExportError):
+        F.to_c(hostile)                 # a function name must be a C identifier
+
+    # The command line: as the formula, as a --wrt name, in every output format.
+    from symad.cli import main
+
+    for argv in (["diff", hostile, "--wrt", "x"], ["diff", "x * y", "--wrt", "x", hostile],
+                 ["hessian", f"x**2 + {hostile}", "--wrt", "x"]):
+        for output in ([], ["--latex"], ["--python"], ["--c"]):
+            assert main(argv + output) == 2    # refused, not run
     assert not canary.exists()
+
+
+def compile_c(source, header, directory):
+    """Compile an exported function with -Wall -Wextra -Werror (skipped without a compiler)."""
+    import shutil
+    import subprocess
+
+    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if compiler is None:
+        return
+    (directory / "exported.h").write_text(header)
+    (directory / "exported.c").write_text('#include "exported.h"\n' + source)
+    subprocess.run([compiler, "-std=c99", "-Wall", "-Wextra", "-Werror", "-c", "-o",
+                    str(directory / "exported.o"), str(directory / "exported.c")],
+                   check=True, capture_output=True, text=True)
 
 
 def test_the_package_never_parses_strings_as_code():
