@@ -781,3 +781,61 @@ def test_one_evaluator_called_from_eight_threads_matches_serial_calls():
         threaded = list(pool.map(G, batches))
     for expected, actual in zip(serial, threaded):
         assert np.array_equal(expected, actual)
+
+
+def test_two_threads_tracing_at_the_same_moment_keep_their_graphs_apart():
+    import threading
+
+    # Both traces are paused half-way at a barrier, so they are open at once.
+    barrier = threading.Barrier(2, timeout=30)
+
+    def first(x):
+        a = np.sin(x) * 3.0
+        barrier.wait()
+        return a + np.exp(x)
+
+    def second(y):
+        b = y ** 3
+        barrier.wait()
+        return b - np.cos(y)
+
+    results = {}
+
+    def run(key, function):
+        results[key] = sd.grad(function).trace(0.0)
+
+    threads = [threading.Thread(target=run, args=("first", first)),
+               threading.Thread(target=run, args=("second", second))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    (x,) = results["first"].inputs
+    (y,) = results["second"].inputs
+    assert sympy.simplify(results["first"].formula() - (3 * sympy.cos(x) + sympy.exp(x))) == 0
+    assert sympy.simplify(results["second"].formula() - (3 * y ** 2 + sympy.sin(y))) == 0
+    assert results["first"].formula().free_symbols == {x}
+    assert results["second"].formula().free_symbols == {y}
+    assert active_builders() == []
+
+
+def test_threaded_evaluations_leave_numexpr_global_thread_count_as_the_user_set_it():
+    from concurrent.futures import ThreadPoolExecutor
+
+    numexpr = pytest.importorskip("numexpr")
+    G = sd.grad(lambda x: np.sum(np.sin(x) * np.exp(-x * x))).trace(np.ones(2))
+    rng = np.random.default_rng(RNG_SEED)
+    batches = [rng.normal(size=(40_000, 2)) for _ in range(8)]  # above the switching size
+    original = numexpr.set_num_threads(1)      # the user's own numexpr setting
+    previous = sd.set_num_threads(2)           # symad's differs, so every call switches
+    try:
+        serial = [G(batch) for batch in batches]
+        assert numexpr.get_num_threads() == 1
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            threaded = list(pool.map(G, batches))
+        assert numexpr.get_num_threads() == 1
+        assert all(np.array_equal(a, b) for a, b in zip(serial, threaded))
+        assert numexpr.evaluate("2 * a", local_dict={"a": np.ones(3)}).tolist() == [2.0] * 3
+    finally:
+        sd.set_num_threads(previous)
+        numexpr.set_num_threads(original)
