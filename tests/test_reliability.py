@@ -839,3 +839,75 @@ def test_threaded_evaluations_leave_numexpr_global_thread_count_as_the_user_set_
     finally:
         sd.set_num_threads(previous)
         numexpr.set_num_threads(original)
+
+
+# ---------------------------------------------------------------------------
+# 7. dtypes and edge values (the table in docs/api.md)
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", sd.available_backends())
+def test_float32_in_float32_out_for_every_transform_and_backend(backend):
+    def f(v, n):
+        return np.sum(np.sin(v) * v ** n)
+
+    x32 = np.array([0.5, 1.5], dtype=np.float32)
+    G = sd.grad(f).trace(np.ones(2), 2.0)
+    assert G.compile(backend)(x32, np.float32(2.0)).dtype == np.float32
+    assert G.compile(backend)(x32, 2).dtype == np.float32         # a Python int is weak (NEP 50)
+    assert G.compile(backend)(x32, np.int64(2)).dtype == np.float64  # an int64 array is not
+    assert G.compile(backend)(x32.astype(np.float16), 2.0).dtype == np.float64
+    assert np.allclose(G.compile(backend)(x32, 2), G(x32.astype(np.float64), 2.0), rtol=1e-6)
+    if backend == "numexpr":   # the default backend, behind every transform
+        assert sd.grad(f)(x32, 2).dtype == np.float32
+        assert sd.hessian(lambda v: f(v, 3))(x32).dtype == np.float32
+        assert sd.jvp(lambda v: f(v, 3), (x32,), (x32,))[1].dtype == np.float32
+        assert sd.derivative(np.sin, 3)(x32).dtype == np.float32
+        assert sd.taylor(np.sin, 2)(x32)[2].dtype == np.float32
+        assert sd.vmap(lambda v: v * 2)(x32).dtype == np.float32
+
+
+def test_integers_are_refused_where_differentiated_and_cast_elsewhere():
+    def f(x, n):
+        return x ** n
+
+    with pytest.raises(sd.DifferentiationError, match=r"argument 'x' \(position 0\).*int64.*2.0 rather than 2"):
+        sd.grad(f)(2, 3.0)
+    assert float(sd.grad(f)(2.0, 3)) == 12.0                      # n is cast to float
+    with pytest.raises(sd.TracingError, match="floordiv"):
+        sd.grad(lambda x: x // 2)(3.0)
+
+
+def test_removable_singularities_and_cancellation_return_what_the_docs_say():
+    with np.errstate(all="ignore"):
+        sinc = sd.trace(lambda x: np.sin(x) / x, 1.0)
+        assert np.isnan(float(sinc(0.0))) and float(sinc(1e-8)) == 1.0
+        assert np.isnan(float(sd.grad(lambda x: np.sin(x) / x)(0.0)))
+        normalized = lambda x: np.sinc(x / np.pi)  # noqa: E731
+        assert float(sd.trace(normalized, 1.0)(0.0)) == 1.0
+        assert float(sd.grad(normalized)(0.0)) == 0.0
+        assert float(sd.derivative(normalized, 2)(0.0)) == pytest.approx(-1 / 3, rel=1e-15)
+
+        cancels = sd.trace(lambda x: (1 - np.cos(x)) / x ** 2, 1.0)
+        assert float(cancels(1e-8)) == 0.0                           # the true value is 1/2
+        assert float(cancels(1e-6)) == pytest.approx(0.5, rel=1e-3)
+        assert float(cancels(1e-6)) != pytest.approx(0.5, rel=1e-5)  # four digits only
+        rewritten = sd.trace(lambda x: 2 * np.sin(x / 2) ** 2 / x ** 2, 1.0)
+        assert float(rewritten(1e-8)) == pytest.approx(0.5, rel=1e-15)
+
+        assert float(sd.trace(lambda x: np.log(1 + x), 1.0)(1e-17)) == 0.0
+        assert float(sd.trace(np.log1p, 1.0)(1e-17)) == 1e-17
+        assert float(sd.derivative(np.log1p, 3)(1e-17)) == 2.0      # 2/(1+x)^3
+        assert float(sd.trace(lambda x: np.exp(x) - 1, 1.0)(1e-17)) == 0.0
+        assert float(sd.trace(np.expm1, 1.0)(1e-17)) == 1e-17
+
+        assert float(sd.trace(lambda x: np.log1p(np.exp(x)), 1.0)(800.0)) == np.inf
+        assert np.isnan(float(sd.grad(lambda x: np.log1p(np.exp(x)))(800.0)))
+        assert float(sd.trace(snp.softplus, 1.0)(800.0)) == 800.0
+        assert float(sd.grad(snp.softplus)(800.0)) == 1.0
+
+        assert np.isnan(float(sd.trace(lambda x: x * np.log(x), 1.0)(0.0)))
+        assert float(sd.trace(guarded_xlogx, 1.0)(0.0)) == 0.0
+        import scipy.special
+
+        assert float(sd.trace(lambda x: scipy.special.xlogy(x, x), 1.0)(0.0)) == 0.0
