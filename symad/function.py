@@ -20,7 +20,7 @@ import sympy
 from symad.compile import DEFAULT_BACKEND, make_evaluator
 from symad.compile.batch import batch_shape as _batch_shape
 from symad.compile.dask_support import evaluate_dask, is_dask_array
-from symad.errors import CompileError, TracingError
+from symad.errors import CompileError, SymadError, TracingError
 from symad.graph import Graph, GraphBuilder, current_builder, replay
 from symad.pytree import TreeDef, leaf_paths, tree_flatten, tree_unflatten
 from symad.tracer import (
@@ -565,18 +565,55 @@ def trace(fun: Callable, *example_args, name: str | None = None) -> Function:
         tracers = [Tracer(symbols) for symbols in in_symbols]
         try:
             result = fun(*tree_unflatten(in_treedef, tracers))
+        except SymadError:
+            raise
         except ValueError as error:
             explained = explain_numpy_store(error, name)
             if explained is None:
-                raise
+                explained = _explain_library_error(error, name)
+                if explained is None:
+                    raise
+                raise explained from error
             # NumPy's ValueError keeps the line of the store; the TracingError behind
             # it ("converts a traced value to a Python number") is not the story here.
             error.__cause__ = None
             error.__suppress_context__ = True
             raise explained from error
+        except Exception as error:
+            explained = _explain_library_error(error, name)
+            if explained is None:
+                raise
+            raise explained from error
         return finish_function(
             builder, name, in_treedef, in_symbols, result, list(builder.parameters.items())
         )
+
+
+def _explain_library_error(error: Exception, function_name: str) -> TracingError | None:
+    """A TracingError for a library that met a traced value and raised its own error.
+
+    ``scipy.optimize.minimize(lambda t: (t - x) ** 2, 0.0)`` inside a traced
+    function calls ``np.asarray`` on a traced value; the TracingError that
+    raises is replaced by SciPy with a ValueError of its own. Only builtin
+    exception types whose chain holds a TracingError are explained: an
+    exception class of the user's own passes through unchanged.
+    """
+    if type(error).__module__ != "builtins":
+        return None
+    seen, inner = set(), error.__cause__ or error.__context__
+    while inner is not None and id(inner) not in seen and not isinstance(inner, TracingError):
+        seen.add(id(inner))
+        inner = inner.__cause__ or inner.__context__
+    if inner is None or id(inner) in seen:
+        return None
+    return TracingError(
+        f"function {function_name!r} passes a traced value to code that needs numbers, which "
+        f"raised {type(error).__name__}: {str(error).rstrip('.')}. The cause: "
+        f"{str(inner).rstrip('.')}. Call such routines "
+        "(SciPy solvers, integrators, ...) outside the traced function, on numbers; inside it "
+        "write the computation with symad.numpy operations, or wrap it with @sd.primitive "
+        "and give it partial derivatives"
+    )
 
 
 def derive(

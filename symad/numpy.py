@@ -148,7 +148,11 @@ def where(condition, if_true=None, if_false=None):
     (1.0, 0.0)
     """
     if if_true is None or if_false is None:
-        raise TracingError("snp.where needs three arguments: where(condition, if_true, if_false)")
+        raise TracingError(
+            f"function {traced_function_name()!r} calls where(condition) with one argument, "
+            "which gives indices that depend on the traced values and is not traced. Select "
+            "with the three-argument form, snp.where(condition, if_true, if_false)"
+        )
     return _select(condition, if_true, if_false)
 
 
@@ -593,8 +597,10 @@ def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 - NumPy's name
     matrix_norm = (axis is None and x_ndim == 2) or (isinstance(axis, tuple) and len(axis) == 2)
     if not (ord is None or ord == "fro" and matrix_norm or ord == 2 and not matrix_norm):
         raise TracingError(
-            f"norm(ord={ord!r}) is not traceable; symad traces the 2-norm of vectors and the "
-            "Frobenius norm of matrices (ord=None)"
+            f"function {traced_function_name()!r} calls norm(ord={ord!r}), which symad does not "
+            "trace; it traces the 2-norm of vectors and the Frobenius norm of matrices "
+            "(ord=None). Write other norms out: np.sum(np.abs(x)) for ord=1, "
+            "np.max(np.abs(x)) for ord=inf"
         )
     return sqrt(sum(multiply(x, x), axis=axis, keepdims=keepdims))
 

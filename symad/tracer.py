@@ -246,7 +246,11 @@ class Tracer(CantSympify):
 
     def __iter__(self):
         if self.ndim == 0:
-            raise TracingError("iteration over a 0-d traced value")
+            raise TracingError(
+                f"function {traced_function_name()!r} iterates over a 0-d traced value (a "
+                "scalar, like iter() of a NumPy scalar); iterate over arrays, or wrap the "
+                "scalar in a list: [x]"
+            )
         for index in range(self.shape[0]):
             yield self[index]
 
@@ -777,7 +781,8 @@ class Parameter(CantSympify):
         array = np.asarray(new_value)
         if array.dtype.kind not in "biuf":
             raise TracingError(
-                f"Parameter {self.name!r}: value must be real numbers, got dtype {array.dtype}"
+                f"Parameter {self.name!r}: value must be real numbers, got dtype {array.dtype}; "
+                "give a float or an array of floats (np.asarray(value, dtype=float))"
             )
         self._value = array.astype(np.float32 if array.dtype == np.float32 else np.float64)
 
