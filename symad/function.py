@@ -293,14 +293,13 @@ class Function:
         array([0., 1., 1.])
         """
         self._evaluator(backend, np.float64)  # compile now, so errors surface here
-        options = {"num_threads": num_threads, "block_size": block_size}
+        return CompiledFunction(self, backend, num_threads, block_size)
 
-        def evaluate(*args):
-            return self._call(args, backend, options)
-
-        evaluate.__name__ = self.name
-        evaluate.__doc__ = f"{self.name}, compiled for the {backend} backend."
-        return evaluate
+    def __getstate__(self) -> dict:
+        # Pickled by its graph: the compiled modules are dropped and rebuilt on use.
+        state = dict(self.__dict__)
+        state["_evaluators"] = {}
+        return state
 
     def source(self, backend: str = DEFAULT_BACKEND, dtype: Any = "float64") -> str:
         """The generated Python module that evaluates this function with ``backend``.
@@ -424,6 +423,31 @@ class Function:
             value = leaf.reshape(batch + shape)
             results.append(value[()] if value.ndim == 0 else value)
         return tree_unflatten(self.out_treedef, results)
+
+
+class CompiledFunction:
+    """``F.compile(backend)``: call it like ``F``; it pickles as ``F``'s graph and options."""
+
+    def __init__(self, function: Function, backend: str, num_threads: int | None = None,
+                 block_size: int | None = None):
+        self.function, self.backend = function, backend
+        self.options = {"num_threads": num_threads, "block_size": block_size}
+        self.__name__ = function.name
+        self.__doc__ = f"{function.name}, compiled for the {backend} backend."
+
+    def __call__(self, *args):
+        return self.function._call(args, self.backend, self.options)
+
+    def __reduce__(self):
+        return _recompile, (self.function, self.backend, self.options["num_threads"],
+                            self.options["block_size"])
+
+    def __repr__(self) -> str:
+        return f"<symad compiled function {self.function.name!r} ({self.backend})>"
+
+
+def _recompile(function: Function, backend: str, num_threads, block_size) -> CompiledFunction:
+    return function.compile(backend, num_threads=num_threads, block_size=block_size)
 
 
 def _column(values: np.ndarray, batch: tuple, count: int) -> np.ndarray:

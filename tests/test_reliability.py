@@ -985,3 +985,36 @@ def test_removable_singularities_and_cancellation_return_what_the_docs_say():
         import scipy.special
 
         assert float(sd.trace(lambda x: scipy.special.xlogy(x, x), 1.0)(0.0)) == 0.0
+
+
+@pytest.mark.parametrize("backend", sd.available_backends())
+def test_functions_and_evaluators_pickle_by_their_graph_not_by_code(backend):
+    import pickle
+
+    from symad.custom import CUSTOM_PRIMITIVES
+
+    w = sd.Parameter(np.array([1.0, 2.0]), name="w")
+    squash = sd.primitive(lambda x: x / (1 + np.abs(x)), name="squash_for_pickle")
+    squash.defpartials(lambda x: (1 / (1 + abs(x)) ** 2,))
+
+    def model(x):
+        return np.sum(w * np.sin(x)) + snp.where(x[1] > 0, squash(x[1]), 0.0)
+
+    F = sd.trace(model, np.ones(2))           # holds the custom primitive's node
+    G = sd.grad(model).trace(np.ones(2))      # its partials are formulas: no such node
+    point = np.array([0.5, 1.0])
+    for original in (F, G, F.compile(backend), G.compile(backend)):
+        data = pickle.dumps(original)
+        for code_marker in (b"def ", b"import", b"lambda", b"evaluate(", b"run("):
+            assert code_marker not in data
+        loaded = pickle.loads(data)
+        assert np.array_equal(loaded(point), original(point))
+    assert pickle.loads(pickle.dumps(G)).formula() == G.formula()
+    # A custom primitive is found by name; without it, loading says what is missing.
+    data = pickle.dumps(F)
+    saved = CUSTOM_PRIMITIVES.pop("squash_for_pickle")
+    try:
+        with pytest.raises(sd.TracingError, match="squash_for_pickle"):
+            pickle.loads(data)
+    finally:
+        CUSTOM_PRIMITIVES["squash_for_pickle"] = saved
