@@ -1018,3 +1018,40 @@ def test_functions_and_evaluators_pickle_by_their_graph_not_by_code(backend):
             pickle.loads(data)
     finally:
         CUSTOM_PRIMITIVES["squash_for_pickle"] = saved
+
+
+@pytest.mark.parametrize("transform", [
+    sd.grad, sd.value_and_grad, sd.jacfwd, sd.jacrev, sd.hessian,
+    lambda f: sd.derivative(f, 2), lambda f: sd.vmap(sd.grad(f)),
+])
+@pytest.mark.parametrize("mistake", ["shape", "unsupported", "store", "own"])
+def test_the_same_transform_works_once_the_mistake_is_fixed(transform, mistake):
+    broken = {"flag": True}
+
+    def f(v):
+        if broken["flag"]:
+            if mistake == "shape":
+                return np.sum(v @ np.ones((4, 2)))
+            if mistake == "unsupported":
+                return np.sum(np.sort(v))
+            if mistake == "store":
+                out = np.zeros(3)
+                out[0] = v[0]
+                return np.sum(out)
+            raise KeyError("the user's own")
+        return np.sum(v ** 3)
+
+    derived = transform(f)
+    x = np.array([1.0, 2.0, 3.0])
+    for _ in range(2):   # the same error twice: nothing half-built was cached
+        with pytest.raises(KeyError if mistake == "own" else sd.SymadError):
+            derived(x)
+        assert active_builders() == []
+    broken["flag"] = False
+    result = derived(x)
+    reference = {sd.grad: 3 * x ** 2, sd.jacfwd: 3 * x ** 2, sd.jacrev: 3 * x ** 2,
+                 sd.hessian: np.diag(6 * x)}.get(transform)
+    if reference is not None:
+        assert np.allclose(result, reference)
+    elif transform is sd.value_and_grad:
+        assert np.allclose(result[1], 3 * x ** 2)
