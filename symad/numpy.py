@@ -781,12 +781,73 @@ def register_foreign_functions(ufuncs: dict, array_functions: dict, ufunc_name) 
     _FOREIGN.append((ufuncs, array_functions, ufunc_name))
 
 
+#: How to write common NumPy functions symad does not trace with ones it does.
+_REWRITES = {
+    "tile": "snp.concatenate([x] * n) or np.broadcast_to",
+    "repeat": "snp.stack([x] * n, axis=-1).reshape(-1) or np.broadcast_to",
+    "diff": "x[1:] - x[:-1]",
+    "ediff1d": "x[1:] - x[:-1]",
+    "einsum": "np.sum of products with broadcasting, or x @ y",
+    "tensordot": "x @ y after reshape",
+    "pad": "snp.concatenate with constant arrays",
+    "average": "np.sum(w * x) / np.sum(w)",
+    "flip": "x[::-1]",
+    "fliplr": "x[:, ::-1]",
+    "flipud": "x[::-1]",
+    "roll": "snp.concatenate([x[-k:], x[:-k]])",
+    "append": "snp.concatenate([x, values])",
+    "insert": "snp.concatenate of slices and values",
+    "split": "slices x[a:b]",
+    "array_split": "slices x[a:b]",
+    "column_stack": "snp.stack([a, b], axis=1)",
+    "polyval": "Horner's rule in a loop: y = y * x + c",
+    "trapezoid": "np.sum((y[1:] + y[:-1]) / 2 * np.diff(t)) with a constant t",
+    "trapz": "np.sum((y[1:] + y[:-1]) / 2 * np.diff(t)) with a constant t",
+    "ptp": "np.max(x) - np.min(x)",
+    "count_nonzero": "np.sum(x != 0)",
+    "heaviside": "snp.where(x > 0, 1.0, 0.0)",
+    "deg2rad": "x * (np.pi / 180)",
+    "radians": "x * (np.pi / 180)",
+    "rad2deg": "x * (180 / np.pi)",
+    "degrees": "x * (180 / np.pi)",
+    "triu": "x * np.triu(np.ones(shape)) (a constant mask)",
+    "tril": "x * np.tril(np.ones(shape)) (a constant mask)",
+    "kron": "np.outer(a, b) and a reshape",
+    "cross": "its three components, written out with * and -",
+    "fmax": "np.maximum (NaN aside)",
+    "fmin": "np.minimum (NaN aside)",
+    "nansum": "np.sum (on data without NaN)",
+    "nanmean": "np.mean (on data without NaN)",
+    "nanmax": "np.max (on data without NaN)",
+    "nanmin": "np.min (on data without NaN)",
+    "cumprod": "snp.stack([np.prod(x[:k + 1]) for k in range(n)])",
+    "interp": "snp.where over the intervals of constant knots",
+    "float_power": "x ** y",
+    "true_divide": "x / y",
+    "sort": "np.minimum/np.maximum for two values (sorting more has no traced form)",
+    "median": "np.minimum/np.maximum for two values (sorting more has no traced form)",
+    "round": "Rounding is piecewise constant (no useful derivative): round outside the traced function",
+    "around": "Rounding is piecewise constant (no useful derivative): round outside the traced function",
+    "rint": "Rounding is piecewise constant (no useful derivative): round outside the traced function",
+    "floor": "Floor is piecewise constant (no useful derivative): apply it outside the traced function",
+    "ceil": "Ceil is piecewise constant (no useful derivative): apply it outside the traced function",
+    "trunc": "Trunc is piecewise constant (no useful derivative): apply it outside the traced function",
+    "all": "a condition for snp.where, e.g. np.min(x) > 0",
+    "any": "a condition for snp.where, e.g. np.max(x) > 0",
+    "isclose": "a condition for snp.where: np.abs(a - b) <= tol",
+    "allclose": "a condition for snp.where: np.max(np.abs(a - b)) <= tol",
+}
+
+
 def _untraceable(what: str) -> TracingError:
     # ``what`` names the call ("numpy.sort", "the ufunc numpy.fmax"); a bare name
     # (not "... with keywords ...") also gets the nearest names symad does trace.
     name = what.rsplit(" ", 1)[-1].split(".")[-1] if " with " not in what else None
     nearest = _nearest_supported(name) if name else []
     hint = f" The nearest operations symad traces: {', '.join(nearest)}." if nearest else ""
+    if name in _REWRITES:  # a rewrite in traced operations says more than a near name
+        rewrite = _REWRITES[name]
+        hint = f" {rewrite}." if rewrite[0].isupper() else f" Write it as {rewrite}."
     return TracingError(
         f"function {traced_function_name()!r} calls {what}, which symad cannot trace.{hint} Use "
         "the operations of symad.numpy, or wrap a numeric implementation with @sd.primitive "

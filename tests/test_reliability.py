@@ -301,6 +301,21 @@ def test_unsupported_numpy_functions_name_the_nearest_supported_one(call, unsupp
     assert "@sd.primitive" in message
 
 
+@pytest.mark.parametrize("call, rewrite", [
+    (lambda v: np.diff(v), "x[1:] - x[:-1]"),
+    (lambda v: np.flip(v), "x[::-1]"),
+    (lambda v: np.average(v, weights=[1.0, 2.0, 3.0]), "np.sum(w * x) / np.sum(w)"),
+    (lambda v: np.ptp(v), "np.max(x) - np.min(x)"),
+    (lambda v: np.roll(v, 1), "snp.concatenate"),
+    (lambda v: np.einsum("i,i", v, v), "x @ y"),
+    (lambda v: np.round(v), "round outside the traced function"),
+])
+def test_unsupported_numpy_functions_suggest_a_traced_rewrite(call, rewrite):
+    with pytest.raises(sd.TracingError) as info:
+        sd.grad(lambda v: np.sum(call(v)))(np.ones(3))
+    assert rewrite in str(info.value)
+
+
 def test_has_aux_on_a_single_output():
     def loss(w):
         return np.sum(w ** 2)
