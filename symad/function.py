@@ -384,11 +384,8 @@ class Function:
                     f"but was traced with shape {symbols.shape}; trace the function again"
                 )
             parameter_values.append(parameter.value)
-        # Python ints and floats are "weak", as in NumPy (NEP 50): 2 * float32 is float32.
-        typed = [a for a, leaf in zip(arrays, leaves) if type(leaf) not in (int, float)]
-        typed += parameter_values
-        all_float32 = all(a.dtype == np.float32 for a in typed)
-        dtype = np.float32 if typed and all_float32 else np.float64
+        all_float32 = all(a.dtype == np.float32 for a in arrays + parameter_values)
+        dtype = np.float32 if (arrays or parameter_values) and all_float32 else np.float64
 
         batch_shapes = [_batch_shape(array.shape, core_shape, self.name)
                         for array, core_shape in zip(arrays, self.in_shapes)]
