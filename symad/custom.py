@@ -17,6 +17,7 @@ of traceable operations.
 
 from __future__ import annotations
 
+import copyreg
 import inspect
 from collections.abc import Callable
 
@@ -24,13 +25,34 @@ import numpy as np
 import sympy
 
 from symad.errors import DifferentiationError, TracingError
-from symad.primitives import Primitive
+from symad.primitives import PRIMITIVES, Primitive
 from symad.tracer import apply, is_traced
 
 __all__ = ["CustomPrimitive", "primitive", "CUSTOM_PRIMITIVES"]
 
 #: Custom primitives by name, so ``sd.from_sympy`` can map ``softsign(x)`` back to one.
 CUSTOM_PRIMITIVES: dict[str, CustomPrimitive] = {}
+
+
+def primitive_named(name: str) -> Primitive:
+    """The built-in or custom primitive called ``name`` (how pickled graphs find theirs)."""
+    if name in PRIMITIVES:
+        return PRIMITIVES[name]
+    if name in CUSTOM_PRIMITIVES:
+        return CUSTOM_PRIMITIVES[name].primitive
+    raise TracingError(
+        f"no primitive named {name!r} is defined in this process; a pickled function that uses "
+        "a custom primitive needs it declared (@sd.primitive, with its partials) before loading"
+    )
+
+
+def _reduce_primitive(primitive: Primitive):
+    # Pickled by name, like a function: graphs (and so traced Functions and their
+    # evaluators) pickle as data; no rule or implementation travels.
+    return primitive_named, (primitive.name,)
+
+
+copyreg.pickle(Primitive, _reduce_primitive)
 
 
 class CustomPrimitive:

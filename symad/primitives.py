@@ -120,28 +120,8 @@ class Primitive:
     def __repr__(self) -> str:
         return f"Primitive({self.name!r})"
 
-    def __reduce__(self):
-        # Pickled by name, like a function: graphs (and so traced Functions and
-        # their evaluators) pickle as data; no rule or implementation travels.
-        return primitive_named, (self.name,)
-
 
 PRIMITIVES: dict[str, Primitive] = {}
-
-
-def primitive_named(name: str) -> Primitive:
-    """The built-in or custom primitive called ``name`` (how pickled graphs find theirs)."""
-    if name in PRIMITIVES:
-        return PRIMITIVES[name]
-    from symad.custom import CUSTOM_PRIMITIVES
-    from symad.errors import TracingError
-
-    if name in CUSTOM_PRIMITIVES:
-        return CUSTOM_PRIMITIVES[name].primitive
-    raise TracingError(
-        f"no primitive named {name!r} is defined in this process; a pickled function that uses "
-        "a custom primitive needs it declared (@sd.primitive, with its partials) before loading"
-    )
 
 
 def _register(primitive: Primitive) -> Primitive:
