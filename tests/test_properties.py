@@ -103,6 +103,8 @@ def assert_close(actual, expected, what):
 #: The distinct random functions checked against exact derivatives in this run
 #: (reported by the last test; the benchmark page quotes the count).
 CHECKED_FUNCTIONS: set = set()
+#: Trees whose SymPy reference could not be built (SymPy's recursion), skipped.
+REFERENCE_FAILURES: set = set()
 CENTRAL_DIFFERENCE_STEP = 1e-5
 
 
@@ -132,12 +134,19 @@ def test_random_functions_match_exact_derivatives_in_every_mode(tree, x, y):
     differences of the plain NumPy function; the NumPy backend against the
     default numexpr one.
     """
-    expr = build(tree, X, Y, 1)
+    try:  # the references: SymPy's exact derivatives at 30 digits
+        expr = build(tree, X, Y, 1)
+        gradient_exact = [exact_at(expr, (x, y), X), exact_at(expr, (x, y), Y)]
+        hessian_exact = [[exact_at(expr, (x, y), a, b) for b in (X, Y)] for a in (X, Y)]
+        series_exact = [exact_at(expr, (x, y), *[X] * k) for k in range(4)]
+    except RecursionError:
+        # SymPy's Piecewise.eval recurses without end on some nested `where` trees:
+        # there is no reference to compare with (symad is not involved yet).
+        REFERENCE_FAILURES.add(repr(tree))
+        hypothesis.reject()
     f = symad_function(tree)
     vector_f = lambda v: f(v[0], v[1])  # noqa: E731
     point, where = np.array([x, y]), f"{tree} at ({x}, {y})"
-    gradient_exact = [exact_at(expr, (x, y), X), exact_at(expr, (x, y), Y)]
-    hessian_exact = [[exact_at(expr, (x, y), a, b) for b in (X, Y)] for a in (X, Y)]
 
     # Reverse mode: value and gradient, and the gradient traced as a Function.
     value, reverse = sd.value_and_grad(f, argnums=(0, 1))(x, y)
@@ -163,7 +172,7 @@ def test_random_functions_match_exact_derivatives_in_every_mode(tree, x, y):
     # Taylor mode: the series in x to order 3, and along a direction to order 2.
     series = sd.taylor(f, 3, argnum=0, derivatives=True)(x, y)
     for k in range(4):
-        assert_close(float(series[k]), exact_at(expr, (x, y), *[X] * k), f"d^{k}/dx^{k} of {where}")
+        assert_close(float(series[k]), series_exact[k], f"d^{k}/dx^{k} of {where}")
     direction = (1.0, -0.5)
     directional = sd.taylor(f, 2, argnum=(0, 1), direction=direction, derivatives=True)(x, y)
     expected = sum(direction[i] * hessian_exact[i][j] * direction[j] for i in range(2) for j in range(2))
@@ -233,5 +242,6 @@ def test_report_how_many_distinct_random_functions_were_checked():
     """Printed with ``-s``: the count docs/benchmarks.md quotes for the raised run."""
     if CHECKED_FUNCTIONS:
         print(f"\n{len(CHECKED_FUNCTIONS)} distinct random functions checked "
-              f"(SYMAD_PROPERTY_EXAMPLES={EXAMPLES})")
+              f"(SYMAD_PROPERTY_EXAMPLES={EXAMPLES}); {len(REFERENCE_FAILURES)} skipped "
+              "because SymPy could not build their exact reference")
         assert len(CHECKED_FUNCTIONS) >= EXAMPLES // 2
