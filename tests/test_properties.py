@@ -8,7 +8,7 @@ same tree is built twice: as a symad function, and as a SymPy expression that
 The runs are derandomized (the same examples every run, so CI is
 deterministic) and short by default; set ``SYMAD_PROPERTY_EXAMPLES`` to run
 more: ``SYMAD_PROPERTY_EXAMPLES=2000 python -m pytest -s tests/test_properties.py``
-checks 1,143 distinct random functions (docs/benchmarks.md, "Reliability").
+checks about 1,150 distinct random functions (docs/benchmarks.md, "Reliability").
 A counterexample hypothesis finds and shrinks becomes an ``@example`` here.
 """
 
