@@ -17,19 +17,42 @@ of traceable operations.
 
 from __future__ import annotations
 
+import copyreg
 import inspect
 from collections.abc import Callable
 
+import numpy as np
 import sympy
 
 from symad.errors import DifferentiationError, TracingError
-from symad.primitives import Primitive
+from symad.primitives import PRIMITIVES, Primitive
 from symad.tracer import apply, is_traced
 
 __all__ = ["CustomPrimitive", "primitive", "CUSTOM_PRIMITIVES"]
 
 #: Custom primitives by name, so ``sd.from_sympy`` can map ``softsign(x)`` back to one.
 CUSTOM_PRIMITIVES: dict[str, CustomPrimitive] = {}
+
+
+def primitive_named(name: str) -> Primitive:
+    """The built-in or custom primitive called ``name`` (how pickled graphs find theirs)."""
+    if name in PRIMITIVES:
+        return PRIMITIVES[name]
+    if name in CUSTOM_PRIMITIVES:
+        return CUSTOM_PRIMITIVES[name].primitive
+    raise TracingError(
+        f"no primitive named {name!r} is defined in this process; a pickled function that uses "
+        "a custom primitive needs it declared (@sd.primitive, with its partials) before loading"
+    )
+
+
+def _reduce_primitive(primitive: Primitive):
+    # Pickled by name, like a function: graphs (and so traced Functions and their
+    # evaluators) pickle as data; no rule or implementation travels.
+    return primitive_named, (primitive.name,)
+
+
+copyreg.pickle(Primitive, _reduce_primitive)
 
 
 class CustomPrimitive:
@@ -41,9 +64,15 @@ class CustomPrimitive:
         try:
             # Tracing names the inputs after the implementation's parameters.
             self.__signature__ = inspect.signature(implementation)
-            self.arity = len(self.__signature__.parameters)
         except (TypeError, ValueError):
-            self.arity = None
+            pass
+        if isinstance(implementation, np.ufunc):  # np.abs: nin operands (its signature adds out=...)
+            self.__signature__ = inspect.Signature([
+                inspect.Parameter(f"x{i}" if implementation.nin > 1 else "x",
+                                  inspect.Parameter.POSITIONAL_ONLY)
+                for i in range(implementation.nin)])
+        signature = getattr(self, "__signature__", None)
+        self.arity = None if signature is None else len(signature.parameters)
         self._partials_rule: Callable | None = None
         self.primitive = Primitive(
             self.name,
@@ -65,6 +94,17 @@ class CustomPrimitive:
 
     def _partial(self, out, args):
         # The user's rule sees the operands only (the SPEC's defpartials signature).
+        try:
+            inspect.signature(self._partials_rule).bind(*args)
+        except TypeError:
+            raise DifferentiationError(
+                f"the partials rule {getattr(self._partials_rule, '__name__', 'rule')!r} given to "
+                f"{self.name}.defpartials cannot take the primitive's {len(args)} argument(s); "
+                f"define it as def rule({', '.join(f'x{i}' for i in range(len(args)))}) returning "
+                "a tuple with one partial per argument"
+            ) from None
+        except ValueError:  # a builtin without a signature: let the call decide
+            pass
         partials = self._partials_rule(*args)
         if not isinstance(partials, (tuple, list)) or len(partials) != len(args):
             raise DifferentiationError(
@@ -74,8 +114,12 @@ class CustomPrimitive:
         return partials
 
     def __call__(self, *args):
-        if self.arity is not None and len(args) != self.arity:
-            raise TracingError(f"{self.name}() takes {self.arity} arguments, got {len(args)}")
+        signature = getattr(self, "__signature__", None)
+        if signature is not None:
+            try:
+                signature.bind(*args)
+            except TypeError as error:
+                raise TracingError(f"{self.name}() called with {len(args)} arguments: {error}") from None
         if any(is_traced(arg) for arg in args):
             return apply(self.primitive, *args)
         return self.implementation(*args)

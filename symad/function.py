@@ -20,7 +20,7 @@ import sympy
 from symad.compile import DEFAULT_BACKEND, make_evaluator
 from symad.compile.batch import batch_shape as _batch_shape
 from symad.compile.dask_support import evaluate_dask, is_dask_array
-from symad.errors import CompileError, TracingError
+from symad.errors import CompileError, SymadError, TracingError
 from symad.graph import Graph, GraphBuilder, current_builder, replay
 from symad.pytree import TreeDef, leaf_paths, tree_flatten, tree_unflatten
 from symad.tracer import (
@@ -341,19 +341,19 @@ class Function:
         array([0., 1., 1.])
         """
         evaluator = self._evaluator(backend, np.float64)  # compile now, so errors surface here
-        options = {"num_threads": num_threads, "block_size": block_size}
-
-        def evaluate(*args):
-            return self._call(args, backend, options)
-
-        evaluate.__name__ = self.name
-        evaluate.__doc__ = f"{self.name}, compiled for the {backend} backend."
+        compiled = CompiledFunction(self, backend, num_threads, block_size)
         #: why the evaluator differs from what was asked ("" if it does not), e.g. numba
         #: falling back to numexpr; also logged as a warning of the "symad" logger
-        evaluate.note = evaluator.note
+        compiled.note = evaluator.note
         #: where numba keeps this module and its machine code (None for other backends)
-        evaluate.cached_at = evaluator.cached_at
-        return evaluate
+        compiled.cached_at = evaluator.cached_at
+        return compiled
+
+    def __getstate__(self) -> dict:
+        # Pickled by its graph: the compiled modules are dropped and rebuilt on use.
+        state = dict(self.__dict__)
+        state["_evaluators"] = {}
+        return state
 
     def source(self, backend: str = DEFAULT_BACKEND, dtype: Any = "float64") -> str:
         """The generated Python module that evaluates this function with ``backend``.
@@ -429,7 +429,7 @@ class Function:
 
     def _evaluate(self, leaves: list, backend: str, options: dict) -> Any:
         """Evaluate on NumPy values: flatten the batch, run the compiled blocks, reshape."""
-        arrays = [_numeric_array(leaf, self.name) for leaf in leaves]
+        arrays = [_numeric_array(leaf, self.name, i) for i, leaf in enumerate(leaves)]
         parameter_values = []
         for parameter, symbols in self.parameters:
             if parameter.shape != symbols.shape:
@@ -476,6 +476,31 @@ class Function:
         return tree_unflatten(self.out_treedef, results)
 
 
+class CompiledFunction:
+    """``F.compile(backend)``: call it like ``F``; it pickles as ``F``'s graph and options."""
+
+    def __init__(self, function: Function, backend: str, num_threads: int | None = None,
+                 block_size: int | None = None):
+        self.function, self.backend = function, backend
+        self.options = {"num_threads": num_threads, "block_size": block_size}
+        self.__name__ = function.name
+        self.__doc__ = f"{function.name}, compiled for the {backend} backend."
+
+    def __call__(self, *args):
+        return self.function._call(args, self.backend, self.options)
+
+    def __reduce__(self):
+        return _recompile, (self.function, self.backend, self.options["num_threads"],
+                            self.options["block_size"])
+
+    def __repr__(self) -> str:
+        return f"<symad compiled function {self.function.name!r} ({self.backend})>"
+
+
+def _recompile(function: Function, backend: str, num_threads, block_size) -> CompiledFunction:
+    return function.compile(backend, num_threads=num_threads, block_size=block_size)
+
+
 def _column(values: np.ndarray, batch: tuple, count: int) -> np.ndarray:
     """One input's values as a 1-D array of ``count`` points, or 0-d if the same everywhere."""
     if values.size == 1 and count != 1:
@@ -490,12 +515,21 @@ def _column(values: np.ndarray, batch: tuple, count: int) -> np.ndarray:
 # ---------------------------------------------------------------------------
 
 
-def _numeric_array(value: Any, name: str) -> np.ndarray:
+def _numeric_array(value: Any, name: str, position: int = 0) -> np.ndarray:
     if isinstance(value, Parameter):
         return value.value
     array = np.asarray(value)
+    if array.dtype.kind == "c":
+        raise TracingError(
+            f"{name}: argument {position} is complex ({array.dtype}); symad differentiates real "
+            "functions of real inputs. Pass the real and imaginary parts as two real arguments "
+            "(z.real, z.imag) and write the function in terms of them"
+        )
     if array.dtype.kind not in "biuf":
-        raise TracingError(f"{name}: arguments must be real numbers or arrays of them, got {array.dtype}")
+        raise TracingError(
+            f"{name}: argument {position} has dtype {array.dtype}; arguments must be real numbers "
+            "or arrays of them (convert with np.asarray(value, dtype=float))"
+        )
     if array.dtype.kind != "f":
         array = array.astype(np.float64)
     return array
@@ -606,14 +640,55 @@ def trace(fun: Callable, *example_args, name: str | None = None) -> Function:
         tracers = [Tracer(symbols) for symbols in in_symbols]
         try:
             result = fun(*tree_unflatten(in_treedef, tracers))
+        except SymadError:
+            raise
         except ValueError as error:
             explained = explain_numpy_store(error, name)
+            if explained is None:
+                explained = _explain_library_error(error, name)
+                if explained is None:
+                    raise
+                raise explained from error
+            # NumPy's ValueError keeps the line of the store; the TracingError behind
+            # it ("converts a traced value to a Python number") is not the story here.
+            error.__cause__ = None
+            error.__suppress_context__ = True
+            raise explained from error
+        except Exception as error:
+            explained = _explain_library_error(error, name)
             if explained is None:
                 raise
             raise explained from error
         return finish_function(
             builder, name, in_treedef, in_symbols, result, list(builder.parameters.items())
         )
+
+
+def _explain_library_error(error: Exception, function_name: str) -> TracingError | None:
+    """A TracingError for a library that met a traced value and raised its own error.
+
+    ``scipy.optimize.minimize(lambda t: (t - x) ** 2, 0.0)`` inside a traced
+    function calls ``np.asarray`` on a traced value; the TracingError that
+    raises is replaced by SciPy with a ValueError of its own. Only builtin
+    exception types whose chain holds a TracingError are explained: an
+    exception class of the user's own passes through unchanged.
+    """
+    if type(error).__module__ != "builtins":
+        return None
+    seen, inner = set(), error.__cause__ or error.__context__
+    while inner is not None and id(inner) not in seen and not isinstance(inner, TracingError):
+        seen.add(id(inner))
+        inner = inner.__cause__ or inner.__context__
+    if inner is None or id(inner) in seen:
+        return None
+    return TracingError(
+        f"function {function_name!r} passes a traced value to code that needs numbers, which "
+        f"raised {type(error).__name__}: {str(error).rstrip('.')}. The cause: "
+        f"{str(inner).rstrip('.')}. Call such routines "
+        "(SciPy solvers, integrators, ...) outside the traced function, on numbers; inside it "
+        "write the computation with symad.numpy operations, or wrap it with @sd.primitive "
+        "and give it partial derivatives"
+    )
 
 
 def derive(

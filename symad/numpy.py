@@ -148,12 +148,21 @@ def where(condition, if_true=None, if_false=None):
     (1.0, 0.0)
     """
     if if_true is None or if_false is None:
-        raise TracingError("snp.where needs three arguments: where(condition, if_true, if_false)")
+        raise TracingError(
+            f"function {traced_function_name()!r} calls where(condition) with one argument, "
+            "which gives indices that depend on the traced values and is not traced. Select "
+            "with the three-argument form, snp.where(condition, if_true, if_false)"
+        )
     return _select(condition, if_true, if_false)
 
 
-def clip(x, a_min=None, a_max=None):
-    """Elementwise ``x`` limited to ``[a_min, a_max]`` (either bound may be None)."""
+def clip(x, a_min=None, a_max=None, *, min=None, max=None):  # noqa: A002 - NumPy 2's keywords
+    """Elementwise ``x`` limited to ``[a_min, a_max]`` (either bound may be None).
+
+    NumPy 2's keyword spellings ``min=`` and ``max=`` are accepted too.
+    """
+    a_min = min if a_min is None else a_min
+    a_max = max if a_max is None else a_max
     if a_min is not None:
         x = maximum(x, a_min)
     if a_max is not None:
@@ -528,17 +537,23 @@ def mean(x, axis=None, dtype=None, keepdims=False):
 
 
 @_numpy_when_concrete(_np.var)
-def var(x, axis=None, dtype=None, keepdims=False):
-    """Variance over ``axis``: the mean squared deviation from the mean."""
+def var(x, axis=None, dtype=None, keepdims=False, *, ddof=0):
+    """Variance over ``axis``: the squared deviations from the mean over ``N - ddof``."""
     _float_dtype_only({"dtype": dtype}, "var")
     deviation = subtract(x, mean(x, axis=axis, keepdims=True))
-    return mean(multiply(deviation, deviation), axis=axis, keepdims=keepdims)
+    if ddof == 0:
+        return mean(multiply(deviation, deviation), axis=axis, keepdims=keepdims)
+    x_shape = shape(x)
+    count = math.prod(x_shape[a] for a in _normalize_axes(axis, len(x_shape)))
+    squares = sum(multiply(deviation, deviation), axis=axis, keepdims=keepdims)
+    # N - ddof <= 0 gives inf or nan, as NumPy's does (with a warning there).
+    return multiply(squares, sympy.Rational(1, count - ddof) if count > ddof else sympy.nan)
 
 
 @_numpy_when_concrete(_np.std)
-def std(x, axis=None, dtype=None, keepdims=False):
-    """Standard deviation over ``axis``."""
-    return sqrt(var(x, axis=axis, dtype=dtype, keepdims=keepdims))
+def std(x, axis=None, dtype=None, keepdims=False, *, ddof=0):
+    """Standard deviation over ``axis`` (``ddof`` as in NumPy)."""
+    return sqrt(var(x, axis=axis, dtype=dtype, keepdims=keepdims, ddof=ddof))
 
 
 @_numpy_when_concrete(_np.prod)
@@ -582,8 +597,10 @@ def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 - NumPy's name
     matrix_norm = (axis is None and x_ndim == 2) or (isinstance(axis, tuple) and len(axis) == 2)
     if not (ord is None or ord == "fro" and matrix_norm or ord == 2 and not matrix_norm):
         raise TracingError(
-            f"norm(ord={ord!r}) is not traceable; symad traces the 2-norm of vectors and the "
-            "Frobenius norm of matrices (ord=None)"
+            f"function {traced_function_name()!r} calls norm(ord={ord!r}), which symad does not "
+            "trace; it traces the 2-norm of vectors and the Frobenius norm of matrices "
+            "(ord=None). Write other norms out: np.sum(np.abs(x)) for ord=1, "
+            "np.max(np.abs(x)) for ord=inf"
         )
     return sqrt(sum(multiply(x, x), axis=axis, keepdims=keepdims))
 
@@ -764,12 +781,73 @@ def register_foreign_functions(ufuncs: dict, array_functions: dict, ufunc_name) 
     _FOREIGN.append((ufuncs, array_functions, ufunc_name))
 
 
+#: How to write common NumPy functions symad does not trace with ones it does.
+_REWRITES = {
+    "tile": "snp.concatenate([x] * n) or np.broadcast_to",
+    "repeat": "snp.stack([x] * n, axis=-1).reshape(-1) or np.broadcast_to",
+    "diff": "x[1:] - x[:-1]",
+    "ediff1d": "x[1:] - x[:-1]",
+    "einsum": "np.sum of products with broadcasting, or x @ y",
+    "tensordot": "x @ y after reshape",
+    "pad": "snp.concatenate with constant arrays",
+    "average": "np.sum(w * x) / np.sum(w)",
+    "flip": "x[::-1]",
+    "fliplr": "x[:, ::-1]",
+    "flipud": "x[::-1]",
+    "roll": "snp.concatenate([x[-k:], x[:-k]])",
+    "append": "snp.concatenate([x, values])",
+    "insert": "snp.concatenate of slices and values",
+    "split": "slices x[a:b]",
+    "array_split": "slices x[a:b]",
+    "column_stack": "snp.stack([a, b], axis=1)",
+    "polyval": "Horner's rule in a loop: y = y * x + c",
+    "trapezoid": "np.sum((y[1:] + y[:-1]) / 2 * np.diff(t)) with a constant t",
+    "trapz": "np.sum((y[1:] + y[:-1]) / 2 * np.diff(t)) with a constant t",
+    "ptp": "np.max(x) - np.min(x)",
+    "count_nonzero": "np.sum(x != 0)",
+    "heaviside": "snp.where(x > 0, 1.0, 0.0)",
+    "deg2rad": "x * (np.pi / 180)",
+    "radians": "x * (np.pi / 180)",
+    "rad2deg": "x * (180 / np.pi)",
+    "degrees": "x * (180 / np.pi)",
+    "triu": "x * np.triu(np.ones(shape)) (a constant mask)",
+    "tril": "x * np.tril(np.ones(shape)) (a constant mask)",
+    "kron": "np.outer(a, b) and a reshape",
+    "cross": "its three components, written out with * and -",
+    "fmax": "np.maximum (NaN aside)",
+    "fmin": "np.minimum (NaN aside)",
+    "nansum": "np.sum (on data without NaN)",
+    "nanmean": "np.mean (on data without NaN)",
+    "nanmax": "np.max (on data without NaN)",
+    "nanmin": "np.min (on data without NaN)",
+    "cumprod": "snp.stack([np.prod(x[:k + 1]) for k in range(n)])",
+    "interp": "snp.where over the intervals of constant knots",
+    "float_power": "x ** y",
+    "true_divide": "x / y",
+    "sort": "np.minimum/np.maximum for two values (sorting more has no traced form)",
+    "median": "np.minimum/np.maximum for two values (sorting more has no traced form)",
+    "round": "Rounding is piecewise constant (no useful derivative): round outside the traced function",
+    "around": "Rounding is piecewise constant (no useful derivative): round outside the traced function",
+    "rint": "Rounding is piecewise constant (no useful derivative): round outside the traced function",
+    "floor": "Floor is piecewise constant (no useful derivative): apply it outside the traced function",
+    "ceil": "Ceil is piecewise constant (no useful derivative): apply it outside the traced function",
+    "trunc": "Trunc is piecewise constant (no useful derivative): apply it outside the traced function",
+    "all": "a condition for snp.where, e.g. np.min(x) > 0",
+    "any": "a condition for snp.where, e.g. np.max(x) > 0",
+    "isclose": "a condition for snp.where: np.abs(a - b) <= tol",
+    "allclose": "a condition for snp.where: np.max(np.abs(a - b)) <= tol",
+}
+
+
 def _untraceable(what: str) -> TracingError:
     # ``what`` names the call ("numpy.sort", "the ufunc numpy.fmax"); a bare name
     # (not "... with keywords ...") also gets the nearest names symad does trace.
     name = what.rsplit(" ", 1)[-1].split(".")[-1] if " with " not in what else None
     nearest = _nearest_supported(name) if name else []
     hint = f" The nearest operations symad traces: {', '.join(nearest)}." if nearest else ""
+    if name in _REWRITES:  # a rewrite in traced operations says more than a near name
+        rewrite = _REWRITES[name]
+        hint = f" {rewrite}." if rewrite[0].isupper() else f" Write it as {rewrite}."
     return TracingError(
         f"function {traced_function_name()!r} calls {what}, which symad cannot trace.{hint} Use "
         "the operations of symad.numpy, or wrap a numeric implementation with @sd.primitive "
@@ -856,11 +934,28 @@ def dispatch_function(func, args: tuple, kwargs: dict) -> Any:
         raise _untraceable(f"{module}.{func.__name__}")
     if implementation not in _CONSTRUCTORS:  # an integer array of zeros is fine; a sum is not
         kwargs = _float_dtype_only(kwargs, f"{module}.{func.__name__}")
-    try:
-        inspect.signature(implementation).bind(*args, **kwargs)
-    except TypeError:
-        raise _untraceable(f"{module}.{func.__name__} with keywords {sorted(kwargs)}") from None
+    if "out" in kwargs and kwargs["out"] is None:  # NumPy's default, spelled out
+        del kwargs["out"]
+    _check_arguments(implementation, args, kwargs, f"{module}.{func.__name__}")
     return implementation(*args, **kwargs)
+
+
+def _check_arguments(implementation, args: tuple, kwargs: dict, what: str) -> None:
+    """Raise a TracingError naming the keyword (or count) ``implementation`` does not take."""
+    signature = inspect.signature(implementation)
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError:
+        accepted = [n for n, p in signature.parameters.items()
+                    if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)][1:]
+        unknown = [k for k in kwargs if k not in signature.parameters]
+        which = (f"the keyword{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}"
+                 if unknown else f"{len(args)} positional arguments")
+        raise TracingError(
+            f"function {traced_function_name()!r} calls {what} with {which}, which symad does "
+            f"not trace; it takes ({', '.join(accepted)}). Drop the argument, or compute the "
+            "same thing with symad.numpy operations (snp.where to select elements by value)"
+        ) from None
 
 
 __all__ = [name for name in dir() if not name.startswith("_") and name not in {

@@ -246,7 +246,11 @@ class Tracer(CantSympify):
 
     def __iter__(self):
         if self.ndim == 0:
-            raise TracingError("iteration over a 0-d traced value")
+            raise TracingError(
+                f"function {traced_function_name()!r} iterates over a 0-d traced value (a "
+                "scalar, like iter() of a NumPy scalar); iterate over arrays, or wrap the "
+                "scalar in a list: [x]"
+            )
         for index in range(self.shape[0]):
             yield self[index]
 
@@ -312,23 +316,33 @@ class Tracer(CantSympify):
     __float__ = __int__ = __index__ = __complex__ = _not_concrete
 
     def item(self, *args):
-        """Refused: a traced value is a symbol while tracing, so it has no Python number.
+        """The Python number of a one-element array whose value is a constant.
 
-        >>> import symad as sd
+        An element that depends on the inputs is a symbol while tracing, so it
+        has no Python number: that is refused with a TracingError.
+
+        >>> import symad as sd, symad.numpy as snp
+        >>> sd.trace(lambda x: x * snp.zeros_like(x).item(), 1.0).formula()
+        0
         >>> sd.trace(lambda x: x.item(), 1.0)
         Traceback (most recent call last):
         ...
         symad.errors.TracingError: function '<lambda>' calls item() on a traced value. ...
         """
+        if args:  # NumPy's x.item(flat_index) and x.item(i, j, ...)
+            return (self.ravel()[args[0]] if len(args) == 1 else self[args]).item()
         if self.size != 1:
             raise TracingError(
                 f"function {traced_function_name()!r} calls item() on a traced array of shape "
                 f"{self.shape}; item() needs exactly one element (index it first: x[i])"
             )
+        atom = self.atoms.reshape(-1)[0]
+        if isinstance(atom, sympy.Number):  # a constant (inf and nan included)
+            return float(atom)
         raise TracingError(
             f"function {traced_function_name()!r} calls item() on a traced value. While tracing, "
             "the value is a symbol that stands for every input at once, so it has no Python "
-            "number; keep it as an array (x.reshape(()) or x[0] gives a traced scalar that "
+            "number (item() gives one only where the element is a constant); keep it as an array (x.reshape(()) or x[0] gives a traced scalar that "
             "works everywhere a number does)"
         )
 
@@ -534,11 +548,6 @@ class Tracer(CantSympify):
 
         return snp.dot(self, other)
 
-    def clip(self, a_min=None, a_max=None):
-        snp = _numpy_namespace()
-
-        return snp.clip(self, a_min, a_max)
-
     def astype(self, dtype, *args, **kwargs):
         """A copy; only float dtypes are accepted (a traced value is a real number).
 
@@ -697,14 +706,28 @@ def _install_operators(snp) -> None:
     Tracer.__pos__ = lambda self: self
     Tracer.__abs__ = lambda self: snp.abs(self)
     # Reductions as methods: x.sum(axis=0) is snp.sum(x, axis=0), and so on.
-    for name in ("sum", "mean", "var", "std", "prod", "max", "min"):
-        function = getattr(snp, name)
-        setattr(Tracer, name, lambda self, axis=None, keepdims=False, f=function, **options: f(
-            self, axis=axis, keepdims=keepdims, **options))
+    for name in ("sum", "mean", "var", "std", "prod", "max", "min", "clip"):
+        setattr(Tracer, name, _array_method(snp, name))
     for name in _UNTRACEABLE_OPERATORS:
         setattr(Tracer, f"__{name}__", _untraceable_operator(name))
         if name in ("floordiv", "mod", "divmod"):
             setattr(Tracer, f"__r{name}__", _untraceable_operator(name))
+
+
+def _array_method(snp, name: str):
+    """``x.name(...)`` as ``snp.name(x, ...)``, NumPy's positional order; keywords symad
+    does not trace (``out=``, ``where=``, ``initial=``...) raise a TracingError naming them."""
+    function = getattr(snp, name)
+
+    def method(self, *args, **kwargs):
+        if "out" in kwargs and kwargs["out"] is None:
+            del kwargs["out"]
+        snp._check_arguments(function, (self, *args), kwargs, f"ndarray.{name}")
+        return function(self, *args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"``snp.{name}(x, ...)``: see :func:`symad.numpy.{name}`."
+    return method
 
 
 def _untraceable_operator(name: str):
@@ -758,7 +781,8 @@ class Parameter(CantSympify):
         array = np.asarray(new_value)
         if array.dtype.kind not in "biuf":
             raise TracingError(
-                f"Parameter {self.name!r}: value must be real numbers, got dtype {array.dtype}"
+                f"Parameter {self.name!r}: value must be real numbers, got dtype {array.dtype}; "
+                "give a float or an array of floats (np.asarray(value, dtype=float))"
             )
         self._value = array.astype(np.float32 if array.dtype == np.float32 else np.float64)
 

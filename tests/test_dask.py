@@ -66,7 +66,7 @@ def test_dask_boolean_outputs_and_float32():
 
 
 def test_dask_chunks_run_in_worker_processes():
-    """Chunk tasks carry the generated source, so they pickle and run in other processes."""
+    """Chunk tasks carry the graph (not code), so they pickle and run in other processes."""
     w = sd.Parameter(1.5, name="w")
     G = sd.grad(sd.trace(lambda x: np.sin(x * w) * snp.erf(x), 0.0)).trace(0.0)
     x = np.linspace(-2, 2, 40)

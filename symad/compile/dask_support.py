@@ -69,10 +69,11 @@ def evaluate_dask(function, leaves: list, backend: str, options: dict) -> Any:
     sizes = [math.prod(shape) for shape in function.out_shapes]
     total = sum(sizes)
     evaluator = function._evaluator(backend, dtype)
-    # Each chunk task carries the generated module's source (plain text), not the
-    # Function: a worker process or a dask.distributed worker loads it once and keeps
-    # it (see _load), and needs neither the Graph nor SymPy objects.
+    # Each chunk task carries the Function's Graph (data: primitives pickle by name),
+    # never code: a worker process or a dask.distributed worker generates and loads
+    # the module once and keeps it (see _load).
     chunk_task = _ChunkTask(
+        function=function,
         module=evaluator.module,
         core_shapes=tuple(function.in_shapes),
         parameter_values=tuple(np.asarray(p.value, dtype) for p, _ in function.parameters),
@@ -99,10 +100,13 @@ def evaluate_dask(function, leaves: list, backend: str, options: dict) -> Any:
 class _ChunkTask:
     """Evaluate one chunk: the batch flattened, the generated module run, outputs stacked last."""
 
-    def __init__(self, module, core_shapes, parameter_values, total, dtype, options):
-        self.source = module.source
+    def __init__(self, function, module, core_shapes, parameter_values, total, dtype, options):
+        import hashlib
+
+        self.graph, self.name = function.graph, function.name
+        # The cache key of the loaded module in each worker (not code: never run).
+        self.key = hashlib.sha256(module.source.encode()).hexdigest()
         self.backend = module.backend
-        self.externals = list(module.externals)
         self.block_size = module.block_size
         self.core_shapes = core_shapes
         self.parameter_values = parameter_values
@@ -130,27 +134,25 @@ class _ChunkTask:
             columns.extend(np.asarray(element) for element in value.reshape(-1))
         stacked = np.empty((count, self.total), self.dtype)
         outputs = [stacked[:, j] for j in range(self.total)]
-        namespace = _load(self)
+        evaluate = _load(self)
         block = self.options.get("block_size") or self.block_size
         if self.backend == "numexpr":
             with threads.numexpr_threads(self.options.get("num_threads"), count):
-                namespace["evaluate"](columns, outputs, count, block)
+                evaluate(columns, outputs, count, block)
         else:
-            namespace["evaluate"](columns, outputs, count, block)
+            evaluate(columns, outputs, count, block)
         return stacked.reshape(batch + (self.total,))
 
 
 _LOADED: dict = {}
 
 
-def _load(task: _ChunkTask) -> dict:
-    """The task's module loaded once per process (keyed by its source text)."""
-    namespace = _LOADED.get(task.source)
-    if namespace is None:
-        from symad.compile.evaluator import load_module
-        from symad.compile.source import GeneratedModule
+def _load(task: _ChunkTask):
+    """The task's ``evaluate``, generated from its Graph once per process."""
+    evaluate = _LOADED.get(task.key)
+    if evaluate is None:
+        from symad.compile import make_evaluator
 
-        module = GeneratedModule(task.source, task.externals, task.backend, task.dtype,
-                                 task.block_size, program=None)
-        namespace = _LOADED[task.source] = load_module(module, on_disk=task.backend == "numba")
-    return namespace
+        evaluator = make_evaluator(task.graph, task.backend, np.dtype(task.dtype).name, task.name)
+        evaluate = _LOADED[task.key] = evaluator._evaluate
+    return evaluate
