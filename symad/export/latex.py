@@ -83,8 +83,11 @@ def _escape_text(text: str) -> str:
     for ch in text:
         if ch in _TEXT_ESCAPES:
             pieces.append(_TEXT_ESCAPES[ch])
-        elif ord(ch) < 32 or ord(ch) == 127:
-            pieces.append(rf"\backslash{{}}x{ord(ch):02x}")
+        elif not ch.isprintable():
+            # Control characters and Unicode separators (U+2028 ends a line for
+            # some parsers, KaTeX refuses it): shown as their code, never raw.
+            code = f"x{ord(ch):02x}" if ord(ch) < 256 else f"u{ord(ch):04x}"
+            pieces.append(rf"\backslash{{}}{code}")
         else:
             pieces.append(ch)
     return "".join(pieces)
@@ -97,6 +100,8 @@ def latex_text(text: str) -> str:
     \\mathrm{grad(f\\_1)}
     >>> print(latex_text("}\\\\input{x}"))
     \\mathrm{\\}\\backslash{}input\\{x\\}}
+    >>> print(latex_text("a\\u2028b\\x07"))
+    \\mathrm{a\\backslash{}u2028b\\backslash{}x07}
     """
     return r"\mathrm{" + _escape_text(text) + "}"
 
