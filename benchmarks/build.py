@@ -66,7 +66,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import sympy
 
 # Benchmark the working tree this script lives in, even when another symad is

@@ -143,7 +143,7 @@ def main(argv=None) -> int:
     parser.add_argument("--reps", type=int, default=3, help="timed calls per program (median)")
     arguments = parser.parse_args(argv)
     print("symad formulas benchmark")
-    print(machine_line() + ", load average %.1f %.1f %.1f" % os.getloadavg())
+    print(machine_line() + ", load average {:.1f} {:.1f} {:.1f}".format(*os.getloadavg()))
     print()
     print(f"LaTeX length, {LOGISTIC_STEPS}-step logistic map l <- 4 l (1 - l) "
           "(target: gradient ≤ 3× function)")

@@ -178,8 +178,9 @@ def _log_beta_a(a, b, k):
     return mp.polygamma(k - 1, a) - mp.polygamma(k - 1, a + b)
 
 
-def _gammainc_large(x, k, a=mp.mpf(10) ** 6):
-    """P(a, x) and its derivatives, those of the density x**(a-1) exp(-x)/gamma(a)."""
+def _gammainc_large(x, k, a=None):
+    """P(a, x) and its derivatives, those of the density x**(a-1) exp(-x)/gamma(a) (a = 1e6 by default)."""
+    a = mp.mpf(10) ** 6 if a is None else a
     if k == 0:  # mpmath's lower series does not converge far right of a: 1 - Q there
         if x > a:
             return 1 - mp.gammainc(a, x, mp.inf, regularized=True)

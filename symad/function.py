@@ -197,8 +197,8 @@ class Function:
 
         check_budget(
             f"formula({self.name})", self.graph, max_size, max_depth,
-            f"Use F.cse() for the program with shared values kept as assignments, or "
-            f"F.latex() to print it; formula(max_size=..., max_depth=...) raises the limits.")
+            "Use F.cse() for the program with shared values kept as assignments, or "
+            "F.latex() to print it; formula(max_size=..., max_depth=...) raises the limits.")
         expression_of: dict = {}
         for node in self.graph.nodes:
             expression_of[node.symbol] = node.expr.xreplace(expression_of)

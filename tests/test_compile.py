@@ -14,9 +14,8 @@ import sympy
 
 import symad as sd
 import symad.numpy as snp
-from symad.compile import numexpr_backend
+from symad.compile import numexpr_backend, threads
 from symad.compile import program as program_module
-from symad.compile import threads
 from symad.compile.program import compile_program, max_live
 
 BACKENDS = ["numexpr", "numpy"]
@@ -545,3 +544,17 @@ def test_numexpr_regions_that_pass_a_value_through_copy_it_into_the_result():
     np.testing.assert_array_equal(same, x)
     np.testing.assert_allclose(sine, np.sin(x), rtol=1e-15)
     np.testing.assert_array_equal(above, [False, True])
+
+
+@pytest.mark.parametrize("assembled", [True, False], ids=["vm-programs", "strings"])
+def test_division_by_a_power_of_two_is_an_exact_multiplication(assembled, monkeypatch):
+    # x / 2**k is rewritten as x * 2**-k (exact); other divisors stay divisions.
+    if not assembled:
+        monkeypatch.setattr(numexpr_backend, "_VM_USABLE", False)
+    F = sd.trace(lambda x: (x / 4.0, x / 0.5, x / 3.0, np.sin(x) / 1024.0), 0.0)
+    x = np.linspace(-3.0, 3.0, 101)
+    got = F.compile("numexpr")(x)
+    want = (x / 4.0, x / 0.5, x / 3.0, np.sin(x) / 1024.0)
+    for index in (0, 1, 3):  # the powers of two: exact
+        np.testing.assert_array_equal(got[index], want[index])
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-15)  # numexpr may use 1/3 here

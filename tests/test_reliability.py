@@ -775,8 +775,8 @@ MISTAKES = {
     "np.linalg.eigh": lambda v: np.linalg.eigh(np.diag(v))[0],
     "np.interp": lambda v: np.interp(v, [0, 1, 2], [0, 1, 4]),
     "np.random.normal(traced)": lambda v: np.random.normal(v),
-    "% formatting": lambda v: float("%.3f" % v[0]),
-    "str.format spec": lambda v: float("{:.2f}".format(v[0])),
+    "% formatting": lambda v: float("%.3f" % v[0]),  # noqa: UP031  (the mistake under test)
+    "str.format spec": lambda v: float("{:.2f}".format(v[0])),  # noqa: UP032  (under test)
     "round(x, 2)": lambda v: round(v[0], 2),
     "axis 1 on a vector": lambda v: np.sum(v, axis=1),
     "index out of bounds": lambda v: v[5],

@@ -137,7 +137,8 @@ def numexpr_form(instruction: Instruction):
             mantissa, _ = math.frexp(divisor)
             if abs(mantissa) == 0.5 and math.isfinite(1.0 / divisor):
                 # x / 2**k is exactly x * 2**-k, and a multiplication is several times cheaper
-                return region.op("mul", f, args[0], region.constant(1.0 / divisor))
+                factor = literal(1.0 / divisor)
+                return lambda args: f"({args[0]} * {factor})"
     if name == "sech":  # 1/cosh: inf past |x| = 710 gives the right 0
         return lambda args: f"(1 / cosh({args[0]}))"
     function = _FUNCTIONS.get(name)

@@ -401,8 +401,8 @@ def fuse_regions(program: Program, fusible: Callable[[Instruction], bool]) -> Pr
                     leaves |= leaves_of[o]
             constants = sum(constant_operands[r] for r in body)
             registers = len(body) + len(leaves) + constants
-            if ((len(body) <= MAX_REGION_OPERATIONS and registers <= MAX_REGION_REGISTERS
-                    and len(leaves) <= MAX_FUSED_LEAVES)):
+            if (len(body) <= MAX_REGION_OPERATIONS and registers <= MAX_REGION_REGISTERS
+                    and len(leaves) <= MAX_FUSED_LEAVES):
                 break
             # Too large: the largest inlined operand becomes a region of its own.
             inner = [o for o in instruction.operands
