@@ -431,6 +431,12 @@ class GraphBuilder:
         """True if ``atom`` holds truth values (a comparison or a boolean constant)."""
         return atom in self._boolean_atoms
 
+    def _holds_truth_value(self, atom) -> bool:
+        # is_boolean without hashing numeric constants (a sympy.Float hashes slowly).
+        if atom.is_Symbol:
+            return atom in self._boolean_atoms
+        return isinstance(atom, sympy.logic.boolalg.BooleanAtom)
+
     def _coerce_operands(self, primitive, args: tuple) -> tuple:
         """Booleans used as numbers become 0/1, numbers used as conditions become ``!= 0``.
 
@@ -438,8 +444,8 @@ class GraphBuilder:
         say it, because SymPy's relations are not numbers and ``Piecewise``
         needs a relation as its condition.
         """
-        if not primitive.boolean_operands and self._boolean_atoms.isdisjoint(args):
-            return args  # the common case, checked with one set operation
+        if not primitive.boolean_operands and not any(map(self._holds_truth_value, args)):
+            return args  # the common case
         coerced = list(args)
         for index, atom in enumerate(args):
             wants_boolean = index in primitive.boolean_operands

@@ -56,6 +56,8 @@ def as_atoms(value: Any) -> np.ndarray:
     """``value`` as an object array of atoms of the current builder."""
     if isinstance(value, Tracer):
         return value.atoms
+    if type(value) in _PYTHON_NUMBERS:  # the common constant, without NumPy's conversion
+        return _scalar_array(number_atom(value))
     if isinstance(value, Parameter):
         builder = _require_builder("use a Parameter")
         return builder_parameter_atoms(builder, value)
@@ -85,6 +87,9 @@ def as_atoms(value: Any) -> np.ndarray:
     for position, element in enumerate(array.reshape(-1).tolist()):
         flat[position] = _constant_atom(element)
     return out
+
+
+_PYTHON_NUMBERS = frozenset({float, int, bool})
 
 
 def _is_atom_like(value) -> bool:

@@ -86,9 +86,11 @@ def backpropagate(
         One atom per ``wrt`` entry; exact ``0`` where no path leads to the outputs.
     """
     # Only nodes that depend on a wrt atom can carry a non-zero adjoint to it.
+    # Membership is asked of symbols only: hashing a sympy.Float constant costs
+    # microseconds, and constants are never active.
     active = {atom for atom in wrt if atom.is_Symbol}  # a constant wrt entry has cotangent 0
     for node in primal_nodes:
-        if any(arg in active for arg in node.args):
+        if any(arg.is_Symbol and arg in active for arg in node.args):
             active.add(node.symbol)
 
     masks = _Masks(builder)
@@ -101,7 +103,7 @@ def backpropagate(
         if node.symbol not in terms:
             continue
         cotangent, pending, applied = masks.combine(terms.pop(node.symbol))
-        wanted = [index for index, arg in enumerate(node.args) if arg in active]
+        wanted = [index for index, arg in enumerate(node.args) if arg.is_Symbol and arg in active]
         if node.primitive is select_p:
             # Each branch receives the cotangent under its own condition; the
             # condition itself (index 0) has no derivative.
@@ -149,6 +151,8 @@ class _Masks:
         common case: one where upstream). Otherwise each is masked, then
         summed: the sum is 0 wherever none of their masks holds.
         """
+        if len(masked_terms) == 1:  # one path reaches the atom (every step of a chain)
+            return masked_terms[0]
         by_pending: dict = {}
         for value, pending, applied in masked_terms:
             by_pending.setdefault(pending, []).append((value, applied))
