@@ -132,6 +132,8 @@ def _shared_assumptions():
     names = ("_assumptions", "_assumptions_orig", "_assumptions0")
     if not all(hasattr(template, name) for name in names) or template._assumptions_orig:
         return None
+    if not all(hasattr(sympy.Dummy, name) for name in ("_base_dummy_index", "_count")):
+        return None  # Dummy numbers itself otherwise in this SymPy: use its constructor
     return tuple(getattr(template, name) for name in names)
 
 
