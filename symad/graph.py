@@ -95,13 +95,14 @@ class NodeSymbol(sympy.Dummy):
     ``Dummy(name)`` builds a fresh assumption base for every symbol (sorting
     and deducing facts), which was a third of the cost of recording a node.
     Node symbols all carry the same assumptions (none but commutativity), so
-    they share those of one template Dummy; everything else -- equality,
-    hashing, printing, pickling -- is the Dummy's own.
+    they share those of one template Dummy; printing and pickling are the
+    Dummy's own.
 
-    Each node symbol is a distinct object and equal only to itself, so it
-    compares and hashes by identity, at C speed: recording a node looks its
-    symbols up in several dicts and sets, and SymPy's Python-level
-    ``Basic.__hash__`` was another large share of the cost.
+    Equality and hashing are not: each node symbol is a distinct object and
+    equal only to itself, so it compares and hashes by identity, at C speed
+    (recording a node looks its symbols up in several dicts and sets, and
+    SymPy's Python-level ``Basic.__hash__`` was another large share of the
+    cost). An unpickled graph gets new symbols, consistently throughout it.
 
     >>> a, b = NodeSymbol("n0"), NodeSymbol("n0")
     >>> a == b, a == a, isinstance(a, sympy.Dummy), (a + 1).free_symbols == {a}
