@@ -34,6 +34,7 @@ from symad.tracer import (
     apply,
     as_atoms,
     contains_traced,
+    record_scalars,
     traced_function_name,
 )
 
@@ -52,6 +53,9 @@ def _concrete(value):
 
 def _elementwise(primitive, public_name: str, doc: str):
     def function(*operands):
+        scalar = record_scalars(primitive, operands)
+        if scalar is not None:  # traced scalars and numbers: recorded without array logic
+            return scalar
         if builtins.any(contains_traced(operand) for operand in operands):
             return apply(primitive, *operands)
         with _np.errstate(all="ignore"):
@@ -59,6 +63,7 @@ def _elementwise(primitive, public_name: str, doc: str):
 
     function.__name__ = function.__qualname__ = public_name
     function.__doc__ = doc
+    function.primitive = primitive
     if not primitive.variadic:
         # Name the arguments like NumPy's ufuncs, so traced inputs read x (or x1, x2).
         names = ["x"] if primitive.arity == 1 else [f"x{i + 1}" for i in range(primitive.arity)]
@@ -744,6 +749,24 @@ _UFUNCS = {
 }
 
 _REDUCTIONS = {"add": sum, "multiply": prod, "maximum": max, "minimum": min}
+
+
+def scalar_ufuncs() -> dict:
+    """``{ufunc: primitive}`` for NumPy's ufuncs whose traceable function is one primitive.
+
+    The Tracer records such a ufunc on traced scalars directly; the result is
+    the same as going through :func:`dispatch_ufunc` to the traceable function.
+
+    >>> scalar_ufuncs()[_np.sin].name
+    'sin'
+    """
+    table = {}
+    for name, function in _UFUNCS.items():
+        ufunc = getattr(_np, name, None)
+        primitive = getattr(function, "primitive", None)
+        if isinstance(ufunc, _np.ufunc) and primitive is not None:
+            table[ufunc] = primitive
+    return table
 
 
 def _ufunc_route(ufunc) -> tuple[str, Any]:

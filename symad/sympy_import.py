@@ -266,9 +266,7 @@ def _input_symbols(entry: Any) -> np.ndarray:
 
 
 def _scalar_tracer(atom) -> Tracer:
-    scalar = np.empty((), dtype=object)
-    scalar[()] = atom
-    return Tracer(scalar)
+    return Tracer.of_atom(atom)
 
 
 def _lambertw(x, k=None):

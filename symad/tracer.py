@@ -159,13 +159,70 @@ def symbol_array(name: str, shape: tuple) -> np.ndarray:
 # ---------------------------------------------------------------------------
 
 
+def scalar_atom(value: Any):
+    """The atom of a traced scalar, a Python number or a constant SymPy number; else None.
+
+    >>> scalar_atom(2.0), scalar_atom(Tracer.of_atom(sympy.Symbol("x"))), scalar_atom([1.0])
+    (2.00000000000000, x, None)
+    """
+    kind = type(value)
+    if kind is Tracer:
+        array = value._array
+        if array is None:
+            return value._atom
+        return array[()] if array.ndim == 0 else None
+    if kind in _PYTHON_NUMBERS:
+        return number_atom(value)
+    if isinstance(value, sympy.Basic):  # a rule's exact constant, such as 2/sqrt(pi)
+        return _constant_atom(value)
+    return None
+
+
+def record_scalars(primitive, operands: tuple, params: tuple = ()) -> Tracer | None:
+    """The fast path of :func:`apply`: ``primitive`` on traced scalars and Python numbers.
+
+    Returns None -- the caller then takes the general path -- unless every
+    operand is one of those (or a constant SymPy number), at least one is
+    traced and a trace is recording.
+    No object array is made: scalar arithmetic (a scalar trace, the operands
+    of every partial derivative rule) costs the builder's ``record`` and
+    little more.
+    """
+    atoms = []
+    traced = False
+    for operand in operands:
+        kind = type(operand)
+        if kind is Tracer:
+            array = operand._array
+            if array is None:
+                atoms.append(operand._atom)
+            elif array.ndim == 0:
+                atoms.append(array[()])
+            else:
+                return None
+            traced = True
+        elif kind in _PYTHON_NUMBERS:
+            atoms.append(number_atom(operand))
+        elif isinstance(operand, sympy.Basic):  # a rule's exact constant, such as 2/sqrt(pi)
+            atoms.append(_constant_atom(operand))
+        else:
+            return None
+    builders = active_builders()
+    if not traced or not builders:
+        return None
+    return Tracer.of_atom(builders[-1].record(primitive, atoms, params))
+
+
 def apply(primitive, *operands, params: tuple = ()) -> Tracer:
     """Record ``primitive`` elementwise over broadcast operands and return a Tracer."""
+    scalar = record_scalars(primitive, operands, params)
+    if scalar is not None:
+        return scalar
     builder = _require_builder(f"apply {primitive.name}")
     arrays = [as_atoms(operand) for operand in operands]
     if all(array.ndim == 0 for array in arrays):
         atom = builder.record(primitive, [array[()] for array in arrays], params)
-        return Tracer(_scalar_array(atom))
+        return Tracer.of_atom(atom)
     try:
         broadcast = np.broadcast_arrays(*arrays)
     except ValueError as error:
@@ -204,15 +261,45 @@ class Tracer(CantSympify):
 
     # CantSympify: SymPy's own operators then return NotImplemented, so
     # ``sympy.pi * tracer`` reaches Tracer.__rmul__ instead of failing in sympify.
-    __slots__ = ("_atoms", "_private")
+    #
+    # A traced scalar keeps its atom in ``_atom`` and no array (``_array`` is
+    # None) until shape logic asks for one: most values of a scalar trace, and
+    # every operand of a partial derivative rule, are scalars that only ever
+    # meet arithmetic, which records them directly (``record_scalars``).
+    __slots__ = ("_array", "_atom", "_private")
     # Higher than ndarray's, so ``ndarray + tracer`` defers to the tracer.
     __array_priority__ = 1000
 
     def __init__(self, atoms: np.ndarray):
-        self._atoms = atoms
+        self._array = atoms
+        self._atom = None
         # True once item assignment made a copy no other object can see, so
         # that later assignments may write in place (filling is then O(1) per item).
         self._private = False
+
+    @classmethod
+    def of_atom(cls, atom) -> Tracer:
+        """A traced scalar holding one graph atom, without building an object array.
+
+        >>> Tracer.of_atom(sympy.Symbol("x")).shape
+        ()
+        """
+        scalar = cls.__new__(cls)
+        scalar._array = None
+        scalar._atom = atom
+        scalar._private = False
+        return scalar
+
+    @property
+    def _atoms(self) -> np.ndarray:
+        array = self._array
+        if array is None:  # a scalar: its 0-d array, made once, when first asked for
+            array = self._array = _scalar_array(self._atom)
+        return array
+
+    @_atoms.setter
+    def _atoms(self, array: np.ndarray) -> None:
+        self._array = array
 
     @property
     def atoms(self) -> np.ndarray:
@@ -226,15 +313,15 @@ class Tracer(CantSympify):
 
     @property
     def shape(self) -> tuple:
-        return self._atoms.shape
+        return () if self._array is None else self._array.shape
 
     @property
     def ndim(self) -> int:
-        return self._atoms.ndim
+        return 0 if self._array is None else self._array.ndim
 
     @property
     def size(self) -> int:
-        return self._atoms.size
+        return 1 if self._array is None else self._array.size
 
     @property
     def dtype(self) -> np.dtype:
@@ -269,7 +356,7 @@ class Tracer(CantSympify):
                 f"with {index!r}: {error}"
             ) from None
         if not isinstance(selected, np.ndarray):
-            return Tracer(_scalar_array(selected))
+            return Tracer.of_atom(selected)
         if selected.base is not None:  # a view: later writes to self must not show through it
             self._private = False
         return Tracer(selected)
@@ -407,6 +494,11 @@ class Tracer(CantSympify):
     # -- NumPy dispatch --------------------------------------------------------
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        primitive = _SCALAR_UFUNCS.get(ufunc) if method == "__call__" and not kwargs else None
+        if primitive is not None:  # np.sin(x) of a traced scalar: no dispatch to go through
+            result = record_scalars(primitive, inputs)
+            if result is not None:
+                return result
         snp = _numpy_namespace()
 
         return snp.dispatch_ufunc(ufunc, method, inputs, kwargs)
@@ -677,11 +769,16 @@ def _check_concrete_index(index) -> None:
 # (symad/__init__ always loads it), and the Tracer methods that delegate to
 # it look it up through _numpy_namespace().
 _NAMESPACE: list = []
+#: NumPy's ufuncs that are one elementwise primitive ({np.sin: sin_p, ...}), for the
+#: scalar fast path of Tracer.__array_ufunc__; filled by bind_numpy_namespace.
+_SCALAR_UFUNCS: dict = {}
 
 
 def bind_numpy_namespace(namespace) -> None:
     """Called once by :mod:`symad.numpy`: its functions back the Tracer's methods and operators."""
     _NAMESPACE[:] = [namespace]
+    _SCALAR_UFUNCS.clear()
+    _SCALAR_UFUNCS.update(namespace.scalar_ufuncs())
     _install_operators(namespace)
 
 
@@ -696,8 +793,13 @@ def _install_operators(snp) -> None:
     binary = dict(zip(_BINARY_OPERATORS, (snp.add, snp.subtract, snp.multiply, snp.divide,
                                           snp.power, snp.matmul)))
     for name, function in binary.items():
-        setattr(Tracer, f"__{name}__", lambda self, other, f=function: f(self, other))
-        setattr(Tracer, f"__r{name}__", lambda self, other, f=function: f(other, self))
+        primitive = getattr(function, "primitive", None)
+        if primitive is None:  # matmul: no scalar form
+            setattr(Tracer, f"__{name}__", lambda self, other, f=function: f(self, other))
+            setattr(Tracer, f"__r{name}__", lambda self, other, f=function: f(other, self))
+            continue
+        setattr(Tracer, f"__{name}__", _scalar_operator(primitive, function, reflected=False))
+        setattr(Tracer, f"__r{name}__", _scalar_operator(primitive, function, reflected=True))
     comparisons = dict(zip(_COMPARISONS, (snp.less, snp.less_equal, snp.greater,
                                            snp.greater_equal, snp.equal, snp.not_equal)))
     for name, function in comparisons.items():
@@ -707,7 +809,7 @@ def _install_operators(snp) -> None:
         setattr(Tracer, f"__{name}__", lambda self, other, f=function: f(self, other))
         setattr(Tracer, f"__r{name}__", lambda self, other, f=function: f(other, self))
     Tracer.__invert__ = lambda self: snp.logical_not(self)
-    Tracer.__neg__ = lambda self: snp.negative(self)
+    Tracer.__neg__ = _scalar_operator_unary(snp.negative)
     Tracer.__pos__ = lambda self: self
     Tracer.__abs__ = lambda self: snp.abs(self)
     # Reductions as methods: x.sum(axis=0) is snp.sum(x, axis=0), and so on.
@@ -717,6 +819,29 @@ def _install_operators(snp) -> None:
         setattr(Tracer, f"__{name}__", _untraceable_operator(name))
         if name in ("floordiv", "mod", "divmod"):
             setattr(Tracer, f"__r{name}__", _untraceable_operator(name))
+
+
+def _scalar_operator(primitive, function, reflected: bool):
+    """A binary operator taking :func:`record_scalars`' fast path before ``function``'s."""
+    if reflected:
+        def operator(self, other):
+            result = record_scalars(primitive, (other, self))
+            return function(other, self) if result is None else result
+    else:
+        def operator(self, other):
+            result = record_scalars(primitive, (self, other))
+            return function(self, other) if result is None else result
+    return operator
+
+
+def _scalar_operator_unary(function):
+    """A unary operator taking :func:`record_scalars`' fast path before ``function``'s."""
+    primitive = function.primitive
+
+    def operator(self):
+        result = record_scalars(primitive, (self,))
+        return function(self) if result is None else result
+    return operator
 
 
 def _array_method(snp, name: str):

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 from symad.errors import DifferentiationError
 from symad.graph import GraphBuilder, Node, is_zero_constant
 from symad.primitives import add_p, neg_p, sub_p
 from symad.rules import partials as _registers_partial_rules  # noqa: F401  (fills Primitive.partials)
-from symad.tracer import Tracer, as_atoms
+from symad.tracer import Tracer, as_atoms, scalar_atom
 
 
 def partial_atoms(node: Node, indices: Sequence[int], function_name: str) -> dict:
     """``{index: partial}`` of ``node`` w.r.t. the operands at ``indices``; zeros are left out.
 
-    The operands are wrapped as traced scalars once per node, not once per
+    The rules receive the operands as traced scalars (each holding its atom,
+    with no object array behind it), made once per node, not once per
     partial: an n-ary sum would otherwise cost n**2.
     """
     primitive = node.primitive
@@ -28,27 +27,24 @@ def partial_atoms(node: Node, indices: Sequence[int], function_name: str) -> dic
             f"to differentiate function {function_name!r}; give the primitive its partials with "
             f"@{primitive.name}.defpartials, or wrap the value in sd.stop_gradient"
         )
-    operands = [_scalar_tracer(atom) for atom in node.args]
+    operands = [Tracer.of_atom(atom) for atom in node.args]
     partials = {}
-    out = _scalar_tracer(node.symbol)
+    out = Tracer.of_atom(node.symbol)
     for index, partial in primitive.partials_at(out, operands, indices).items():
         if partial is None:
             continue
-        atoms = as_atoms(partial)
-        if atoms.ndim != 0:
-            raise DifferentiationError(
-                f"the partial derivative rule of {primitive.name!r} w.r.t. argument {index} "
-                f"returned shape {atoms.shape}; a partial of a scalar primitive must be a scalar"
-            )
-        if not is_zero_constant(atoms[()]):
-            partials[index] = atoms[()]
+        atom = scalar_atom(partial)  # a traced scalar or a number: no array to look into
+        if atom is None:
+            atoms = as_atoms(partial)
+            if atoms.ndim != 0:
+                raise DifferentiationError(
+                    f"the partial derivative rule of {primitive.name!r} w.r.t. argument {index} "
+                    f"returned shape {atoms.shape}; a partial of a scalar primitive must be a scalar"
+                )
+            atom = atoms[()]
+        if not is_zero_constant(atom):
+            partials[index] = atom
     return partials
-
-
-def _scalar_tracer(atom) -> Tracer:
-    scalar = np.empty((), dtype=object)
-    scalar[()] = atom
-    return Tracer(scalar)
 
 
 def sum_terms(builder: GraphBuilder, terms: Sequence | None):
