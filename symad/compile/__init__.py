@@ -96,11 +96,13 @@ def make_evaluator(graph, backend: str, dtype="float64", name: str = "function")
     array([0., 1.])
     """
     from symad.compile.evaluator import Evaluator, check_loaded, load_module
+    from symad.graph import garbage_collection_paused
 
-    module = generate_module(graph, backend, dtype, name)
-    if module.backend != backend:  # numba asked for, numexpr given: say so
-        _LOG.warning("symad: %s: %s", name, module.note)
-    namespace = load_module(module, on_disk=module.backend == "numba")
+    with garbage_collection_paused():  # many small acyclic objects per node, as in recording
+        module = generate_module(graph, backend, dtype, name)
+        if module.backend != backend:  # numba asked for, numexpr given: say so
+            _LOG.warning("symad: %s: %s", name, module.note)
+        namespace = load_module(module, on_disk=module.backend == "numba")
     check_loaded(namespace, module.backend)
     evaluator = Evaluator(module, namespace)
     if module.backend == "numba":

@@ -324,6 +324,41 @@ def _lower_region(step, program: Program, float_kind: str, tables) -> _Region:
     return region
 
 
+def _region_shape(step, boolean_values) -> tuple[tuple, tuple]:
+    """``(shape, leaves)`` of a region step: equal shapes lower to the same VM program.
+
+    The shape is the region's instructions with values renamed by position
+    (leaves by first use, results by order), constants kept with their type;
+    ``leaves`` are the values read, in the order :func:`_lower_region` binds them.
+
+    >>> from symad.compile.program import Instruction, Step
+    >>> from symad.primitives import mul_p
+    >>> def square(v):
+    ...     product = Instruction(v + 1, mul_p, (v, v), (), False)
+    ...     return Step(v + 1, product, (v,), (product,))
+    >>> _region_shape(square(0), set())[0] == _region_shape(square(7), set())[0]
+    True
+    """
+    renamed: dict = {}
+    leaves: dict = {}
+    parts = []
+    for instruction in step.body:
+        operands = []
+        for o in instruction.operands:
+            if isinstance(o, Constant):
+                operands.append((type(o.value), o.value))
+            elif o in renamed:
+                operands.append(renamed[o])
+            else:
+                if o not in leaves:
+                    leaves[o] = ("leaf", len(leaves), o in boolean_values)
+                operands.append(leaves[o])
+        renamed[instruction.result] = ("value", len(renamed))
+        parts.append((instruction.primitive, instruction.params, instruction.boolean, tuple(operands)))
+    parts.append(renamed[step.result])
+    return tuple(parts), tuple(leaves)
+
+
 def _finish(region: _Region) -> tuple[list, str]:
     """Physical registers: the last operation writes the output, temporaries are reused."""
     last_use: dict = {}
@@ -453,8 +488,25 @@ NUMPY_IS_FASTER = frozenset({"tanh"})
 
 
 def _vm_fusible(program: Program, float_kind: str, tables):
-    """Whether one instruction alone can be written for the VM (its operands as leaves)."""
+    """Whether one instruction alone can be written for the VM (its operands as leaves).
+
+    The answer depends on the primitive, its parameters, which operands are
+    constants (and their values) and which hold truth values, so it is worked
+    out once per such pattern: a graph of 10^5 nodes has a few dozen.
+    """
+    answers: dict = {}
+    boolean_values = program.boolean_values
+
     def fusible(instruction: Instruction) -> bool:
+        pattern = (instruction.primitive, instruction.params, instruction.boolean,
+                   tuple((type(o.value), o.value) if isinstance(o, Constant) else o in boolean_values
+                         for o in instruction.operands))  # typed: True == 1, but not as operands
+        answer = answers.get(pattern)
+        if answer is None:
+            answer = answers[pattern] = fusible_alone(instruction)
+        return answer
+
+    def fusible_alone(instruction: Instruction) -> bool:
         if numexpr_form(instruction) is None or instruction.primitive.name in NUMPY_IS_FASTER:
             return False
         region = _Region(float_kind, tables)
@@ -559,6 +611,7 @@ def lower_numexpr(graph, dtype, name: str = "function") -> GeneratedModule:
     descriptions: list = []
     programs: list[str] = []
     program_index: dict[tuple, int] = {}  # a program's text -> its index in `programs`
+    shape_index: dict[tuple, int] = {}  # a region's shape -> its program's index
     body: list[str] = []
     read = {leaf for step in program.steps for leaf in step.leaves}
     for step, freed in zip(program.steps, program.frees):
@@ -570,23 +623,29 @@ def lower_numexpr(graph, dtype, name: str = "function") -> GeneratedModule:
             # become a few programs (each is assembled or parsed once at load).
             leaf_names = {leaf: f"a{j}" for j, leaf in enumerate(step.leaves)}
             if tables is not None:
-                region = _lower_region(step, program, float_kind, tables)
-                code, temporaries = _finish(region)
-                names = [leaf_names[leaf] for leaf in region.leaves]
-                arguments = [f"v{leaf}" for leaf in region.leaves]
-                constants = tuple(value for _, value in region.constants.values())
-                key = ("vm", tuple(names), "".join(region.leaf_kinds), constants, temporaries,
-                       tuple(code))
-                index = program_index.get(key)
+                # Regions of the same shape (a gradient's 10^4 entries) are lowered once.
+                shape, leaves = _region_shape(step, program.boolean_values)
+                index = shape_index.get(shape)
                 if index is None:
-                    index = program_index[key] = len(programs)
-                    lines = [f"_E{index} = _vm({names!r}, {''.join(region.leaf_kinds)!r}, "
-                             f"({''.join(literal(c) + ', ' for c in constants)}), {temporaries!r}, ["]
-                    for operation, comment in zip(code, region.comments):
-                        text = f"    {operation!r},"
-                        lines.append(f"{text:<56s}# {comment}" if comment else text)
-                    lines.append("])")
-                    programs.append("\n".join(lines))
+                    region = _lower_region(step, program, float_kind, tables)
+                    code, temporaries = _finish(region)
+                    names = [leaf_names[leaf] for leaf in region.leaves]
+                    constants = tuple(value for _, value in region.constants.values())
+                    key = ("vm", tuple(names), "".join(region.leaf_kinds), constants, temporaries,
+                           tuple(code))
+                    index = program_index.get(key)
+                    if index is None:
+                        index = program_index[key] = len(programs)
+                        lines = [f"_E{index} = _vm({names!r}, {''.join(region.leaf_kinds)!r}, "
+                                 f"({''.join(literal(c) + ', ' for c in constants)}), "
+                                 f"{temporaries!r}, ["]
+                        for operation, comment in zip(code, region.comments):
+                            text = f"    {operation!r},"
+                            lines.append(f"{text:<56s}# {comment}" if comment else text)
+                        lines.append("])")
+                        programs.append("\n".join(lines))
+                    shape_index[shape] = index
+                arguments = [f"v{leaf}" for leaf in leaves]
             else:
                 text = _render(step.instruction, program.inlined, leaf_names)
                 names = [leaf_names[leaf] for leaf in step.leaves]
