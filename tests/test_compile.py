@@ -231,6 +231,27 @@ def test_steps_of_the_same_shape_share_one_numexpr_program(assembled, monkeypatc
     np.testing.assert_allclose(H.compile("numexpr")(x), H.compile("numpy")(x), rtol=1e-15)
 
 
+def test_regions_of_the_same_shape_are_lowered_once_and_keep_their_own_constants(monkeypatch):
+    # Each region is lowered once per shape: 40 gradient entries of one shape make one
+    # program, lowered once; regions that differ only in a constant (2 vs 3, and 2 vs
+    # 2.0, which are equal in Python) must not share a program.
+    lowered = []
+    lower = numexpr_backend._lower_region
+    monkeypatch.setattr(numexpr_backend, "_lower_region",
+                        lambda *args: lowered.append(args[0]) or lower(*args))
+    G = sd.grad(lambda x: np.sum(np.sin(x) * np.exp(-x**2))).trace(np.zeros(40))
+    programs = [line for line in G.source("numexpr").splitlines() if line.startswith("_E")]
+    assert len(programs) == 1 and len(lowered) == 1
+    x = np.linspace(-2, 2, 40)
+    np.testing.assert_allclose(G.compile("numexpr")(x),
+                               (np.cos(x) - 2 * x * np.sin(x)) * np.exp(-x**2), rtol=1e-14)
+
+    F = sd.trace(lambda x, y: snp.stack([snp.sin(x) * 2, snp.sin(y) * 3, (x > y) * 2.0]), 1.0, 1.0)
+    got = F.compile("numexpr")(np.array([0.5, 2.0]), np.array([1.0, -1.0]))
+    np.testing.assert_array_equal(  # one row per point
+        got, [[2 * np.sin(0.5), 3 * np.sin(1.0), 0.0], [2 * np.sin(2.0), 3 * np.sin(-1.0), 2.0]])
+
+
 @pytest.mark.parametrize("case", sorted(ELEMENTWISE))
 def test_numexpr_strings_match_numpy_reference(case, monkeypatch):
     monkeypatch.setattr(numexpr_backend, "_VM_USABLE", False)
