@@ -53,6 +53,16 @@ def test_numba_gradient_matches_numpy_and_writes_its_cache(tmp_path_factory, cap
 
 
 @needs_numba
+def test_numba_writes_a_long_sum_as_several_statements_in_order():
+    # One add of 70 operands (past 64), left to right as NumPy adds them: the same rounding.
+    F = sd.trace(lambda v: np.sum(v * v), np.zeros(70))
+    source = F.source("numba")
+    assert max(line.count(" + ") for line in source.splitlines()) < 64
+    v = np.random.default_rng(2).uniform(-1e8, 1e8, (50, 70))
+    np.testing.assert_array_equal(F.compile("numba")(v), F.compile("numpy")(v))
+
+
+@needs_numba
 def test_numba_broadcasts_scalar_inputs_and_parameters():
     w = sd.Parameter(np.array([2.0, -1.0]), name="w")
     F = sd.trace(lambda x, s: np.sum(np.sin(x * w)) * s, np.zeros(2), 0.0)

@@ -165,3 +165,99 @@ def test_the_array_size_limit_is_one_named_constant(monkeypatch):
     # The way past it: one point traced, the batch evaluated.
     rows = np.arange(26.0).reshape(13, 2)
     assert np.allclose(sd.vmap(sd.grad(energy))(rows), 2 * rows)
+
+
+# -- deep and wide graphs through every path, at Python's default recursion limit ----
+
+#: Past Python's default recursion limit (1,000 frames, set by the fixture below): a
+#: pass that recursed once per level would fail. benchmarks/scale.py runs 10^5.
+DEPTH = 1_500
+
+
+@pytest.fixture
+def default_recursion_limit():
+    import sys
+
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    yield
+    sys.setrecursionlimit(previous)
+
+
+def _chain_value_and_derivative(x0, steps):
+    value, derivative = x0, 1.0
+    for _ in range(steps):
+        derivative *= math.cos(value) + 0.001
+        value = math.sin(value) + 0.001 * value
+    return value, derivative
+
+
+def test_a_deep_chain_goes_through_every_path(default_recursion_limit, tmp_path):
+    import pickle
+    import subprocess
+
+    chain = doubling_chain(DEPTH)
+    value, derivative = _chain_value_and_derivative(0.3, DEPTH)
+    F = sd.trace(chain, 0.3)
+    G = sd.grad(chain).trace(0.3)
+    for backend in sd.available_backends():
+        assert float(F.compile(backend)(0.3)) == pytest.approx(value, rel=1e-12)
+        assert float(G.compile(backend)(0.3)) == pytest.approx(derivative, rel=1e-10)
+    assert float(sd.jvp(chain, (0.3,), (1.0,))[1]) == pytest.approx(derivative, rel=1e-10)
+    _, pullback = sd.vjp(chain, 0.3)
+    assert float(pullback(1.0)[0]) == pytest.approx(derivative, rel=1e-10)
+    assert float(sd.value_and_grad(chain)(0.3)[1]) == pytest.approx(derivative, rel=1e-10)
+    # Second order, nested and in Taylor mode, agree with each other.
+    second = float(sd.derivative(chain, 2)(0.3))
+    assert float(sd.hessian(chain)(0.3)) == pytest.approx(second, rel=1e-9)
+    assert float(sd.grad(sd.grad(chain))(0.3)) == pytest.approx(second, rel=1e-9)
+    # Exports: every one answers without recursing (cse splits deep lines; formula refuses).
+    assignments, outputs = G.cse()
+    assert len(assignments) > DEPTH
+    assert G.latex().count("&=") > DEPTH
+    with pytest.raises(sd.ExportError):
+        G.formula()
+    source = G.source("numpy")
+    namespace = {}
+    exec(compile(source, "<deep>", "exec"), namespace)
+    assert float(namespace["run"](np.array([0.3]))[0][0]) == pytest.approx(derivative, rel=1e-10)
+    c_source = G.to_c("deep_gradient").source
+    assert c_source.count("\n") > DEPTH
+    (tmp_path / "deep.c").write_text(c_source)
+    compiled = subprocess.run(["cc", "-std=c99", "-c", "-o", str(tmp_path / "deep.o"),
+                               str(tmp_path / "deep.c")], capture_output=True, text=True)
+    assert compiled.returncode == 0, compiled.stderr
+    assert G.sparsity().toarray().tolist() == [[1]]
+    assert float(pickle.loads(pickle.dumps(G))(0.3)) == pytest.approx(derivative, rel=1e-10)
+
+
+def test_a_wide_sum_goes_through_every_path(default_recursion_limit):
+    # One add node of n operands: spelled as one `a + b + ...` it nested n levels deep,
+    # and Python's compiler refused the generated module past about 3,000 terms.
+    n = 5_000
+    symad.function.MAX_SYMBOLIC_ELEMENTS, previous = n, symad.function.MAX_SYMBOLIC_ELEMENTS
+    try:
+        def energy(x):
+            return np.sum(np.sin(x) * np.exp(-x**2))
+
+        x = np.linspace(-2, 2, n)
+        G = sd.grad(energy).trace(np.zeros(n))
+        expected = (np.cos(x) - 2 * x * np.sin(x)) * np.exp(-x**2)
+        np.testing.assert_allclose(G(x), expected, rtol=1e-12, atol=1e-15)
+        F = sd.trace(energy, np.zeros(n))
+        value = float(np.sum(np.sin(x) * np.exp(-x**2)))
+        for backend in sd.available_backends():
+            assert float(F.compile(backend)(x)) == pytest.approx(value, rel=1e-12)
+        namespace = {}
+        exec(compile(F.source("numpy"), "<wide>", "exec"), namespace)
+        assert float(namespace["run"](*x)[0]) == pytest.approx(value, rel=1e-12)
+        assert float(sd.jvp(energy, (x,), (np.ones(n),))[1]) == pytest.approx(expected.sum(), rel=1e-10)
+        # Exports of a wide sum (of squares: SymPy's assumptions make its products of
+        # function applications cost milliseconds each, which is not what this tests).
+        S = sd.trace(lambda v: np.sum(v**2), np.zeros(n))
+        assignments, (total,) = S.cse()
+        assert len(total.args) == n
+        assert S.latex().count("^{2}") == n
+        assert S.to_c("wide").source.count("in[") >= n
+    finally:
+        symad.function.MAX_SYMBOLIC_ELEMENTS = previous

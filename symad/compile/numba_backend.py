@@ -16,7 +16,14 @@ which LLVM would take minutes to compile.
 from __future__ import annotations
 
 from symad.compile.program import Constant, Instruction, compile_program
-from symad.compile.source import RUN, GeneratedModule, is_builtin_primitive, literal, module_header
+from symad.compile.source import (
+    MAX_INFIX_TERMS,
+    RUN,
+    GeneratedModule,
+    is_builtin_primitive,
+    literal,
+    module_header,
+)
 
 __all__ = ["lower_numba", "numba_available", "scalar_form", "MAX_NUMBA_NODES"]
 
@@ -164,7 +171,16 @@ def lower_numba(graph, dtype, name: str = "function") -> GeneratedModule:
     body += [f"{indent}s{k} = v{k}[i]" for k in range(program.input_count)]
     for instruction, form in zip(program.instructions, forms):
         args = [_scalar_operand(o) for o in instruction.operands]
-        body.append(f"{indent}s{instruction.result} = {form(args)}")
+        target = f"s{instruction.result}"
+        if instruction.primitive.name == "add" and len(args) > MAX_INFIX_TERMS:
+            # A long sum as several statements, left to right (one expression would
+            # nest once per term, past what Python's compiler takes).
+            body.append(f"{indent}{target} = {form(args[:MAX_INFIX_TERMS])}")
+            for start in range(MAX_INFIX_TERMS, len(args), MAX_INFIX_TERMS - 1):
+                chunk = [target, *args[start:start + MAX_INFIX_TERMS - 1]]
+                body.append(f"{indent}{target} = {form(chunk)}")
+            continue
+        body.append(f"{indent}{target} = {form(args)}")
     for position, operand in enumerate(program.outputs):
         body.append(f"{indent}o{position}[i] = {_scalar_operand(operand)}")
     if not program.outputs:

@@ -94,9 +94,30 @@ def _stacked(reduction: str):
     return lambda args: f"{reduction}(np.stack(np.broadcast_arrays({', '.join(args)})), axis=0)"
 
 
+#: Sums of more terms than this are spelled without one nested expression per term.
+MAX_INFIX_TERMS = 64
+
+
+def sum_spelling(args: Sequence[str]) -> str:
+    """``a + b + ...`` left to right, as NumPy evaluates the add primitive.
+
+    Python's compiler recurses once per ``+`` of a chain and fails past about
+    a thousand terms, so a longer sum is a ``functools.reduce`` over a flat
+    tuple: the same additions in the same order, the same rounding.
+
+    >>> sum_spelling(["v0", "v1"])
+    '(v0 + v1)'
+    >>> sum_spelling([f"v{i}" for i in range(100)])[:47]
+    'functools.reduce(operator.add, (v0, v1, v2, v3,'
+    """
+    if len(args) <= MAX_INFIX_TERMS:
+        return "(" + " + ".join(args) + ")"
+    return f"functools.reduce(operator.add, ({', '.join(args)}))"
+
+
 #: Primitives whose NumPy form is not ``np.<numpy_name>(...)``.
 _SPECIAL_NUMPY_FORMS = {
-    "add": lambda args: "(" + " + ".join(args) + ")",
+    "add": sum_spelling,
     "stop_gradient": lambda args: args[0],
     "softplus": lambda args: f"np.logaddexp(0.0, {args[0]})",
     "sech": lambda args: f"(1.0 / np.cosh({args[0]}))",
@@ -158,6 +179,9 @@ def module_header(program: Program, backend: str, dtype, imports: Sequence[str],
         "# run(*arrays) evaluates on broadcastable arrays, one per input, and returns a tuple;",
         "# evaluate(inputs, outputs, n) fills 1-D outputs of length n from 1-D (or 0-d) inputs,",
         "# in blocks of BLOCK_SIZE points so memory stays near inputs + outputs.",
+        "import functools",
+        "import operator",
+        "",
         "import numpy as np",
         "import scipy.special as special",
         *imports,
