@@ -618,6 +618,7 @@ def trace(fun: Callable, *example_args, name: str | None = None) -> Function:
         paths.extend(leaf_paths(child, argument_name))
 
     builder = GraphBuilder(name)
+    builder.element_limit = MAX_SYMBOLIC_ELEMENTS  # Parameters met while tracing, too
     taken = active_input_names()  # grows as inputs are added, instead of recomputed per leaf
     in_symbols = []
     for path, leaf in zip(paths, leaves):

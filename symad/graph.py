@@ -330,6 +330,9 @@ class GraphBuilder:
         self._boolean_atoms: set = {sympy.true, sympy.false}
         # Parameters met while tracing: Parameter -> object array of its symbols here.
         self.parameters: dict = {}
+        # The most elements a Parameter may bring in as inputs (None: no limit); the
+        # trace of a user's function sets symad.function.MAX_SYMBOLIC_ELEMENTS here.
+        self.element_limit: int | None = None
         # id(constant atom) -> (atom, plain key). Hashing a sympy.Float converts it
         # to a float each time (microseconds); the plain key hashes in nanoseconds.
         # The atom is held so that its id cannot be reused while it is cached.

@@ -1030,6 +1030,16 @@ def builder_parameter_atoms(builder: GraphBuilder, parameter: Parameter) -> np.n
     """The atoms standing for ``parameter`` in ``builder``, registering it as an input."""
     atoms = builder.parameters.get(parameter)
     if atoms is None:
+        size = int(np.prod(parameter.shape))
+        limit = builder.element_limit
+        if limit is not None and size > limit:
+            raise TracingError(
+                f"Parameter {parameter.name!r}, used by function {builder.function_name!r}, has "
+                f"{size} elements; symbolic tracing is limited to {limit} per argument "
+                "(symad.function.MAX_SYMBOLIC_ELEMENTS). Use a smaller Parameter, or pass the "
+                "values as an argument of a function traced for one point and map it over them "
+                "with sd.vmap"
+            )
         atoms = fresh_symbol_array(parameter.name, parameter.shape, active_input_names(builder))
         builder.parameters[parameter] = atoms
         for symbol in atoms.reshape(-1):

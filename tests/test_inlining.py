@@ -167,6 +167,20 @@ def test_the_array_size_limit_is_one_named_constant(monkeypatch):
     assert np.allclose(sd.vmap(sd.grad(energy))(rows), 2 * rows)
 
 
+def test_the_size_limit_applies_to_parameters_too(monkeypatch):
+    monkeypatch.setattr(symad.function, "MAX_SYMBOLIC_ELEMENTS", 12)
+    small, large = sd.Parameter(np.ones(12), name="w"), sd.Parameter(np.ones(13), name="grid")
+    assert float(sd.grad(lambda x: x * np.sum(small**2))(1.0)) == 12.0  # at the limit
+    with pytest.raises(sd.TracingError) as info:
+        sd.grad(lambda x: x * np.sum(large**2), weights=[large])(1.0)
+    message = str(info.value)
+    assert "Parameter 'grid'" in message and "has 13 elements" in message
+    assert "limited to 12 per argument" in message and "sd.vmap" in message
+    # Raised before any node of the Parameter was recorded, and nothing is left half-built:
+    monkeypatch.setattr(symad.function, "MAX_SYMBOLIC_ELEMENTS", 13)
+    assert float(sd.grad(lambda x: x * np.sum(large**2))(1.0)) == 13.0
+
+
 # -- deep and wide graphs through every path, at Python's default recursion limit ----
 
 #: Past Python's default recursion limit (1,000 frames, set by the fixture below): a
