@@ -40,9 +40,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from symad.errors import CompileError
-from symad.graph import Graph, constant_value, is_constant
+from symad.graph import Graph, constant_value
 
 __all__ = [
     "Constant",
@@ -76,9 +77,12 @@ class Constant:
     value: float | bool
 
 
-@dataclass(frozen=True)
-class Instruction:
-    """``v{result} = primitive(*operands, **params)``; operands are ints (values) or Constants."""
+class Instruction(NamedTuple):
+    """``v{result} = primitive(*operands, **params)``; operands are ints (values) or Constants.
+
+    A named tuple rather than a frozen dataclass: the compiler makes one per
+    node, and a tuple is several times cheaper to create.
+    """
 
     result: int
     primitive: object
@@ -87,8 +91,7 @@ class Instruction:
     boolean: bool
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(NamedTuple):
     """One evaluation: ``instruction`` with its inlined operands, reading ``leaves`` only.
 
     ``body`` (set by :func:`fuse_regions` only): every instruction the step
@@ -161,11 +164,15 @@ def build_program(graph: Graph, name: str = "function") -> Program:
             "evaluated inside that trace"
         )
     number = {symbol: index for index, symbol in enumerate(graph.inputs)}
+    constants: dict = {}  # id(atom) -> (atom, its Constant): one per distinct atom
 
     def operand(atom):
-        if is_constant(atom):
-            return Constant(constant_value(atom))
-        return number[atom]
+        if atom.is_Symbol:
+            return number[atom]
+        entry = constants.get(id(atom))
+        if entry is None:
+            entry = constants[id(atom)] = (atom, Constant(constant_value(atom)))
+        return entry[1]
 
     instructions, boolean_values = [], set()
     for node in graph.nodes:
@@ -383,6 +390,9 @@ def fuse_regions(program: Program, fusible: Callable[[Instruction], bool]) -> Pr
     inputs = set(range(program.input_count))
     cone: dict[int, frozenset] = {}
     leaves_of: dict[int, frozenset] = {}
+    # Constant operands in a region, counted with repeats where cones overlap: an upper
+    # bound, exact when it matters (below), cheap when it does not (most regions).
+    constants_bound: dict[int, int] = {}
     constant_operands = {ins.result: sum(1 for o in ins.operands if not isinstance(o, int))
                          for ins in instructions}
     for instruction in instructions:
@@ -391,15 +401,20 @@ def fuse_regions(program: Program, fusible: Callable[[Instruction], bool]) -> Pr
             continue
         while True:
             body, leaves = {v}, set()
+            bound = constant_operands[v]
             for o in instruction.operands:
-                if not isinstance(o, int):
+                if type(o) is not int:
                     continue
                 if o in inputs or o in materialized:
                     leaves.add(o)
                 else:
                     body |= cone[o]
                     leaves |= leaves_of[o]
-            constants = sum(constant_operands[r] for r in body)
+                    bound += constants_bound[o]
+            if len(body) + len(leaves) + bound <= MAX_REGION_REGISTERS:
+                constants = bound
+            else:
+                constants = bound = sum(constant_operands[r] for r in body)
             registers = len(body) + len(leaves) + constants
             if (len(body) <= MAX_REGION_OPERATIONS and registers <= MAX_REGION_REGISTERS
                     and len(leaves) <= MAX_FUSED_LEAVES):
@@ -410,7 +425,7 @@ def fuse_regions(program: Program, fusible: Callable[[Instruction], bool]) -> Pr
             if not inner:
                 break  # a single instruction with too many operands: the backend decides
             materialized.add(max(inner, key=lambda o: len(cone[o])))
-        cone[v], leaves_of[v] = frozenset(body), frozenset(leaves)
+        cone[v], leaves_of[v], constants_bound[v] = frozenset(body), frozenset(leaves), bound
 
     steps = []
     inlined: dict[int, Instruction] = {}
