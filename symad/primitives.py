@@ -223,6 +223,8 @@ def _negated_operand(builder, atom):
 
 
 def _simplify_add(builder, args):
+    if all(a.is_Symbol for a in args):  # every identity below needs a constant operand
+        return None
     kept = tuple(a for a in args if not is_zero_constant(a))
     if not kept:
         return sympy.Integer(0)
@@ -249,6 +251,8 @@ def _simplify_sub(builder, args):
 
 def _simplify_mul(builder, args):
     a, b = args  # sorted: a constant operand comes first
+    if a.is_Symbol:  # so both are symbols: every identity below needs a constant
+        return None
     if is_zero_constant(a) or is_zero_constant(b):
         return sympy.Integer(0)
     if _is_number(a, 1):
@@ -281,6 +285,8 @@ def _fold_rational_factors(builder, factor, operand):
 
 def _simplify_div(builder, args):
     a, b = args
+    if a.is_Symbol and b.is_Symbol:  # every identity below needs a constant operand
+        return None
     if _is_number(b, 1):
         return a
     if _is_number(b, -1):

@@ -173,8 +173,8 @@ def scalar_atom(value: Any):
         return array[()] if array.ndim == 0 else None
     if kind in _PYTHON_NUMBERS:
         return number_atom(value)
-    if isinstance(value, sympy.Basic):  # a rule's exact constant, such as 2/sqrt(pi)
-        return _constant_atom(value)
+    if isinstance(value, sympy.Basic):  # a rule's exact constant: 1, or 2/sqrt(pi)
+        return value if value.is_Number else _constant_atom(value)
     return None
 
 
@@ -203,8 +203,8 @@ def record_scalars(primitive, operands: tuple, params: tuple = ()) -> Tracer | N
             traced = True
         elif kind in _PYTHON_NUMBERS:
             atoms.append(number_atom(operand))
-        elif isinstance(operand, sympy.Basic):  # a rule's exact constant, such as 2/sqrt(pi)
-            atoms.append(_constant_atom(operand))
+        elif isinstance(operand, sympy.Basic):  # a rule's exact constant: 1, or 2/sqrt(pi)
+            atoms.append(operand if operand.is_Number else _constant_atom(operand))
         else:
             return None
     builders = active_builders()
