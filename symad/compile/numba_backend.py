@@ -1,9 +1,9 @@
 """Lowering to numba: the whole program as one parallel loop over the batch.
 
 Every node becomes one scalar statement inside one loop over the batch
-(``numba.prange`` over chunks of ``CHUNK`` points, a plain loop inside each),
-so no temporary array exists at all: memory is exactly inputs + outputs, and
-both cores share the loop. The kernel is compiled with ``cache=True`` from a
+(``numba.prange`` over chunks of ``CHUNK`` points, a plain loop inside each;
+threads take the chunks one at a time), so no temporary array exists at all:
+memory is exactly inputs + outputs, and both cores share the loop. The kernel is compiled with ``cache=True`` from a
 file under :func:`symad.compile.evaluator.cache_directory`, so the machine
 code is reused by later sessions (the first compile takes a second or more).
 
@@ -112,7 +112,10 @@ def evaluate(inputs, outputs, n, block_size=BLOCK_SIZE):
     if len(inputs) != INPUT_COUNT:
         raise ValueError(f"expected {INPUT_COUNT} inputs, got {len(inputs)}")
     arrays = [x if x.ndim else np.broadcast_to(x, (n,)) for x in inputs]
-    _kernel(*arrays, *outputs, n)
+    # Threads take chunks one at a time rather than an equal share each: on a busy
+    # machine a thread that loses its core leaves its chunks to the others.
+    with numba.parallel_chunksize(1):
+        _kernel(*arrays, *outputs, n)
     return outputs
 '''
 
