@@ -8,7 +8,7 @@ NumPy asks Linux to back such arrays with transparent huge pages
 On the development machine (a virtual machine whose host takes back freed
 guest memory) that first touch cost anywhere from 12 ms to 270 ms for a
 96 MB output, depending on what was freed just before; with ordinary 4 KiB
-pages it cost 50-65 ms every time (docs/benchmarks.md, section 2). symad
+pages it cost 55-72 ms every time (docs/benchmarks.md, section 2). symad
 prefers the predictable cost for its large outputs: :func:`output_array`
 marks them ``MADV_NOHUGEPAGE``. Smaller outputs, and every platform other
 than Linux, get exactly what ``np.empty`` gives.
