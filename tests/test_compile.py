@@ -579,15 +579,20 @@ def _vm_flags(address: int) -> list[str]:
     raise AssertionError("address not mapped")
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux") or memory.SMALL_PAGES_FROM is None,
-                    reason="the paging hint is Linux-only")
+@pytest.mark.skipif(memory._madvise is None, reason="the paging hint is Linux-only")
 def test_large_outputs_are_kept_off_huge_pages_and_small_ones_untouched(monkeypatch):
     monkeypatch.setattr(memory, "SMALL_PAGES_FROM", 1 << 20)
-    big = memory.output_array((1 << 18, 2), np.float64)  # 4 MiB, its own mapping
+    calls = []
+    real = memory._madvise
+    monkeypatch.setattr(memory, "_madvise", lambda *args: calls.append(args) or real(*args))
+    big = memory.output_array((1 << 18, 2), np.float64)  # 4 MiB
     assert big.flags.owndata and big.flags.c_contiguous and big.shape == (1 << 18, 2)
-    assert "nh" in _vm_flags(big.ctypes.data + big.nbytes // 2)
+    assert "nh" in _vm_flags(big.ctypes.data + big.nbytes // 2)  # the kernel took the hint
+    (start, length, advice), = calls
+    assert start % 4096 == 0 and big.ctypes.data <= start and start + length <= big.ctypes.data + big.nbytes
+    assert advice == 15  # MADV_NOHUGEPAGE
     small = memory.output_array((1000,), np.float64)
-    assert "nh" not in _vm_flags(small.ctypes.data)
+    assert len(calls) == 1 and small.shape == (1000,)  # below the threshold: NumPy's own array
 
 
 @pytest.mark.parametrize("backend", sd.available_backends())
