@@ -20,6 +20,7 @@ import sympy
 from symad.compile import DEFAULT_BACKEND, make_evaluator
 from symad.compile.batch import batch_shape as _batch_shape
 from symad.compile.dask_support import evaluate_dask, is_dask_array
+from symad.compile.memory import output_array
 from symad.errors import CompileError, SymadError, TracingError
 from symad.graph import Graph, GraphBuilder, current_builder, replay
 from symad.pytree import TreeDef, leaf_paths, tree_flatten, tree_unflatten
@@ -463,7 +464,7 @@ class Function:
             boolean = size > 0 and all(output_boolean[start:start + size])
             # One array per output leaf; each scalar output is a column of it, so the
             # evaluator writes results in place and nothing is stacked afterwards.
-            leaf = np.empty((count, size), np.bool_ if boolean else dtype)
+            leaf = output_array((count, size), np.bool_ if boolean else dtype)
             out_columns.extend(leaf[:, j] for j in range(size))
             out_leaves.append(leaf)
             start += size

@@ -14,7 +14,7 @@ import sympy
 
 import symad as sd
 import symad.numpy as snp
-from symad.compile import numexpr_backend, threads
+from symad.compile import memory, numexpr_backend, threads
 from symad.compile import program as program_module
 from symad.compile.program import compile_program, max_live
 
@@ -579,3 +579,53 @@ def test_division_by_a_power_of_two_is_an_exact_multiplication(assembled, monkey
     for index in (0, 1, 3):  # the powers of two: exact
         np.testing.assert_array_equal(got[index], want[index])
     np.testing.assert_allclose(got[2], want[2], rtol=1e-15)  # numexpr may use 1/3 here
+
+
+# ---------------------------------------------------------------------------
+# Output arrays
+# ---------------------------------------------------------------------------
+
+
+def _vm_flags(address: int) -> list[str]:
+    """The kernel's VmFlags of the mapping holding ``address`` (Linux /proc/self/smaps)."""
+    current = None
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                low, high = (int(part, 16) for part in head.split("-"))
+                current = low <= address < high
+            elif head == "VmFlags:" and current:
+                return line.split()[1:]
+    raise AssertionError("address not mapped")
+
+
+@pytest.mark.skipif(memory._madvise is None, reason="the paging hint is Linux-only")
+def test_large_outputs_are_kept_off_huge_pages_and_small_ones_untouched(monkeypatch):
+    monkeypatch.setattr(memory, "SMALL_PAGES_FROM", 1 << 20)
+    calls = []
+    real = memory._madvise
+    monkeypatch.setattr(memory, "_madvise", lambda *args: calls.append(args) or real(*args))
+    big = memory.output_array((1 << 18, 2), np.float64)  # 4 MiB
+    assert big.flags.owndata and big.flags.c_contiguous and big.shape == (1 << 18, 2)
+    assert "nh" in _vm_flags(big.ctypes.data + big.nbytes // 2)  # the kernel took the hint
+    (start, length, advice), = calls
+    assert start % 4096 == 0 and big.ctypes.data <= start and start + length <= big.ctypes.data + big.nbytes
+    assert advice == 15  # MADV_NOHUGEPAGE
+    small = memory.output_array((1000,), np.float64)
+    assert len(calls) == 1 and small.shape == (1000,)  # below the threshold: NumPy's own array
+
+
+@pytest.mark.parametrize("backend", sd.available_backends())
+def test_outputs_of_a_batch_of_vectors_are_one_c_contiguous_array_per_leaf(backend, monkeypatch):
+    # The evaluator writes each scalar output into a column of the leaf's array:
+    # nothing is stacked afterwards, and a large leaf gets the paging hint.
+    monkeypatch.setattr(memory, "SMALL_PAGES_FROM", 1 << 10)
+    G = sd.grad(lambda v: np.sum(v[1:] * v[:-1] ** 2)).trace(np.zeros(6))
+    X = _rng().normal(size=(300, 6))
+    got = G.compile(backend)(X)
+    assert got.shape == (300, 6) and got.flags.c_contiguous
+    want = np.zeros_like(X)
+    want[:, 1:] += X[:, :-1] ** 2
+    want[:, :-1] += 2 * X[:, 1:] * X[:, :-1]
+    np.testing.assert_allclose(got, want, rtol=1e-14)

@@ -116,3 +116,26 @@ def test_numba_gradient_over_a_batch_of_vectors_reads_and_writes_strided_columns
     ], axis=-1)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-9)
     np.testing.assert_allclose(G.compile("numexpr")(X), want, rtol=1e-12, atol=1e-9)
+
+
+@needs_numba
+def test_numba_asks_llvm_for_interleaved_loops_only_while_compiling_a_new_layout(monkeypatch):
+    import types
+
+    G = sd.grad(lambda x, y: np.sin(x) * y ** 2 - x * y, argnums=(0, 1)).trace(0.5, 0.5)
+    evaluate = G.compile("numba")
+    namespace = G._evaluators[("numba", "float64")]._evaluate.__globals__
+    options = []
+    monkeypatch.setitem(namespace, "_llvm", types.SimpleNamespace(set_option=lambda _, o: options.append(o)))
+    rng = np.random.default_rng(3)
+    x, y = rng.uniform(-2, 2, 1000), rng.uniform(-2, 2, 1000)
+    want = G.compile("numpy")(x, y)
+    for got, expected in zip(evaluate(x, y), want):
+        np.testing.assert_allclose(got, expected, rtol=1e-14)
+    assert options == ["-force-vector-interleave=4", "-force-vector-interleave=0"]
+    evaluate(x, y)  # the same layout: compiled already, LLVM's options untouched
+    assert len(options) == 2
+    XY = np.stack([x, y], axis=-1)
+    for got, expected in zip(evaluate(XY[:, 0], XY[:, 1]), want):  # strided: a new layout
+        np.testing.assert_allclose(got, expected, rtol=1e-14)
+    assert options[2:] == ["-force-vector-interleave=4", "-force-vector-interleave=0"]
