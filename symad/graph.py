@@ -443,16 +443,24 @@ class GraphBuilder:
             simplified = primitive.simplify(self, args)
             if simplified is not None:
                 return simplified
-        # Every operand a constant (atoms are symbols or constants): fold it exactly.
-        if (primitive.folds_constants and not any(a.is_Symbol for a in args)
-                and all(map(is_constant, args))):
+        # The hash-consing key, on plain Python values; on the way, whether every
+        # operand is a constant (atoms are symbols or constants), to fold it exactly.
+        operand_keys = []
+        all_constant = True
+        for a in args:
+            if a.is_Symbol:
+                operand_keys.append(a)
+                all_constant = False
+            else:
+                operand_keys.append(self._constant_key(a))
+        if all_constant and primitive.folds_constants and all(map(is_constant, args)):
             try:
                 value = primitive.to_sympy(args, dict(params))
             except (TypeError, ValueError):  # e.g. SymPy refuses to compare nan
                 value = None
             if value is not None and _is_foldable(value):
                 return value
-        key = (primitive, tuple([a if a.is_Symbol else self._constant_key(a) for a in args]), params)
+        key = (primitive, tuple(operand_keys), params)
         existing = self._node_by_key.get(key)
         if existing is not None:
             return existing
