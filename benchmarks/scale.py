@@ -161,6 +161,7 @@ def symad_case(case: str, size: int) -> dict:
             value = G(point)  # the first call compiles the evaluator
             result.update(nodes=G.stats()["nodes"], value=value, build_s=built - start,
                           first_call_s=time.perf_counter() - built)
+            return G  # freed by the harness, outside the timed region
 
         def energy(x):
             return np.sum(np.sin(x) * np.exp(-x**2))
@@ -173,13 +174,18 @@ def symad_case(case: str, size: int) -> dict:
         def run(fn):
             G = sd.grad(fn).trace(X0)
             result.update(nodes=G.stats()["nodes"], graph=G)
+            return G
 
         def check():
             function_nodes = sd.trace(make_chain(size, np.sin), X0).stats()["nodes"]
             result["function_nodes"] = function_nodes
             return float(result.pop("graph")(X0)), chain_derivative(X0, size)
 
-        return dict(prepare=lambda: make_chain(size, np.sin), run=run, result=result, check=check)
+        def prepare():
+            result.pop("graph", None)  # the previous repetition's graph, freed before timing
+            return make_chain(size, np.sin)
+
+        return dict(prepare=prepare, run=run, result=result, check=check)
     if case == "formula":
         G = sd.grad(make_chain(size, np.sin)).trace(X0)
         result = {"nodes": G.stats()["nodes"]}
@@ -216,6 +222,7 @@ def casadi_case(case: str, size: int) -> dict:
             x = ca.SX.sym("x", size)
             G = ca.Function("g", [x], [ca.gradient(ca.sum1(ca.sin(x) * ca.exp(-x**2)), x)])
             result.update(nodes=G.n_nodes(), value=np.asarray(G(point)).reshape(-1))
+            return G
 
         return dict(prepare=lambda: None, run=run, result=result,
                     check=lambda: (result["value"], sum_gradient(point)))
@@ -226,13 +233,18 @@ def casadi_case(case: str, size: int) -> dict:
             x = ca.SX.sym("x")
             G = ca.Function("g", [x], [ca.gradient(make_chain(size, ca.sin)(x), x)])
             result.update(nodes=G.n_nodes(), graph=G)
+            return G
 
         def check():
             x = ca.SX.sym("x")
             result["function_nodes"] = ca.Function("f", [x], [make_chain(size, ca.sin)(x)]).n_nodes()
             return float(result.pop("graph")(X0)), chain_derivative(X0, size)
 
-        return dict(prepare=lambda: None, run=run, result=result, check=check)
+        def prepare():
+            result.pop("graph", None)  # freed before timing, as for symad
+            return None
+
+        return dict(prepare=prepare, run=run, result=result, check=check)
     return {}
 
 
@@ -269,7 +281,11 @@ def symengine_case(case: str, size: int) -> dict:
         def check():
             return float(result["derivative"].subs({result["x"]: X0})), chain_derivative(X0, size)
 
-        return dict(prepare=lambda: None, run=run, result=result, check=check)
+        def prepare():
+            result.pop("graph", None)  # freed before timing, as for symad
+            return None
+
+        return dict(prepare=prepare, run=run, result=result, check=check)
     return {}
 
 
