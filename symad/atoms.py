@@ -28,10 +28,11 @@ def is_constant(atom: sympy.Basic) -> bool:
     return atom.is_number
 
 
-# Float atoms by value (zeros by value and sign): creating a sympy.Float costs
-# about 10 us, and a traced loop uses the same few constants thousands of times.
-# Zeros carry their sign in the key because 0.0 == -0.0 in Python but not as
-# atoms. Bounded, so that tracing many distinct constants cannot grow it without limit.
+# Float atoms by value: creating a sympy.Float costs about 10 us, and a traced
+# loop uses the same few constants thousands of times. Bounded, so that tracing
+# many distinct constants cannot grow it without limit. (sympy.Float keeps no
+# sign of zero: Float(-0.0) is Float(0.0), so a -0.0 constant is +0.0 in a graph;
+# see docs/how-it-works.md.)
 _FLOAT_ATOMS: dict = {}
 _FLOAT_ATOMS_LIMIT = 1 << 14
 
@@ -44,7 +45,7 @@ def number_atom(value: Any) -> sympy.Basic | None:
     >>> number_atom(0.5) is number_atom(0.5)      # interned: one atom per float value
     True
     """
-    if type(value) is float and value:  # the common case; 0.0 and -0.0 need the sign below
+    if type(value) is float:  # the common case, in one lookup
         atom = _FLOAT_ATOMS.get(value)
         if atom is not None:
             return atom
@@ -54,14 +55,11 @@ def number_atom(value: Any) -> sympy.Basic | None:
         return sympy.Integer(int(value))
     if isinstance(value, (float, np.floating)):
         value = float(value)
-        # Keyed by the value, except zeros, by their sign too: 0.0 == -0.0 in Python
-        # but not as atoms. (NaN is never found again, and never needs to be.)
-        key = value if value else (value, math.copysign(1.0, value))
-        atom = _FLOAT_ATOMS.get(key)
+        atom = _FLOAT_ATOMS.get(value)  # (NaN is never found again, and never needs to be)
         if atom is None:
             if len(_FLOAT_ATOMS) >= _FLOAT_ATOMS_LIMIT:
                 _FLOAT_ATOMS.clear()
-            atom = _FLOAT_ATOMS[key] = sympy.Float(value)
+            atom = _FLOAT_ATOMS[value] = sympy.Float(value)
         return atom
     return None
 

@@ -398,7 +398,12 @@ class GraphBuilder:
         return entry[1]
 
     def _canonical_order(self, args: tuple) -> tuple:
-        """``args`` sorted by :meth:`sort_key` (two operands, the common case, compared directly)."""
+        """``args`` in :meth:`sort_key`'s order: constants first, then symbols by first appearance.
+
+        Two operands, the common case, are compared directly; a symbol met
+        beside a constant is then numbered when it is first compared with
+        another symbol, which keeps the order deterministic.
+        """
         if len(args) != 2:
             return tuple(sorted(args, key=self.sort_key))
         first, second = args

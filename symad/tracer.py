@@ -188,6 +188,9 @@ def record_scalars(primitive, operands: tuple, params: tuple = ()) -> Tracer | N
     of every partial derivative rule) costs the builder's ``record`` and
     little more.
     """
+    builders = active_builders()
+    if not builders:  # the general path says what escaped the trace
+        return None
     atoms = []
     traced = False
     for operand in operands:
@@ -207,8 +210,7 @@ def record_scalars(primitive, operands: tuple, params: tuple = ()) -> Tracer | N
             atoms.append(operand if operand.is_Number else _constant_atom(operand))
         else:
             return None
-    builders = active_builders()
-    if not traced or not builders:
+    if not traced:
         return None
     return Tracer.of_atom(builders[-1].record(primitive, atoms, params))
 

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import sympy
 
 import symad as sd
 import symad.numpy as snp  # noqa: F401  (the namespace the messages point to)
@@ -229,3 +230,11 @@ def test_primitive_without_partials_cannot_be_differentiated(mystery_op):
     msg = str(info.value)
     assert "mystery_op" in msg
     assert "uses_mystery" in msg
+
+
+def test_an_escaped_scalar_says_it_escaped_whatever_it_meets():
+    kept = []
+    sd.trace(lambda x: kept.append(x) or x, 1.0)
+    for other in (1.0, sympy.Symbol("z"), sympy.pi):
+        with pytest.raises(sd.SymadError, match="outside a trace: a traced value escaped"):
+            kept[0] + other

@@ -9,26 +9,25 @@ code is reused by later sessions (the first compile takes a second or more).
 
 Graphs numba cannot take as a whole fall back to the numexpr module, and the
 evaluator's ``note`` says why: a primitive with no scalar spelling here
-(logsumexp, custom primitives) or a graph past ``MAX_NUMBA_NODES`` nodes,
+(logsumexp, custom primitives), an operation on more than
+``MAX_NUMBA_OPERANDS`` operands, or a graph past ``MAX_NUMBA_NODES`` nodes,
 which LLVM would take minutes to compile.
 """
 
 from __future__ import annotations
 
 from symad.compile.program import Constant, Instruction, compile_program
-from symad.compile.source import (
-    MAX_INFIX_TERMS,
-    RUN,
-    GeneratedModule,
-    is_builtin_primitive,
-    literal,
-    module_header,
-)
+from symad.compile.source import RUN, GeneratedModule, is_builtin_primitive, literal, module_header
 
-__all__ = ["lower_numba", "numba_available", "scalar_form", "MAX_NUMBA_NODES"]
+__all__ = ["lower_numba", "numba_available", "scalar_form", "MAX_NUMBA_NODES", "MAX_NUMBA_OPERANDS"]
 
 #: Larger graphs are evaluated with numexpr instead (LLVM time grows faster than linearly).
 MAX_NUMBA_NODES = 2_000
+#: So are graphs with an operation on more operands than this: numba's type inference
+#: follows a long sum one term at a time and overflows the recursion limit (measured:
+#: 700 terms compile, 1,000 do not), and a reduction spelled as nested calls meets
+#: Python's limit of 200 nested parentheses.
+MAX_NUMBA_OPERANDS = 128
 #: Points per task of the parallel loop.
 CHUNK = 4096
 
@@ -121,10 +120,15 @@ _NUMBA_DRIVER = '''
 # logistic-map gradient ran 27 % faster. LLVM takes this only as a process-wide
 # option: it is set while numba compiles this kernel (the first call with a new
 # layout of arguments; a kernel loaded from numba's cache is not recompiled)
-# and put back to LLVM's default, 0 (the vectorizer's own choice), after.
+# and put back to LLVM's default, 0 (the vectorizer's own choice), after. Other
+# numba code compiling in another thread meanwhile gets the option too (the same
+# results, other machine code), and a value set by the user is reset to the default.
 INTERLEAVE = 4
 _COMPILED_LAYOUTS = set()
-_COMPILE_LOCK = threading.Lock()
+# One lock for every symad numba module in the process (kept on llvmlite's module, as
+# the option it guards is process-wide): two kernels compiling in two threads must
+# not reset the option under each other.
+_COMPILE_LOCK = _llvm.__dict__.setdefault("_symad_interleave_lock", threading.Lock())
 
 
 def _layout(array):
@@ -178,6 +182,10 @@ def lower_numba(graph, dtype, name: str = "function") -> GeneratedModule:
     reason = ""
     if missing:
         reason = f"numba backend: no scalar form for {', '.join(missing)}"
+    elif max((len(ins.operands) for ins in program.instructions), default=0) > MAX_NUMBA_OPERANDS:
+        widest = max(program.instructions, key=lambda ins: len(ins.operands))
+        reason = (f"numba backend: {widest.primitive.name} of {len(widest.operands)} operands "
+                  f"exceeds {MAX_NUMBA_OPERANDS}")
     elif len(program.instructions) > MAX_NUMBA_NODES:
         reason = (f"numba backend: {len(program.instructions)} nodes exceed {MAX_NUMBA_NODES}, "
                   "too slow to compile")
@@ -205,16 +213,7 @@ def lower_numba(graph, dtype, name: str = "function") -> GeneratedModule:
     body += [f"{indent}s{k} = v{k}[i]" for k in range(program.input_count)]
     for instruction, form in zip(program.instructions, forms):
         args = [_scalar_operand(o) for o in instruction.operands]
-        target = f"s{instruction.result}"
-        if instruction.primitive.name == "add" and len(args) > MAX_INFIX_TERMS:
-            # A long sum as several statements, left to right (one expression would
-            # nest once per term, past what Python's compiler takes).
-            body.append(f"{indent}{target} = {form(args[:MAX_INFIX_TERMS])}")
-            for start in range(MAX_INFIX_TERMS, len(args), MAX_INFIX_TERMS - 1):
-                chunk = [target, *args[start:start + MAX_INFIX_TERMS - 1]]
-                body.append(f"{indent}{target} = {form(chunk)}")
-            continue
-        body.append(f"{indent}{target} = {form(args)}")
+        body.append(f"{indent}s{instruction.result} = {form(args)}")
     for position, operand in enumerate(program.outputs):
         body.append(f"{indent}o{position}[i] = {_scalar_operand(operand)}")
     if not program.outputs:
