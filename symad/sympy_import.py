@@ -161,10 +161,10 @@ class _Importer:
         args = [self.atom(a) for a in expr.args]
         special_function = special.SYMPY_CLASSES.get(head)
         if special_function is not None:
-            return as_atoms(special_function(*map(_scalar_tracer, args)))[()]
+            return as_atoms(special_function(*map(Tracer.of_atom, args)))[()]
         adapter = _ADAPTERS.get(head)
         if adapter is not None:
-            result = adapter(*map(_scalar_tracer, args))
+            result = adapter(*map(Tracer.of_atom, args))
             if result is not None:
                 return as_atoms(result)[()]
         if isinstance(expr, sympy.Function) and not isinstance(expr, sympy.core.function.AppliedUndef):
@@ -265,10 +265,6 @@ def _input_symbols(entry: Any) -> np.ndarray:
 # ---------------------------------------------------------------------------
 
 
-def _scalar_tracer(atom) -> Tracer:
-    return Tracer.of_atom(atom)
-
-
 def _lambertw(x, k=None):
     if k is not None and not (is_constant(as_atoms(k)[()]) and as_atoms(k)[()] == 0):
         return None  # another branch: complex-valued off a small interval, not imported
@@ -323,7 +319,7 @@ _UNARY.update({sympy.floor: floor_p, sympy.ceiling: ceiling_p, sympy.frac: frac_
 def _heaviside(x, value_at_zero=None):
     # SymPy's Heaviside(x) is 1/2 at 0, like numpy.heaviside(x, 0.5).
     value_at_zero = sympy.Rational(1, 2) if value_at_zero is None else as_atoms(value_at_zero)[()]
-    return _scalar_tracer(current_builder().record(heaviside_p, (as_atoms(x)[()], value_at_zero)))
+    return Tracer.of_atom(current_builder().record(heaviside_p, (as_atoms(x)[()], value_at_zero)))
 
 
 _ADAPTERS[sympy.Heaviside] = _heaviside
@@ -479,7 +475,7 @@ class _LazyPartials:
         derivative, dummies, out_dummy = _symbolic_partial(self.head, len(self.operands), index)
         bindings = {d: as_atoms(o)[()] for d, o in zip(dummies, self.operands)}
         bindings[out_dummy] = as_atoms(self.out)[()]
-        return _scalar_tracer(_Importer(current_builder(), bindings).atom(derivative))
+        return Tracer.of_atom(_Importer(current_builder(), bindings).atom(derivative))
 
 
 _PARTIAL_CACHE: dict = {}

@@ -194,22 +194,11 @@ def record_scalars(primitive, operands: tuple, params: tuple = ()) -> Tracer | N
     atoms = []
     traced = False
     for operand in operands:
-        kind = type(operand)
-        if kind is Tracer:
-            array = operand._array
-            if array is None:
-                atoms.append(operand._atom)
-            elif array.ndim == 0:
-                atoms.append(array[()])
-            else:
-                return None
-            traced = True
-        elif kind in _PYTHON_NUMBERS:
-            atoms.append(number_atom(operand))
-        elif isinstance(operand, sympy.Basic):  # a rule's exact constant: 1, or 2/sqrt(pi)
-            atoms.append(operand if operand.is_Number else _constant_atom(operand))
-        else:
+        atom = scalar_atom(operand)
+        if atom is None:
             return None
+        atoms.append(atom)
+        traced = traced or type(operand) is Tracer
     if not traced:
         return None
     return Tracer.of_atom(builders[-1].record(primitive, atoms, params))

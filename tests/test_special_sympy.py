@@ -212,15 +212,16 @@ def test_generic_partials_can_all_be_listed_with_a_constant_operand():
     # A caller (Taylor mode) may ask a variadic rule for every partial at once: the
     # constant degree's partial is a structural zero (None), not SymPy's missing fdiff.
     from symad.graph import GraphBuilder
-    from symad.sympy_import import _scalar_tracer, sympy_function_primitive
+    from symad.sympy_import import sympy_function_primitive
+    from symad.tracer import Tracer
 
     primitive = sympy_function_primitive(sympy.chebyshevt)
     builder = GraphBuilder("demo")
     builder.add_input(x)
     with builder.active():
         out = builder.record(primitive, (sympy.Integer(3), x))
-        operands = [_scalar_tracer(sympy.Integer(3)), _scalar_tracer(x)]
-        partials = list(primitive.partials(_scalar_tracer(out), operands))
+        operands = [Tracer.of_atom(sympy.Integer(3)), Tracer.of_atom(x)]
+        partials = list(primitive.partials(Tracer.of_atom(out), operands))
     assert partials[0] is None
     assert partials[1].atoms[()] is not None
 
