@@ -390,9 +390,6 @@ def fuse_regions(program: Program, fusible: Callable[[Instruction], bool]) -> Pr
     inputs = set(range(program.input_count))
     cone: dict[int, frozenset] = {}
     leaves_of: dict[int, frozenset] = {}
-    # Constant operands in a region, counted with repeats where cones overlap: an upper
-    # bound, exact when it matters (below), cheap when it does not (most regions).
-    constants_bound: dict[int, int] = {}
     constant_operands = {ins.result: sum(1 for o in ins.operands if not isinstance(o, int))
                          for ins in instructions}
     for instruction in instructions:
@@ -401,20 +398,15 @@ def fuse_regions(program: Program, fusible: Callable[[Instruction], bool]) -> Pr
             continue
         while True:
             body, leaves = {v}, set()
-            bound = constant_operands[v]
             for o in instruction.operands:
-                if type(o) is not int:
+                if not isinstance(o, int):
                     continue
                 if o in inputs or o in materialized:
                     leaves.add(o)
                 else:
                     body |= cone[o]
                     leaves |= leaves_of[o]
-                    bound += constants_bound[o]
-            if len(body) + len(leaves) + bound <= MAX_REGION_REGISTERS:
-                constants = bound
-            else:
-                constants = bound = sum(constant_operands[r] for r in body)
+            constants = sum(constant_operands[r] for r in body)
             registers = len(body) + len(leaves) + constants
             if (len(body) <= MAX_REGION_OPERATIONS and registers <= MAX_REGION_REGISTERS
                     and len(leaves) <= MAX_FUSED_LEAVES):
@@ -425,7 +417,7 @@ def fuse_regions(program: Program, fusible: Callable[[Instruction], bool]) -> Pr
             if not inner:
                 break  # a single instruction with too many operands: the backend decides
             materialized.add(max(inner, key=lambda o: len(cone[o])))
-        cone[v], leaves_of[v], constants_bound[v] = frozenset(body), frozenset(leaves), bound
+        cone[v], leaves_of[v] = frozenset(body), frozenset(leaves)
 
     steps = []
     inlined: dict[int, Instruction] = {}
