@@ -69,17 +69,28 @@ def generate_module(graph, backend: str, dtype="float64", name: str = "function"
     (True, [])
     """
     _check_backend(backend)
-    if backend == "numexpr":
-        from symad.compile.numexpr_backend import lower_numexpr
-
-        return lower_numexpr(graph, dtype, name)
     if backend == "numba":
         from symad.compile.numba_backend import lower_numba
 
         return lower_numba(graph, dtype, name)
+    from symad.compile.levels import lower_levels, plan_levels
+    from symad.compile.program import build_program
+
+    # A wide graph (a gradient over a large array: thousands of small independent
+    # expressions) is evaluated level by level, one NumPy call per group of like
+    # operations, whatever the backend: one line per region would cost more to
+    # compile and to run than the arithmetic (symad.compile.levels).
+    program = build_program(graph, name)
+    plan = plan_levels(program)
+    if plan.is_wide:
+        return lower_levels(program, plan, dtype, backend)
+    if backend == "numexpr":
+        from symad.compile.numexpr_backend import lower_numexpr
+
+        return lower_numexpr(graph, dtype, name, program=program)
     from symad.compile.numpy_backend import lower_numpy
 
-    return lower_numpy(graph, dtype, name)
+    return lower_numpy(graph, dtype, name, program=program)
 
 
 def make_evaluator(graph, backend: str, dtype="float64", name: str = "function"):

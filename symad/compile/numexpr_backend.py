@@ -590,19 +590,23 @@ if _CALL is None:
 '''
 
 
-def lower_numexpr(graph, dtype, name: str = "function") -> GeneratedModule:
-    """The numexpr evaluator module of ``graph`` at ``dtype`` (example: the module docstring)."""
+def lower_numexpr(graph, dtype, name: str = "function", program=None) -> GeneratedModule:
+    """The numexpr evaluator module of ``graph`` at ``dtype`` (example: the module docstring).
+
+    ``program``: ``build_program(graph, name)`` when the caller has it already.
+    """
     float_kind = "f" if np.dtype(dtype) == np.float32 else "d"
     tables = _vm_tables() if _vm_usable() else None
     if tables is not None:
-        program = build_program(graph, name)
+        if program is None:
+            program = build_program(graph, name)
         for compiler_pass in (eliminate_dead_code, schedule_depth_first,
                               lambda p: fuse_regions(p, _vm_fusible(p, float_kind, tables)),
                               liveness):
             program = compiler_pass(program)
     else:
         program = compile_program(graph, lambda instruction: numexpr_form(instruction) is not None,
-                                  name)
+                                  name, program)
     targets = first_output_positions(program)
     fused = {step.result for step in program.steps
              if (step.body if tables is not None else numexpr_form(step.instruction) is not None)}

@@ -66,9 +66,12 @@ def external_call(instruction, externals: list, descriptions: list) -> str:
     return f"EXTERNALS[{index}]({args})"
 
 
-def lower_numpy(graph, dtype, name: str = "function") -> GeneratedModule:
-    """The NumPy evaluator module of ``graph`` at ``dtype`` (example: the module docstring)."""
-    program = compile_program(graph, lambda instruction: False, name)
+def lower_numpy(graph, dtype, name: str = "function", program: Program | None = None) -> GeneratedModule:
+    """The NumPy evaluator module of ``graph`` at ``dtype`` (example: the module docstring).
+
+    ``program``: ``build_program(graph, name)`` when the caller has it already.
+    """
+    program = compile_program(graph, lambda instruction: False, name, program)
     externals: list = []
     descriptions: list = []
     targets = first_output_positions(program)

@@ -205,6 +205,9 @@ def module_header(program: Program, backend: str, dtype, imports: Sequence[str],
 
 BLOCKED_EVALUATE = '''
 
+# Batches shorter than this read strided columns in place rather than staging them.
+STAGE_MIN_POINTS = 256
+
 def evaluate(inputs, outputs, n, block_size=BLOCK_SIZE):
     """Fill ``outputs`` (1-D, length n) from ``inputs`` (1-D of length n, or 0-d), block by block."""
     if len(inputs) != INPUT_COUNT:
@@ -214,10 +217,13 @@ def evaluate(inputs, outputs, n, block_size=BLOCK_SIZE):
     block_size = max(1, min(int(block_size), n))
     buffers = [np.empty(block_size, np.bool_ if b else DTYPE) for b in BUFFER_IS_BOOLEAN]
     # Strided columns (one coordinate of a batch of vectors) are copied through a
-    # contiguous block, once per block, instead of being gathered by every step.
-    staged_in = [np.empty(block_size, x.dtype) if x.ndim and x.strides[0] != x.itemsize else None
-                 for x in inputs]
-    staged_out = [np.empty(block_size, o.dtype) if o.strides[0] != o.itemsize else None
+    # contiguous block, once per block, instead of being gathered by every step;
+    # a short batch is read in place (a gradient over 10^4 elements at one point
+    # would otherwise stage 10^4 columns of one number).
+    stage = n >= STAGE_MIN_POINTS
+    staged_in = [np.empty(block_size, x.dtype) if stage and x.ndim and x.strides[0] != x.itemsize
+                 else None for x in inputs]
+    staged_out = [np.empty(block_size, o.dtype) if stage and o.strides[0] != o.itemsize else None
                   for o in outputs]
     with np.errstate(all="ignore"):  # like JAX: inf and nan propagate silently
         for start in range(0, n, block_size):

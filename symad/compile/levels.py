@@ -1,0 +1,376 @@
+"""Wide graphs, evaluated level by level: one NumPy call per group of like operations.
+
+The gradient of a function of a 1,000-element array is thousands of small
+independent expressions. Lowered region by region, that is one line of
+Python (one numexpr or NumPy call) per region, and both compiling those lines
+and running them cost far more than the arithmetic: about 4 ms per evaluation
+of 11,000 nodes at one point, and 0.1 s to compile them.
+
+Here every value (input, constant or instruction result) gets a row of one
+table of shape ``(rows, points)``. An instruction's *level* is one more than
+the highest level among its operands (inputs and constants are level 0), so
+the instructions of one level never read each other. Instructions of the same
+level, primitive, parameters and number of operands form a *group*, evaluated
+by one call: its operand rows are gathered (``T[index]``, shape ``(operands,
+members, points)``) and its results written to its own contiguous rows. The
+gradient of ``sum(sin(x) * exp(-x**2))`` over 10⁴ elements is 110,000
+instructions in a few dozen groups.
+
+The calls are each primitive's NumPy spelling (the numpy backend's table), so
+values are exactly the numpy backend's. Sums of three or more terms are an
+``np.add.accumulate`` over the stacked terms: the same additions, left to
+right, as ``a + b + c``.
+
+:func:`plan_levels` decides: a graph is *wide* when it has at least
+``WIDE_MIN_OPERATIONS`` instructions and its groups average at least
+``WIDE_MIN_GROUP`` members. The numexpr and numpy backends lower wide graphs
+this way (their module's ``note`` says so); other graphs keep their usual
+lowering, whose regions suit long chains of few operations per level.
+
+>>> import sympy
+>>> from symad.graph import GraphBuilder
+>>> from symad.compile.program import build_program
+>>> from symad.primitives import sin_p, mul_p
+>>> xs = sympy.symbols("x:3"); b = GraphBuilder()
+>>> for x in xs: b.add_input(x)
+>>> program = build_program(b.finish([b.record(mul_p, (b.record(sin_p, (x,)), x)) for x in xs]))
+>>> plan = plan_levels(program)
+>>> [(group.primitive.name, group.first_row, group.operand_rows.tolist()) for group in plan.groups]
+[('sin', 3, [[0, 1, 2]]), ('multiply', 6, [[0, 1, 2], [3, 4, 5]])]
+>>> plan.is_wide   # far too small to be worth it
+False
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from symad.compile.program import Constant, Instruction, Program, safe_comment
+from symad.compile.source import (
+    MAX_BLOCK,
+    RUN,
+    WORKING_SET_BYTES,
+    GeneratedModule,
+    literal,
+    module_header,
+    numpy_spelling,
+)
+
+__all__ = ["LevelGroup", "LevelPlan", "plan_levels", "lower_levels",
+           "WIDE_MIN_OPERATIONS", "WIDE_MIN_GROUP"]
+
+#: A graph is lowered level by level only from this many instructions on (smaller
+#: graphs compile in milliseconds either way) ...
+WIDE_MIN_OPERATIONS = 1000
+#: ... and when its groups average at least this many instructions: below that,
+#: the per-call cost of gathering is not repaid (a chain of 10^4 steps is 10^4
+#: groups of one).
+WIDE_MIN_GROUP = 16
+
+
+class LevelGroup(NamedTuple):
+    """Instructions evaluated by one call: same level, primitive, parameters and arity.
+
+    ``operand_rows[j, i]`` is the table row of operand ``j`` of member ``i``;
+    member ``i``'s result goes to row ``first_row + i``.
+    """
+
+    primitive: object
+    params: tuple
+    first_row: int
+    operand_rows: np.ndarray
+    boolean: bool
+
+
+@dataclass
+class LevelPlan:
+    """The table layout and the groups of a program, in evaluation order."""
+
+    row_count: int
+    input_count: int
+    #: (row, value) of each distinct constant operand, rows after the inputs
+    constants: list
+    groups: list
+    #: the table row of each output operand
+    output_rows: list
+    instruction_count: int
+
+    @property
+    def is_wide(self) -> bool:
+        """Worth lowering level by level (see the module docstring)."""
+        return (self.instruction_count >= WIDE_MIN_OPERATIONS
+                and self.instruction_count >= WIDE_MIN_GROUP * len(self.groups))
+
+
+def plan_levels(program: Program) -> LevelPlan:
+    """Levels, groups and table rows of ``program``.
+
+    One pass numbers the levels, one groups the instructions, one assigns rows:
+    inputs keep rows ``0 .. inputs-1``, constants follow, then each group's
+    members take consecutive rows. Every instruction is kept: a Graph holds
+    live nodes only, and a dead one would merely be computed.
+    """
+    instructions = program.instructions
+    input_count = program.input_count
+    # Values are numbered inputs first, then instructions in order: a list indexed by
+    # value holds every level (inputs at 0).
+    value_count = input_count + (instructions[-1].result + 1 - input_count if instructions else 0)
+    level = [0] * value_count
+    constant_row: dict = {}  # id(Constant) -> row; one Constant per distinct atom
+    constants: list = []
+    members: dict = {}  # (level, primitive, params, arity) -> [instruction, ...]
+    for instruction in instructions:
+        highest = 0
+        for operand in instruction.operands:
+            if operand.__class__ is Constant:
+                if id(operand) not in constant_row:
+                    constant_row[id(operand)] = input_count + len(constants)
+                    constants.append(operand)
+            elif level[operand] > highest:
+                highest = level[operand]
+        level[instruction.result] = highest + 1
+        key = (highest + 1, instruction.primitive, instruction.params, len(instruction.operands))
+        group = members.get(key)
+        if group is None:
+            members[key] = [instruction]
+        else:
+            group.append(instruction)
+    for operand in program.outputs:
+        if operand.__class__ is Constant and id(operand) not in constant_row:
+            constant_row[id(operand)] = input_count + len(constants)
+            constants.append(operand)
+
+    row = list(range(value_count))  # value -> row; inputs keep theirs
+    next_row = input_count + len(constants)
+    keys = sorted(members, key=lambda key: key[0])  # by level; stable within a level
+    for key in keys:
+        for instruction in members[key]:
+            row[instruction.result] = next_row
+            next_row += 1
+
+    def row_of(operand) -> int:
+        return constant_row[id(operand)] if operand.__class__ is Constant else row[operand]
+
+    groups = []
+    for key in keys:
+        group = members[key]
+        first = group[0]
+        operand_rows = np.array([[row_of(operand) for operand in instruction.operands]
+                                 for instruction in group], dtype=np.int64).T.copy()
+        groups.append(LevelGroup(first.primitive, first.params, row[first.result], operand_rows,
+                                 first.boolean))
+    return LevelPlan(
+        row_count=next_row,
+        input_count=input_count,
+        constants=[(constant_row[id(c)], c.value) for c in constants],
+        groups=groups,
+        output_rows=[row_of(operand) for operand in program.outputs],
+        instruction_count=len(instructions),
+    )
+
+
+# ---------------------------------------------------------------------------
+# Lowering
+# ---------------------------------------------------------------------------
+
+
+def _blob(array: np.ndarray) -> str:
+    """Source for the 1-D ``array`` as base64 text: compact, and quick to compile."""
+    text = base64.b64encode(np.ascontiguousarray(array).tobytes()).decode("ascii")
+    return f'np.frombuffer(base64.b64decode("{text}"), np.{array.dtype.name})'
+
+
+def _operands(group: LevelGroup, index_name: str, constant_of_row: dict) -> list:
+    """Each operand of ``group``: a :class:`Constant` where every member reads the same
+    constant (it is then written as a literal, as the other lowerings write it, and
+    numexpr may simplify it: ``a ** 2.0`` is ``a * a``), else its source text -- one
+    row broadcast, a slice of ``T`` where the rows are consecutive (a view: nothing
+    copied), or a gather through ``index_name``."""
+    operands = []
+    for j, rows in enumerate(group.operand_rows):
+        first = int(rows[0])
+        uniform = bool(np.all(rows == first))
+        if uniform and first in constant_of_row:
+            operands.append(Constant(constant_of_row[first]))
+        elif uniform:
+            operands.append(f"T[{first}:{first + 1}]")
+        elif bool(np.all(np.diff(rows) == 1)):
+            operands.append(f"T[{first}:{first + len(rows)}]")
+        else:
+            operands.append(f"T[{index_name}[{j}]]")
+    return operands
+
+
+def _numpy_call(group: LevelGroup, index_name: str, operands: list, externals: list,
+                descriptions: list) -> str:
+    """The NumPy call evaluating ``group`` on ``operands`` (see :func:`_operands`)."""
+    spelling = numpy_spelling(_probe(group, operands))
+    if group.primitive.name == "add" and len(operands) > 2 and spelling is not None:
+        # a + b + c ... left to right, as the numpy backend adds: accumulate is sequential.
+        return f"np.add.accumulate(T[{index_name}], axis=0)[-1]"
+    args = [_text(operand) for operand in operands]
+    if spelling is not None:
+        return spelling(args)
+    implementation = group.primitive.numpy_impl
+    if group.params:
+        implementation = functools.partial(implementation, **dict(group.params))
+    externals.append(implementation)
+    descriptions.append(f"the numeric implementation of {group.primitive.name!r}")
+    return f"EXTERNALS[{len(externals) - 1}]({', '.join(args)})"
+
+
+def _numexpr_program(group: LevelGroup, operands: list):
+    """``(text, arguments)``: the group as numexpr text over ``a0, a1, ...`` and the
+    sources passed for them; None to use NumPy.
+
+    Operations on truth values stay in NumPy: the table holds them as 0.0/1.0,
+    which numexpr's ``where`` and ``&`` do not take.
+    """
+    from symad.compile.numexpr_backend import NUMPY_IS_FASTER, numexpr_form
+
+    if group.primitive.boolean_operands or group.primitive.name in NUMPY_IS_FASTER:
+        return None
+    form = numexpr_form(_probe(group, operands))
+    if form is None:
+        return None
+    names, arguments = [], []
+    for operand in operands:
+        if isinstance(operand, Constant):
+            names.append(literal(operand.value))
+        else:
+            names.append(f"a{len(arguments)}")
+            arguments.append(operand)
+    return form(names), arguments
+
+
+def _text(operand) -> str:
+    return literal(operand.value) if isinstance(operand, Constant) else operand
+
+
+def _probe(group: LevelGroup, operands: list):
+    """An instruction standing for the group, to ask the spelling tables."""
+    probe_operands = tuple(operand if isinstance(operand, Constant) else j
+                           for j, operand in enumerate(operands))
+    return Instruction(0, group.primitive, probe_operands, group.params, group.boolean)
+
+
+def _block_size(row_count: int, itemsize: int) -> int:
+    """Points per block: the table, and a gathered group and its sums as large, within the working set."""
+    block = MAX_BLOCK
+    while block > 1 and 3 * block * row_count * itemsize > WORKING_SET_BYTES:
+        block //= 2
+    return block
+
+
+def lower_levels(program: Program, plan: LevelPlan, dtype, backend: str) -> GeneratedModule:
+    """The module evaluating ``program`` level by level, labelled with the ``backend`` asked for.
+
+    With the numexpr backend, each group numexpr can compute is one numexpr
+    program over the gathered operands (on numexpr's threads); the other
+    groups, and every group with the numpy backend, are NumPy calls. The
+    module is standalone like every generated module; the table's index data
+    are embedded as base64 text.
+    """
+    use_numexpr = backend == "numexpr"
+    externals: list = []
+    descriptions: list = []
+    programs: list[str] = []
+    program_index: dict[str, int] = {}  # numexpr text -> its program's number
+    constant_of_row = dict(plan.constants)
+    index_data = [group.operand_rows.reshape(-1) for group in plan.groups]
+    offsets = np.cumsum([0] + [len(data) for data in index_data])
+    index_names, body = [], []
+    for number, group in enumerate(plan.groups):
+        arity, count = group.operand_rows.shape
+        start, stop = offsets[number], offsets[number + 1]
+        index_names.append(f"_G{number} = _ROWS[{start}:{stop}].reshape({arity}, {count})")
+        rows = f"T[{group.first_row}:{group.first_row + count}]"
+        comment = f"  # {safe_comment(group.primitive.name)}, {count}"
+        operands = _operands(group, f"_G{number}", constant_of_row)
+        numexpr_program = _numexpr_program(group, operands) if use_numexpr else None
+        if numexpr_program is not None:
+            text, arguments = numexpr_program
+            index = program_index.get(text)
+            if index is None:
+                index = program_index[text] = len(programs)
+                names = [f"a{j}" for j in range(len(arguments))]
+                programs.append(f"_E{index} = _program({text!r}, {names!r}, "
+                                f"{[False] * len(arguments)!r})")
+            body.append(f"    _E{index}({', '.join(arguments)}, out={rows}, **_CALL){comment}")
+        else:
+            call = _numpy_call(group, f"_G{number}", operands, externals, descriptions)
+            body.append(f"    {rows} = {call}{comment}")
+    all_rows = np.concatenate(index_data) if index_data else np.zeros(0, np.int32)
+    constant_rows = [row for row, _ in plan.constants]
+    constant_values = np.array([float(value) for _, value in plan.constants], dtype=np.float64)
+    block_size = _block_size(plan.row_count, np.dtype(dtype).itemsize)
+    header = module_header(
+        program, backend, dtype, ["import base64"],
+        [program.output_is_boolean(o) for o in program.outputs], [], descriptions, block_size,
+    )
+    driver = _LEVEL_DRIVER
+    if programs:
+        from symad.compile.numexpr_backend import _NUMEXPR_SETUP
+
+        header.append(_NUMEXPR_SETUP)
+        # NumExpr programs keep their registers in the object: one evaluation at a time.
+        driver = driver.replace("    with np.errstate(", "    with _LOCK, np.errstate(")
+    else:
+        header[1] = "# Standalone: it needs NumPy and SciPy, not symad."
+    setup = [
+        "# A wide graph, evaluated level by level: every value is a row of one table T",
+        "# (rows x points); each line below evaluates one group of like operations whose",
+        f"# operands are ready, gathering their rows. {len(plan.groups)} groups,"
+        f" {plan.instruction_count} operations.",
+        f"ROW_COUNT = {plan.row_count}",
+        f"_ROWS = {_blob(all_rows.astype(np.int32))}",
+        f"CONSTANT_ROWS = slice({plan.input_count}, {plan.input_count + len(constant_rows)})",
+        f"CONSTANT_VALUES = {_blob(constant_values)}.astype(DTYPE)[:, None]",
+        f"OUTPUT_ROWS = {_blob(np.array(plan.output_rows, dtype=np.int64))}.tolist()",
+        *index_names,
+        *programs,
+        "",
+        "",
+        "def evaluate_table(T):",
+        '    """Fill the rows of every operation, given the input and constant rows of ``T``."""',
+        *body,
+        "    return None",
+    ]
+    source = "\n".join(header + setup) + "\n" + driver + RUN
+    where = "numexpr and NumPy" if programs else "NumPy"
+    note = f"wide graph: evaluated level by level with {where} ({len(plan.groups)} groups)"
+    return GeneratedModule(source, externals, backend, dtype, block_size, program, note)
+
+
+_LEVEL_DRIVER = '''
+
+def evaluate(inputs, outputs, n, block_size=BLOCK_SIZE):
+    """Fill ``outputs`` (1-D, length n) from ``inputs`` (1-D of length n, or 0-d), block by block."""
+    if len(inputs) != INPUT_COUNT:
+        raise ValueError(f"expected {INPUT_COUNT} inputs, got {len(inputs)}")
+    if any(external is None for external in EXTERNALS):
+        raise RuntimeError("bind every entry of EXTERNALS (listed at the top) before evaluating")
+    block_size = max(1, min(int(block_size), n))
+    # One table for every block, contiguous whatever the block's length (numexpr
+    # writes into its rows); groups never write the constant rows.
+    storage = np.empty(ROW_COUNT * block_size, DTYPE)
+    T = storage.reshape(ROW_COUNT, block_size)
+    T[CONSTANT_ROWS] = CONSTANT_VALUES
+    with np.errstate(all="ignore"):  # like JAX: inf and nan propagate silently
+        for start in range(0, n, block_size):
+            stop = min(start + block_size, n)
+            if stop - start != T.shape[1]:  # the last, shorter block
+                T = storage[:ROW_COUNT * (stop - start)].reshape(ROW_COUNT, stop - start)
+                T[CONSTANT_ROWS] = CONSTANT_VALUES
+            for row, x in enumerate(inputs):
+                T[row] = x[start:stop] if x.ndim else x
+            evaluate_table(T)
+            for o, row in zip(outputs, OUTPUT_ROWS):
+                o[start:stop] = T[row]
+    return outputs
+'''

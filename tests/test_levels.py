@@ -1,0 +1,206 @@
+"""Wide graphs evaluated level by level (symad.compile.levels): same numbers, chosen when it pays."""
+
+from __future__ import annotations
+
+import functools
+import operator
+
+import numpy as np
+import pytest
+
+import symad as sd
+from symad.compile import levels
+from symad.compile.evaluator import Evaluator, load_module
+from symad.compile.numexpr_backend import lower_numexpr
+from symad.compile.numpy_backend import lower_numpy
+from symad.compile.program import build_program
+from tests.test_compile import ELEMENTWISE
+
+WIDTH = 1000  # elements per array: every case below has at least 1,000 operations
+
+
+def _points(n=WIDTH):
+    rng = np.random.default_rng(11)
+    return rng.uniform(0.1, 2.5, n), rng.uniform(0.1, 2.5, n)
+
+
+def _region_lowering(F, backend, dtype="float64"):
+    """The evaluator the backend would build without the level lowering."""
+    lower = {"numexpr": lower_numexpr, "numpy": lower_numpy}[backend]
+    module = lower(F.graph, dtype, F.name)
+    return Evaluator(module, load_module(module))
+
+
+def _evaluate(evaluator, F, *arrays):
+    """``F``'s flat outputs from ``evaluator`` at one point (arrays of the traced shapes)."""
+    columns = [np.asarray(v, evaluator.dtype).reshape(1) for a in arrays for v in np.ravel(a)]
+    outputs = [np.empty(1, np.bool_ if b else evaluator.dtype) for b in evaluator.output_is_boolean]
+    evaluator.evaluate_into(columns, outputs, 1)
+    return np.array([o[0] for o in outputs])
+
+
+@functools.cache
+def _wide(case):
+    x, y = _points()
+    return sd.trace(ELEMENTWISE[case][0], x, y)
+
+
+@pytest.mark.parametrize("backend", ["numexpr", "numpy"])
+@pytest.mark.parametrize("case", sorted(ELEMENTWISE))
+def test_every_primitive_level_by_level_matches_numpy(case, backend):
+    F = _wide(case)
+    x, y = _points()
+    evaluator = F._evaluator(backend, np.float64)
+    assert "level by level" in evaluator.note  # the case is wide: the lowering under test
+    got = F.compile(backend)(x, y)
+    with np.errstate(all="ignore"):
+        want = ELEMENTWISE[case][1](x, y)
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-14)
+    if backend == "numpy":  # the same NumPy calls on the same values: identical bits
+        np.testing.assert_array_equal(got, _evaluate(_region_lowering(F, "numpy"), F, x, y))
+
+
+@pytest.mark.parametrize("case", sorted(ELEMENTWISE))
+def test_wide_gradients_match_the_pointwise_gradient(case):
+    fun = ELEMENTWISE[case][0]
+    x, y = _points()
+    G = sd.grad(lambda x, y: np.sum(fun(x, y)), argnums=(0, 1)).trace(x, y)
+    gx, gy = G(x, y)
+    assert "level by level" in G._evaluator("numexpr", np.float64).note
+    # The same derivative, traced on scalars (a narrow graph) and broadcast over the points.
+    g = sd.grad(fun, argnums=(0, 1)).trace(1.0, 1.0)
+    want_x, want_y = g.compile("numpy")(x, y)
+    np.testing.assert_allclose(gx, want_x, rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(gy, want_y, rtol=1e-13, atol=1e-14)
+
+
+def test_float32_level_by_level_is_the_numpy_backends_float32():
+    F = _wide("trig")
+    x, y = (a.astype(np.float32) for a in _points())
+    got = F.compile("numpy")(x, y)
+    assert got.dtype == np.float32
+    want = _evaluate(_region_lowering(F, "numpy", "float32"), F, x, y)
+    np.testing.assert_array_equal(got, want)
+    assert F(x, y).dtype == np.float32  # numexpr's programs typed for float32 too
+    np.testing.assert_allclose(F(x, y), got, rtol=1e-6)
+
+
+def test_truth_values_where_and_boolean_outputs():
+    def f(x, y):
+        inside = (x > 1) & ~(y < 0.5)
+        return snp_where(inside, np.sqrt(x - 1), -y), x > y, np.maximum(x, 1.5)
+
+    from symad.numpy import where as snp_where
+
+    x, y = _points()
+    F = sd.trace(f, x, y)
+    values, above, clipped = F(x, y)
+    assert "level by level" in F._evaluator("numexpr", np.float64).note
+    assert above.dtype == np.bool_
+    np.testing.assert_array_equal(above, x > y)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(values, np.where((x > 1) & ~(y < 0.5), np.sqrt(x - 1), -y),
+                                   rtol=1e-15)
+    np.testing.assert_array_equal(clipped, np.maximum(x, 1.5))
+    # The gradient through where: no nan leaks from the untaken sqrt branch at x < 1.
+    G = sd.grad(lambda x, y: np.sum(f(x, y)[0])).trace(x, y)
+    gx = G(x, y)
+    want = np.where((x > 1) & ~(y < 0.5), 0.5 / np.sqrt(np.where(x > 1, x - 1, 1.0)), 0.0)
+    np.testing.assert_allclose(gx, want, rtol=1e-14)
+
+
+def test_long_sums_add_left_to_right():
+    # 1e16 + 1 rounds back to 1e16 (ties to even), so adding the ones one at a time
+    # leaves 1e16; pairwise summation would keep about 2,000 of them.
+    terms = np.concatenate([[1e16], np.ones(2000)])
+    F = sd.trace(lambda x: np.sum(np.abs(x)), terms)
+    sequential = functools.reduce(operator.add, terms.tolist())
+    assert sequential == 1e16
+    for backend in ("numexpr", "numpy"):
+        assert "level by level" in F._evaluator(backend, np.float64).note
+        assert float(F.compile(backend)(terms)) == sequential
+
+
+def test_constants_inputs_and_repeated_values_as_outputs():
+    x, _ = _points()
+    F = sd.trace(lambda x: (np.sin(x) * 3.0, x, np.float64(2.5), np.sin(x), np.zeros(3)), x)
+    s, same_x, constant, s_again, zeros = F(x)
+    assert "level by level" in F._evaluator("numexpr", np.float64).note
+    np.testing.assert_allclose(s, np.sin(x) * 3.0, rtol=1e-15)
+    np.testing.assert_array_equal(same_x, x)
+    assert float(constant) == 2.5
+    np.testing.assert_allclose(s_again, np.sin(x), rtol=1e-15)
+    np.testing.assert_array_equal(zeros, np.zeros(3))
+
+
+def test_custom_primitives_run_as_externals():
+    @sd.primitive
+    def softsign(x):
+        return x / (1 + np.abs(x))
+
+    @softsign.defpartials
+    def _(x):
+        return (1 / (1 + abs(x)) ** 2,)
+
+    x, _ = _points()
+    G = sd.grad(lambda x: np.sum(softsign(x) * x)).trace(x)
+    evaluator = G._evaluator("numexpr", np.float64)
+    assert "level by level" in evaluator.note and evaluator.module.externals
+    want = x / (1 + x) + x / (1 + x) ** 2  # x > 0 here
+    np.testing.assert_allclose(G(x), want, rtol=1e-14)
+
+
+@pytest.mark.parametrize("backend", ["numexpr", "numpy"])
+@pytest.mark.parametrize("block_size", [1, 3, 64])
+def test_batches_in_blocks_match_point_by_point(backend, block_size):
+    x, y = _points(300)
+    G = sd.grad(lambda x, y: np.sum(np.sin(x * y) * np.exp(-x ** 2)), argnums=(0, 1)).trace(x, y)
+    rng = np.random.default_rng(3)
+    X, Y = rng.uniform(-1, 1, (7, 300)), rng.uniform(-1, 1, (7, 300))
+    gx, gy = G.compile(backend, block_size=block_size)(X, Y)
+    assert "level by level" in G._evaluators[(backend, "float64")].note
+    for i in range(7):
+        px, py = G.compile(backend)(X[i], Y[i])
+        np.testing.assert_allclose(gx[i], px, rtol=1e-15, atol=1e-300)
+        np.testing.assert_allclose(gy[i], py, rtol=1e-15, atol=1e-300)
+    # A batch given for one argument only broadcasts against the other.
+    hx, _ = G(X, y)
+    np.testing.assert_allclose(hx[2], G(X[2], y)[0], rtol=1e-15)
+
+
+def test_the_source_runs_without_symad():
+    x, _ = _points()
+    G = sd.grad(lambda x: np.sum(np.sin(x) * np.exp(-x ** 2))).trace(x)
+    source = G.source("numexpr")
+    assert "level by level" in source and "symad" not in source.split("\n", 3)[3]
+    namespace: dict = {}
+    exec(source, namespace)
+    outputs = namespace["run"](*x)
+    want = np.cos(x) * np.exp(-x ** 2) - 2 * x * np.sin(x) * np.exp(-x ** 2)
+    np.testing.assert_allclose(np.array(outputs, dtype=float), want, rtol=1e-14, atol=1e-16)
+
+
+def test_narrow_and_small_graphs_keep_their_lowering():
+    def chain(x):
+        for _ in range(1500):
+            x = np.sin(x) + 0.001 * x
+        return x
+
+    deep = sd.grad(chain).trace(0.3)
+    assert len(deep.graph.nodes) > levels.WIDE_MIN_OPERATIONS
+    assert not levels.plan_levels(build_program(deep.graph)).is_wide
+    assert "level by level" not in deep._evaluator("numexpr", np.float64).note
+    small = sd.grad(lambda x: np.sum(np.sin(x))).trace(np.zeros(50))
+    assert "level by level" not in small._evaluator("numexpr", np.float64).note
+
+
+def test_plan_groups_like_operations_of_one_level():
+    x, _ = _points(1000)
+    G = sd.grad(lambda x: np.sum(np.sin(x) * np.exp(-x ** 2))).trace(x)
+    plan = levels.plan_levels(build_program(G.graph))
+    assert plan.is_wide and plan.instruction_count == len(G.graph.nodes) == 11_000
+    assert len(plan.groups) == 10  # 1,000 members each (2,000 for one multiply)
+    assert sum(group.operand_rows.shape[1] for group in plan.groups) == plan.instruction_count
+    # Every group reads rows written before it: inputs, constants or earlier groups.
+    for group in plan.groups:
+        assert group.operand_rows.max() < group.first_row
