@@ -446,29 +446,25 @@ class Function:
                         for array, core_shape in zip(arrays, self.in_shapes)]
         batch = _common_batch(batch_shapes, arrays, self.in_shapes, self.name)
         count = math.prod(batch)
-        # Every scalar input becomes a 1-D column of the flattened batch (a view where
-        # the layout allows), or a 0-d value when it is the same for every point.
-        columns = []
+        # Every argument becomes a matrix of (points, scalar inputs) -- one row when it
+        # is the same for every point -- and every output leaf a (points, scalar
+        # outputs) array that the evaluator fills in place.
+        matrices = []
         for array, batch_shape, core_shape in zip(arrays, batch_shapes, self.in_shapes):
             flat = array.astype(dtype, copy=False).reshape(batch_shape + (math.prod(core_shape),))
-            for i in range(flat.shape[-1]):
-                columns.append(_column(flat[..., i], batch, count))
+            matrices.append(_points_matrix(flat, batch, count))
         for value in parameter_values:
-            columns.extend(np.asarray(v, dtype) for v in value.astype(dtype, copy=False).reshape(-1))
+            matrices.append(value.astype(dtype, copy=False).reshape(1, -1))
 
         evaluator = self._evaluator(backend, dtype)
         output_boolean = evaluator.output_is_boolean
-        out_leaves, out_columns, start = [], [], 0
+        out_leaves, start = [], 0
         for shape in self.out_shapes:
             size = math.prod(shape)
             boolean = size > 0 and all(output_boolean[start:start + size])
-            # One array per output leaf; each scalar output is a column of it, so the
-            # evaluator writes results in place and nothing is stacked afterwards.
-            leaf = output_array((count, size), np.bool_ if boolean else dtype)
-            out_columns.extend(leaf[:, j] for j in range(size))
-            out_leaves.append(leaf)
+            out_leaves.append(output_array((count, size), np.bool_ if boolean else dtype))
             start += size
-        evaluator.evaluate_into(columns, out_columns, count, **options)
+        evaluator.evaluate_matrices(matrices, out_leaves, count, **options)
 
         results = []
         for leaf, shape in zip(out_leaves, self.out_shapes):
@@ -502,13 +498,18 @@ def _recompile(function: Function, backend: str, num_threads, block_size) -> Com
     return function.compile(backend, num_threads=num_threads, block_size=block_size)
 
 
-def _column(values: np.ndarray, batch: tuple, count: int) -> np.ndarray:
-    """One input's values as a 1-D array of ``count`` points, or 0-d if the same everywhere."""
-    if values.size == 1 and count != 1:
-        return values.reshape(())
-    if values.shape != batch:
-        values = np.broadcast_to(values, batch)
-    return values.reshape(-1)
+def _points_matrix(flat: np.ndarray, batch: tuple, count: int) -> np.ndarray:
+    """An argument's values as ``(count, size)``, or ``(1, size)`` if the same at every point.
+
+    ``flat`` is the argument as ``its batch shape + (size,)``; a batch shape that
+    only broadcasts against ``batch`` is expanded (a copy).
+    """
+    size = flat.shape[-1]
+    if flat.size == size:  # one point's worth: shared by every point
+        return flat.reshape(1, size)
+    if flat.shape[:-1] != batch:
+        flat = np.broadcast_to(flat, batch + (size,))
+    return flat.reshape(count, size)
 
 
 # ---------------------------------------------------------------------------

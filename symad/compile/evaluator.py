@@ -95,20 +95,59 @@ class Evaluator:
         self.cached_at = namespace.get("__file__")
         self.output_is_boolean = namespace["OUTPUT_IS_BOOLEAN"]
         self._evaluate = namespace["evaluate"]
+        self._evaluate_matrices = namespace.get("evaluate_matrices")
         self.run = namespace["run"]
 
     def evaluate_into(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], n: int,
                       *, num_threads: int | None = None, block_size: int | None = None) -> None:
         """Fill 1-D ``outputs`` of length ``n`` from 1-D (length ``n``) or 0-d ``inputs``."""
+        self._run(self._evaluate, inputs, outputs, n, num_threads=num_threads,
+                  block_size=block_size)
+
+    def _run(self, evaluate, inputs, outputs, n: int, *, num_threads: int | None = None,
+             block_size: int | None = None) -> None:
+        """``evaluate(inputs, outputs, n, block)`` with this backend's threads set."""
         block = self.block_size if block_size is None else block_size
         if self.backend == "numexpr":
             with threads.numexpr_threads(num_threads, n):
-                self._evaluate(inputs, outputs, n, block)
+                evaluate(inputs, outputs, n, block)
         elif self.backend == "numba":
             with threads.numba_threads(num_threads):
-                self._evaluate(inputs, outputs, n, block)
+                evaluate(inputs, outputs, n, block)
         else:
-            self._evaluate(inputs, outputs, n, block)
+            evaluate(inputs, outputs, n, block)
+
+    def evaluate_matrices(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], n: int,
+                          **options) -> None:
+        """Fill ``(n, k)`` ``outputs`` from ``(n, k)`` or ``(1, k)`` ``inputs`` (one row: every point).
+
+        The columns of ``inputs``, in order, are the scalar inputs, and those of
+        ``outputs`` the scalar outputs. A module that reads whole matrices (the
+        level-by-level lowering: a gradient over 10^4 elements at one point has
+        10^4 columns) gets them as they are; other modules get one column each.
+
+        >>> import sympy
+        >>> from symad.compile import make_evaluator
+        >>> from symad.graph import GraphBuilder
+        >>> from symad.primitives import mul_p
+        >>> x, y = sympy.symbols("x y"); builder = GraphBuilder()
+        >>> builder.add_input(x); builder.add_input(y)
+        >>> evaluator = make_evaluator(builder.finish([builder.record(mul_p, (x, y))]), "numpy")
+        >>> out = np.empty((3, 1))
+        >>> evaluator.evaluate_matrices([np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])], [out], 3)
+        >>> out.ravel().tolist()
+        [2.0, 12.0, 30.0]
+        """
+        if self._evaluate_matrices is not None:
+            self._run(self._evaluate_matrices, inputs, outputs, n, **options)
+            return
+        columns = []
+        for matrix in inputs:
+            shared = matrix.shape[0] == 1 and n != 1  # 0-d: the same at every point
+            columns.extend(matrix[0, i].reshape(()) if shared else matrix[:, i]
+                           for i in range(matrix.shape[1]))
+        out_columns = [output[:, j] for output in outputs for j in range(output.shape[1])]
+        self.evaluate_into(columns, out_columns, n, **options)
 
     def __repr__(self) -> str:
         return f"<symad evaluator: {self.backend}, {self.dtype.name}>"

@@ -320,6 +320,7 @@ def lower_levels(program: Program, plan: LevelPlan, dtype, backend: str) -> Gene
         header.append(_NUMEXPR_SETUP)
         # NumExpr programs keep their registers in the object: one evaluation at a time.
         driver = driver.replace("    with np.errstate(", "    with _LOCK, np.errstate(")
+        assert driver != _LEVEL_DRIVER, "the driver changed: put the lock back around its loop"
     else:
         header[1] = "# Standalone: it needs NumPy and SciPy, not symad."
     setup = [
@@ -331,7 +332,7 @@ def lower_levels(program: Program, plan: LevelPlan, dtype, backend: str) -> Gene
         f"_ROWS = {_blob(all_rows.astype(np.int32))}",
         f"CONSTANT_ROWS = slice({plan.input_count}, {plan.input_count + len(constant_rows)})",
         f"CONSTANT_VALUES = {_blob(constant_values)}.astype(DTYPE)[:, None]",
-        f"OUTPUT_ROWS = {_blob(np.array(plan.output_rows, dtype=np.int64))}.tolist()",
+        f"OUTPUT_ROWS = {_blob(np.array(plan.output_rows, dtype=np.int64))}",
         *index_names,
         *programs,
         "",
@@ -353,6 +354,17 @@ def evaluate(inputs, outputs, n, block_size=BLOCK_SIZE):
     """Fill ``outputs`` (1-D, length n) from ``inputs`` (1-D of length n, or 0-d), block by block."""
     if len(inputs) != INPUT_COUNT:
         raise ValueError(f"expected {INPUT_COUNT} inputs, got {len(inputs)}")
+    evaluate_matrices([x[:, None] if x.ndim else x.reshape(1, 1) for x in inputs],
+                      [o[:, None] for o in outputs], n, block_size)
+    return outputs
+
+
+def evaluate_matrices(inputs, outputs, n, block_size=BLOCK_SIZE):
+    """Fill ``outputs``, (n, k) arrays whose columns are the outputs in order, from
+    ``inputs``, (n, k) arrays (or (1, k): the same at every point) whose columns are
+    the inputs in order: a whole argument is copied into the table at once."""
+    if sum(m.shape[1] for m in inputs) != INPUT_COUNT:
+        raise ValueError(f"expected {INPUT_COUNT} input columns, got {sum(m.shape[1] for m in inputs)}")
     if any(external is None for external in EXTERNALS):
         raise RuntimeError("bind every entry of EXTERNALS (listed at the top) before evaluating")
     block_size = max(1, min(int(block_size), n))
@@ -367,10 +379,14 @@ def evaluate(inputs, outputs, n, block_size=BLOCK_SIZE):
             if stop - start != T.shape[1]:  # the last, shorter block
                 T = storage[:ROW_COUNT * (stop - start)].reshape(ROW_COUNT, stop - start)
                 T[CONSTANT_ROWS] = CONSTANT_VALUES
-            for row, x in enumerate(inputs):
-                T[row] = x[start:stop] if x.ndim else x
+            row = 0
+            for m in inputs:
+                T[row:row + m.shape[1]] = (m if m.shape[0] == 1 else m[start:stop]).T
+                row += m.shape[1]
             evaluate_table(T)
-            for o, row in zip(outputs, OUTPUT_ROWS):
-                o[start:stop] = T[row]
+            row = 0
+            for o in outputs:
+                o[start:stop] = T[OUTPUT_ROWS[row:row + o.shape[1]]].T
+                row += o.shape[1]
     return outputs
 '''
