@@ -248,3 +248,12 @@ def test_repeated_evaluation_reads_inputs_whole():
     evaluator._evaluate_matrices = spy
     np.testing.assert_allclose(G(x), np.cos(x) * x + np.sin(x), rtol=1e-14)
     assert seen == [([(1, 3000)], [(1, 3000)], 1)]
+
+
+@pytest.mark.skipif("numba" not in sd.available_backends(), reason="numba is not installed")
+def test_numba_falls_back_to_numexpr_level_by_level_for_wide_graphs():
+    x, _ = _points(1500)
+    G = sd.grad(lambda x: np.sum(np.sin(x) * np.exp(-x ** 2))).trace(x)
+    np.testing.assert_allclose(G.compile("numba")(x), G(x), rtol=1e-15)
+    note = G._evaluators[("numba", "float64")].note
+    assert "evaluated with numexpr instead" in note and "level by level" in note

@@ -173,8 +173,6 @@ def lower_numba(graph, dtype, name: str = "function") -> GeneratedModule:
     >>> lower_numba(graph, "float64").note
     'numba backend: no scalar form for logsumexp; evaluated with numexpr instead'
     """
-    from symad.compile.numexpr_backend import lower_numexpr
-
     program = compile_program(graph, lambda instruction: False, name)
     forms = [scalar_form(instruction) for instruction in program.instructions]
     missing = sorted({ins.primitive.name for ins, form in zip(program.instructions, forms)
@@ -190,8 +188,11 @@ def lower_numba(graph, dtype, name: str = "function") -> GeneratedModule:
         reason = (f"numba backend: {len(program.instructions)} nodes exceed {MAX_NUMBA_NODES}, "
                   "too slow to compile")
     if reason:
-        module = lower_numexpr(graph, dtype, name)
-        module.note = f"{reason}; evaluated with numexpr instead"
+        from symad.compile import generate_module
+
+        module = generate_module(graph, "numexpr", dtype, name)  # level by level if wide
+        module.note = "; ".join(filter(None, [f"{reason}; evaluated with numexpr instead",
+                                              module.note]))
         return module
 
     inputs = [f"v{i}" for i in range(program.input_count)]
