@@ -171,7 +171,7 @@ def lower_numba(graph, dtype, name: str = "function") -> GeneratedModule:
     >>> x = sympy.Symbol("x"); builder = GraphBuilder(); builder.add_input(x)
     >>> graph = builder.finish([builder.record(logsumexp_p, (x, sympy.Integer(2)))])
     >>> lower_numba(graph, "float64").note
-    'numba backend: no scalar form for logsumexp; evaluated with numexpr instead'
+    'numba backend: no scalar form for logsumexp; evaluated with numexpr instead; 1 of 1 steps run in NumPy/SciPy'
     """
     program = compile_program(graph, lambda instruction: False, name)
     forms = [scalar_form(instruction) for instruction in program.instructions]

@@ -29,6 +29,7 @@ from symad.primitives import logical_and_p, logical_not_p, logical_or_p, mul_p, 
 from symad.transforms.terms import partial_atoms, sum_terms
 
 ZERO = sympy.Integer(0)
+ONE = sympy.Integer(1)
 
 # A cotangent term is ``(value, pending, applied)``, two masks:
 #   * ``pending``: the term is ``value`` where it holds and 0 elsewhere; the
@@ -116,7 +117,14 @@ def backpropagate(
                     terms.setdefault(node.args[index], []).append((cotangent, branch, applied))
             continue
         for index, partial in partial_atoms(node, wanted, function_name).items():
-            term = builder.record(mul_p, (cotangent, partial))
+            # A factor of exactly 1 (every partial of a sum, the seed) is what the
+            # builder's own identity would drop: skip recording the product at all.
+            if partial is ONE:
+                term = cotangent
+            elif cotangent is ONE:
+                term = partial
+            else:
+                term = builder.record(mul_p, (cotangent, partial))
             if applied is None or masks.is_finite(partial):
                 masked = (term, pending, applied)
             else:  # 0 * inf outside `applied`: the select must come after this product
