@@ -467,17 +467,21 @@ class GraphBuilder:
                 all_constant = False
             else:
                 operand_keys.append(self._constant_key(a))
+        key = (primitive, tuple(operand_keys), params)
+        existing = self._node_by_key.get(key)
+        if existing is not None:  # the node, or the constant this operation folded to before
+            return existing
         if all_constant and primitive.folds_constants and all(map(is_constant, args)):
             try:
                 value = primitive.to_sympy(args, dict(params))
             except (TypeError, ValueError):  # e.g. SymPy refuses to compare nan
                 value = None
             if value is not None and _is_foldable(value):
+                # Remembered under the key: folding through SymPy costs microseconds,
+                # and a partial rule folds the same constants at every element
+                # (``b - 1`` of ``b * a**(b - 1)``).
+                self._node_by_key[key] = value
                 return value
-        key = (primitive, tuple(operand_keys), params)
-        existing = self._node_by_key.get(key)
-        if existing is not None:
-            return existing
         if symbol_hint is not None and symbol_hint not in self._order:
             symbol = symbol_hint
         else:
