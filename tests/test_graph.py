@@ -68,6 +68,19 @@ def test_constants_fold_exactly(builder):
     assert builder.nodes == []
 
 
+def test_a_fold_is_remembered_and_exact_types_stay_apart(builder, monkeypatch):
+    assert builder.record(sub_p, (sympy.Integer(2), sympy.Integer(1))) == 1
+    folds = []
+    original = sub_p.to_sympy
+    monkeypatch.setattr(sub_p, "to_sympy", lambda *a: folds.append(a) or original(*a))
+    assert builder.record(sub_p, (sympy.Integer(2), sympy.Integer(1))) is sympy.Integer(1)
+    assert folds == []  # the second time, a dictionary hit
+    # 2.0 - 1.0 is not 2 - 1: its own key, its own (float) result
+    result = builder.record(sub_p, (sympy.Float(2.0), sympy.Float(1.0)))
+    assert isinstance(result, sympy.Float) and float(result) == 1.0 and len(folds) == 1
+    assert builder.nodes == []
+
+
 def test_non_finite_constants_are_left_to_run_time(builder):
     atom = builder.record(div_p, (sympy.Integer(1), sympy.Integer(0)))
     assert atom.is_Symbol  # a node: NumPy gives inf at run time, as JAX would
