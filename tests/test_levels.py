@@ -189,6 +189,7 @@ def test_narrow_and_small_graphs_keep_their_lowering():
     deep = sd.grad(chain).trace(0.3)
     assert len(deep.graph.nodes) > levels.WIDE_MIN_OPERATIONS
     assert not levels.plan_levels(build_program(deep.graph)).is_wide
+    assert levels.wide_plan(build_program(deep.graph)) is None
     assert "level by level" not in deep._evaluator("numexpr", np.float64).note
     small = sd.grad(lambda x: np.sum(np.sin(x))).trace(np.zeros(50))
     assert "level by level" not in small._evaluator("numexpr", np.float64).note

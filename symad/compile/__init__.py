@@ -73,7 +73,7 @@ def generate_module(graph, backend: str, dtype="float64", name: str = "function"
         from symad.compile.numba_backend import lower_numba
 
         return lower_numba(graph, dtype, name)
-    from symad.compile.levels import lower_levels, plan_levels
+    from symad.compile.levels import lower_levels, wide_plan
     from symad.compile.program import build_program
 
     # A wide graph (a gradient over a large array: thousands of small independent
@@ -81,8 +81,8 @@ def generate_module(graph, backend: str, dtype="float64", name: str = "function"
     # operations, whatever the backend: one line per region would cost more to
     # compile and to run than the arithmetic (symad.compile.levels).
     program = build_program(graph, name)
-    plan = plan_levels(program)
-    if plan.is_wide:
+    plan = wide_plan(program)
+    if plan is not None:
         return lower_levels(program, plan, dtype, backend)
     if backend == "numexpr":
         from symad.compile.numexpr_backend import lower_numexpr
