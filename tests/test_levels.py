@@ -258,3 +258,66 @@ def test_numba_falls_back_to_numexpr_level_by_level_for_wide_graphs():
     np.testing.assert_allclose(G.compile("numba")(x), G(x), rtol=1e-15)
     note = G._evaluators[("numba", "float64")].note
     assert "evaluated with numexpr instead" in note and "level by level" in note
+
+
+def test_powers_group_by_exponent_like_the_other_lowerings():
+    # NumPy takes x ** 0.5 as sqrt for a scalar exponent, as pow for an array of them:
+    # (-inf) ** 0.5 is nan one way and inf the other, (-0.0) ** 0.5 is -0.0 against 0.0.
+    x = np.linspace(-3.0, 3.0, 1500)
+    x[::7], x[1::7], x[2::7] = -np.inf, -0.0, np.inf
+    F = sd.trace(lambda x: (x ** 3, x ** 2, x ** 0.5, x ** -1.0, x ** 2.5), x)
+    plan = levels.plan_levels(build_program(F.graph))
+    assert plan.is_wide and len(plan.groups) == 5  # one per exponent, not one for all
+    for backend in ("numpy", "numexpr"):
+        assert "level by level" in F._evaluator(backend, np.float64).note
+        got = np.concatenate(F.compile(backend)(x))
+        want = _evaluate(_region_lowering(F, backend), F, x)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(F(x)[2][0]) and np.isnan(np.sqrt(-np.inf))
+    # Derivative rules make a new atom per element (1,000 of 0.5 here): one row, one
+    # literal, so the gradient's (-0.0) ** 0.5 is sqrt's -0.0 too.
+    G = sd.grad(lambda x: np.sum(x ** 1.5)).trace(x)
+    plan = levels.plan_levels(build_program(G.graph))
+    assert len(plan.constants) < 10
+    for backend in ("numpy", "numexpr"):
+        got = G.compile(backend)(x)
+        want = _evaluate(_region_lowering(G, backend), G, x)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+@pytest.mark.parametrize("reduction", [np.sum, np.max])
+def test_sliding_windows_gather_at_most_a_table_per_call(reduction):
+    # 1,800 windows of 200 elements: one group reading 360,000 operands per point from
+    # a table of 3,800 rows. Gathered whole (and stacked again for the sum), a block of
+    # 512 points took 3 GB; cut into calls of at most a table's worth, memory stays
+    # near the table's.
+    n, k = 2000, 200
+    windows = np.arange(n - k)[:, None] + np.arange(k)
+    x = np.random.default_rng(7).uniform(size=n)
+    F = sd.trace(lambda x: reduction(x[windows], axis=1), x)
+    plan = levels.plan_levels(build_program(F.graph))
+    assert plan.is_wide and [g.operand_rows.shape for g in plan.groups] == [(k, n - k)]
+    calls = levels._calls(plan)
+    assert len(calls) > 1 and all(c.operand_rows.size <= plan.row_count for c in calls)
+    assert np.array_equal(np.concatenate([c.operand_rows for c in calls], axis=1),
+                          plan.groups[0].operand_rows)
+    X = np.random.default_rng(8).uniform(size=(300, n))
+    got = F.compile("numpy")(X)
+    assert "level by level" in F._evaluators[("numpy", "float64")].note
+    want = np.stack([functools.reduce(np.add if reduction is np.sum else np.maximum,
+                                      list(X[:, windows[i]].T)) for i in range(n - k)], axis=1)
+    np.testing.assert_array_equal(got, want)  # the sums added left to right
+
+
+def test_long_sums_add_left_to_right_over_a_batch():
+    # Blocks of many points add one term at a time (np.add.accumulate walks each
+    # point's terms separately, 50x slower there): still left to right.
+    terms = np.concatenate([[1e16], np.ones(2000)])
+    F = sd.trace(lambda x: np.sum(np.abs(x) * np.ones((3, 1)), axis=1), terms)
+    assert "level by level" in F._evaluator("numpy", np.float64).note
+    batch = np.tile(terms, (100, 1))
+    for backend in ("numexpr", "numpy"):
+        np.testing.assert_array_equal(F.compile(backend)(batch), np.full((100, 3), 1e16))

@@ -18,8 +18,9 @@ instructions in a few dozen groups.
 
 The calls are each primitive's NumPy spelling (the numpy backend's table), so
 values are exactly the numpy backend's. Sums of three or more terms are an
-``np.add.accumulate`` over the stacked terms: the same additions, left to
-right, as ``a + b + c``.
+``np.add`` per term into the running total (``np.add.accumulate`` over the
+stacked terms where they are short): the same additions, left to right, as
+``a + b + c``.
 
 :func:`wide_plan` decides: a graph is *wide* when it has at least
 ``WIDE_MIN_OPERATIONS`` instructions and its groups average at least
@@ -107,6 +108,23 @@ class LevelPlan:
                 and self.instruction_count >= WIDE_MIN_GROUP * len(self.groups))
 
 
+def _exponent_key(instruction: Instruction, constant_row: dict):
+    """The row of a power's constant exponent (None otherwise): powers group by exponent.
+
+    NumPy computes ``x ** 0.5`` as ``sqrt`` (and ``x ** 2`` as ``square``, ``x ** -1``
+    as ``1 / x``) when the exponent is a scalar, and as ``pow`` when it is an array:
+    ``(-inf) ** 0.5`` is nan one way, inf the other, and ``(-0.0) ** 0.5`` -0.0 against
+    0.0. numexpr likewise rewrites a literal exponent (``x ** 3`` is ``x * x * x``).
+    A group whose members share the exponent writes it as a literal, as the other
+    lowerings do.
+    """
+    if instruction.primitive.name == "power" and len(instruction.operands) == 2:
+        exponent = instruction.operands[1]
+        if exponent.__class__ is Constant:
+            return constant_row[id(exponent)]  # one row per value, as literal() writes it
+    return None
+
+
 def wide_plan(program: Program) -> LevelPlan | None:
     """``program``'s plan if it is wide, else None -- found out early for a deep graph
     (planning a 210,000-node chain to its end took 1.8 s, for 180,000 groups of one).
@@ -142,20 +160,33 @@ def plan_levels(program: Program, max_groups: int | None = None) -> LevelPlan | 
     # value holds every level (inputs at 0).
     value_count = input_count + (instructions[-1].result + 1 - input_count if instructions else 0)
     level = [0] * value_count
-    constant_row: dict = {}  # id(Constant) -> row; one Constant per distinct atom
+    # id(Constant) -> row. There is one Constant per distinct atom, but derivative rules
+    # make many atoms of one value (a gradient over 1,000 elements: 1,000 of -0.5);
+    # they share a row, so that a group reading one value reads it as a literal.
+    constant_row: dict = {}
+    row_of_value: dict = {}  # literal(value) -> row
     constants: list = []
-    members: dict = {}  # (level, primitive, params, arity) -> [instruction, ...]
+
+    def add_constant(operand) -> None:
+        value_key = literal(operand.value)
+        row = row_of_value.get(value_key)
+        if row is None:
+            row = row_of_value[value_key] = input_count + len(constants)
+            constants.append(operand)
+        constant_row[id(operand)] = row
+
+    members: dict = {}  # (level, primitive, params, arity, exponent) -> [instruction, ...]
     for instruction in instructions:
         highest = 0
         for operand in instruction.operands:
             if operand.__class__ is Constant:
                 if id(operand) not in constant_row:
-                    constant_row[id(operand)] = input_count + len(constants)
-                    constants.append(operand)
+                    add_constant(operand)
             elif level[operand] > highest:
                 highest = level[operand]
         level[instruction.result] = highest + 1
-        key = (highest + 1, instruction.primitive, instruction.params, len(instruction.operands))
+        key = (highest + 1, instruction.primitive, instruction.params, len(instruction.operands),
+               _exponent_key(instruction, constant_row))
         group = members.get(key)
         if group is None:
             if max_groups is not None and len(members) == max_groups:
@@ -165,8 +196,7 @@ def plan_levels(program: Program, max_groups: int | None = None) -> LevelPlan | 
             group.append(instruction)
     for operand in program.outputs:
         if operand.__class__ is Constant and id(operand) not in constant_row:
-            constant_row[id(operand)] = input_count + len(constants)
-            constants.append(operand)
+            add_constant(operand)
 
     row = list(range(value_count))  # value -> row; inputs keep theirs
     next_row = input_count + len(constants)
@@ -190,7 +220,7 @@ def plan_levels(program: Program, max_groups: int | None = None) -> LevelPlan | 
     return LevelPlan(
         row_count=next_row,
         input_count=input_count,
-        constants=[(constant_row[id(c)], c.value) for c in constants],
+        constants=[(input_count + i, c.value) for i, c in enumerate(constants)],
         groups=groups,
         output_rows=[row_of(operand) for operand in program.outputs],
         instruction_count=len(instructions),
@@ -234,8 +264,8 @@ def _numpy_call(group: LevelGroup, index_name: str, operands: list, externals: l
     """The NumPy call evaluating ``group`` on ``operands`` (see :func:`_operands`)."""
     spelling = numpy_spelling(_probe(group, operands))
     if group.primitive.name == "add" and len(operands) > 2 and spelling is not None:
-        # a + b + c ... left to right, as the numpy backend adds: accumulate is sequential.
-        return f"np.add.accumulate(T[{index_name}], axis=0)[-1]"
+        # a + b + c ... left to right, as the numpy backend adds (see _SUM_ROWS).
+        return f"_sum_rows(T[{index_name}])"
     args = [_text(operand) for operand in operands]
     if spelling is not None:
         return spelling(args)
@@ -290,6 +320,27 @@ def _block_size(row_count: int, itemsize: int) -> int:
     return block
 
 
+def _calls(plan: LevelPlan) -> list:
+    """The groups of ``plan``, cut into calls that gather at most a table's worth of operands.
+
+    A group's gathered operands are ``operands x members`` values per point, which
+    rows shared between members (a sliding window: ``np.sum(x[windows], axis=1)``)
+    make far more than the table holds; and its sums and maxima stack them again.
+    Consecutive members stay consecutive rows, so each call writes one slice.
+    """
+    calls = []
+    for group in plan.groups:
+        arity, count = group.operand_rows.shape
+        step = max(1, plan.row_count // max(1, arity))
+        if step >= count:
+            calls.append(group)
+            continue
+        for start in range(0, count, step):
+            calls.append(group._replace(first_row=group.first_row + start,
+                                        operand_rows=group.operand_rows[:, start:start + step]))
+    return calls
+
+
 def lower_levels(program: Program, plan: LevelPlan, dtype, backend: str) -> GeneratedModule:
     """The module evaluating ``program`` level by level, labelled with the ``backend`` asked for.
 
@@ -305,10 +356,11 @@ def lower_levels(program: Program, plan: LevelPlan, dtype, backend: str) -> Gene
     programs: list[str] = []
     program_index: dict[str, int] = {}  # numexpr text -> its program's number
     constant_of_row = dict(plan.constants)
-    index_data = [group.operand_rows.reshape(-1) for group in plan.groups]
+    calls = _calls(plan)
+    index_data = [group.operand_rows.reshape(-1) for group in calls]
     offsets = np.cumsum([0] + [len(data) for data in index_data])
     index_names, body = [], []
-    for number, group in enumerate(plan.groups):
+    for number, group in enumerate(calls):
         arity, count = group.operand_rows.shape
         start, stop = offsets[number], offsets[number + 1]
         index_names.append(f"_G{number} = _ROWS[{start}:{stop}].reshape({arity}, {count})")
@@ -331,7 +383,9 @@ def lower_levels(program: Program, plan: LevelPlan, dtype, backend: str) -> Gene
     all_rows = np.concatenate(index_data) if index_data else np.zeros(0, np.int32)
     constant_rows = [row for row, _ in plan.constants]
     constant_values = np.array([float(value) for _, value in plan.constants], dtype=np.float64)
-    block_size = _block_size(plan.row_count, np.dtype(dtype).itemsize)
+    # A call gathers at most max(rows, operands of one member) values per point.
+    widest = max((group.operand_rows.shape[0] for group in calls), default=0)
+    block_size = _block_size(max(plan.row_count, widest), np.dtype(dtype).itemsize)
     header = module_header(
         program, backend, dtype, ["import base64"],
         [program.output_is_boolean(o) for o in program.outputs], [], descriptions, block_size,
@@ -358,7 +412,7 @@ def lower_levels(program: Program, plan: LevelPlan, dtype, backend: str) -> Gene
         f"OUTPUT_ROWS = {_blob(np.array(plan.output_rows, dtype=np.int64))}",
         *index_names,
         *programs,
-        "",
+        _SUM_ROWS,
         "",
         "def evaluate_table(T):",
         '    """Fill the rows of every operation, given the input and constant rows of ``T``."""',
@@ -369,6 +423,21 @@ def lower_levels(program: Program, plan: LevelPlan, dtype, backend: str) -> Gene
     where = "numexpr and NumPy" if programs else "NumPy"
     note = f"wide graph: evaluated level by level with {where} ({len(plan.groups)} groups)"
     return GeneratedModule(source, externals, backend, dtype, block_size, program, note)
+
+
+_SUM_ROWS = '''
+
+def _sum_rows(terms):
+    """terms[0] + terms[1] + ... left to right, as a + b + c adds. One np.add per term
+    into the total; np.add.accumulate only where a term is short (it walks each
+    point's terms one at a time: 50x slower on a block of long rows)."""
+    if terms[0].size < 64:
+        return np.add.accumulate(terms, axis=0)[-1]
+    total = terms[0] + terms[1]
+    for term in terms[2:]:
+        np.add(total, term, out=total)
+    return total
+'''
 
 
 _LEVEL_DRIVER = '''
