@@ -321,3 +321,26 @@ def test_long_sums_add_left_to_right_over_a_batch():
     batch = np.tile(terms, (100, 1))
     for backend in ("numexpr", "numpy"):
         np.testing.assert_array_equal(F.compile(backend)(batch), np.full((100, 3), 1e16))
+
+
+def test_custom_implementations_get_one_dimensional_arrays():
+    # The other lowerings call a custom primitive on 1-D blocks; an implementation
+    # written for those (a loop over the elements) must not meet the (members, points)
+    # rows of a group.
+    import math
+
+    @sd.primitive
+    def erf_by_element(x):
+        return np.array([math.erf(v) for v in np.atleast_1d(x)])
+
+    @erf_by_element.defpartials
+    def _(x):
+        return (2 / np.sqrt(np.pi) * np.exp(-x ** 2),)
+
+    x, _ = _points()
+    G = sd.grad(lambda x: np.sum(erf_by_element(x) * x + erf_by_element(0.5))).trace(x)
+    assert "level by level" in G._evaluator("numpy", np.float64).note
+    want = np.vectorize(math.erf)(x) + 2 / np.sqrt(np.pi) * np.exp(-x ** 2) * x
+    for backend in ("numexpr", "numpy"):
+        np.testing.assert_allclose(G.compile(backend, block_size=3)(x), want, rtol=1e-14)
+        np.testing.assert_allclose(G.compile(backend)(np.stack([x, x])), [want, want], rtol=1e-14)

@@ -57,6 +57,7 @@ from symad.compile.source import (
     RUN,
     WORKING_SET_BYTES,
     GeneratedModule,
+    is_builtin_primitive,
     literal,
     module_header,
     numpy_spelling,
@@ -274,6 +275,9 @@ def _numpy_call(group: LevelGroup, index_name: str, operands: list, externals: l
         implementation = functools.partial(implementation, **dict(group.params))
     externals.append(implementation)
     descriptions.append(f"the numeric implementation of {group.primitive.name!r}")
+    if not is_builtin_primitive(group.primitive):
+        # A user's implementation gets 1-D arrays, as the other lowerings give it.
+        return f"_flat_call(EXTERNALS[{len(externals) - 1}], {', '.join(args)})"
     return f"EXTERNALS[{len(externals) - 1}]({', '.join(args)})"
 
 
@@ -413,6 +417,7 @@ def lower_levels(program: Program, plan: LevelPlan, dtype, backend: str) -> Gene
         *index_names,
         *programs,
         _SUM_ROWS,
+        *([_FLAT_CALL] if any("_flat_call(" in line for line in body) else []),
         "",
         "def evaluate_table(T):",
         '    """Fill the rows of every operation, given the input and constant rows of ``T``."""',
@@ -437,6 +442,20 @@ def _sum_rows(terms):
     for term in terms[2:]:
         np.add(total, term, out=total)
     return total
+'''
+
+
+_FLAT_CALL = '''
+
+def _flat_call(function, *args):
+    """``function`` on the group's rows flattened to 1-D, as the other lowerings call a
+    custom primitive's implementation (written for 1-D blocks, it may not take 2-D
+    ones); literal constants are passed as they are. The result in the rows' shape."""
+    arrays = [a for a in args if isinstance(a, np.ndarray)]
+    shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    flat = iter([np.broadcast_to(a, shape).reshape(-1) for a in arrays])
+    result = function(*[next(flat) if isinstance(a, np.ndarray) else a for a in args])
+    return np.broadcast_to(np.asarray(result), (int(np.prod(shape)),)).reshape(shape)
 '''
 
 
