@@ -391,7 +391,8 @@ class Function:
         if treedef != self.in_treedef:
             raise TracingError(
                 f"{self.name}: called with arguments structured as {_describe(treedef)}, but it "
-                f"was traced with {_describe(self.in_treedef)}"
+                f"was traced with {_describe(self.in_treedef)} (* is one array; pass a nested "
+                "list as one array: np.asarray(...))"
             )
         # Inside a trace, a function whose value depends on the trace (traced
         # arguments, Parameters, values it closes over) is recorded, not evaluated.
@@ -537,17 +538,35 @@ def _numeric_array(value: Any, name: str, position: int = 0) -> np.ndarray:
     return array
 
 
+#: A container of more items than this is described by its first few and a count.
+_DESCRIBED_ITEMS = 4
+
+
 def _describe(treedef: TreeDef) -> str:
+    """The structure of arguments, ``*`` for each array: ``(*, [*, *])``; long containers
+    are shortened (a nested list of 10^4 numbers is not written out).
+
+    >>> from symad.pytree import tree_flatten
+    >>> _describe(tree_flatten(([1.0] * 1000, 2.0))[1])
+    '([*, *, *, *, ... (1000 items)], *)'
+    """
     if treedef.kind == "leaf":
         return "*"
     if treedef.kind == "none":
         return "None"
-    inner = ", ".join(_describe(child) for child in treedef.children)
+    children = treedef.children
+    parts = [_describe(child) for child in children[:_DESCRIBED_ITEMS]]
+    if len(children) > _DESCRIBED_ITEMS:
+        parts.append(f"... ({len(children)} items)")
+    inner = ", ".join(parts)
     if treedef.kind == "tuple":
         return f"({inner}{',' if len(treedef.children) == 1 else ''})"
     if treedef.kind == "list":
         return f"[{inner}]"
-    return "{" + ", ".join(f"{k!r}: {_describe(c)}" for k, c in zip(treedef.keys, treedef.children)) + "}"
+    items = [f"{k!r}: {_describe(c)}" for k, c in zip(treedef.keys[:_DESCRIBED_ITEMS], children)]
+    if len(children) > _DESCRIBED_ITEMS:
+        items.append(f"... ({len(children)} items)")
+    return "{" + ", ".join(items) + "}"
 
 
 def _to_sympy_value(atoms: np.ndarray) -> Any:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import itertools
+import random
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -132,7 +133,10 @@ class NodeSymbol(sympy.Dummy):
         return symbol
 
 
-_NODE_NUMBERS = itertools.count()
+# Like Dummy's, the numbering starts at a random base in each process, so that the
+# symbols of a graph unpickled from another process (which keep their numbers) do
+# not share numbers with those made here.
+_NODE_NUMBERS = itertools.count(random.Random().randint(10**6, 9 * 10**6) * 1000)
 
 
 def _shared_assumptions():

@@ -817,7 +817,10 @@ _REWRITES = {
     "flip": "x[::-1]",
     "fliplr": "x[:, ::-1]",
     "flipud": "x[::-1]",
-    "roll": "snp.concatenate([x[-k:], x[:-k]])",
+    "roll": "snp.concatenate([x[-k:], x[:-k]]) (along another axis, slice that axis: x[:, -k:] ...)",
+    "gradient": "central differences by slicing: (x[2:] - x[:-2]) / (2 * h), one-sided at the ends",
+    "solve": "Linear algebra beyond @ has no traced form: for a small fixed system write it out, "
+             "else wrap the solve with @sd.primitive and give its partials",
     "append": "snp.concatenate([x, values])",
     "insert": "snp.concatenate of slices and values",
     "split": "slices x[a:b]",
@@ -879,12 +882,17 @@ def _untraceable(what: str) -> TracingError:
 
 
 def _nearest_supported(name: str) -> list[str]:
-    """Supported NumPy names close to ``name`` (difflib), as ``np.name``."""
+    """Supported names close to ``name`` (difflib): ``np.name`` where NumPy has it, else ``snp.name``.
+
+    >>> _nearest_supported("arctan3"), _nearest_supported("sigmoidd")
+    (['np.arctan', 'np.arctanh', 'np.arctan2'], ['snp.sigmoid'])
+    """
     import difflib
 
     supported = set(_UFUNCS) | {function.__name__ for function in _FUNCTIONS} | set(__all__)
     supported = {n for n in supported if not n.startswith("_") and callable(globals().get(n, len))}
-    return [f"np.{n}" for n in difflib.get_close_matches(name, sorted(supported), n=3)]
+    return [f"np.{n}" if hasattr(_np, n) else f"snp.{n}"
+            for n in difflib.get_close_matches(name, sorted(supported), n=3)]
 
 
 def _float_dtype_only(kwargs: dict, what: str) -> dict:

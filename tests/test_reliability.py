@@ -1070,3 +1070,23 @@ def test_the_same_transform_works_once_the_mistake_is_fixed(transform, mistake):
         assert np.allclose(result, reference)
     elif transform is sd.value_and_grad:
         assert np.allclose(result[1], 3 * x ** 2)
+
+
+@pytest.mark.parametrize("call, hint", [
+    (lambda v: np.sum(np.gradient(v)), "(x[2:] - x[:-2])"),
+    (lambda v: np.sum(np.linalg.solve(np.eye(3), v)), "@sd.primitive"),
+    (lambda v: np.sum(np.roll(v, 1)), "along another axis"),
+])
+def test_untraceable_grid_and_linear_algebra_calls_get_a_rewrite_not_a_near_name(call, hint):
+    with pytest.raises(sd.TracingError) as info:
+        sd.grad(call)(np.ones(3))
+    message = str(info.value)
+    assert hint in message and "nearest operations" not in message
+
+
+def test_a_nested_list_for_an_array_gets_a_short_message():
+    F = sd.trace(lambda u: np.sum(u ** 2), np.zeros((100, 100)))
+    with pytest.raises(sd.TracingError) as info:
+        F(np.zeros((100, 100)).tolist())
+    message = str(info.value)
+    assert len(message) < 500 and "(100 items)" in message and "np.asarray" in message

@@ -182,6 +182,8 @@ def build_program(graph: Graph, name: str = "function") -> Program:
         outputs = tuple(operand(atom) for atom in graph.outputs)
     except KeyError:  # a symbol that is neither an input nor an earlier node
         free = graph.free_symbols()
+        if not free:
+            raise
         names = ", ".join(sorted(str(s) for s in free))
         raise CompileError(
             f"the graph refers to values of an enclosing trace ({names}); it can only be "
