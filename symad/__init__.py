@@ -35,6 +35,7 @@ from symad.errors import (
     CompileError,
     DifferentiationError,
     ExportError,
+    RetraceWarning,
     SymadError,
     TracingError,
 )
@@ -70,7 +71,8 @@ def latex(fun, *args, **options) -> str:
 
 
 __all__ = [
-    "CompileError", "DifferentiationError", "ExportError", "Function", "Parameter", "SymadError",
+    "CompileError", "DifferentiationError", "ExportError", "Function", "Parameter", "RetraceWarning",
+    "SymadError",
     "TracingError", "Transformed", "available_backends", "derivative", "from_sympy",
     "get_num_threads", "grad", "hessian", "jacfwd", "jacobian", "jacrev", "jvp", "latex",
     "primitive", "set_num_threads", "special", "stop_gradient", "taylor", "trace",

@@ -15,15 +15,17 @@ import functools
 import inspect
 import math
 import numbers
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import sympy
 
-from symad.errors import DifferentiationError, TracingError
+from symad.errors import DifferentiationError, RetraceWarning, TracingError
 from symad.function import Function, argument_names, derive, function_name, trace
 from symad.graph import current_builder, number_atom
+from symad.outside import changed, snapshot
 from symad.pytree import TreeDef, leaf_paths, tree_flatten, tree_unflatten
 from symad.tracer import (
     Parameter,
@@ -190,7 +192,8 @@ class Transformed:
         self._check_args = check_args
         self._trace_at = trace_at or (lambda args: args)
         self._finalize = finalize
-        self._cache: dict = {}
+        self._cache: dict = {}  # signature -> (Function, what the function read from outside)
+        self._warned: set = set()  # names already warned about (once each)
         #: ``(fun, argnums)`` when this is a plain first derivative (grad, jacrev,
         #: jacfwd without aux or weights): a Jacobian of it is a Hessian of ``fun``.
         self.first_derivative: tuple | None = None
@@ -216,11 +219,23 @@ class Transformed:
         # one transform serves every batch shape.
         key = len(examples) if self._traces_fixed_shapes else _signature(examples)
         cached = self._cache.get(key)
-        if cached is not None and _parameters_unchanged(cached):
-            return cached
+        if cached is not None:
+            function, noted = cached
+            stale = changed(noted)
+            if stale is None and _parameters_unchanged(function):
+                return function
+            if stale is not None and stale not in self._warned:
+                self._warned.add(stale)
+                warnings.warn(
+                    f"{self.name}: {stale!r}, which the function reads from outside, changed since "
+                    "it was traced, so it is traced again (the trace holds the old value as a "
+                    "constant). Pass values that change as arguments, or as sd.Parameter, to "
+                    "evaluate without tracing again", RetraceWarning, stacklevel=3)
+        # What the function reads from outside, as it is now: the trace is valid while it holds.
+        noted = snapshot(self.fun)
         result = self._transform(self._primal(examples))
         if not result.closes_over_trace:  # closures over an outer trace can't be reused
-            self._cache[key] = result
+            self._cache[key] = (result, noted)
         return result
 
     def __call__(self, *args, **kwargs) -> Any:

@@ -10,7 +10,8 @@ True
 
 from __future__ import annotations
 
-__all__ = ["SymadError", "TracingError", "DifferentiationError", "CompileError", "ExportError"]
+__all__ = ["SymadError", "TracingError", "DifferentiationError", "CompileError", "ExportError",
+           "RetraceWarning"]
 
 
 class SymadError(Exception):
@@ -41,3 +42,12 @@ class CompileError(SymadError, RuntimeError):
 
 class ExportError(SymadError, ValueError):
     """A formula could not be exported as asked (e.g. the wrong number of output names)."""
+
+
+class RetraceWarning(UserWarning):
+    """A transform traced its function again: a value the function reads from outside changed.
+
+    Issued once per transform and name. The new trace computes with the new
+    value; to avoid tracing at every change, pass the value as an argument or
+    as an ``sd.Parameter``.
+    """
