@@ -87,6 +87,10 @@ class Primitive:
         self._to_sympy = to_sympy
         self.numpy_impl = numpy_impl
         self.partials = partials
+        # True where every partial rule is written with broadcasting operations only, so
+        # that the reverse sweep may call it once on arrays for a run of like nodes
+        # (set for the rules of symad.rules.partials; a custom rule may not broadcast).
+        self.broadcasting_partials = False
         self.arity = arity
         self.commutative = commutative
         self.simplify = simplify

@@ -27,11 +27,13 @@ values in ``tests/test_high_order.py``):
 
 from __future__ import annotations
 
+import numpy as np
 import sympy
 
 from symad import numpy as snp
 from symad import primitives as P
 from symad.atoms import is_zero_constant
+from symad.tracer import as_atoms
 
 __all__ = ["PARTIALS", "NONDIFFERENTIABLE"]
 
@@ -47,9 +49,15 @@ def _one_minus_square(x):
 def _exponent_partial(out, base, exponent):
     # d/db a**b = log(a) a**b. For the constant base 0 that is log(0) * 0 = nan,
     # but 0**b is constant (0) for b > 0, so the partial is 0, as JAX returns.
-    if is_zero_constant(base.atoms[()]):
+    # Elementwise: the reverse sweep may pass whole arrays of operands.
+    base_atoms = as_atoms(base)
+    zero_base = np.array([is_zero_constant(atom) for atom in base_atoms.reshape(-1)])
+    if zero_base.all():
         return None
-    return snp.log(base) * out
+    partial = snp.log(base) * out
+    if not zero_base.any():
+        return partial
+    return snp.where(zero_base.reshape(base_atoms.shape), 0, partial)
 
 
 def _arctan2_partials(y, x):
@@ -142,5 +150,8 @@ NONDIFFERENTIABLE = [
 
 for _primitive, _rules in PARTIALS.items():
     _primitive.partials = _rules
+    # Every rule above broadcasts (symad.numpy operations, elementwise helpers), so a
+    # run of like nodes gets its partials from one call on arrays.
+    _primitive.broadcasting_partials = True
 for _primitive in NONDIFFERENTIABLE:
     _primitive.partials = (None,) * _primitive.arity

@@ -20,13 +20,13 @@ multiplied by ``1/(2*sqrt(x))``, is still 0 where no branch was taken.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import sympy
 
 from symad.graph import GraphBuilder, Node, is_constant, is_zero_constant
 from symad.primitives import logical_and_p, logical_not_p, logical_or_p, mul_p, pow_p, select_p
-from symad.transforms.terms import partial_atoms, sum_terms
+from symad.transforms.terms import partial_atom_columns, partial_atoms, sum_terms
 
 ZERO = sympy.Integer(0)
 ONE = sympy.Integer(1)
@@ -100,38 +100,13 @@ def backpropagate(
         if atom in active and not is_zero_constant(cotangent):
             terms.setdefault(atom, []).append((cotangent, None, None))
 
-    for node in reversed(primal_nodes):
-        if node.symbol not in terms:
-            continue
-        cotangent, pending, applied = masks.combine(terms.pop(node.symbol))
-        wanted = [index for index, arg in enumerate(node.args) if arg.is_Symbol and arg in active]
-        if node.primitive is select_p:
-            # Each branch receives the cotangent under its own condition; the
-            # condition itself (index 0) has no derivative.
-            condition = node.args[0]
-            for index in wanted:
-                if index == 0:
-                    continue
-                branch = masks.conjoin(pending, ((condition, index == 1),))
-                if branch is not _NEVER:
-                    terms.setdefault(node.args[index], []).append((cotangent, branch, applied))
-            continue
-        for index, partial in partial_atoms(node, wanted, function_name).items():
-            # A factor of exactly 1 (every partial of a sum, the seed) is what the
-            # builder's own identity would drop: skip recording the product at all.
-            if partial is ONE:
-                term = cotangent
-            elif cotangent is ONE:
-                term = partial
-            else:
-                term = builder.record(mul_p, (cotangent, partial))
-            if applied is None or masks.is_finite(partial):
-                masked = (term, pending, applied)
-            else:  # 0 * inf outside `applied`: the select must come after this product
-                masked = (term, masks.conjoin(pending, applied), None)
-                if masked[1] is _NEVER:  # zero everywhere
-                    continue
-            terms.setdefault(node.args[index], []).append(masked)
+    # Nodes are taken in runs of like operations (one elementwise array operation records
+    # one such run): a run's partials come from one call of the primitive's rule on arrays.
+    for run in _runs_of_like_nodes(reversed(primal_nodes), terms):
+        if len(run) >= _MIN_RUN:
+            run = _backpropagate_run(builder, run, terms, masks, active, function_name)
+        for node in run:
+            _backpropagate_node(builder, node, terms, masks, active, function_name)
 
     results = []
     for atom in wrt:
@@ -141,6 +116,112 @@ def backpropagate(
         else:
             results.append(ZERO)
     return results
+
+
+# A run shorter than this is swept node by node: the array rule's set-up costs more
+# than it saves below a handful of nodes (and scalar code then records exactly as before).
+_MIN_RUN = 8
+
+
+def _runs_of_like_nodes(nodes: Iterable[Node], terms: dict) -> Iterator[list[Node]]:
+    """The nodes that receive a cotangent, in runs of one primitive and parameters.
+
+    A run never holds a node together with a node that uses it: the run is
+    swept at once, so every cotangent reaching its nodes must be complete.
+    """
+    run: list[Node] = []
+    run_kind = None
+    used_by_run: set = set()
+    for node in nodes:
+        symbol = node.symbol
+        if symbol in used_by_run:  # its cotangent is complete once the run is swept
+            yield run
+            run, used_by_run = [], set()
+        if symbol not in terms:
+            continue
+        kind = (node.primitive, node.params)
+        if run and kind != run_kind:
+            yield run
+            run, used_by_run = [], set()
+        run.append(node)
+        run_kind = kind
+        used_by_run.update([arg for arg in node.args if arg.is_Symbol])
+    if run:
+        yield run
+
+
+def _backpropagate_node(builder, node, terms, masks, active, function_name) -> None:
+    """Pass ``node``'s cotangent on to its operands, times its partials."""
+    cotangent, pending, applied = masks.combine(terms.pop(node.symbol))
+    wanted = [index for index, arg in enumerate(node.args) if arg.is_Symbol and arg in active]
+    if node.primitive is select_p:
+        # Each branch receives the cotangent under its own condition; the
+        # condition itself (index 0) has no derivative.
+        condition = node.args[0]
+        for index in wanted:
+            if index == 0:
+                continue
+            branch = masks.conjoin(pending, ((condition, index == 1),))
+            if branch is not _NEVER:
+                terms.setdefault(node.args[index], []).append((cotangent, branch, applied))
+        return
+    for index, partial in partial_atoms(node, wanted, function_name).items():
+        # A factor of exactly 1 (every partial of a sum, the seed) is what the
+        # builder's own identity would drop: skip recording the product at all.
+        if partial is ONE:
+            term = cotangent
+        elif cotangent is ONE:
+            term = partial
+        else:
+            term = builder.record(mul_p, (cotangent, partial))
+        if applied is None or masks.is_finite(partial):
+            masked = (term, pending, applied)
+        else:  # 0 * inf outside `applied`: the select must come after this product
+            masked = (term, masks.conjoin(pending, applied), None)
+            if masked[1] is _NEVER:  # zero everywhere
+                continue
+        terms.setdefault(node.args[index], []).append(masked)
+
+
+def _backpropagate_run(builder, run, terms, masks, active, function_name) -> list[Node]:
+    """Sweep the unmasked nodes of a run at once; return the nodes left for one by one.
+
+    The same products as node by node, recorded in a different order: the
+    primitive's rule is called once on arrays of the run's operands (rules
+    written with broadcasting ``symad.numpy`` operations only, see
+    :data:`symad.rules.partials.BROADCASTING`), then each partial is
+    multiplied by its node's cotangent.
+    """
+    primitive = run[0].primitive
+    if not primitive.broadcasting_partials or primitive.variadic or primitive is select_p:
+        return run
+    left: list[Node] = []
+    by_wanted: dict = {}  # the operand positions that need a partial -> [(node, cotangent)]
+    for node in run:
+        cotangent, pending, applied = masks.combine(terms.pop(node.symbol))
+        if pending is not None or applied is not None:
+            terms[node.symbol] = [(cotangent, pending, applied)]  # combined: swept alone
+            left.append(node)
+            continue
+        wanted = tuple(index for index, arg in enumerate(node.args) if arg.is_Symbol and arg in active)
+        by_wanted.setdefault(wanted, []).append((node, cotangent))
+    record = builder.record
+    for wanted, members in by_wanted.items():
+        if not wanted:
+            continue
+        nodes = [node for node, _ in members]
+        for index, partials in partial_atom_columns(nodes, wanted, function_name).items():
+            for (node, cotangent), partial in zip(members, partials):
+                if is_zero_constant(partial):
+                    continue
+                if partial is ONE:
+                    term = cotangent
+                elif cotangent is ONE:
+                    term = partial
+                else:
+                    term = record(mul_p, (cotangent, partial))
+                terms.setdefault(node.args[index], []).append((term, None, None))
+    return left
 
 
 class _Masks:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from symad.errors import DifferentiationError
 from symad.graph import GraphBuilder, Node, is_zero_constant
 from symad.primitives import add_p, neg_p, sub_p
@@ -45,6 +47,42 @@ def partial_atoms(node: Node, indices: Sequence[int], function_name: str) -> dic
         if not is_zero_constant(atom):
             partials[index] = atom
     return partials
+
+
+def partial_atom_columns(nodes: Sequence[Node], indices: Sequence[int], function_name: str) -> dict:
+    """``{index: [partial, ...]}``, one partial per node, for like nodes (one primitive and params).
+
+    The primitive's rules must broadcast (``Primitive.broadcasting_partials``):
+    each is called once, on arrays holding the nodes' operands and results,
+    so a run of ``n`` nodes costs ``n`` records and one rule call, not ``n``
+    rule calls. Partials that are structurally zero for every node are left out.
+    """
+    primitive = nodes[0].primitive
+    count = len(nodes)
+    operands = [Tracer(_object_column([node.args[position] for node in nodes]))
+                for position in range(len(nodes[0].args))]
+    out = Tracer(_object_column([node.symbol for node in nodes]))
+    columns = {}
+    for index, partial in primitive.partials_at(out, operands, indices).items():
+        if partial is None:
+            continue
+        atoms = as_atoms(partial)
+        if atoms.shape == (count,):
+            columns[index] = atoms.tolist()
+        elif atoms.ndim == 0:  # the same partial for every node (a constant)
+            columns[index] = [atoms[()]] * count
+        else:
+            raise DifferentiationError(
+                f"the partial derivative rule of {primitive.name!r} w.r.t. argument {index} "
+                f"returned shape {atoms.shape} for {count} operands, in function {function_name!r}"
+            )
+    return columns
+
+
+def _object_column(atoms: list) -> np.ndarray:
+    column = np.empty(len(atoms), dtype=object)
+    column[:] = atoms
+    return column
 
 
 def sum_terms(builder: GraphBuilder, terms: Sequence | None):
