@@ -344,3 +344,134 @@ def test_custom_implementations_get_one_dimensional_arrays():
     for backend in ("numexpr", "numpy"):
         np.testing.assert_allclose(G.compile(backend, block_size=3)(x), want, rtol=1e-14)
         np.testing.assert_allclose(G.compile(backend)(np.stack([x, x])), [want, want], rtol=1e-14)
+
+
+def _reference_plan(program):
+    """The plan's levels, groups and rows as the definition states them, one
+    instruction at a time: what plan_levels computes with NumPy over its table."""
+    from symad.compile.program import Constant
+    from symad.compile.source import literal
+
+    instructions = program.instructions
+    row_of_literal, constant_row = {}, {}
+    for operand in [o for ins in instructions for o in ins.operands] + list(program.outputs):
+        if isinstance(operand, Constant) and id(operand) not in constant_row:
+            key = literal(operand.value)
+            row_of_literal.setdefault(key, program.input_count + len(row_of_literal))
+            constant_row[id(operand)] = row_of_literal[key]
+    level, members = {}, {}
+    for ins in instructions:
+        level[ins.result] = 1 + max((level.get(o, 0) for o in ins.operands
+                                     if not isinstance(o, Constant)), default=0)
+        exponent = ins.operands[1] if ins.primitive.name == "power" else None
+        key = (level[ins.result], ins.primitive, ins.params, len(ins.operands),
+               constant_row[id(exponent)] if isinstance(exponent, Constant) else None)
+        members.setdefault(key, []).append(ins)
+    row = {v: v for v in range(program.input_count)}
+    next_row = program.input_count + len(row_of_literal)
+    keys = sorted(members, key=lambda key: key[0])
+    for key in keys:
+        for ins in members[key]:
+            row[ins.result], next_row = next_row, next_row + 1
+
+    def row_of(o):
+        return constant_row[id(o)] if isinstance(o, Constant) else row[o]
+
+    groups = [(members[k][0].primitive.name, row[members[k][0].result],
+               [[row_of(o) for o in ins.operands] for ins in members[k]]) for k in keys]
+    return next_row, groups, [row_of(o) for o in program.outputs]
+
+
+def _plan_summary(plan):
+    groups = [(g.primitive.name, g.first_row, g.operand_rows.T.tolist()) for g in plan.groups]
+    return plan.row_count, groups, plan.output_rows
+
+
+def _mixed_graph():
+    """Wide at first, then a chain of 60 levels: powers of several exponents, shared
+    constants, where and comparisons, and an output that is a constant."""
+    def f(x):
+        y = np.where(x > 0.5, x ** 2, x ** 0.5) * 3.0 + np.exp(-x ** 2)
+        total = np.sum(y)
+        for _ in range(60):
+            total = np.sin(total) * 0.5 + total ** 3
+        return total, y[0] ** 1.5, 2.0
+
+    return sd.grad(lambda x: f(x)[0] + f(x)[1]).trace(np.linspace(0.1, 1.0, 600)), f
+
+
+@pytest.mark.parametrize("sweeps", [levels.LEVEL_SWEEPS, 3, 0])
+def test_plan_from_the_operand_table_is_the_plan_by_definition(sweeps, monkeypatch):
+    # plan_levels finds levels by NumPy sweeps, or one instruction at a time in a deep
+    # graph (here forced: fewer sweeps than the graph is deep, or none), and groups
+    # and rows with NumPy: the plan is the one the definition gives, either way.
+    monkeypatch.setattr(levels, "LEVEL_SWEEPS", sweeps)
+    G, _ = _mixed_graph()
+    F = sd.trace(lambda x: _mixed_graph()[1](x), np.linspace(0.1, 1.0, 600))
+    for graph in (G.graph, F.graph):
+        program = build_program(graph)
+        assert program.table is not None and program._instructions is None
+        plan = levels.plan_levels(program)
+        assert program._instructions is None  # planned from the table alone
+        assert _plan_summary(plan) == _reference_plan(build_program(graph))
+        # A program whose instructions a pass replaced is planned from them.
+        reordered = build_program(graph)
+        reordered.instructions = list(reordered.instructions)
+        assert reordered.table is None
+        assert _plan_summary(levels.plan_levels(reordered)) == _plan_summary(plan)
+        assert (levels.plan_levels(build_program(graph), max_groups=len(plan.groups)) is not None
+                and levels.plan_levels(build_program(graph), max_groups=len(plan.groups) - 1) is None)
+
+
+def test_wide_graph_with_a_deep_tail_matches_the_numpy_backend(monkeypatch):
+    G, f = _mixed_graph()
+    x = np.linspace(0.1, 1.0, 600)
+    want = _evaluate(_region_lowering(G, "numpy"), G, x)
+    for sweeps in (levels.LEVEL_SWEEPS, 2):
+        monkeypatch.setattr(levels, "LEVEL_SWEEPS", sweeps)
+        for backend in ("numpy", "numexpr"):
+            module = levels.lower_levels(build_program(G.graph),
+                                         levels.plan_levels(build_program(G.graph)),
+                                         np.float64, backend)
+            got = _evaluate(Evaluator(module, load_module(module)), G, x)
+            if backend == "numpy":
+                np.testing.assert_array_equal(got, want)
+            else:
+                np.testing.assert_allclose(got, want, rtol=1e-13)
+
+
+def test_build_program_resolves_equal_symbols_constants_and_later_nodes():
+    import sympy
+
+    from symad.errors import CompileError
+    from symad.graph import Graph, GraphBuilder, Node
+    from symad.primitives import add_p, mul_p, sin_p
+
+    x = sympy.Symbol("x")
+    builder = GraphBuilder()
+    builder.add_input(x)
+    s = builder.record(sin_p, (x,))
+    m = builder.record(mul_p, (s, sympy.Float(0.5)))
+    graph = builder.finish([builder.record(add_p, (m, x)), sympy.Float(0.5), x])
+    program = build_program(graph)
+    half = program.outputs[1]
+    assert half.value == 0.5 and program.outputs[0] == 3 and program.outputs[2] == 0
+    assert [sorted(ins.operands, key=str) for ins in program.instructions] == [
+        [0], [1, half], [0, 2]]
+    # The input read through a symbol equal to it but not the same object.
+    equal = sympy.Symbol.__xnew__(sympy.Symbol, "x")
+    assert equal == x and equal is not x
+
+    def rebuilt(inputs, outputs):
+        nodes = [Node(n.symbol, n.primitive, tuple(equal if a is x else a for a in n.args), n.params)
+                 for n in graph.nodes]
+        return Graph(inputs, nodes, outputs)
+
+    same = build_program(rebuilt((x,), (graph.outputs[0], equal)))
+    assert same.instructions == program.instructions and same.outputs[1] == 0
+    with pytest.raises(CompileError, match="enclosing trace"):
+        build_program(rebuilt((sympy.Symbol("y"),), graph.outputs))  # x: a free symbol
+    # A node reading a later node's value is malformed, not a free symbol.
+    later = Graph((x,), [Node(s, sin_p, (graph.nodes[1].symbol,), ()), graph.nodes[1]], (s,))
+    with pytest.raises(KeyError):
+        build_program(later)

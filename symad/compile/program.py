@@ -37,10 +37,14 @@ builder folds constant operands and hash-conses equal nodes as it records.
 
 from __future__ import annotations
 
+import itertools
+import operator
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
+
+import numpy as np
 
 from symad.errors import CompileError
 from symad.graph import Graph, constant_value
@@ -48,6 +52,7 @@ from symad.graph import Graph, constant_value
 __all__ = [
     "Constant",
     "Instruction",
+    "OperandTable",
     "Program",
     "Step",
     "build_program",
@@ -105,27 +110,148 @@ class Step(NamedTuple):
     body: tuple = ()
 
 
-@dataclass
-class Program:
-    """Inputs ``v0 .. v{input_count-1}``, instructions in order, and output operands."""
+class OperandTable(NamedTuple):
+    """A program's instructions as flat integer arrays, for passes that work on all at once.
 
-    name: str
+    Operand *codes* number values ``0 .. value_count-1`` (inputs first, then one
+    per instruction) and constants after them: code ``value_count + k`` is
+    ``constants[k]``. The operands of instruction ``i`` (result
+    ``input_count + i``) are ``codes[offsets[i]:offsets[i] + arities[i]]``.
+    :func:`build_program` makes it with a few bulk passes over the Graph, and a
+    wide graph is planned from it (``symad.compile.levels``) without making an
+    :class:`Instruction` per node.
+    """
+
     input_count: int
-    input_names: tuple[str, ...]
-    instructions: list[Instruction]
-    outputs: tuple
-    #: values that hold truth values (comparison results), for buffer and output types
-    boolean_values: set[int] = field(default_factory=set)
-    #: filled by ``fuse``: the materialized evaluations, and the inlined instructions by result
-    steps: list[Step] = field(default_factory=list)
-    inlined: dict[int, Instruction] = field(default_factory=dict)
-    #: filled by ``liveness``: per step, the values read for the last time by it
-    frees: tuple = ()
+    primitives: list
+    params: list
+    arities: np.ndarray
+    offsets: np.ndarray
+    codes: np.ndarray
+    #: distinct Constant operands (one per atom), in order of first use by the operands, then the outputs
+    constants: list
+    #: the outputs' codes
+    output_codes: np.ndarray
+
+    @property
+    def value_count(self) -> int:
+        return self.input_count + len(self.primitives)
+
+    @classmethod
+    def from_instructions(cls, input_count: int, instructions: Sequence[Instruction],
+                          outputs: Sequence) -> OperandTable:
+        """The table of instructions numbered ``input_count, input_count + 1, ...`` in order."""
+        # Codes number the instructions by position, whatever their results are
+        # numbered (a pass may have reordered or dropped some).
+        code_of_value = {instruction.result: input_count + index
+                         for index, instruction in enumerate(instructions)}
+        value_count = input_count + len(instructions)
+        constant_code: dict = {}  # id(Constant) -> code
+        constants: list = []
+
+        def code(operand) -> int:
+            if operand.__class__ is not Constant:
+                return operand if operand < input_count else code_of_value[operand]
+            found = constant_code.get(id(operand))
+            if found is None:
+                found = constant_code[id(operand)] = value_count + len(constants)
+                constants.append(operand)
+            return found
+
+        codes = [code(operand) for instruction in instructions for operand in instruction.operands]
+        output_codes = [code(operand) for operand in outputs]
+        arities = np.array([len(instruction.operands) for instruction in instructions], np.int64)
+        return cls(input_count, [instruction.primitive for instruction in instructions],
+                   [instruction.params for instruction in instructions], arities,
+                   _starts(arities), np.array(codes, np.int64), constants,
+                   np.array(output_codes, np.int64))
+
+    def instructions(self) -> list[Instruction]:
+        """The :class:`Instruction` of every row of the table, in order."""
+        operand_of_code = list(range(self.value_count)) + self.constants
+        flat = list(map(operand_of_code.__getitem__, self.codes.tolist()))
+        bounds = self.offsets.tolist() + [len(flat)]
+        operands = [tuple(flat[start:stop]) for start, stop in zip(bounds, bounds[1:])]
+        returns_boolean = {p: bool(p.returns_boolean) for p in set(self.primitives)}
+        # tuple.__new__ straight from C: a named tuple's own constructor is a Python
+        # function, and this runs once per node.
+        return list(map(tuple.__new__, itertools.repeat(Instruction),
+                        zip(range(self.input_count, self.value_count), self.primitives, operands,
+                            self.params, map(returns_boolean.__getitem__, self.primitives))))
+
+    def boolean_values(self) -> set[int]:
+        """The values that hold truth values (results of comparisons)."""
+        returns_boolean = {p: bool(p.returns_boolean) for p in set(self.primitives)}
+        mask = np.fromiter(map(returns_boolean.__getitem__, self.primitives), bool, len(self.primitives))
+        return set((np.flatnonzero(mask) + self.input_count).tolist())
+
+
+def _starts(arities: np.ndarray) -> np.ndarray:
+    """Where each instruction's operands start in the flat ``codes``."""
+    starts = np.zeros(len(arities), np.int64)
+    np.cumsum(arities[:-1], out=starts[1:])
+    return starts
+
+
+class Program:
+    """Inputs ``v0 .. v{input_count-1}``, instructions in order, and output operands.
+
+    A program from :func:`build_program` holds its :class:`OperandTable` and makes
+    its ``instructions`` from it only when they are first asked for: a wide
+    graph is planned and lowered from the table alone. Assigning
+    ``instructions`` (as the passes do) drops the table, which no longer describes them.
+    """
+
+    def __init__(self, name: str, input_count: int, input_names: tuple[str, ...],
+                 instructions: list[Instruction] | None, outputs: tuple,
+                 boolean_values: set[int] | None = None, table: OperandTable | None = None):
+        if instructions is None and table is None:
+            raise ValueError("a Program needs its instructions or their OperandTable")
+        self.name = name
+        self.input_count = input_count
+        self.input_names = input_names
+        self._instructions = instructions
+        #: the instructions as flat arrays, while it still describes them (else None)
+        self.table = table
+        self.outputs = outputs
+        #: values that hold truth values (comparison results), for buffer and output types
+        self.boolean_values = set() if boolean_values is None else boolean_values
+        #: filled by ``fuse``: the materialized evaluations, and the inlined instructions by result
+        self.steps: list[Step] = []
+        self.inlined: dict[int, Instruction] = {}
+        #: filled by ``liveness``: per step, the values read for the last time by it
+        self.frees: tuple = ()
+
+    @property
+    def instructions(self) -> list[Instruction]:
+        if self._instructions is None:
+            self._instructions = self.table.instructions()
+        return self._instructions
+
+    @instructions.setter
+    def instructions(self, instructions: list[Instruction]) -> None:
+        self._instructions = instructions
+        self.table = None
+
+    @property
+    def instruction_count(self) -> int:
+        return len(self._instructions) if self._instructions is not None else len(self.table.primitives)
+
+    def operand_table(self) -> OperandTable:
+        """The instructions as an :class:`OperandTable` (made from them if not kept)."""
+        if self.table is None:
+            self.table = OperandTable.from_instructions(self.input_count, self._instructions,
+                                                        self.outputs)
+        return self.table
 
     def output_is_boolean(self, operand) -> bool:
         if isinstance(operand, Constant):
             return isinstance(operand.value, bool)
         return operand in self.boolean_values
+
+    def __repr__(self) -> str:
+        return (f"<Program {self.name!r}: {self.input_count} inputs, "
+                f"{self.instruction_count} instructions, {len(self.outputs)} outputs>")
 
 
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -156,47 +282,98 @@ def build_program(graph: Graph, name: str = "function") -> Program:
     >>> program.instructions[0].operands
     (Constant(value=0.5), 0)
     """
-    number = {symbol: index for index, symbol in enumerate(graph.inputs)}
-    constants: dict = {}  # id(atom) -> (atom, its Constant): one per distinct atom
+    inputs, nodes = graph.inputs, graph.nodes
+    input_count, value_count = len(inputs), len(inputs) + len(nodes)
+    # A wide gradient has 10^5 nodes, and a Python statement per node or operand
+    # costs milliseconds: the table is made with bulk passes (map, zip, NumPy),
+    # and only the atoms that are not an input or node symbol by identity --
+    # constants, few and shared, and anything unusual -- are looked at one by one.
+    number = dict(zip(map(id, itertools.chain(inputs, map(_SYMBOL, nodes))), range(value_count)))
+    args = list(map(_ARGS, nodes))
+    arities = np.fromiter(map(len, args), np.int64, len(nodes))
+    atoms = list(itertools.chain.from_iterable(args))
+    codes = np.fromiter(map(number.get, map(id, atoms), itertools.repeat(-1)), np.int64, len(atoms))
+    # An operand must be an earlier value: a later node's symbol is looked at below.
+    owner = np.repeat(np.arange(input_count, value_count, dtype=np.int64), arities)
+    codes[codes >= owner] = -1
+    resolver = _AtomResolver(graph, value_count)
+    unresolved = np.flatnonzero(codes < 0)
+    if len(unresolved):
+        ids = np.fromiter(map(id, map(atoms.__getitem__, unresolved.tolist())), np.int64,
+                          len(unresolved))
+        # Each distinct atom once, in order of first use (so constants are numbered so).
+        _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+        code_of_distinct = np.empty(len(first), np.int64)
+        for distinct in np.argsort(first, kind="stable").tolist():
+            position = int(unresolved[first[distinct]])
+            node_value = int(owner[position])
+            code_of_distinct[distinct] = resolver.code(atoms[position], before=node_value)
+        codes[unresolved] = code_of_distinct[inverse.reshape(-1)]
+    output_codes = np.array([resolver.code(atom, before=value_count) if code < 0 else code
+                             for atom, code in zip(graph.outputs, map(number.get, map(id, graph.outputs),
+                                                                      itertools.repeat(-1)))],
+                            np.int64)
+    table = OperandTable(input_count, list(map(_PRIMITIVE, nodes)), list(map(tuple, map(_PARAMS, nodes))),
+                         arities, _starts(arities), codes, resolver.constants, output_codes)
+    operand_of_code = resolver.constants
+    outputs = tuple(code if code < value_count else operand_of_code[code - value_count]
+                    for code in output_codes.tolist())
+    return Program(
+        name=name,
+        input_count=input_count,
+        input_names=tuple(symbol.name for symbol in inputs),
+        instructions=None,
+        outputs=outputs,
+        boolean_values=table.boolean_values(),
+        table=table,
+    )
 
-    def operand(atom):
-        if atom.is_Symbol:
-            return number[atom]
-        entry = constants.get(id(atom))
-        if entry is None:
-            entry = constants[id(atom)] = (atom, Constant(constant_value(atom)))
-        return entry[1]
 
-    instructions, boolean_values = [], set()
-    try:
-        for result, node in enumerate(graph.nodes, start=len(number)):
-            # Symbols are looked up inline: this loop runs once per node of graphs
-            # of 10^5 nodes, and a call per operand was a third of its time.
-            operands = tuple([number[atom] if atom.is_Symbol else operand(atom)
-                              for atom in node.args])
-            number[node.symbol] = result
-            boolean = bool(node.primitive.returns_boolean)
-            if boolean:
-                boolean_values.add(result)
-            instructions.append(Instruction(result, node.primitive, operands, tuple(node.params), boolean))
-        outputs = tuple(operand(atom) for atom in graph.outputs)
-    except KeyError:  # a symbol that is neither an input nor an earlier node
-        free = graph.free_symbols()
-        if not free:
-            raise
+_SYMBOL = operator.attrgetter("symbol")
+_ARGS = operator.attrgetter("args")
+_PRIMITIVE = operator.attrgetter("primitive")
+_PARAMS = operator.attrgetter("params")
+
+
+class _AtomResolver:
+    """Codes of the operands :func:`build_program` does not find by identity.
+
+    Constants: one :class:`Constant` per distinct atom, numbered after the values
+    in order of first use. A symbol equal to an input or node symbol but not the
+    same object: that value, if defined before its use. Anything else is a
+    symbol of an enclosing trace (``CompileError``) or a malformed graph (``KeyError``).
+    """
+
+    def __init__(self, graph: Graph, value_count: int):
+        self.graph = graph
+        self.value_count = value_count
+        self.constants: list[Constant] = []
+        self._constant_code: dict = {}  # id(atom) -> code
+        self._by_equality: dict | None = None
+
+    def code(self, atom, before: int) -> int:
+        if not atom.is_Symbol:
+            found = self._constant_code.get(id(atom))
+            if found is None:
+                found = self._constant_code[id(atom)] = self.value_count + len(self.constants)
+                self.constants.append(Constant(constant_value(atom)))
+            return found
+        if self._by_equality is None:
+            symbols = itertools.chain(self.graph.inputs, map(_SYMBOL, self.graph.nodes))
+            self._by_equality = {}
+            for value, symbol in enumerate(symbols):
+                self._by_equality.setdefault(symbol, value)
+        value = self._by_equality.get(atom)
+        if value is not None and value < before:
+            return value
+        free = self.graph.free_symbols()
+        if not free:  # neither an input nor an earlier node, yet not free: a malformed graph
+            raise KeyError(atom)
         names = ", ".join(sorted(str(s) for s in free))
         raise CompileError(
             f"the graph refers to values of an enclosing trace ({names}); it can only be "
             "evaluated inside that trace"
-        ) from None
-    return Program(
-        name=name,
-        input_count=len(graph.inputs),
-        input_names=tuple(symbol.name for symbol in graph.inputs),
-        instructions=instructions,
-        outputs=outputs,
-        boolean_values=boolean_values,
-    )
+        )
 
 
 # ---------------------------------------------------------------------------
