@@ -223,10 +223,13 @@ def eliminate_dead_nodes(nodes: Sequence[Node], outputs: Iterable) -> list[Node]
     """Keep only the nodes that the outputs depend on, in their original order."""
     live = {atom for atom in outputs if atom.is_Symbol}
     kept: list[Node] = []
+    add = live.add
     for node in reversed(nodes):
         if node.symbol in live:
             kept.append(node)
-            live.update(a for a in node.args if a.is_Symbol)
+            for atom in node.args:  # symbols only: hashing a Float constant costs microseconds
+                if atom.is_Symbol:
+                    add(atom)
     kept.reverse()
     return kept
 
@@ -506,13 +509,18 @@ class GraphBuilder:
         only registered, so that later records find them (a fraction of what
         recording them again costs).
         """
+        node_by_key, node_of, order, own_nodes = self._node_by_key, self._node_of, self._order, self.nodes
         for node in nodes:
             symbol = node.symbol
-            key = (node.primitive, tuple(map(self._operand_key, node.args)), node.params)
-            self._node_by_key.setdefault(key, symbol)
-            self.nodes.append(node)
-            self._node_of[symbol] = node
-            self._order[symbol] = len(self._order)
+            operand_keys = node.args  # symbols are their own keys, as in record
+            for atom in operand_keys:
+                if not atom.is_Symbol:
+                    operand_keys = tuple(map(self._operand_key, node.args))
+                    break
+            node_by_key.setdefault((node.primitive, operand_keys, node.params), symbol)
+            own_nodes.append(node)
+            node_of[symbol] = node
+            order[symbol] = len(order)
             if node.primitive.returns_boolean:
                 self._boolean_atoms.add(symbol)
 

@@ -198,7 +198,10 @@ def _backpropagate_run(builder, run, terms, masks, active, function_name) -> lis
     left: list[Node] = []
     by_wanted: dict = {}  # the operand positions that need a partial -> [(node, cotangent)]
     for node in run:
-        cotangent, pending, applied = masks.combine(terms.pop(node.symbol))
+        masked_terms = terms.pop(node.symbol)
+        # One path reaches most nodes of a run (every element of an elementwise chain).
+        cotangent, pending, applied = (masked_terms[0] if len(masked_terms) == 1
+                                       else masks.combine(masked_terms))
         if pending is not None or applied is not None:
             terms[node.symbol] = [(cotangent, pending, applied)]  # combined: swept alone
             left.append(node)

@@ -59,7 +59,7 @@ def partial_atom_columns(nodes: Sequence[Node], indices: Sequence[int], function
     """
     primitive = nodes[0].primitive
     count = len(nodes)
-    operands = [Tracer(_object_column([node.args[position] for node in nodes]))
+    operands = [_operand_column([node.args[position] for node in nodes])
                 for position in range(len(nodes[0].args))]
     out = Tracer(_object_column([node.symbol for node in nodes]))
     columns = {}
@@ -77,6 +77,19 @@ def partial_atom_columns(nodes: Sequence[Node], indices: Sequence[int], function
                 f"returned shape {atoms.shape} for {count} operands, in function {function_name!r}"
             )
     return columns
+
+
+def _operand_column(atoms: list) -> Tracer:
+    """The traced array of ``atoms``, or a traced scalar where they are all one atom.
+
+    One atom for every node is usually a constant (the exponent 2 of a run of
+    squares): as a scalar, what the rule computes from it alone (``2 - 1``) is
+    recorded once instead of once per node.
+    """
+    first = atoms[0]
+    if all(atom is first for atom in atoms):
+        return Tracer.of_atom(first)
+    return Tracer(_object_column(atoms))
 
 
 def _object_column(atoms: list) -> np.ndarray:
