@@ -456,8 +456,19 @@ class GraphBuilder:
         which saves creating a SymPy symbol per node).
         """
         args = tuple(args)
-        if primitive.boolean_operands or self._any_truth_value(args):
+        # Most operations are on symbols only (every elementwise step of an array trace):
+        # they need neither the truth-value check (unless a comparison was recorded) nor
+        # constant keys, since symbols are their own operand keys.
+        all_symbols = True
+        for atom in args:
+            if not atom.is_Symbol:
+                all_symbols = False
+                break
+        if primitive.boolean_operands or (
+            (not all_symbols or len(self._boolean_atoms) > 2) and self._any_truth_value(args)
+        ):
             args = self._coerce_operands(primitive, args)
+            all_symbols = all(atom.is_Symbol for atom in args)
         if primitive.commutative and len(args) > 1:
             args = self._canonical_order(args)
         if primitive.simplify is not None:
@@ -466,15 +477,19 @@ class GraphBuilder:
                 return simplified
         # The hash-consing key, on plain Python values; on the way, whether every
         # operand is a constant (atoms are symbols or constants), to fold it exactly.
-        operand_keys = []
-        all_constant = True
-        for a in args:
-            if a.is_Symbol:
-                operand_keys.append(a)
-                all_constant = False
-            else:
-                operand_keys.append(self._constant_key(a))
-        key = (primitive, tuple(operand_keys), params)
+        if all_symbols:
+            key = (primitive, args, params)
+            all_constant = False
+        else:
+            operand_keys = []
+            all_constant = True
+            for a in args:
+                if a.is_Symbol:
+                    operand_keys.append(a)
+                    all_constant = False
+                else:
+                    operand_keys.append(self._constant_key(a))
+            key = (primitive, tuple(operand_keys), params)
         existing = self._node_by_key.get(key)
         if existing is not None:  # the node, or the constant this operation folded to before
             return existing
