@@ -217,3 +217,40 @@ def test_a_scalar_tracer_behaves_as_a_0d_array_when_shape_logic_needs_one():
         assert float(t.atoms[()]) == 2.0
         assert copy.atoms[()] is x  # the original is unchanged
         assert repr(Tracer.of_atom(x)) == "Tracer(x)"
+
+
+# ---------------------------------------------------------------------------
+# The garbage collector around a recording
+# ---------------------------------------------------------------------------
+
+
+def test_what_a_pause_made_is_not_walked_by_the_next_young_collection():
+    import gc
+
+    from symad.graph import garbage_collection_paused
+
+    assert gc.isenabled()
+    with garbage_collection_paused():
+        made = [[index] for index in range(50_000)]  # tracked objects, as a graph's nodes are
+    assert gc.isenabled()
+    # Promoted to the oldest generation in one step, not left in the youngest for
+    # its next collection to walk (which would move them to the middle one).
+    target = made[-1]
+    assert any(obj is target for obj in gc.get_objects(generation=2))
+    del made, target
+
+
+def test_objects_the_program_froze_stay_frozen():
+    import gc
+
+    from symad.graph import garbage_collection_paused
+
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with garbage_collection_paused():
+            made = [[index] for index in range(1_000)]
+        assert gc.get_freeze_count() == frozen  # not unfrozen by the pause
+        del made
+    finally:
+        gc.unfreeze()
