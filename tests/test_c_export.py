@@ -140,3 +140,19 @@ def test_default_name_comes_from_the_function():
     source, header = sd.trace(f, 1.0, 1.0).to_c()
     assert "void f(const double *in, double *out);" in header
     assert "#define F_N_INPUTS 2" in header
+
+
+@needs_compiler
+def test_traced_exponents_use_pow_and_match_the_evaluator(tmp_path):
+    # x**y with a traced exponent once crashed the exporter (only constant exponents worked).
+
+    def powers(x, y):
+        return x ** y + 2.0 ** y + np.abs(x) ** y + x ** -1.5 + x ** 3
+
+    for name, F in [("powers", sd.trace(powers, 0.5, 0.5)),
+                    ("grad_powers", sd.grad(powers, (0, 1)).trace(0.5, 0.5))]:
+        source, _ = F.to_c(name)
+        assert "pow(" in source
+        call = compile_c(F, name, tmp_path)
+        for point in [(0.5, 0.5), (2.0, -1.25), (3.0, 2.5)]:
+            np.testing.assert_allclose(call(*point), flat_outputs(F, *point), rtol=1e-13)

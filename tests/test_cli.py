@@ -144,3 +144,9 @@ def test_usage_errors_exit_with_2(run_here):
     assert result.returncode == 2 and "one --wrt" in result.stderr
     result = run_here("diff", "x", "--wrt", "x", "--order", "1000")
     assert result.returncode == 2 and "--order" in result.stderr
+
+
+def test_c_output_with_a_variable_exponent(run_here):
+    result = run_here("diff", "x**y", "--wrt", "x", "y", "--c")
+    assert result.returncode == 0, result.stderr
+    assert "pow(in[0], in[1])" in result.stdout

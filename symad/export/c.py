@@ -108,15 +108,18 @@ def _literal(atom) -> str:
     return f"({text})" if value < 0 else text
 
 
-def _power(base: str, exponent) -> str:
-    # Exactly rounded either way: x**1, x**2 and x**-1 need no pow() call.
-    if is_constant(exponent) and constant_value(exponent) == 1:
-        return base
-    if is_constant(exponent) and constant_value(exponent) == 2:
-        return f"{base} * {base}"
-    if is_constant(exponent) and constant_value(exponent) == -1:
-        return f"1.0 / {base}"
-    exponent_text = _literal(exponent) if is_constant(exponent) else exponent
+def _power(base: str, exponent, exponent_text: str) -> str:
+    """C for ``base ** exponent``; ``exponent`` is the atom, ``exponent_text`` its C operand."""
+    if is_constant(exponent):
+        # Exactly rounded either way: x**1, x**2 and x**-1 need no pow() call.
+        value = constant_value(exponent)
+        if value == 1:
+            return base
+        if value == 2:
+            return f"{base} * {base}"
+        if value == -1:
+            return f"1.0 / {base}"
+    # A traced exponent (x**y, 2.0**y) is a temporary or an input: pow() as NumPy computes it.
     return f"pow({base}, {exponent_text})"
 
 
@@ -129,7 +132,7 @@ def _statement(node, operand: callable, function_name: str, helpers: set) -> str
     if name == "add":
         return " + ".join(args)
     if name == "power":
-        return _power(args[0], node.args[1] if is_constant(node.args[1]) else args[1])
+        return _power(args[0], node.args[1], args[1])
     if name in ("reduce_max", "reduce_min"):
         helper = "maximum" if name == "reduce_max" else "minimum"
         helpers.add(helper)
