@@ -17,7 +17,9 @@ is refused with a message and exit code 2.
 
 The function's arguments are the ``--wrt`` names, in the order given, then
 every other name in the order it first appears in the expression (``pi`` and
-``e`` are constants).
+``e`` are constants; ``e**x`` is read as ``exp(x)``). A call with the wrong
+number of arguments (``sin(x, y)``) and a ``--wrt`` name given twice are
+refused with exit code 2.
 """
 
 from __future__ import annotations
@@ -54,8 +56,17 @@ def _functions() -> dict[str, Callable]:
     return table
 
 
+def _arity(function: Callable) -> int:
+    """How many positional arguments ``function`` requires (all the allowed ones take only those)."""
+    return sum(1 for p in inspect.signature(function).parameters.values()
+               if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty)
+
+
 #: The functions an expression may call, by name (symad.numpy functions).
 FUNCTIONS = _functions()
+#: How many arguments each function takes: checked before tracing, so a wrong count
+#: is a one-line refusal rather than a TypeError from inside symad.
+ARITY = {name: _arity(function) for name, function in FUNCTIONS.items()}
 CONSTANTS = {"pi": math.pi, "e": math.e}
 
 
@@ -143,6 +154,11 @@ def _check(tree: ast.Expression) -> list[str]:
                                       f"{', '.join(sorted(FUNCTIONS))}")
             if node.keywords:
                 raise ExpressionError("keyword arguments are not allowed")
+            expected = ARITY[node.func.id]
+            if len(node.args) != expected:
+                plural = "argument" if expected == 1 else "arguments"
+                raise ExpressionError(f"{node.func.id} takes {expected} {plural}, "
+                                      f"got {len(node.args)}")
         else:
             raise ExpressionError(f"{_describe(node)} not allowed in an expression")
     for node in ast.walk(tree):
@@ -185,11 +201,13 @@ def parse_expression(text: str, wrt: list[str] | None = None) -> Callable:
         raise ExpressionError("the expression is nested too deeply") from None
     found = _check(tree)
     wrt = list(wrt or [])
-    for name in wrt:
+    for index, name in enumerate(wrt):
         if not name.isidentifier() or name.startswith("_"):
             raise ExpressionError(f"--wrt name {name!r} is not a variable name")
         if name in FUNCTIONS or name in CONSTANTS:
             raise ExpressionError(f"--wrt name {name!r} is a function or constant")
+        if name in wrt[:index]:
+            raise ExpressionError(f"--wrt lists {name!r} twice; name each variable once")
     variables = wrt + [name for name in found if name not in wrt]
 
     def evaluate(node, env):
@@ -200,6 +218,11 @@ def parse_expression(text: str, wrt: list[str] | None = None) -> Callable:
         if isinstance(node, ast.Name):
             return env[node.id] if node.id in env else CONSTANTS[node.id]
         if isinstance(node, ast.BinOp):
+            if isinstance(node.op, ast.Pow) and isinstance(node.left, ast.Name) \
+                    and node.left.id == "e" and _constant_value(node.right) is None:
+                # e is the float 2.718...; e**x as exp(x) reads as the user meant it
+                # (and differentiates to exp(x), not 2.718...**x*log(2.718...)).
+                return FUNCTIONS["exp"](evaluate(node.right, env))
             return _BINARY[type(node.op)](evaluate(node.left, env), evaluate(node.right, env))
         if isinstance(node, ast.UnaryOp):
             return _UNARY[type(node.op)](evaluate(node.operand, env))

@@ -150,3 +150,37 @@ def test_c_output_with_a_variable_exponent(run_here):
     result = run_here("diff", "x**y", "--wrt", "x", "y", "--c")
     assert result.returncode == 0, result.stderr
     assert "pow(in[0], in[1])" in result.stdout
+
+
+@pytest.mark.parametrize("name", sorted(__import__("symad.cli").cli.FUNCTIONS))
+def test_every_function_refuses_a_wrong_argument_count(name, run_here):
+    from symad.cli import ARITY
+
+    expected = ARITY[name]
+    for count in {0, expected - 1, expected + 1} - {-1, expected}:
+        call = f"{name}({', '.join(['x'] * count)})"
+        result = run_here("diff", call, "--wrt", "x")
+        assert result.returncode == 2, (call, result.stderr)
+        assert "Traceback" not in result.stderr
+        plural = "argument" if expected == 1 else "arguments"
+        assert result.stderr.strip() == f"symad: {name} takes {expected} {plural}, got {count}"
+
+
+def test_wrong_arity_from_the_entry_point_is_one_line():
+    result = run("diff", "sin(x, y)", "--wrt", "x")
+    assert result.returncode == 2
+    assert result.stderr.strip() == "symad: sin takes 1 argument, got 2"
+
+
+def test_a_wrt_name_given_twice_is_refused(run_here):
+    result = run_here("diff", "x", "--wrt", "x", "x")
+    assert result.returncode == 2
+    assert result.stderr.strip() == "symad: --wrt lists 'x' twice; name each variable once"
+
+
+def test_e_to_a_power_reads_as_exp(run_here):
+    assert run_here("diff", "e**x", "--wrt", "x").stdout.strip() == "df/dx = exp(x)"
+    assert run_here("diff", "e**(2*x)", "--wrt", "x").stdout.strip() == "df/dx = 2*exp(2*x)"
+    # A constant power of e stays a number, as before.
+    result = run_here("taylor", "e**2*x", "--wrt", "x", "--order", "1", "--at", "0")
+    assert result.stdout.splitlines()[1] == f"c1 = {math.e ** 2!r}"
