@@ -491,7 +491,14 @@ class GraphBuilder:
             args = self._coerce_operands(primitive, args)
             all_symbols = all(atom.is_Symbol for atom in args)
         if primitive.commutative and len(args) > 1:
-            args = self._canonical_order(args)
+            if all_symbols and len(args) == 2:  # the common case of _canonical_order, inline
+                first_order, second_order = self._order.get(args[0]), self._order.get(args[1])
+                if first_order is None or second_order is None:
+                    args = self._canonical_order(args)
+                elif second_order < first_order:
+                    args = (args[1], args[0])
+            else:
+                args = self._canonical_order(args)
         if primitive.simplify is not None:
             simplified = primitive.simplify(self, args)
             if simplified is not None:

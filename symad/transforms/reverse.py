@@ -245,6 +245,9 @@ class _Masks:
         """
         if len(masked_terms) == 1:  # one path reaches the atom (every step of a chain)
             return masked_terms[0]
+        if all(pending is None and applied is None for _, pending, applied in masked_terms):
+            # No where upstream (the common case): a plain sum.
+            return sum_terms(self.builder, [value for value, _, _ in masked_terms]), None, None
         by_pending: dict = {}
         for value, pending, applied in masked_terms:
             by_pending.setdefault(pending, []).append((value, applied))
