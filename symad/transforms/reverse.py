@@ -91,8 +91,10 @@ def backpropagate(
     # microseconds, and constants are never active.
     active = {atom for atom in wrt if atom.is_Symbol}  # a constant wrt entry has cotangent 0
     for node in primal_nodes:
-        if any(arg.is_Symbol and arg in active for arg in node.args):
-            active.add(node.symbol)
+        for arg in node.args:
+            if arg.is_Symbol and arg in active:
+                active.add(node.symbol)
+                break
 
     masks = _Masks(builder)
     terms: dict = {}  # atom -> the (value, pending, applied) terms still to be summed
@@ -145,7 +147,9 @@ def _runs_of_like_nodes(nodes: Iterable[Node], terms: dict) -> Iterator[list[Nod
             run, used_by_run = [], set()
         run.append(node)
         run_kind = kind
-        used_by_run.update([arg for arg in node.args if arg.is_Symbol])
+        for arg in node.args:
+            if arg.is_Symbol:
+                used_by_run.add(arg)
     if run:
         yield run
 
@@ -206,7 +210,11 @@ def _backpropagate_run(builder, run, terms, masks, active, function_name) -> lis
             terms[node.symbol] = [(cotangent, pending, applied)]  # combined: swept alone
             left.append(node)
             continue
-        wanted = tuple(index for index, arg in enumerate(node.args) if arg.is_Symbol and arg in active)
+        args = node.args
+        if len(args) == 1:  # the common case, without a generator
+            wanted = (0,) if args[0].is_Symbol and args[0] in active else ()
+        else:
+            wanted = tuple(index for index, arg in enumerate(args) if arg.is_Symbol and arg in active)
         by_wanted.setdefault(wanted, []).append((node, cotangent))
     record = builder.record
     for wanted, members in by_wanted.items():
