@@ -120,17 +120,31 @@ class NodeSymbol(sympy.Dummy):
     def __new__(cls, name: str, dummy_index: int | None = None, **assumptions):
         if assumptions or _SHARED_ASSUMPTIONS is None:  # not a plain node name: SymPy's way
             return sympy.Dummy.__new__(cls, name, dummy_index, **assumptions)
-        symbol = sympy.Expr.__new__(cls)
-        symbol.name = name
-        symbol._assumptions, symbol._assumptions_orig, symbol._assumptions0 = _SHARED_ASSUMPTIONS
-        # Numbered from a counter of our own, not Dummy's: Dummy counts in a class
-        # attribute, and every write to a class attribute invalidates CPython's
-        # attribute cache for the class and its subclasses, so each later lookup on a
-        # node symbol (``is_Symbol``: several per recorded node) went the slow way.
-        # That made a node symbol cost 1.4 us instead of 0.3. The numbers only need
-        # to be distinct among node symbols (a Dummy sorts by class name first).
-        symbol.dummy_index = next(_NODE_NUMBERS) if dummy_index is None else dummy_index
-        return symbol
+        return _plain_node_symbol(cls, name, dummy_index)
+
+
+def _plain_node_symbol(cls, name: str, dummy_index: int | None = None) -> NodeSymbol:
+    """A node symbol with the shared assumptions, made without SymPy's constructors.
+
+    ``sympy.Basic.__new__``'s three assignments are made here: its call chain was
+    a third of a node symbol's cost, and the builder makes one per recorded node.
+    """
+    symbol = _object_new(cls)
+    symbol._mhash = None
+    symbol._args = ()
+    symbol.name = name
+    symbol._assumptions, symbol._assumptions_orig, symbol._assumptions0 = _SHARED_ASSUMPTIONS
+    # Numbered from a counter of our own, not Dummy's: Dummy counts in a class
+    # attribute, and every write to a class attribute invalidates CPython's
+    # attribute cache for the class and its subclasses, so each later lookup on a
+    # node symbol (``is_Symbol``: several per recorded node) went the slow way.
+    # That made a node symbol cost 1.4 us instead of 0.3. The numbers only need
+    # to be distinct among node symbols (a Dummy sorts by class name first).
+    symbol.dummy_index = next(_NODE_NUMBERS) if dummy_index is None else dummy_index
+    return symbol
+
+
+_object_new = object.__new__
 
 
 # Like Dummy's, the numbering starts at a random base in each process, so that the
@@ -534,6 +548,8 @@ class GraphBuilder:
                 return value
         if symbol_hint is not None and symbol_hint not in self._order:
             symbol = symbol_hint
+        elif _SHARED_ASSUMPTIONS is not None:
+            symbol = _plain_node_symbol(NodeSymbol, f"n{len(self.nodes)}")
         else:
             symbol = NodeSymbol(f"n{len(self.nodes)}")
         node = Node(symbol, primitive, args, params)
