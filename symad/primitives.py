@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import mpmath
 import numpy as np
 import scipy.special
 import sympy
@@ -138,6 +139,59 @@ def _register(primitive: Primitive) -> Primitive:
 # ---------------------------------------------------------------------------
 
 
+class NumericImplementation:
+    """What ``sympy.lambdify`` calls for a symad SymPy function: its ``_imp_``.
+
+    SymPy's printers know no ``sigmoid``, ``ndtr``...: lambdify prints such a call
+    by name and takes the name from a namespace holding the ``_imp_`` of every
+    function class in the expression. Without one, a formula symad returns
+    raises NameError when lambdified. mpmath arguments (``modules="mpmath"``) are
+    computed by ``mpmath_impl`` at mpmath's working precision, SymPy arguments
+    (``modules="sympy"``) stay symbolic, anything else (floats, NumPy arrays) goes
+    to ``numpy_impl`` -- what symad itself evaluates with -- or, where there is
+    none, to ``mpmath_impl`` element by element.
+    """
+
+    def __init__(self, function_class, mpmath_impl: Callable, numpy_impl: Callable | None = None):
+        self.function_class = function_class
+        self.mpmath_impl = mpmath_impl
+        self.numpy_impl = numpy_impl
+
+    def __call__(self, *args):
+        if any(isinstance(arg, sympy.Basic) for arg in args):
+            return self.function_class(*args)
+        if any(isinstance(arg, (mpmath.mpf, mpmath.mpc)) for arg in args):
+            return self.mpmath_impl(*(mpmath.mpmathify(arg) for arg in args))
+        if self.numpy_impl is not None:
+            return self.numpy_impl(*args)
+        values = np.vectorize(lambda *v: float(self.mpmath_impl(*(mpmath.mpf(float(a)) for a in v))),
+                              otypes=[np.float64])(*args)
+        return values[()] if values.ndim == 0 else values
+
+    def __repr__(self) -> str:
+        return f"NumericImplementation({self.function_class.__name__})"
+
+
+def evalf_by_mpmath(function, mpmath_impl: Callable, prec: int):
+    """``function.evalf`` at ``prec`` bits by ``mpmath_impl``; None (stay symbolic) unless real."""
+    values = [arg.evalf(mpmath.libmp.prec_to_dps(prec) + 5) for arg in function.args]
+    if not all(value.is_Number and value.is_real for value in values):
+        return None
+    with mpmath.workprec(prec + 20):
+        result = mpmath_impl(*(value._to_mpmath(prec + 20) for value in values))
+    if isinstance(result, mpmath.mpc):
+        return None
+    return sympy.Float._new(mpmath.mpf(result)._mpf_, prec)
+
+
+def _mpmath_sigmoid(x):
+    return 1 / (1 + mpmath.exp(-x))  # mpmath's exponent range is unbounded: no overflow
+
+
+def _mpmath_softplus(x):
+    return mpmath.log1p(mpmath.exp(x))  # log1p: full precision where exp(x) is tiny
+
+
 class sigmoid(sympy.Function):  # noqa: N801 - SymPy function classes are lower case
     """The logistic function 1/(1 + exp(-x)), printed as sigma(x)."""
 
@@ -149,6 +203,9 @@ class sigmoid(sympy.Function):  # noqa: N801 - SymPy function classes are lower 
 
     def _eval_rewrite_as_exp(self, x, **kwargs):
         return 1 / (1 + sympy.exp(-x))
+
+    def _eval_evalf(self, prec):
+        return evalf_by_mpmath(self, _mpmath_sigmoid, prec)
 
     def fdiff(self, argindex=1):
         # sech(x/2)**2/4 = sigma(x) sigma(-x), as the partial rule (symad.rules.partials):
@@ -164,8 +221,17 @@ class softplus(sympy.Function):  # noqa: N801
 
     _eval_rewrite_as_log = _eval_rewrite_as_exp
 
+    def _eval_evalf(self, prec):
+        return evalf_by_mpmath(self, _mpmath_softplus, prec)
+
     def fdiff(self, argindex=1):
         return sigmoid(self.args[0])
+
+
+# The stable NumPy forms symad evaluates with (the primitives' implementations below).
+sigmoid._imp_ = staticmethod(NumericImplementation(sigmoid, _mpmath_sigmoid, scipy.special.expit))
+softplus._imp_ = staticmethod(NumericImplementation(
+    softplus, _mpmath_softplus, lambda x: np.logaddexp(0.0, x)))
 
 
 class cbrt(sympy.Function):  # noqa: N801
@@ -176,6 +242,12 @@ class cbrt(sympy.Function):  # noqa: N801
         if x.is_Number and x.is_real:
             return sympy.sign(x) * sympy.root(abs(x), 3)
         return None
+
+    def _mpmathcode(self, printer):
+        # lambdify(..., "mpmath") would print mpmath.cbrt, the principal (complex) root.
+        x = printer._print(self.args[0])
+        return (f"{printer._module_format('mpmath.sign')}({x})"
+                f"*{printer._module_format('mpmath.cbrt')}(abs({x}))")
 
     def fdiff(self, argindex=1):
         return 1 / (3 * cbrt(self.args[0]) ** 2)
@@ -192,6 +264,10 @@ class stop_gradient(sympy.Function):  # noqa: N801
 
     def fdiff(self, argindex=1):
         return sympy.Integer(0)
+
+
+# As a value stop_gradient is the identity (lambdify would not know the name).
+stop_gradient._imp_ = staticmethod(NumericImplementation(stop_gradient, lambda x: x, lambda x: x))
 
 
 # ---------------------------------------------------------------------------

@@ -78,6 +78,12 @@ class _MpmathFunction(sympy.Function):
 
     _latex_name = ""
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # So that sympy.lambdify can evaluate formulas holding it (see
+        # P.NumericImplementation); _define adds the NumPy implementation of its primitive.
+        cls._imp_ = staticmethod(P.NumericImplementation(cls, lambda *args: cls._mpmath(*args)))
+
     @staticmethod
     def _mpmath(*args):
         raise NotImplementedError
@@ -366,6 +372,8 @@ def _define(
         for argument in arguments.split()
     ])
     function.primitive = primitive
+    if isinstance(sympy_form, type) and issubclass(sympy_form, _MpmathFunction):
+        sympy_form._imp_.numpy_impl = numpy_impl  # lambdify computes as symad does
     for ufunc in scipy_ufuncs:
         SCIPY_UFUNCS[ufunc] = function
     return function
@@ -952,6 +960,10 @@ def _series_derivative(coefficients: np.ndarray) -> Callable:
 
 class _EllipticDerivative(_MpmathFunction):
     _function = None
+
+    @classmethod
+    def _mpmath(cls, n, m):
+        return mpmath.diff(cls._function, m, int(n))
 
     def _eval_evalf(self, prec):
         n, m = self.args

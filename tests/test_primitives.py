@@ -611,3 +611,54 @@ def test_custom_primitive_second_derivative(point):
     np.testing.assert_allclose(second, numeric, rtol=1e-6)
     np.testing.assert_allclose(second, _softsign_second(point), rtol=1e-13)
     check_grads(softsign, (point,), order=2, modes=("fwd", "rev"))
+
+
+@pytest.mark.parametrize("function", [snp.sigmoid, snp.softplus])
+def test_formulas_with_sigmoid_and_softplus_evaluate_in_sympy(function):
+    # A user checks the formula of a loss with SymPy: evalf and lambdify both work,
+    # and the formula still prints with the function's own name.
+    import mpmath
+
+    from symad.primitives import softplus as sympy_softplus
+
+    formula = sd.trace(function, 0.5).formula()
+    (x,) = formula.free_symbols
+    assert str(formula) == f"{function.__name__}(x)"
+    assert function.__name__ in sympy.latex(formula)
+    exact = {"sigmoid": lambda v: 1 / (1 + mpmath.exp(-v)),
+             "softplus": lambda v: mpmath.log(1 + mpmath.exp(v))}[function.__name__]
+    value = formula.subs(x, 0.37).evalf()
+    assert value.is_Float and float(value) == pytest.approx(float(exact(0.37)), rel=1e-15)
+    with mpmath.workdps(50):
+        assert abs(formula.subs(x, sympy.Rational(37, 100)).evalf(40)
+                   - sympy.Float(exact(mpmath.mpf(37) / 100), 45)) < sympy.Float("1e-38")
+    for module in ("numpy", "math", "scipy"):
+        assert float(sympy.lambdify(x, formula, module)(0.37)) == pytest.approx(float(function(0.37)),
+                                                                                rel=1e-15)
+    # The NumPy form is the stable one symad evaluates with: no overflow at the extremes.
+    extremes = np.array([-800.0, 0.0, 800.0])
+    with np.errstate(over="raise", invalid="raise"):
+        np.testing.assert_array_equal(sympy.lambdify(x, formula, "numpy")(extremes), function(extremes))
+    with mpmath.workdps(30):
+        result = sympy.lambdify(x, formula, "mpmath")(mpmath.mpf("0.37"))
+        assert isinstance(result, mpmath.mpf) and abs(result - exact(mpmath.mpf("0.37"))) < 1e-28
+    # The derivative's formula mixes both classes.
+    gradient = sd.grad(lambda x: snp.softplus(x) * snp.sigmoid(x)).trace(0.5).formula()
+    assert gradient.free_symbols == {x}
+    assert float(sympy.lambdify(x, gradient)(0.37)) == pytest.approx(
+        float(sd.grad(lambda v: snp.softplus(v) * snp.sigmoid(v))(0.37)), rel=1e-14)
+    assert sympy_softplus(x).func is sympy_softplus
+
+
+def test_cube_root_and_stop_gradient_lambdify_with_numpy_semantics():
+    import mpmath
+
+    from symad.primitives import stop_gradient
+
+    x = sympy.Symbol("x")
+    # mpmath.cbrt is the principal (complex) root; symad's cbrt is the real one.
+    with mpmath.workdps(30):
+        value = sympy.lambdify(x, sympy_cbrt(x), "mpmath")(mpmath.mpf(-8))
+    assert value == -2
+    for module in ("numpy", "math", "mpmath"):
+        assert float(sympy.lambdify(x, 2 * stop_gradient(x), module)(-0.37)) == -0.74

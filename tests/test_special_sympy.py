@@ -239,3 +239,46 @@ def test_formulas_of_derivatives_import_back(f):
     again = sd.from_sympy(second.formula(), [x])
     points = np.array([0.05, 0.5, 0.9])
     np.testing.assert_allclose(again(points), second(points), rtol=1e-12)
+
+
+def _sympy_classes():
+    from symad.special import _MpmathFunction
+
+    def subclasses(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from subclasses(sub)
+
+    return {c.__name__: c for c in subclasses(_MpmathFunction) if not c.__name__.startswith("_")}
+
+
+LAMBDIFY_POINTS = {
+    "ndtr": (0.3,), "log_ndtr": (0.3,), "ndtri": (0.3,), "logit": (0.3,), "xlogy": (0.3, 0.7),
+    "xlog1py": (0.3, 0.7), "zeta_derivative": (1, 2.5, 1.5), "polygamma_difference": (0, 2.0, 0.1),
+    "mills_excess": (1, 5.0), "sinpi": (0.3,), "cospi": (0.3,), "lambertw1p": (0.3,),
+    "elliptic_k_derivative": (1, 0.05), "elliptic_e_derivative": (2, 0.05),
+}
+
+
+def test_every_symad_sympy_function_is_listed():
+    assert set(_sympy_classes()) == set(LAMBDIFY_POINTS)
+
+
+@pytest.mark.parametrize("name", sorted(LAMBDIFY_POINTS))
+def test_symad_sympy_functions_lambdify(name):
+    # Formulas symad returns hold these classes; lambdify once raised NameError on them.
+    import mpmath
+
+    cls, point = _sympy_classes()[name], LAMBDIFY_POINTS[name]
+    symbols = sympy.symbols(f"a0:{len(point)}")
+    expression = cls(*symbols)
+    exact = expression.subs({s: sympy.Rational(str(p)) for s, p in zip(symbols, point)}).evalf(40)
+    assert exact.is_Float
+    value = sympy.lambdify(symbols, expression, "numpy")(*point)
+    assert float(value) == pytest.approx(float(exact), rel=1e-13)
+    # Arrays for the last operand (the first is an integer order for some of these).
+    vector = sympy.lambdify(symbols, expression, "numpy")(*point[:-1], np.full(3, point[-1]))
+    np.testing.assert_allclose(vector, float(exact), rtol=1e-13)
+    with mpmath.workdps(30):
+        precise = sympy.lambdify(symbols, expression, "mpmath")(*[mpmath.mpf(str(p)) for p in point])
+        assert abs(precise - mpmath.mpf(str(exact))) < mpmath.mpf("1e-25") * max(1, abs(precise))
