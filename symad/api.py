@@ -522,8 +522,16 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
     >>> float(out), float(tangent)
     (8.0, 12.0)
     """
-    primals, tangents = tuple(primals), tuple(tangents)
     name = function_name(fun)
+    # As JAX: one primal per argument, in a tuple or list. An array is not taken apart
+    # into arguments (its rows would become separate arguments).
+    for label, given in (("primals", primals), ("tangents", tangents)):
+        if not isinstance(given, (tuple, list)):
+            raise TracingError(
+                f"sd.jvp({name}): {label} must be a tuple or list with one entry per argument of "
+                f"the function, got {type(given).__name__}; for a function of one argument x "
+                f"write sd.jvp(f, (x,), (v,))")
+    primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
         raise TracingError(f"jvp({name}): {len(primals)} primals but {len(tangents)} tangents")
     for position, (p, t) in enumerate(zip(primals, tangents)):

@@ -312,3 +312,14 @@ def test_escaped_tracer_is_a_clear_error():
     sd.trace(lambda t: leaked.append(t) or t, 1.0)
     with pytest.raises(sd.TracingError, match="escaped"):
         np.sin(leaked[0])
+
+
+def test_jvp_refuses_primals_that_are_not_a_tuple_or_list():
+    # An array as primals once reached the user's function as its rows: a TypeError of theirs.
+    for primals, tangents, label in [(np.ones(3), (np.ones(3),), "primals"),
+                                     ((np.ones(3),), np.ones(3), "tangents"),
+                                     (2.0, (1.0,), "primals")]:
+        with pytest.raises(sd.TracingError, match=rf"sd.jvp\(<lambda>\): {label} must be a tuple or list"):
+            sd.jvp(lambda x: np.sum(x ** 2), primals, tangents)
+    out, tangent = sd.jvp(lambda x: np.sum(x ** 2), [np.ones(3)], [np.ones(3)])
+    assert (out, tangent) == (3.0, 6.0)
