@@ -256,3 +256,23 @@ def test_render_example_draws_every_line(tmp_path):
     example = Path(__file__).resolve().parents[1] / "examples" / "render_formulas.py"
     runpy.run_path(str(example), run_name="example")["main"](str(tmp_path / "f.png"))
     assert (tmp_path / "f.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("options, named", [
+    ({"temporaries": 3}, "temporaries=3"),
+    ({"inline_below": "3"}, "inline_below='3'"),
+    ({"max_inline": -1}, "max_inline=-1"),
+    ({"max_inline": 2.5}, "max_inline=2.5"),
+    ({"max_denominator": "a"}, "max_denominator='a'"),
+    ({"matrix": "foo"}, "matrix='foo'"),
+    ({"output_names": 3}, "output_names=3"),
+    ({"mul_symbol": 3}, r"\['mul_symbol'\]"),
+])
+def test_bad_options_are_refused_naming_the_option(options, named):
+    F = sd.trace(lambda x: np.sin(x) * np.cos(x) + np.sin(x), np.ones(2))
+    with pytest.raises(sd.ExportError, match=rf"latex\(<lambda>\): .*{named}.*(must be|see sympy.latex)"):
+        F.latex(**options)
+
+
+def test_one_output_name_may_be_a_string():
+    assert lines(sd.latex(lambda x: x ** 2, 1.0, output_names="L")) == ["L &= x^{2}"]

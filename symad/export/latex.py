@@ -449,7 +449,7 @@ def _temporary_base(requested: str, taken: set[str]) -> str:
 
 def _output_labels(function, count: int, names) -> list[str]:
     if names is not None:
-        names = list(names)
+        names = [names] if isinstance(names, str) else list(names)  # one name, not its letters
         if len(names) != count:
             raise ExportError(
                 f"latex({function.name}): output_names has {len(names)} names for {count} outputs; "
@@ -477,6 +477,27 @@ def _array_latex(printer: SymadLatexPrinter, elements: list, shape: tuple, matri
     if matrix == "matrix":
         return rf"\left[\begin{{matrix}}{body}\end{{matrix}}\right]"
     return rf"\begin{{{matrix}}}{body}\end{{{matrix}}}"
+
+
+def _check_options(name, output_names, temporaries, inline_below, max_inline, matrix,
+                   max_denominator) -> None:
+    """Refuse a bad option before any work, naming it and what it may be."""
+    def refuse(option, value, allowed):
+        raise ExportError(f"latex({name}): {option}={value!r} is not allowed; {option} must be "
+                          f"{allowed}")
+
+    if not isinstance(temporaries, str) or not re.fullmatch(r"\\?[A-Za-z]+", temporaries):
+        refuse("temporaries", temporaries, "a letter or a command such as '\\tau' (a string)")
+    for option, value in (("inline_below", inline_below), ("max_inline", max_inline),
+                          ("max_denominator", max_denominator)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+            refuse(option, value, "an integer >= 0")
+    if not isinstance(matrix, str) or matrix not in ("bmatrix", "pmatrix", "matrix"):
+        refuse("matrix", matrix, "'bmatrix', 'pmatrix' or 'matrix'")
+    if output_names is not None and not isinstance(output_names, str) \
+            and not isinstance(output_names, (list, tuple)):
+        refuse("output_names", output_names, "a list of strings, one per output leaf (or one "
+               "string for a function with one output)")
 
 
 def function_latex(
@@ -507,13 +528,19 @@ def function_latex(
             denominator print as fractions (0: print floats as they are).
         settings: SymPy ``latex()`` settings (``mul_symbol="dot"``, ``ln_notation=True``...).
     """
-    if not re.fullmatch(r"\\?[A-Za-z]+", temporaries):
-        raise ExportError(f"latex({function.name}): temporaries={temporaries!r} must be a letter "
-                          "or a command such as '\\tau'")
+    _check_options(function.name, output_names, temporaries, inline_below, max_inline, matrix,
+                   max_denominator)
     try:
         printer = SymadLatexPrinter(settings)
-    except TypeError as error:
-        raise ExportError(f"latex({function.name}): {error}") from None
+        # SymPy reads most settings only while printing: a wrong type (mul_symbol=3) would
+        # fail deep inside the printer, so try them once on a small expression first.
+        probe_x, probe_y = sympy.symbols("x y")
+        printer.doprint(probe_x * sympy.log(probe_y) / probe_y * sympy.sin(probe_x) ** 2
+                        + sympy.Float(0.5) * sympy.asin(probe_x) + sympy.Matrix([[probe_x]])[0])
+    except (TypeError, ValueError, AttributeError, KeyError) as error:
+        raise ExportError(f"latex({function.name}): the SymPy latex() settings "
+                          f"{sorted(settings)} were not accepted ({error}); see sympy.latex for "
+                          "their values") from None
     assignments, outputs = latex_program(
         function.graph, inline_below=inline_below, max_inline=max_inline,
         max_denominator=max_denominator)
