@@ -662,8 +662,11 @@ def trace(fun: Callable, *example_args, name: str | None = None) -> Function:
         tracers = [Tracer(symbols) for symbols in in_symbols]
         try:
             result = fun(*tree_unflatten(in_treedef, tracers))
-        except SymadError:
-            raise
+        except SymadError as error:
+            pointed = _library_equivalent(error, name)
+            if pointed is None:
+                raise
+            raise pointed.with_traceback(error.__traceback__) from None
         except ValueError as error:
             explained = explain_numpy_store(error, name)
             if explained is None:
@@ -677,13 +680,51 @@ def trace(fun: Callable, *example_args, name: str | None = None) -> Function:
             error.__suppress_context__ = True
             raise explained from error
         except Exception as error:
-            explained = _explain_library_error(error, name)
+            explained = _library_equivalent(error, name) or _explain_library_error(error, name)
             if explained is None:
                 raise
             raise explained from error
         return finish_function(
             builder, name, in_treedef, in_symbols, result, list(builder.parameters.items())
         )
+
+
+# Library functions that take a traced value apart (np.asarray), with the symad.numpy
+# operations that compute the same: (module prefix, function name) -> what to write.
+_LIBRARY_EQUIVALENTS = {
+    ("scipy.special", "logsumexp"): ("scipy.special.logsumexp",
+                                     "snp.logsumexp(x, axis=..., keepdims=...)"),
+    ("scipy.special", "softmax"): ("scipy.special.softmax",
+                                   "np.exp(x - snp.logsumexp(x, axis=..., keepdims=True))"),
+    ("scipy.special", "log_softmax"): ("scipy.special.log_softmax",
+                                       "x - snp.logsumexp(x, axis=..., keepdims=True)"),
+}
+
+
+def _library_equivalent(error: BaseException, function_name: str) -> TracingError | None:
+    """A TracingError pointing to symad's own form of a library function the error passed through.
+
+    ``scipy.special.logsumexp(x)`` on a traced ``x`` fails at its ``np.asarray``
+    with the generic "converts a traced value to a NumPy array"; the frames of the
+    traceback (of the error or of a TracingError in its chain) tell which library
+    function it was.
+    """
+    seen, current = set(), error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        traceback = current.__traceback__
+        while traceback is not None:
+            frame = traceback.tb_frame
+            module = frame.f_globals.get("__name__", "")
+            for (prefix, function), (qualified, equivalent) in _LIBRARY_EQUIVALENTS.items():
+                if frame.f_code.co_name == function and module.startswith(prefix):
+                    return TracingError(
+                        f"function {function_name!r} calls {qualified} on a traced value, which "
+                        f"it converts to a NumPy array, so symad cannot trace it. Use "
+                        f"{equivalent} (import symad.numpy as snp): it traces, and is as stable")
+            traceback = traceback.tb_next
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _explain_library_error(error: Exception, function_name: str) -> TracingError | None:

@@ -861,19 +861,42 @@ _REWRITES = {
     "all": "a condition for snp.where, e.g. np.min(x) > 0",
     "any": "a condition for snp.where, e.g. np.max(x) > 0",
     "isclose": "a condition for snp.where: np.abs(a - b) <= tol",
-    "allclose": "a condition for snp.where: np.max(np.abs(a - b)) <= tol",
+    # numpy.linalg (and scipy.linalg): near names (np.invert for inv) would mislead.
+    "inv": "The matrix inverse is not traced: for a small fixed size write it out "
+           "(2x2: [[d, -b], [-c, a]] / (a*d - b*c)), or solve with explicit formulas, or wrap a "
+           "numeric inverse with @sd.primitive and give its partials",
+    "pinv": "The pseudo-inverse is not traced: write the formula out for a small fixed size "
+            "(e.g. (A.T @ A) written out and inverted by hand), or wrap it with @sd.primitive",
+    "det": "The determinant is not traced: for a small fixed size write it out "
+           "(2x2: a*d - b*c; 3x3: the rule of Sarrus)",
+    "slogdet": "The determinant is not traced: for a small fixed size write it out "
+               "(2x2: a*d - b*c) and take np.log(np.abs(...))",
+    "multi_dot": "a @ b @ c",
+    "matrix_power": "repeated @: x @ x @ x",
 }
+for _decomposition in ("eig", "eigh", "eigvals", "eigvalsh", "svd", "svdvals", "cholesky", "qr",
+                       "lstsq", "matrix_rank", "cond", "tensorinv", "tensorsolve", "lu", "expm"):
+    _REWRITES[_decomposition] = (
+        "Matrix decompositions and solvers are not traced: for a small fixed size write the "
+        "formula out, or wrap a numeric implementation with @sd.primitive and give its partials")
+_REWRITES.update({
+    "allclose": "a condition for snp.where: np.max(np.abs(a - b)) <= tol",
+})
 
 
 def _untraceable(what: str) -> TracingError:
     # ``what`` names the call ("numpy.sort", "the ufunc numpy.fmax"); a bare name
     # (not "... with keywords ...") also gets the nearest names symad does trace.
     name = what.rsplit(" ", 1)[-1].split(".")[-1] if " with " not in what else None
-    nearest = _nearest_supported(name) if name else []
+    # No near names for linear algebra: nothing symad traces is near a decomposition.
+    nearest = _nearest_supported(name) if name and "linalg." not in what else []
     hint = f" The nearest operations symad traces: {', '.join(nearest)}." if nearest else ""
     if name in _REWRITES:  # a rewrite in traced operations says more than a near name
         rewrite = _REWRITES[name]
         hint = f" {rewrite}." if rewrite[0].isupper() else f" Write it as {rewrite}."
+    elif "linalg." in what:
+        hint = (" Linear algebra beyond @ is not traced: for a small fixed size write the "
+                "formula out.")
     return TracingError(
         f"function {traced_function_name()!r} calls {what}, which symad cannot trace.{hint} Use "
         "the operations of symad.numpy, or wrap a numeric implementation with @sd.primitive "

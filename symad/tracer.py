@@ -751,7 +751,12 @@ def _check_concrete_index(index) -> None:
         if isinstance(part, (Tracer, Parameter)):
             raise TracingError(
                 f"function {traced_function_name()!r} indexes with a traced value; indices must "
-                "be concrete integers, slices or integer arrays (use snp.where to select by value)"
+                "be concrete integers, slices or integer arrays. The arguments of a traced "
+                "function are symbolic, integer ones too (class labels y in x[np.arange(n), y]), "
+                "and so is an sd.Parameter: close over the labels instead (sd.grad(lambda x: "
+                "loss(x, y)) with y a NumPy array), or pass them one-hot encoded (Y = "
+                "np.eye(k)[y], made outside) and write np.sum(x * Y, axis=1); to select by a "
+                "traced value use snp.where"
             )
 
 

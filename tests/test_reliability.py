@@ -11,6 +11,7 @@ import re
 
 import numpy as np
 import pytest
+import scipy.special
 import sympy
 
 import symad as sd
@@ -1090,3 +1091,48 @@ def test_a_nested_list_for_an_array_gets_a_short_message():
         F(np.zeros((100, 100)).tolist())
     message = str(info.value)
     assert len(message) < 500 and "(100 items)" in message and "np.asarray" in message
+
+
+@pytest.mark.parametrize("call, unsupported, says", [
+    (lambda a: np.linalg.inv(a), "numpy.linalg.inv", "matrix inverse is not traced"),
+    (lambda a: np.linalg.det(a), "numpy.linalg.det", "a*d - b*c"),
+    (lambda a: np.linalg.eigh(a)[0], "numpy.linalg.eigh", "decompositions"),
+    (lambda a: np.linalg.pinv(a), "numpy.linalg.pinv", "pseudo-inverse is not traced"),
+])
+def test_linear_algebra_suggests_no_unrelated_near_names(call, unsupported, says):
+    # np.linalg.inv once suggested "np.sin, np.min, np.invert".
+    with pytest.raises(sd.TracingError) as info:
+        sd.grad(lambda a: np.sum(call(a)))(np.eye(2))
+    message = str(info.value)
+    assert unsupported in message and says in message and "@sd.primitive" in message
+    assert "nearest operations" not in message and "np.invert" not in message
+
+
+@pytest.mark.parametrize("call, equivalent", [
+    (lambda v: scipy.special.logsumexp(v), "snp.logsumexp(x, axis=..., keepdims=...)"),
+    (lambda v: np.sum(scipy.special.softmax(v)), "np.exp(x - snp.logsumexp(x"),
+    (lambda v: np.sum(scipy.special.log_softmax(v)), "x - snp.logsumexp(x"),
+])
+def test_scipy_logsumexp_points_to_snp_logsumexp(call, equivalent):
+    with pytest.raises(sd.TracingError) as info:
+        sd.grad(call)(np.ones(3))
+    message = str(info.value)
+    assert "<lambda>" in message and equivalent in message and "scipy.special." in message
+
+
+def test_integer_labels_passed_as_an_argument_explain_why_and_what_to_do():
+    def loss(logits, y):
+        return -np.sum(logits[np.arange(3), y])
+
+    labels, logits = np.array([0, 1, 1]), np.ones((3, 2))
+    with pytest.raises(sd.TracingError) as info:
+        sd.grad(loss)(logits, labels)
+    message = str(info.value)
+    assert "arguments of a traced function are symbolic, integer ones too" in message
+    assert "sd.Parameter" in message and "close over the labels" in message and "one-hot" in message
+    # Both fixes the message gives work.
+    expected = -np.eye(2)[labels]
+    np.testing.assert_array_equal(sd.grad(lambda x: loss(x, labels))(logits), expected)
+    one_hot = np.eye(2)[labels]
+    np.testing.assert_array_equal(
+        sd.grad(lambda x, Y: -np.sum(np.sum(x * Y, axis=1)))(logits, one_hot), expected)
