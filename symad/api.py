@@ -110,7 +110,20 @@ def _check_weights(weights, transform: str, name: str) -> tuple[Parameter, ...]:
                 f"{transform}({name}): weights must be sd.Parameter objects, got "
                 f"{type(weight).__name__}; wrap the array as sd.Parameter(value, name=...)"
             )
+    _check_float_weights(weights, transform, name)
     return weights
+
+
+def _check_float_weights(weights, transform: str, name: str) -> None:
+    """Integer Parameters in ``weights`` are an error, as integer arguments are (and in JAX)."""
+    for weight in weights:
+        dtype = getattr(weight, "given_dtype", None)
+        if dtype is not None and dtype.kind not in "fc":
+            raise DifferentiationError(
+                f"{transform}({name}): weight sd.Parameter {weight.name!r} holds dtype {dtype}; "
+                "derivatives are taken with respect to float inputs only (give it float values: "
+                "sd.Parameter(np.asarray(value, dtype=float)), or leave it out of weights=)"
+            )
 
 
 def _check_differentiable(args: tuple, positions: Sequence[int], transform: str, fun) -> None:
@@ -369,6 +382,7 @@ def grad_function(function: Function, argnums, has_aux: bool = False, weights=()
     positions = None if argnums is None else _resolve_argnums(argnums, count, transform, function.name)
     single = isinstance(argnums, int)
     weights = tuple(weights)
+    _check_float_weights(weights, transform, function.name)  # the value may have been reassigned
 
     def build(builder, primal_nodes, outputs):
         differentiated, aux = _split_outputs(function, outputs, has_aux, transform)

@@ -911,6 +911,9 @@ class Parameter(CantSympify):
                 "give a float or an array of floats (np.asarray(value, dtype=float))"
             )
         self._value = array.astype(np.float32 if array.dtype == np.float32 else np.float64)
+        # Kept for grad(weights=...): an integer Parameter is not differentiated (as integer
+        # arguments are not), though its value is stored as floats.
+        self.given_dtype = array.dtype
 
     @property
     def shape(self) -> tuple:

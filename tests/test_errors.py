@@ -238,3 +238,18 @@ def test_an_escaped_scalar_says_it_escaped_whatever_it_meets():
     for other in (1.0, sympy.Symbol("z"), sympy.pi):
         with pytest.raises(sd.SymadError, match="outside a trace: a traced value escaped"):
             kept[0] + other
+
+
+def test_integer_parameters_in_weights_are_not_differentiated():
+    # As integer arguments (and JAX): once differentiated silently.
+    labels = sd.Parameter(np.array([1, 2]), name="labels")
+    for transform in (sd.grad, sd.value_and_grad):
+        with pytest.raises(sd.DifferentiationError, match=r"Parameter 'labels' holds dtype int64"):
+            transform(lambda x: np.sum(labels * x), weights=[labels])(np.ones(2))
+    with pytest.raises(sd.DifferentiationError, match="argument 'x'"):
+        sd.grad(lambda x: np.sum(x))(np.array([1, 2]))
+    floats = sd.Parameter(np.array([1.0, 2.0]), name="floats")
+    grads = sd.grad(lambda x: np.sum(floats * x), weights=[floats])(np.ones(2))
+    np.testing.assert_array_equal(grads[1][0], [1.0, 1.0])
+    # An integer Parameter that is not differentiated is fine (its values are used as floats).
+    assert sd.grad(lambda x: np.sum(labels * x))(np.ones(2)).tolist() == [1.0, 2.0]
