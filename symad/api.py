@@ -1157,11 +1157,35 @@ def vmap(fun: Callable, in_axes=0, out_axes=0) -> Callable:
             stacked = function(*tree_unflatten(treedef, moved))
         out_leaves, out_treedef = tree_flatten(stacked)
         destinations = _axes_per_leaf(out_axes, stacked, "out_axes", name)
-        return tree_unflatten(out_treedef, [leaf if axis in (0, None) else snp.moveaxis(leaf, 0, axis)
-                                            for leaf, axis in zip(out_leaves, destinations)])
+        return tree_unflatten(out_treedef, [
+            _unmapped(leaf, index, name) if axis is None
+            else leaf if axis == 0 else snp.moveaxis(leaf, 0, axis)
+            for index, (leaf, axis) in enumerate(zip(out_leaves, destinations))])
 
     mapped.__name__ = f"vmap({name})"
     return mapped
+
+
+def _unmapped(leaf, index: int, name: str):
+    """An output with out_axes=None: one value, not one per element (as JAX).
+
+    JAX refuses such an output when it depends on the mapped axis; here the
+    stacked values are compared (atoms inside a trace, numbers outside), and an
+    output that differs along the axis is refused the same way.
+    """
+    first = leaf[0]
+    if isinstance(leaf, Tracer):
+        same = all(np.array_equal(leaf[i].atoms, first.atoms)
+                   for i in range(1, leaf.shape[0]))
+    else:
+        values = np.asarray(leaf)
+        same = bool(np.all((values == values[:1]) | (np.isnan(values) & np.isnan(values[:1]))))
+    if not same:
+        raise TracingError(
+            f"vmap({name}): out_axes=None for output {index}, but that output varies along the "
+            "mapped axis; out_axes=None is for outputs that do not depend on it (as in JAX). "
+            "Give it an axis (out_axes=0)")
+    return first
 
 
 def _as_array(leaf):

@@ -323,3 +323,20 @@ def test_jvp_refuses_primals_that_are_not_a_tuple_or_list():
             sd.jvp(lambda x: np.sum(x ** 2), primals, tangents)
     out, tangent = sd.jvp(lambda x: np.sum(x ** 2), [np.ones(3)], [np.ones(3)])
     assert (out, tangent) == (3.0, 6.0)
+
+
+def test_vmap_out_axes_none_returns_one_unmapped_value():
+    # As JAX: out_axes=None means the output is not mapped (it was [2., 2., 2.]).
+    result = sd.vmap(lambda a: 2.0, out_axes=None)(np.arange(3.0))
+    assert np.shape(result) == () and result == 2.0
+    mapped, fixed = sd.vmap(lambda a, b: (a * 2, b + 1.0), in_axes=(0, None),
+                            out_axes=(0, None))(np.arange(3.0), 5.0)
+    assert mapped.tolist() == [0.0, 2.0, 4.0] and np.shape(fixed) == () and fixed == 6.0
+    # Inside a trace, too.
+    assert sd.grad(lambda x: sd.vmap(lambda a, b: b ** 2, in_axes=(0, None), out_axes=None)(
+        np.ones(3), x))(3.0) == 6.0
+    # An output that varies along the mapped axis cannot be unmapped (JAX refuses it too).
+    with pytest.raises(sd.TracingError, match=r"out_axes=None for output 0, but that output varies"):
+        sd.vmap(lambda a: a * 2, out_axes=None)(np.arange(3.0))
+    with pytest.raises(sd.TracingError, match="varies along the mapped axis"):
+        sd.grad(lambda x: np.sum(sd.vmap(lambda a: a * x, out_axes=None)(np.arange(3.0))))(3.0)
