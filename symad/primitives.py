@@ -507,6 +507,12 @@ arccosh_p = _register(Primitive(
     "arccosh", sympy.acosh, np.arccosh, numpy_name="arccosh", numexpr_name="arccosh"))
 arctanh_p = _register(Primitive(
     "arctanh", sympy.atanh, np.arctanh, numpy_name="arctanh", numexpr_name="arctanh"))
+# 1 - x**2 as one primitive, for the partials of arcsin, arccos and arctanh: its value
+# is (1 - x)(1 + x), exact near |x| = 1 where 1 - x*x loses half the digits, and its
+# own partial is -2x, where the product rule on (1 - x)(1 + x) gives (1 - x) - (1 + x),
+# which cancels near 0 (arcsin''(1e-20) was 0, not 1e-20).
+one_minus_square_p = _register(Primitive(
+    "one_minus_square", lambda x: 1 - x**2, lambda x: (1 - x) * (1 + x), numpy_name=None))
 
 # -- piecewise and two-argument smooth functions ------------------------------
 
@@ -525,6 +531,14 @@ reduce_min_p = _register(Primitive(
 hypot_p = _register(Primitive(
     "hypot", lambda a, b: sympy.sqrt(a**2 + b**2), np.hypot, arity=2,
     commutative=True, numpy_name="hypot"))
+# a / hypot(a, b), the partial of hypot (the cosine of the angle of (a, b)), as tanh' = sech**2
+# uses sech: its partials b**2/h**3 and -a b/h**3 are written as products of the pair
+# hypot_ratio(b, a)**2 / h and -hypot_ratio(a, b) hypot_ratio(b, a) / h, which never
+# cancel. Differentiating the quotient a / h instead gives 1/h - (a/h)**2/h, which loses
+# (a/b)**2 of its digits (hypot(x, 2)'' at x = 1e20 was 0, not 4e-60).
+hypot_ratio_p = _register(Primitive(
+    "hypot_ratio", lambda a, b: a / sympy.sqrt(a**2 + b**2), lambda a, b: a / np.hypot(a, b),
+    arity=2, numpy_name=None))
 logaddexp_p = _register(Primitive(
     "logaddexp", lambda a, b: sympy.log(sympy.exp(a) + sympy.exp(b)), np.logaddexp, arity=2,
     commutative=True, numpy_name="logaddexp"))

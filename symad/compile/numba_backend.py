@@ -91,6 +91,10 @@ def scalar_form(instruction: Instruction):
         return lambda args: f"np.logaddexp(0.0, {args[0]})"
     if name == "sech":
         return lambda args: f"(1.0 / np.cosh({args[0]}))"
+    if name == "one_minus_square":
+        return lambda args: f"((1.0 - {args[0]}) * (1.0 + {args[0]}))"
+    if name == "hypot_ratio":
+        return lambda args: f"({args[0]} / np.hypot({args[0]}, {args[1]}))"
     if name in ("reduce_max", "reduce_min"):
         function = "np.maximum" if name == "reduce_max" else "np.minimum"
 

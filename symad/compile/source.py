@@ -121,6 +121,8 @@ _SPECIAL_NUMPY_FORMS = {
     "stop_gradient": lambda args: args[0],
     "softplus": lambda args: f"np.logaddexp(0.0, {args[0]})",
     "sech": lambda args: f"(1.0 / np.cosh({args[0]}))",
+    "one_minus_square": lambda args: f"((1.0 - {args[0]}) * (1.0 + {args[0]}))",
+    "hypot_ratio": lambda args: f"({args[0]} / np.hypot({args[0]}, {args[1]}))",
     "reduce_max": _stacked("np.max"),
     "reduce_min": _stacked("np.min"),
     "logsumexp": _stacked("special.logsumexp"),

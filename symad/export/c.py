@@ -89,6 +89,7 @@ _TEMPLATES = {
     "minimum": "symad_minimum({0}, {1})", "sigmoid": "symad_sigmoid({0})",
     "softplus": "symad_softplus({0})", "logaddexp": "symad_logaddexp({0}, {1})",
     "sech": "1.0 / cosh({0})",
+    "one_minus_square": "(1.0 - {0}) * (1.0 + {0})", "hypot_ratio": "{0} / hypot({0}, {1})",
     "where": "{0} != 0.0 ? {1} : {2}", "stop_gradient": "{0}",
     "less": "{0} < {1} ? 1.0 : 0.0", "less_equal": "{0} <= {1} ? 1.0 : 0.0",
     "greater": "{0} > {1} ? 1.0 : 0.0", "greater_equal": "{0} >= {1} ? 1.0 : 0.0",

@@ -13,7 +13,11 @@ values in ``tests/test_high_order.py``):
 * **no rule rebuilds a power**: d(a/b)/db = -out/b, not -a/b**2, whose
   denominator would square again at every further order (the 10th
   derivative of 1/x held x**1024 and overflowed);
-* **no rule cancels**: arcsin' = 1/sqrt((1-x)(1+x)), not 1/sqrt(1-x**2);
+* **no rule cancels, nor do its own derivatives**: arcsin' = 1/sqrt(one_minus_square(x)),
+  a primitive valued (1-x)(1+x) (not 1 - x*x, which cancels near |x| = 1) with the
+  partial -2x (the product rule on (1-x)(1+x) gives (1-x) - (1+x), which cancels near
+  0); hypot's partials are the pair hypot_ratio(a, b) = a/h and hypot_ratio(b, a),
+  whose partials are products (a/out differentiates to 1/h - (a/h)**2/h);
   tanh' = sech(x)**2 and sigmoid' = sech(x/2)**2/4, not 1 - out**2 and
   out*(1 - out), which round to 0 once out rounds to 1 (and not cosh(x)**-2,
   whose higher derivatives are 0 * inf past |x| = 355); arcsinh' and the
@@ -32,8 +36,8 @@ import sympy
 
 from symad import numpy as snp
 from symad import primitives as P
-from symad.atoms import is_zero_constant
-from symad.tracer import as_atoms
+from symad.atoms import is_constant, is_zero_constant
+from symad.tracer import as_atoms, scalar_atom
 
 __all__ = ["PARTIALS", "NONDIFFERENTIABLE"]
 
@@ -42,8 +46,42 @@ TWO_OVER_SQRT_PI = 2 / sympy.sqrt(sympy.pi)
 
 
 def _one_minus_square(x):
-    """(1 - x)(1 + x): 1 - x**2 without the cancellation near |x| = 1."""
-    return (1 - x) * (1 + x)
+    """1 - x**2: valued (1 - x)(1 + x), exact near |x| = 1, with the partial -2x, exact near 0."""
+    return snp.apply(P.one_minus_square_p, x)
+
+
+def _hypot_partials(a, b):
+    # hypot_ratio(a, b) = a / hypot(a, b): see its stanza in symad/primitives.py.
+    return snp.apply(P.hypot_ratio_p, a, b), snp.apply(P.hypot_ratio_p, b, a)
+
+
+def _hypot_ratio_partials(out, a, b):
+    # With c = out = a/h and s = b/h:  dc/da = s (s/h),  dc/db = -s (c/h). Products only,
+    # so no order subtracts terms of size 1/h to get one of size b**2/h**3. Grouped so
+    # that s = hypot_ratio(b, a), whose partial in a is -c (s/h), shares s/h with dc/da:
+    # hypot(x, 2) in Taylor mode needs the series of s/h alone, not also of c/h.
+    h = snp.hypot(a, b)
+    other = snp.apply(P.hypot_ratio_p, b, a)
+    return other * (other / h), -(other * (out / h))
+
+
+def _base_partial(base, exponent):
+    partial = exponent * base ** (exponent - 1)
+    exponent_atom = scalar_atom(exponent)  # scalars (the common case) without an object array
+    if exponent_atom is not None:
+        unguarded = is_constant(exponent_atom) or exponent_atom == scalar_atom(base)
+    else:
+        base_atoms, exponent_atoms = np.broadcast_arrays(as_atoms(base), as_atoms(exponent))
+        unguarded = all(is_constant(e) or e == b
+                        for b, e in zip(base_atoms.reshape(-1), exponent_atoms.reshape(-1)))
+    if unguarded:
+        # The builder folded x**0 to 1, so a constant b is never 0 here; x**x needs no
+        # guard either (0 * 0**-1 at its only zero exponent, whatever the form).
+        return partial
+    # A traced exponent p: nested, this gives p (p - 1) ... (p - m + 1) a**(p - m), and for
+    # an integer p past m = p the factor (p - p) is exactly 0 while 0**(p - m) is inf at
+    # a = 0: 0, not 0 * inf = nan (x**p with p = 2: its third derivative at 0).
+    return snp.where(snp.equal(exponent, 0), 0, partial)
 
 
 def _exponent_partial(out, base, exponent):
@@ -87,7 +125,7 @@ PARTIALS = {
     P.div_p: (lambda out, a, b: 1 / b, lambda out, a, b: -out / b),
     P.neg_p: (lambda out, a: -ONE,),
     # b * a**(b - 1) rather than b * out / a: the quotient is 0/0 at a = 0 (x**2 at 0).
-    P.pow_p: (lambda out, a, b: b * a ** (b - 1), _exponent_partial),
+    P.pow_p: (lambda out, a, b: _base_partial(a, b), _exponent_partial),
     # -- roots, exponentials, logarithms
     P.sqrt_p: (lambda out, x: 1 / (2 * out),),
     P.cbrt_p: (lambda out, x: 1 / (3 * out**2),),
@@ -116,6 +154,7 @@ PARTIALS = {
     # sqrt(x - 1) * sqrt(x + 1): the product under one root overflows past 1e154.
     P.arccosh_p: (lambda out, x: 1 / (snp.sqrt(x - 1) * snp.sqrt(x + 1)),),
     P.arctanh_p: (lambda out, x: 1 / _one_minus_square(x),),
+    P.one_minus_square_p: (lambda out, x: -2 * x,),
     # -- piecewise and two-argument smooth functions
     # |x|' is sign(x) away from 0; at 0 JAX takes the right derivative (1), which keeps
     # higher derivatives of smooth compositions right: d2/dx2 |x|**2 at 0 is 2, not 0.
@@ -124,7 +163,9 @@ PARTIALS = {
     P.minimum_p: (lambda out, a, b: _max_partial(b, a), lambda out, a, b: _max_partial(a, b)),
     P.reduce_max_p: _reduction_partials,
     P.reduce_min_p: _reduction_partials,
-    P.hypot_p: (lambda out, a, b: a / out, lambda out, a, b: b / out),
+    P.hypot_p: (lambda out, a, b: _hypot_partials(a, b)[0], lambda out, a, b: _hypot_partials(a, b)[1]),
+    P.hypot_ratio_p: (lambda out, a, b: _hypot_ratio_partials(out, a, b)[0],
+                      lambda out, a, b: _hypot_ratio_partials(out, a, b)[1]),
     P.logaddexp_p: (lambda out, a, b: snp.sigmoid(a - b), lambda out, a, b: snp.sigmoid(b - a)),
     # The softmax exp(a_i - out): never exp(a_i) / sum, which overflows.
     P.logsumexp_p: lambda out, args: [snp.exp(arg - out) for arg in args],
