@@ -24,6 +24,8 @@ import symad.numpy as snp
 X = sympy.Symbol("x", real=True)
 RTOL = 5e-13  # float64 rounding, times the small growth of Taylor recurrences
 
+UNIT_POINTS = [1e-20, 1e-10, 0.3, 0.9, 0.999999, -0.5]
+
 # (name, symad function, SymPy reference, points, highest order)
 CASES = [
     ("reciprocal", lambda x: 1 / x, 1 / X, [2.0, -0.3, 1e-20, 1e20], 10),
@@ -74,11 +76,23 @@ CASES = [
      [0.2, 1.2], 6),
     ("where", lambda x: snp.where(x > 0, snp.sin(x), x**3), sympy.Piecewise((sympy.sin(X), X > 0), (X**3, True)),
      [2.0, -1.0], 6),
+    # The new-user trial's wrong numbers. arcsin, arccos, arctanh: their partials used
+    # (1-x)(1+x), whose derivative (1-x) - (1+x) cancels near 0 (arcsin''(1e-20) was 0).
+    ("arcsin_near_zero", snp.arcsin, sympy.asin(X), UNIT_POINTS, 10),
+    ("arccos_near_zero", snp.arccos, sympy.acos(X), UNIT_POINTS, 10),
+    ("arctanh_near_zero", snp.arctanh, sympy.atanh(X), UNIT_POINTS, 10),
+    ("arcsin_half_order_20", lambda x: snp.arcsin(x / 2), lambda t: mpmath.asin(t / 2),
+     [1e-20, 1e-10, 0.3, 1.8, -1.0], 20),
+    # hypot(x, b) for |x| >> |b|: the derivatives of the partial x/h were 1/h - (x/h)**2/h.
+    ("hypot_far_from_b", lambda x: snp.hypot(x, 2.0), sympy.sqrt(X**2 + 4),
+     [1e-20, 1e-10, 0.3, 0.9, -0.5, 1e5, 1e20, 1e150, 1e-200, 0.0], 10),
     # SymPy's tree swells at order 16 (30 s); mpmath's own Taylor expansion at 60 digits is the reference.
     ("composition", lambda x: np.exp(np.sin(x)) / (1 + x**2),
      lambda t: mpmath.exp(mpmath.sin(t)) / (1 + t**2), [0.7, -2.5, 3.0], 16),
 ]
 
+
+_FACTORED_REFERENCES = {"hypot", "hypot_far_from_b"}
 
 @functools.cache
 def _exact_derivatives(name: str) -> list:
@@ -88,7 +102,12 @@ def _exact_derivatives(name: str) -> list:
         return [functools.partial(_mpmath_derivative, reference, n) for n in range(order + 1)]
     derivatives = [reference]
     for _ in range(order):
-        derivatives.append(sympy.diff(derivatives[-1], X))
+        derivative = sympy.diff(derivatives[-1], X)
+        if name in _FACTORED_REFERENCES:
+            # x/sqrt(x**2+4) differentiated is 1/h - x**2/h**3: 50 digits cancel to 0 at
+            # x = 1e100; factored it is 4/h**3.
+            derivative = sympy.factor(sympy.together(derivative))
+        derivatives.append(derivative)
     # Away from the kinks of abs/max/min/where, the distributions SymPy's derivatives carry are 0.
     away_from_kinks = {"DiracDelta": lambda *args: 0, "Heaviside": lambda t, *rest: 1 if t > 0 else 0}
     return [sympy.lambdify(X, d, [away_from_kinks, "mpmath"]) for d in derivatives]
@@ -621,3 +640,133 @@ def test_the_issues_accuracy_figures_to_order_20():
                 assert math.isfinite(value) and abs(value) < 1e-300
             else:
                 assert_matches_exact(value, float(exact), f"(1/x)^({n})({point})", rtol=1e-9)
+
+
+# ---------------------------------------------------------------------------
+# Powers with a non-integer or traced exponent at 0 and at extreme magnitudes
+# ---------------------------------------------------------------------------
+
+POWER_POINTS = [0.0, 1e-200, 1e-20, 1e-10, 0.3, 0.9, 0.999999, 1e5, 1e20, 1e150]
+
+
+def _power_derivative(r, n: int, point: float) -> float:
+    """d^n/dx^n x**r at ``point``: r (r-1) ... (r-n+1) point**(r-n), at 50 digits."""
+    with mpmath.workdps(50):
+        r = mpmath.mpf(r)
+        falling = mpmath.fprod(r - j for j in range(n))
+        if falling == 0:
+            return 0.0
+        if point == 0:
+            return 0.0 if r - n > 0 else (float(falling) if r == n else math.copysign(math.inf, falling))
+        return float(falling * mpmath.mpf(point) ** (r - n))
+
+
+def _assert_power(value: float, exact: float, context: str, rtol: float) -> None:
+    if math.isinf(exact) or exact == 0.0 or abs(exact) > 1.7e308:
+        assert value == exact or (abs(exact) > 1.7e308 and math.isinf(value)), \
+            f"{context}: {value!r}, exact {exact!r}"
+        return
+    assert_matches_exact(value, exact, context, rtol)
+
+
+@pytest.mark.parametrize("exponent", [2.5, 1.5, 0.5, -1.5, 1 / 3])
+def test_real_power_in_taylor_mode_at_zero_and_extremes(exponent):
+    # The recurrence y[k] = (...) / (k x0) gave nan at 0 for every order, 0 at 1e-200
+    # (x0**2.5 underflows) and inf at 1e150 (it overflows), where the exact values are finite.
+    points = [p for p in POWER_POINTS if exponent > 0 or p != 0.0]
+    for n in range(1, 11):
+        values = sd.derivative(lambda x: x**exponent, n)(np.array(points))
+        for point, value in zip(points, values):
+            # r - n is rounded to float64 unless exact (1/3 - 1 is not): |log x| units more.
+            exact_exponent = (exponent - n) + n == exponent and float(exponent * 4).is_integer()
+            slack = 0.0 if exact_exponent or point == 0.0 else (
+                math.ulp(exponent - n) * abs(math.log(point)))
+            _assert_power(float(value), _power_derivative(exponent, n, point),
+                          f"x**{exponent} ^({n})({point})", rtol=2e-15 * n + 1e-15 + slack)
+
+
+def test_real_power_of_a_series_at_extremes():
+    # The composition with the powers of x(t) - x0, through a base that is not the input.
+    f = lambda x: (3 * x + np.sin(x) * 0) ** 2.5  # noqa: E731
+    for n in range(1, 9):
+        for point in (0.0, 1e-200, 0.3, 1e150):
+            exact = 3.0**n * _power_derivative(2.5, n, 3 * point) if 3 * point or n < 3 else (
+                _power_derivative(2.5, n, 0.0))
+            _assert_power(float(sd.derivative(f, n)(point)), exact, f"(3x)**2.5 ^({n})({point})", 1e-14)
+    g = lambda x: (np.exp(x) + 1) ** 2.5  # noqa: E731
+    with mpmath.workdps(50):
+        reference = mpmath.taylor(lambda t: (mpmath.exp(t) + 1) ** mpmath.mpf(2.5), mpmath.mpf(0.4), 12)
+    for n in range(1, 13):
+        assert_matches_exact(float(sd.derivative(g, n)(0.4)), float(reference[n] * mpmath.factorial(n)),
+                             f"(e^x+1)**2.5 ^({n})", rtol=1e-13)
+
+
+def test_reported_power_values():
+    assert sd.derivative(lambda x: x**2.5, 1)(0.0) == 0.0
+    assert sd.derivative(lambda x: x**2.5, 2)(0.0) == 0.0
+    assert sd.derivative(lambda x: x**2.5, 3)(0.0) == math.inf  # 3.75 / (2 sqrt(x)): infinite
+    assert tuple(float(c) for c in sd.taylor(lambda x: x**2.5, 2)(0.0)) == (0.0, 0.0, 0.0)
+    assert sd.derivative(lambda x: x**1.5, 1)(0.0) == 0.0
+    grid = sd.derivative(lambda x: x**2.5, 1)(np.linspace(0, 1, 3))
+    np.testing.assert_allclose(grid, [0.0, 2.5 * 0.5**1.5, 2.5], rtol=1e-15)
+    assert sd.derivative(lambda x: x**2.5, 2)(1e-200) == 3.75e-100
+    assert sd.derivative(lambda x: x**2.5, 2)(1e150) == 3.75e75
+
+
+@pytest.mark.parametrize("p", [1.0, 2.0, 3.0, 4.0, 2.5, -1.0])
+def test_traced_exponent_at_zero_both_modes(p):
+    # x**p with p an argument: the exponent is a symbol, so p = 2 is only known at run time.
+    # Past n = p the factor p (p-1) ... (p-n+1) is exactly 0 while 0**(p-n) is inf.
+    f = lambda x, q: x**q  # noqa: E731
+    nested = f
+    for n in range(1, 7):
+        nested = sd.grad(nested)
+        for point in (0.0, 1e-200, 0.7, 1e150):
+            if point == 0.0 and p < 0:
+                continue  # x**-1 has a pole at 0
+            exact = _power_derivative(p, n, point)
+            context = f"x**p, p={p}, order {n} at {point}"
+            _assert_power(float(sd.derivative(f, n)(point, p)), exact, "derivative " + context, 1e-14)
+            if n <= 5:
+                _assert_power(float(nested(point, p)), exact, "nested grad " + context, 1e-14)
+
+
+def test_nested_grad_of_real_power_at_zero():
+    nested = lambda x: x**2.5  # noqa: E731
+    for n in range(1, 5):
+        nested = sd.grad(nested)
+        assert float(nested(0.0)) == _power_derivative(2.5, n, 0.0), n
+
+
+def test_hypot_hessian_far_from_the_second_argument():
+    # Was [[0, -1e-18], [-1e-18, 1e-9]]: d2/da2 = b**2/h**3 cancelled to 0 (JAX: 9.999999999999999e-28).
+    for a, b in [(1e9, 1.0), (1.0, 1e9), (3.0, 4.0), (-1e20, 2.0), (1e-200, 1.0)]:
+        H = sd.hessian(lambda u, v: np.hypot(u, v), argnums=(0, 1))(a, b)
+        with mpmath.workdps(50):
+            h3 = mpmath.hypot(a, b) ** 3
+            exact = [[b * b / h3, -a * b / h3], [-a * b / h3, a * a / h3]]
+        for i in range(2):
+            for j in range(2):
+                assert_matches_exact(float(H[i][j]), float(exact[i][j]), f"hessian hypot({a}, {b})[{i}][{j}]",
+                                     rtol=1e-15)
+
+
+def test_reported_inverse_trig_and_hypot_values():
+    assert sd.derivative(np.arcsin, 2)(1e-20) == 1e-20
+    assert_matches_exact(float(sd.derivative(np.arcsin, 4)(1e-20)), 9 * 1e-20, "arcsin^(4)(1e-20)", rtol=3e-16)
+    assert sd.derivative(np.arcsin, 2)(1e-10) == 1e-10
+    assert sd.grad(sd.grad(np.arcsin))(1e-20) == 1e-20
+    assert sd.derivative(np.arccos, 2)(1e-20) == -1e-20
+    assert sd.derivative(np.arctanh, 2)(1e-20) == 2e-20
+    assert_matches_exact(float(sd.derivative(lambda t: np.hypot(t, 2.0), 2)(1e5)), 4 / (1e10 + 4) ** 1.5,
+                         "hypot''(1e5)", rtol=1e-15)
+    assert_matches_exact(float(sd.derivative(lambda t: np.hypot(t, 2.0), 2)(1e20)), 4e-60,
+                         "hypot''(1e20)", rtol=1e-15)
+
+
+def test_new_rules_keep_graphs_small():
+    # Measured before the fixes: arcsin 139, arctanh 50, hypot(t, 2) 82 nodes at order 10.
+    assert sd.derivative(np.arcsin, 10).trace(0.5).stats()["nodes"] <= 139
+    assert sd.derivative(np.arctanh, 10).trace(0.5).stats()["nodes"] <= 50
+    assert sd.derivative(lambda t: np.hypot(t, 2.0), 10).trace(0.5).stats()["nodes"] <= 170
+    assert sd.derivative(lambda x: x**2.5, 10).trace(0.5).stats()["nodes"] <= 5

@@ -9,7 +9,10 @@ classical recurrence for exp, sin/cos, sinh/cosh, tan, tanh, sigmoid,
 softplus, erf, the inverse functions, maximum/minimum/abs and custom
 primitives. The closed forms below are for the primitives where the generic
 rule would divide by zero (powers at 0) or cost twice as much (log, sqrt,
-quotients), and for the linear and piecewise ones.
+quotients), and for the linear and piecewise ones. A non-integer or traced
+exponent composes the derivatives of ``u**r`` at ``u[0]`` with the powers of
+the input series (O(n**3), see :func:`_real_power_series`), since the
+classical O(n**2) recurrence divides by ``u[0]``.
 
 References for the recurrences: Griewank & Walther, *Evaluating
 Derivatives* (2nd ed., SIAM 2008), chapter 13, table 13.2.
@@ -20,9 +23,11 @@ from __future__ import annotations
 import sympy
 
 from symad import primitives as P
-from symad.atoms import is_constant
+from symad.atoms import is_constant, is_zero_constant
 
 __all__ = ["TAYLOR_RULES", "needs_partials"]
+
+ZERO = sympy.Integer(0)
 
 
 def _operand(sweep, node, index):
@@ -197,17 +202,65 @@ def _power_plan(sweep, node):
         # y = 1 / v with v = base**(-power):  y[k] = -(sum_{j=1..k} v[j] y[k-j]) / v[0]
         v = base if power == -1 else _integer_power_series(sweep, base, -power)
         return lambda k: _reciprocal_coefficient(sweep, v, y, k)
-    # A constant real (or independent symbolic) exponent r:
-    #   y[k] = (1 / (k a[0])) sum_{j=0..k-1} (r (k - j) - j) a[k-j] y[j]
-    r = exponent_atom
+    return _real_power_series(sweep, base_atom, exponent_atom)
+
+
+def _real_power_series(sweep, base_atom, r):
+    """``y = a**r`` for a constant non-integer or an independent symbolic exponent ``r``.
+
+    By composition: ``y[k] = sum_{m=1..k} binomial(r, m) a[0]**(r - m) [t**k] d(t)**m``
+    with ``d = a - a[0]``; ``binomial(r, m) a[0]**(r - m)`` is the m-th derivative of
+    ``u**r`` at ``a[0]`` over m!, each computed on its own. The classical recurrence
+    ``y[k] = (1/(k a[0])) sum_j (r (k - j) - j) a[k-j] y[j]`` divides by ``a[0]`` and
+    carries ``y[0] = a[0]**r``: 0/0 at a[0] = 0 (x**2.5 at 0 gave nan for every order)
+    and 0 or inf where ``a[0]**r`` under- or overflows though ``a[0]**(r - m)`` does not
+    (x**2.5'' at 1e-200 gave 0, at 1e150 inf). The cost is O(n**3) products for a base
+    with a full series (the powers of ``d``), O(n) when the base is the seeded input
+    itself (``d = t``: every power has one non-zero coefficient, the constant 1).
+    """
+    base = lambda j: sweep.coefficient(base_atom, j)  # noqa: E731
+    builder = sweep.builder
+    exact_exponent = sympy.Rational(r) if r.is_Number else None
+    binomials = [sympy.Integer(1)]  # binomial(r, m), exact for a numeric r
+    derivative_terms = [None]  # m -> binomial(r, m) a[0]**(r - m)
+    powers: dict = {}  # (m, k) -> [t**k] d**m
+
+    def power_of_increment(m, k):
+        if k < m:
+            return ZERO
+        if m == 1:
+            return base(k)
+        key = (m, k)
+        value = powers.get(key)
+        if value is None:
+            value = powers[key] = sweep.total([
+                sweep.product(base(j), power_of_increment(m - 1, k - j)) for j in range(1, k - m + 2)])
+        return value
+
+    def derivative_term(m):
+        while len(derivative_terms) <= m:
+            n = len(derivative_terms)
+            if exact_exponent is not None:
+                binomials.append(binomials[-1] * (exact_exponent - (n - 1)) / n)
+                # r - n rounds in float64 for most r (1/3 - 1 needs 54 bits), as in the
+                # partial rule b * a**(b - 1): relative error |log a| * eps, 2.6e-14 at 1e-200.
+                derivative_terms.append(sweep.product(
+                    binomials[-1], builder.record(P.pow_p, (base_atom, r - n))))
+                continue
+            factor = sweep.scaled(sympy.Rational(1, n), builder.record(P.sub_p, (r, sympy.Integer(n - 1))))
+            binomials.append(sweep.product(binomials[-1], factor))
+            term = sweep.product(binomials[-1], builder.record(
+                P.pow_p, (base_atom, builder.record(P.sub_p, (r, sympy.Integer(n))))))
+            # For an integer r = p past m = p, binomial(r, m) is exactly 0 (x**p is then a
+            # polynomial) while a[0]**(r - m) is inf at a[0] = 0: 0, not 0 * inf = nan.
+            is_zero = builder.record(P.equal_p, (binomials[-1], sympy.Integer(0)))
+            derivative_terms.append(builder.record(P.select_p, (is_zero, sympy.Integer(0), term)))
+        return derivative_terms[m]
 
     def real_power(k):
-        terms = []
-        for j in range(k):
-            weight = sweep.total([sweep.product(sympy.Integer(k - j), r), sympy.Integer(-j)])
-            terms.append(sweep.product(weight, sweep.product(base(k - j), y(j))))
-        numerator = sweep.scaled(sympy.Rational(1, k), sweep.total(terms))
-        return sweep.quotient(numerator, base_atom)
+        return sweep.total([sweep.product(derivative_term(m), power_of_increment(m, k))
+                            for m in range(1, k + 1)
+                            if not is_zero_constant(power_of_increment(m, k))])
     return real_power
 
 
