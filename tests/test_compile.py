@@ -629,3 +629,18 @@ def test_outputs_of_a_batch_of_vectors_are_one_c_contiguous_array_per_leaf(backe
     want[:, 1:] += X[:, :-1] ** 2
     want[:, :-1] += 2 * X[:, 1:] * X[:, :-1]
     np.testing.assert_allclose(got, want, rtol=1e-14)
+
+
+def test_a_wide_gradient_module_spells_its_output_kinds_briefly():
+    # One literal per output (a tuple of 5,000 False) cost the loader more than the rest.
+    import symad.compile as compile_package
+
+    gradient = sd.grad(lambda x: np.sum(np.sin(x) ** 2)).trace(np.zeros(5000))
+    module = compile_package.generate_module(gradient.graph, "numexpr", "float64", gradient.name)
+    header = next(line for line in module.source.splitlines() if line.startswith("OUTPUT_IS_BOOLEAN"))
+    assert header == "OUTPUT_IS_BOOLEAN = (False,) * 5000"
+    mixed = sd.trace(lambda x: (x > 0, x * 2.0, x < 1), np.zeros(3))
+    module = compile_package.generate_module(mixed.graph, "numpy", "float64", mixed.name)
+    namespace = {}
+    exec(compile(module.source, "<generated>", "exec"), namespace)
+    assert namespace["OUTPUT_IS_BOOLEAN"] == (True,) * 3 + (False,) * 3 + (True,) * 3

@@ -169,6 +169,26 @@ def is_builtin_primitive(primitive) -> bool:
 # ---------------------------------------------------------------------------
 
 
+def boolean_tuple_source(values: Sequence[bool]) -> str:
+    """A Python expression for the tuple of truth values ``values``, short at any length.
+
+    A literal of 10^5 ``False``s is 700 kB that Python's compiler parses into
+    10^5 nodes (140 ms of loading a gradient over 10^5 elements); the common
+    case, one value throughout, is written as a repetition, any other as bytes.
+
+    >>> boolean_tuple_source([False] * 3), boolean_tuple_source([]), boolean_tuple_source([True, False])
+    ('(False,) * 3', '()', "tuple(map(bool, bytes.fromhex('0100')))")
+    >>> eval(boolean_tuple_source([True, False]))
+    (True, False)
+    """
+    values = [bool(value) for value in values]
+    if not values:
+        return "()"
+    if all(value == values[0] for value in values):
+        return f"({values[0]},) * {len(values)}"
+    return f"tuple(map(bool, bytes.fromhex({bytes(values).hex()!r})))"
+
+
 def module_header(program: Program, backend: str, dtype, imports: Sequence[str],
                   output_is_boolean: Sequence[bool], buffer_is_boolean: Sequence[bool],
                   externals: Sequence[str], block_size: int) -> list[str]:
@@ -190,8 +210,8 @@ def module_header(program: Program, backend: str, dtype, imports: Sequence[str],
         "",
         f"DTYPE = np.{dtype_name}",
         f"INPUT_COUNT = {program.input_count}",
-        f"OUTPUT_IS_BOOLEAN = {tuple(bool(b) for b in output_is_boolean)!r}",
-        f"BUFFER_IS_BOOLEAN = {tuple(bool(b) for b in buffer_is_boolean)!r}",
+        f"OUTPUT_IS_BOOLEAN = {boolean_tuple_source(output_is_boolean)}",
+        f"BUFFER_IS_BOOLEAN = {boolean_tuple_source(buffer_is_boolean)}",
         f"BLOCK_SIZE = {int(block_size)}",
         "# Operations this module cannot spell itself: the caller binds them before use.",
         f"EXTERNALS = [None] * {len(externals)}",
