@@ -149,9 +149,42 @@ def symbol_array(name: str, shape: tuple) -> np.ndarray:
     if shape == ():
         out[()] = sympy.Symbol(name)
         return out
-    for index in np.ndindex(shape):
-        out[index] = sympy.Symbol(f"{name}[{', '.join(map(str, index))}]")
+    if len(shape) == 1:
+        names = [f"{name}[{index}]" for index in range(shape[0])]
+    else:
+        names = [f"{name}[{', '.join(map(str, index))}]" for index in np.ndindex(shape)]
+    out.reshape(-1)[:] = list(map(_uncached_symbol, names))
     return out
+
+
+def _uncached_symbol(name: str) -> sympy.Symbol:
+    """``sympy.Symbol(name)`` (an equal symbol), made without SymPy's cache.
+
+    The cache holds 1,000 entries: past that every new name evicts one, and
+    the 10^5 symbols of an array argument took 4 us each (0.4 s). Made here
+    the way SymPy's uncached constructor makes it, with the assumptions of
+    a plain symbol shared (as node symbols share theirs, symad.graph): 0.5 us,
+    and the user's cache is left as it was.
+    """
+    if _PLAIN_SYMBOL_ASSUMPTIONS is None:  # SymPy lays symbols out otherwise: its own way
+        return sympy.Symbol(name)
+    symbol = sympy.Expr.__new__(sympy.Symbol)
+    symbol.name = name
+    symbol._assumptions, symbol._assumptions_orig, symbol._assumptions0 = _PLAIN_SYMBOL_ASSUMPTIONS
+    return symbol
+
+
+def _plain_symbol_assumptions():
+    """The assumption attributes of a plain Symbol, to share (None where SymPy differs)."""
+    names = ("_assumptions", "_assumptions_orig", "_assumptions0")
+    template = getattr(sympy.Symbol, "__xnew__", None)
+    template = template(sympy.Symbol, "template") if template is not None else None
+    if template is None or not all(hasattr(template, name) for name in names) or template._assumptions_orig:
+        return None
+    return tuple(getattr(template, name) for name in names)
+
+
+_PLAIN_SYMBOL_ASSUMPTIONS = _plain_symbol_assumptions()
 
 
 # ---------------------------------------------------------------------------

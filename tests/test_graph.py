@@ -254,3 +254,20 @@ def test_objects_the_program_froze_stay_frozen():
         del made
     finally:
         gc.unfreeze()
+
+
+def test_input_symbols_are_plain_sympy_symbols_made_without_sympys_cache():
+    import sympy
+
+    from symad.tracer import symbol_array
+
+    cached = getattr(sympy.Symbol, "_Symbol__xnew_cached_", None)
+    before = cached.cache_info().currsize if cached is not None else None
+    symbols = symbol_array("w", (2, 1500))
+    if cached is not None:  # 3,000 names would have evicted the user's whole cache
+        assert cached.cache_info().currsize == before
+    made, plain = symbols[1, 7], sympy.Symbol("w[1, 7]")
+    assert type(made) is sympy.Symbol and made == plain and hash(made) == hash(plain)
+    assert made.is_real is None and made.is_commutative and plain.is_real is None
+    assert (made + plain) == 2 * plain and sympy.diff(made**2, plain) == 2 * plain
+    assert symbol_array("x", (3,))[2] == sympy.Symbol("x[2]")
