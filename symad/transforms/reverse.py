@@ -157,7 +157,7 @@ def _runs_of_like_nodes(nodes: Iterable[Node], terms: dict) -> Iterator[list[Nod
 def _backpropagate_node(builder, node, terms, masks, active, function_name) -> None:
     """Pass ``node``'s cotangent on to its operands, times its partials."""
     cotangent, pending, applied = masks.combine(terms.pop(node.symbol))
-    wanted = [index for index, arg in enumerate(node.args) if arg.is_Symbol and arg in active]
+    wanted = _active_operands(node.args, active)
     if node.primitive is select_p:
         # Each branch receives the cotangent under its own condition; the
         # condition itself (index 0) has no derivative.
@@ -170,14 +170,7 @@ def _backpropagate_node(builder, node, terms, masks, active, function_name) -> N
                 terms.setdefault(node.args[index], []).append((cotangent, branch, applied))
         return
     for index, partial in partial_atoms(node, wanted, function_name).items():
-        # A factor of exactly 1 (every partial of a sum, the seed) is what the
-        # builder's own identity would drop: skip recording the product at all.
-        if partial is ONE:
-            term = cotangent
-        elif cotangent is ONE:
-            term = partial
-        else:
-            term = builder.record(mul_p, (cotangent, partial))
+        term = _chain_rule_product(builder, cotangent, partial)
         if applied is None or masks.is_finite(partial):
             masked = (term, pending, applied)
         else:  # 0 * inf outside `applied`: the select must come after this product
@@ -191,10 +184,10 @@ def _backpropagate_run(builder, run, terms, masks, active, function_name) -> lis
     """Sweep the unmasked nodes of a run at once; return the nodes left for one by one.
 
     The same products as node by node, recorded in a different order: the
-    primitive's rule is called once on arrays of the run's operands (rules
-    written with broadcasting ``symad.numpy`` operations only, see
-    :data:`symad.rules.partials.BROADCASTING`), then each partial is
-    multiplied by its node's cotangent.
+    primitive's rule is called once on arrays of the run's operands (only rules
+    written with broadcasting ``symad.numpy`` operations, those of
+    ``Primitive.broadcasting_partials``), then each partial is multiplied by
+    its node's cotangent.
     """
     primitive = run[0].primitive
     if not primitive.broadcasting_partials or primitive.variadic or primitive is select_p:
@@ -210,29 +203,34 @@ def _backpropagate_run(builder, run, terms, masks, active, function_name) -> lis
             terms[node.symbol] = [(cotangent, pending, applied)]  # combined: swept alone
             left.append(node)
             continue
-        args = node.args
-        if len(args) == 1:  # the common case, without a generator
-            wanted = (0,) if args[0].is_Symbol and args[0] in active else ()
-        else:
-            wanted = tuple(index for index, arg in enumerate(args) if arg.is_Symbol and arg in active)
-        by_wanted.setdefault(wanted, []).append((node, cotangent))
-    record = builder.record
+        by_wanted.setdefault(_active_operands(node.args, active), []).append((node, cotangent))
     for wanted, members in by_wanted.items():
         if not wanted:
             continue
         nodes = [node for node, _ in members]
         for index, partials in partial_atom_columns(nodes, wanted, function_name).items():
             for (node, cotangent), partial in zip(members, partials):
-                if is_zero_constant(partial):
-                    continue
-                if partial is ONE:
-                    term = cotangent
-                elif cotangent is ONE:
-                    term = partial
-                else:
-                    term = record(mul_p, (cotangent, partial))
-                terms.setdefault(node.args[index], []).append((term, None, None))
+                if not is_zero_constant(partial):
+                    term = _chain_rule_product(builder, cotangent, partial)
+                    terms.setdefault(node.args[index], []).append((term, None, None))
     return left
+
+
+def _active_operands(args: tuple, active: set) -> tuple:
+    """The positions of the operands that depend on a differentiated input."""
+    if len(args) == 1:  # the common case, without a generator
+        return (0,) if args[0].is_Symbol and args[0] in active else ()
+    return tuple(index for index, arg in enumerate(args) if arg.is_Symbol and arg in active)
+
+
+def _chain_rule_product(builder: GraphBuilder, cotangent, partial):
+    """``cotangent * partial``; a factor of exactly 1 (every partial of a sum, the seed)
+    is what the builder's own identity would drop, so no product is recorded at all."""
+    if partial is ONE:
+        return cotangent
+    if cotangent is ONE:
+        return partial
+    return builder.record(mul_p, (cotangent, partial))
 
 
 class _Masks:
