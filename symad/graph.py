@@ -153,16 +153,21 @@ _object_new = object.__new__
 _NODE_NUMBERS = itertools.count(random.Random().randint(10**6, 9 * 10**6) * 1000)
 
 
-def _shared_assumptions():
-    """The assumption attributes of a plain Dummy, to share (None if this SymPy lays them out otherwise)."""
-    template = sympy.Dummy("template")
+def shared_assumptions(template: sympy.Symbol) -> tuple | None:
+    """The assumption attributes of ``template``, a symbol with no assumptions, to share.
+
+    Every symbol made with no assumptions holds equal ones, and the facts SymPy
+    deduces into them later hold for all such symbols alike, so many symbols can
+    share one set instead of building it each time (node symbols, the input
+    symbols of array arguments). None where this SymPy lays symbols out otherwise.
+    """
     names = ("_assumptions", "_assumptions_orig", "_assumptions0")
     if not all(hasattr(template, name) for name in names) or template._assumptions_orig:
         return None
     return tuple(getattr(template, name) for name in names)
 
 
-_SHARED_ASSUMPTIONS = _shared_assumptions()
+_SHARED_ASSUMPTIONS = shared_assumptions(sympy.Dummy("template"))
 
 
 class Node:

@@ -22,7 +22,13 @@ import sympy
 from sympy.core.sympify import CantSympify
 
 from symad.errors import TracingError
-from symad.graph import GraphBuilder, active_builders, current_builder, number_atom
+from symad.graph import (
+    GraphBuilder,
+    active_builders,
+    current_builder,
+    number_atom,
+    shared_assumptions,
+)
 
 __all__ = [
     "Tracer", "Parameter", "active_input_names", "apply", "as_atoms", "contains_traced",
@@ -174,17 +180,10 @@ def _uncached_symbol(name: str) -> sympy.Symbol:
     return symbol
 
 
-def _plain_symbol_assumptions():
-    """The assumption attributes of a plain Symbol, to share (None where SymPy differs)."""
-    names = ("_assumptions", "_assumptions_orig", "_assumptions0")
-    template = getattr(sympy.Symbol, "__xnew__", None)
-    template = template(sympy.Symbol, "template") if template is not None else None
-    if template is None or not all(hasattr(template, name) for name in names) or template._assumptions_orig:
-        return None
-    return tuple(getattr(template, name) for name in names)
-
-
-_PLAIN_SYMBOL_ASSUMPTIONS = _plain_symbol_assumptions()
+# From a template made by SymPy's uncached constructor: no user symbol shares them.
+_PLAIN_SYMBOL_ASSUMPTIONS = (
+    shared_assumptions(sympy.Symbol.__xnew__(sympy.Symbol, "template"))
+    if hasattr(sympy.Symbol, "__xnew__") else None)
 
 
 # ---------------------------------------------------------------------------
