@@ -879,10 +879,9 @@ def hessian_function(function: Function, argnums, has_aux: bool = False) -> Func
 def _with_outputs(function: Function, outputs: Sequence, out_treedef=None, out_shapes=None,
                   name: str | None = None) -> Function:
     """``function`` with other output atoms (and structure); nodes no output needs are dropped."""
-    from symad.graph import Graph, eliminate_dead_nodes
+    from symad.graph import live_graph
 
-    outputs = tuple(outputs)
-    graph = Graph(function.graph.inputs, eliminate_dead_nodes(function.graph.nodes, outputs), outputs)
+    graph = live_graph(function.graph.inputs, function.graph.nodes, outputs)
     result = Function(
         graph, name=name or function.name, in_treedef=function.in_treedef,
         in_symbols=function.in_symbols,

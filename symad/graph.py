@@ -49,6 +49,7 @@ __all__ = [
     "active_builders",
     "current_builder",
     "garbage_collection_paused",
+    "live_graph",
     "is_constant",
     "is_zero_constant",
     "number_atom",
@@ -200,10 +201,13 @@ class Graph:
     symbols or constants). A graph never mutates after construction.
     """
 
-    def __init__(self, inputs: Sequence[sympy.Symbol], nodes: Sequence[Node], outputs: Sequence):
+    def __init__(self, inputs: Sequence[sympy.Symbol], nodes: Sequence[Node], outputs: Sequence,
+                 free_symbols: Iterable | None = None):
         self.inputs = tuple(inputs)
         self.nodes = tuple(nodes)
         self.outputs = tuple(outputs)
+        # Known already when the graph comes from live_graph's sweep; else found on first request.
+        self._free_symbols = None if free_symbols is None else frozenset(free_symbols)
 
     def assignments(self) -> Iterator[tuple[sympy.Symbol, sympy.Basic]]:
         """``(symbol, expression)`` pairs in topological order."""
@@ -216,10 +220,12 @@ class Graph:
         They appear when a function closes over the traced values of an
         enclosing trace; such a graph is only meaningful inside that trace.
         """
-        known = set(self.inputs) | {node.symbol for node in self.nodes}
-        used = {a for node in self.nodes for a in node.args if a.is_Symbol}
-        used |= {a for a in self.outputs if a.is_Symbol}
-        return used - known
+        if self._free_symbols is None:
+            known = set(self.inputs) | {node.symbol for node in self.nodes}
+            used = {a for node in self.nodes for a in node.args if a.is_Symbol}
+            used |= {a for a in self.outputs if a.is_Symbol}
+            self._free_symbols = frozenset(used - known)
+        return set(self._free_symbols)
 
     def use_counts(self) -> dict:
         """How many times each node symbol is used by later nodes and outputs."""
@@ -240,17 +246,43 @@ class Graph:
 
 def eliminate_dead_nodes(nodes: Sequence[Node], outputs: Iterable) -> list[Node]:
     """Keep only the nodes that the outputs depend on, in their original order."""
+    return _sweep_live_nodes(nodes, outputs)[0]
+
+
+def live_graph(inputs: Sequence[sympy.Symbol], nodes: Sequence[Node], outputs: Sequence) -> Graph:
+    """The Graph of the ``nodes`` that ``outputs`` depend on (and knowing its free symbols).
+
+    >>> x = sympy.Symbol("x"); builder = GraphBuilder(); builder.add_input(x)
+    >>> from symad.primitives import sin_p, cos_p
+    >>> s, c = builder.record(sin_p, (x,)), builder.record(cos_p, (x,))
+    >>> graph = live_graph(builder.inputs, builder.nodes, [c])
+    >>> len(graph.nodes), graph.free_symbols()
+    (1, set())
+    """
+    outputs = tuple(outputs)
+    kept, used_outside = _sweep_live_nodes(nodes, outputs)
+    # What the kept nodes and the outputs use but no kept node defines: inputs, or
+    # values of an enclosing trace. Found by the sweep instead of a second walk of
+    # the graph (Function.closes_over_trace asks of every traced function).
+    used_outside.difference_update(inputs)
+    return Graph(inputs, kept, outputs, free_symbols=used_outside)
+
+
+def _sweep_live_nodes(nodes: Sequence[Node], outputs: Iterable) -> tuple[list[Node], set]:
+    """The live nodes in order, and the symbols they and ``outputs`` use that none of them defines."""
     live = {atom for atom in outputs if atom.is_Symbol}
     kept: list[Node] = []
-    add = live.add
+    add, remove = live.add, live.remove
     for node in reversed(nodes):
-        if node.symbol in live:
+        symbol = node.symbol
+        if symbol in live:
+            remove(symbol)  # defined here: no earlier node can use it (the nodes are in SSA order)
             kept.append(node)
             for atom in node.args:  # symbols only: hashing a Float constant costs microseconds
                 if atom.is_Symbol:
                     add(atom)
     kept.reverse()
-    return kept
+    return kept, live
 
 
 def replay(graph: Graph, builder: GraphBuilder, bindings: dict) -> dict:
@@ -614,5 +646,4 @@ class GraphBuilder:
 
     def finish(self, outputs: Sequence) -> Graph:
         """Freeze the recording into a Graph holding only the live nodes."""
-        outputs = tuple(outputs)
-        return Graph(self.inputs, eliminate_dead_nodes(self.nodes, outputs), outputs)
+        return live_graph(self.inputs, self.nodes, outputs)

@@ -6,7 +6,7 @@ import sympy
 
 import symad as sd
 import symad.numpy as snp
-from symad.graph import GraphBuilder, eliminate_dead_nodes, replay
+from symad.graph import Graph, GraphBuilder, eliminate_dead_nodes, replay
 from symad.primitives import add_p, cos_p, div_p, mul_p, neg_p, pow_p, sin_p, sub_p
 
 x, y = sympy.symbols("x y")
@@ -94,6 +94,32 @@ def test_dead_nodes_are_dropped(builder):
     graph = builder.finish([live])
     assert [node.primitive for node in graph.nodes] == [sin_p]
     assert eliminate_dead_nodes(builder.nodes, []) == []
+
+
+def test_free_symbols_found_by_the_live_sweep_match_a_full_walk(builder):
+    # A builder nested in another records over the outer trace's values: those are the
+    # graph's free symbols, whether found while sweeping for live nodes or by walking.
+    outer = sympy.Symbol("outer")
+    s = builder.record(sin_p, (outer,))
+    builder.record(cos_p, (sympy.Symbol("dead_outer"),))  # dead: its operand is not free
+    graph = builder.finish([builder.record(mul_p, (s, x)), sympy.Symbol("returned_outer")])
+    walked = Graph(graph.inputs, graph.nodes, graph.outputs)
+    assert graph.free_symbols() == walked.free_symbols() == {outer, sympy.Symbol("returned_outer")}
+    assert builder.finish([builder.record(mul_p, (x, y))]).free_symbols() == set()
+
+
+def test_a_closure_over_an_outer_trace_is_seen_as_such():
+    seen = {}
+
+    def outer(t):
+        inner = sd.trace(lambda u: u * t, 1.0)  # closes over the outer tracer t
+        seen["inner"] = inner.closes_over_trace
+        return inner(t)
+
+    F = sd.trace(outer, 2.0)
+    assert seen["inner"] is True
+    assert F.closes_over_trace is False
+    assert F(3.0) == 9.0
 
 
 def test_graph_is_a_cse_shaped_list_of_assignments(builder):
