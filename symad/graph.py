@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import itertools
-import random
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -108,12 +107,20 @@ class NodeSymbol(sympy.Dummy):
     SymPy's Python-level ``Basic.__hash__`` was another large share of the
     cost). An unpickled graph gets new symbols, consistently throughout it.
 
+    A node symbol also carries what builders would otherwise keep a table
+    entry per node for (two dicts of 10^6 entries for a large gradient):
+    ``_node``, the :class:`Node` it names, and its ``dummy_index``, a number
+    from one counter, increasing in order of creation, which orders node
+    symbols as operands of commutative primitives (:meth:`GraphBuilder.sort_key`).
+
     >>> a, b = NodeSymbol("n0"), NodeSymbol("n0")
     >>> a == b, a == a, isinstance(a, sympy.Dummy), (a + 1).free_symbols == {a}
     (False, True, True, True)
+    >>> a.dummy_index < b.dummy_index
+    True
     """
 
-    __slots__ = ()
+    __slots__ = ("_node",)
     __hash__ = object.__hash__
     __eq__ = object.__eq__
     __ne__ = object.__ne__
@@ -121,10 +128,12 @@ class NodeSymbol(sympy.Dummy):
     def __new__(cls, name: str, dummy_index: int | None = None, **assumptions):
         if assumptions or _SHARED_ASSUMPTIONS is None:  # not a plain node name: SymPy's way
             return sympy.Dummy.__new__(cls, name, dummy_index, **assumptions)
-        return _plain_node_symbol(cls, name, dummy_index)
+        # A number from an unpickled graph is not kept: numbers order node symbols by
+        # creation, and those of another process would not interleave with ours.
+        return _plain_node_symbol(cls, name)
 
 
-def _plain_node_symbol(cls, name: str, dummy_index: int | None = None) -> NodeSymbol:
+def _plain_node_symbol(cls, name: str) -> NodeSymbol:
     """A node symbol with the shared assumptions, made without SymPy's constructors.
 
     ``sympy.Basic.__new__``'s three assignments are made here: its call chain was
@@ -139,19 +148,16 @@ def _plain_node_symbol(cls, name: str, dummy_index: int | None = None) -> NodeSy
     # attribute, and every write to a class attribute invalidates CPython's
     # attribute cache for the class and its subclasses, so each later lookup on a
     # node symbol (``is_Symbol``: several per recorded node) went the slow way.
-    # That made a node symbol cost 1.4 us instead of 0.3. The numbers only need
-    # to be distinct among node symbols (a Dummy sorts by class name first).
-    symbol.dummy_index = next(_NODE_NUMBERS) if dummy_index is None else dummy_index
+    # That made a node symbol cost 1.4 us instead of 0.3. The numbers are distinct
+    # among node symbols (a Dummy sorts by class name first), increase in order of
+    # creation, and start above any count of other symbols a builder orders.
+    symbol.dummy_index = next(_NODE_NUMBERS)
     return symbol
 
 
 _object_new = object.__new__
 
-
-# Like Dummy's, the numbering starts at a random base in each process, so that the
-# symbols of a graph unpickled from another process (which keep their numbers) do
-# not share numbers with those made here.
-_NODE_NUMBERS = itertools.count(random.Random().randint(10**6, 9 * 10**6) * 1000)
+_NODE_NUMBERS = itertools.count(2**40)
 
 
 def shared_assumptions(template: sympy.Symbol) -> tuple | None:
@@ -182,6 +188,14 @@ class Node:
         self.args = args
         self.params = params
         self._expr = None
+
+    def __setstate__(self, state) -> None:
+        # A node symbol does not pickle its node (SymPy pickles a symbol's name and
+        # number only): the unpickled node gives it back.
+        for name, value in state[1].items():
+            setattr(self, name, value)
+        if self.symbol.__class__ is NodeSymbol:
+            self.symbol._node = self
 
     @property
     def expr(self) -> sympy.Basic:
@@ -301,9 +315,7 @@ def replay(graph: Graph, builder: GraphBuilder, bindings: dict) -> dict:
     env = dict(bindings)
     for node in graph.nodes:
         args = tuple(env.get(a, a) for a in node.args)
-        # The same operands as in the original graph: the same node, so it may keep its symbol.
-        hint = node.symbol if args == node.args else None
-        env[node.symbol] = builder.record(node.primitive, args, node.params, hint)
+        env[node.symbol] = builder.record(node.primitive, args, node.params)
     return env
 
 
@@ -408,7 +420,8 @@ class GraphBuilder:
         self.inputs: list[sympy.Symbol] = []
         self.nodes: list[Node] = []
         self._node_by_key: dict = {}
-        self._node_of: dict = {}
+        # The order of the symbols that are not node symbols (inputs, values of an
+        # enclosing trace), numbered as first met; node symbols carry their number.
         self._order: dict = {}
         # Atoms holding truth values: boolean constants and comparison nodes.
         self._boolean_atoms: set = {sympy.true, sympy.false}
@@ -452,21 +465,34 @@ class GraphBuilder:
     # -- nodes -------------------------------------------------------------
 
     def node_of(self, atom) -> Node | None:
-        """The node that defines ``atom`` in this builder, if any."""
-        return self._node_of.get(atom)
+        """The node that defines ``atom`` (a node symbol), if any.
+
+        The node may have been recorded by another builder: an enclosing
+        trace's, or the one whose graph this builder adopted. Simplifying with
+        it is sound either way, since the node's value is ``atom``'s.
+        """
+        return getattr(atom, "_node", None)
 
     def sort_key(self, atom) -> tuple:
         """Deterministic operand order for commutative primitives.
 
-        Constants come first (by value), then symbols in the order this
-        builder first saw them; never by ``hash``, which varies between runs.
+        Constants come first (by value), then the other symbols in the order
+        this builder first saw them, then node symbols in the order they were
+        made (by any builder: an adopted node keeps its operands in an order
+        that is still canonical here). Never by ``hash``, which varies between runs.
         """
         if is_constant(atom):
             return self._constant_key(atom)[0]
-        order = self._order.get(atom)
+        return (1, self._symbol_number(atom), "")
+
+    def _symbol_number(self, symbol) -> int:
+        """``symbol``'s place in the order of :meth:`sort_key`."""
+        if symbol.__class__ is NodeSymbol:
+            return symbol.dummy_index  # numbered from 2**40: after every other symbol
+        order = self._order.get(symbol)
         if order is None:  # a symbol of an enclosing trace
-            order = self._order[atom] = len(self._order)
-        return (1, order, "")
+            order = self._order[symbol] = len(self._order)
+        return order
 
     def _constant_key(self, atom) -> tuple:
         """Plain-Python keys of a constant atom: ``(sort key, identity key)``.
@@ -482,9 +508,9 @@ class GraphBuilder:
         return entry[1]
 
     def _canonical_order(self, args: tuple) -> tuple:
-        """``args`` in :meth:`sort_key`'s order: constants first, then symbols by first appearance.
+        """``args`` in :meth:`sort_key`'s order: constants, other symbols, node symbols.
 
-        Two operands, the common case, are compared directly; a symbol met
+        Two operands, the common case, are compared directly; an input met
         beside a constant is then numbered when it is first compared with
         another symbol, which keeps the order deterministic.
         """
@@ -494,12 +520,9 @@ class GraphBuilder:
         first_is_symbol, second_is_symbol = first.is_Symbol, second.is_Symbol
         if first_is_symbol != second_is_symbol:  # constants sort before symbols
             return args if second_is_symbol else (second, first)
-        if first_is_symbol:  # both symbols: by first appearance
-            order = self._order
-            first_order, second_order = order.get(first), order.get(second)
-            if first_order is None or second_order is None:
-                return tuple(sorted(args, key=self.sort_key))
-            return args if first_order <= second_order else (second, first)
+        if first_is_symbol:
+            number = self._symbol_number
+            return args if number(first) <= number(second) else (second, first)
         return args if self.sort_key(first) <= self.sort_key(second) else (second, first)
 
     def _any_truth_value(self, args: tuple) -> bool:
@@ -520,13 +543,8 @@ class GraphBuilder:
         """What a node's operand contributes to its hash-consing key."""
         return atom if atom.is_Symbol else self._constant_key(atom)
 
-    def record(self, primitive, args: Sequence, params: tuple = (), symbol_hint=None) -> sympy.Basic:
-        """Apply ``primitive`` to ``args`` and return the resulting atom.
-
-        ``symbol_hint``: a symbol to name a new node with, if this builder has
-        not used it (replay passes the symbol of the identical original node,
-        which saves creating a SymPy symbol per node).
-        """
+    def record(self, primitive, args: Sequence, params: tuple = ()) -> sympy.Basic:
+        """Apply ``primitive`` to ``args`` and return the resulting atom."""
         args = tuple(args)
         # Most operations are on symbols only (every elementwise step of an array trace):
         # they need neither the truth-value check (unless a comparison was recorded) nor
@@ -542,12 +560,11 @@ class GraphBuilder:
             args = self._coerce_operands(primitive, args)
             all_symbols = all(atom.is_Symbol for atom in args)
         if primitive.commutative and len(args) > 1:
-            if all_symbols and len(args) == 2:  # the common case of _canonical_order, inline
-                first_order, second_order = self._order.get(args[0]), self._order.get(args[1])
-                if first_order is None or second_order is None:
-                    args = self._canonical_order(args)
-                elif second_order < first_order:
-                    args = (args[1], args[0])
+            first, second = args[0], args[1]
+            if len(args) == 2 and first.__class__ is NodeSymbol and second.__class__ is NodeSymbol:
+                # The common case of _canonical_order, inline: two node symbols.
+                if second.dummy_index < first.dummy_index:
+                    args = (second, first)
             else:
                 args = self._canonical_order(args)
         if primitive.simplify is not None:
@@ -583,17 +600,13 @@ class GraphBuilder:
                 # (``b - 1`` of ``b * a**(b - 1)``).
                 self._node_by_key[key] = value
                 return value
-        if symbol_hint is not None and symbol_hint not in self._order:
-            symbol = symbol_hint
-        elif _SHARED_ASSUMPTIONS is not None:
+        if _SHARED_ASSUMPTIONS is not None:
             symbol = _plain_node_symbol(NodeSymbol, f"n{len(self.nodes)}")
         else:
             symbol = NodeSymbol(f"n{len(self.nodes)}")
-        node = Node(symbol, primitive, args, params)
+        node = symbol._node = Node(symbol, primitive, args, params)
         self.nodes.append(node)
         self._node_by_key[key] = symbol
-        self._node_of[symbol] = node
-        self._order[symbol] = len(self._order)
         if primitive.returns_boolean:
             self._boolean_atoms.add(symbol)
         return symbol
@@ -605,7 +618,7 @@ class GraphBuilder:
         only registered, so that later records find them (a fraction of what
         recording them again costs).
         """
-        node_by_key, node_of, order, own_nodes = self._node_by_key, self._node_of, self._order, self.nodes
+        node_by_key, own_nodes = self._node_by_key, self.nodes
         for node in nodes:
             symbol = node.symbol
             operand_keys = node.args  # symbols are their own keys, as in record
@@ -615,8 +628,6 @@ class GraphBuilder:
                     break
             node_by_key.setdefault((node.primitive, operand_keys, node.params), symbol)
             own_nodes.append(node)
-            node_of[symbol] = node
-            order[symbol] = len(order)
             if node.primitive.returns_boolean:
                 self._boolean_atoms.add(symbol)
 

@@ -122,6 +122,65 @@ def test_a_closure_over_an_outer_trace_is_seen_as_such():
     assert F(3.0) == 9.0
 
 
+def test_a_node_symbol_carries_its_node_through_adoption_and_pickling(builder):
+    import pickle
+
+    s = builder.record(sin_p, (x,))
+    product = builder.record(mul_p, (s, y))
+    graph = builder.finish([product])
+    assert builder.node_of(product) is graph.nodes[1] and builder.node_of(x) is None
+    assert builder.node_of(sympy.Integer(2)) is None
+    fresh = GraphBuilder("fresh")
+    fresh.add_input(x)
+    fresh.add_input(y)
+    fresh.adopt(graph.nodes)
+    assert fresh.node_of(s) is graph.nodes[0]
+    # Unpickled symbols are new objects, and get their nodes back.
+    loaded = pickle.loads(pickle.dumps(graph))
+    assert [loaded_node.symbol._node for loaded_node in loaded.nodes] == list(loaded.nodes)
+    assert loaded.nodes[1].args == (loaded.inputs[1], loaded.nodes[0].symbol)
+
+
+def test_commutative_operands_are_in_one_order_in_every_builder(builder):
+    # Node symbols are ordered by creation, the same in every builder: a builder that
+    # adopts a graph finds its commutative nodes whichever way the operands come.
+    a, b = builder.record(sin_p, (x,)), builder.record(cos_p, (y,))
+    ab, xa = builder.record(mul_p, (b, a)), builder.record(mul_p, (a, x))
+    assert builder.node_of(ab).args == (a, b)
+    assert builder.node_of(xa).args == (x, a)  # other symbols before node symbols
+    graph = builder.finish([ab, xa])
+    fresh = GraphBuilder("fresh")
+    fresh.add_input(y)  # inputs added in another order do not matter
+    fresh.add_input(x)
+    fresh.adopt(graph.nodes)
+    assert fresh.record(mul_p, (a, b)) is ab and fresh.record(mul_p, (b, a)) is ab
+    assert fresh.record(mul_p, (a, x)) is xa and fresh.record(mul_p, (x, a)) is xa
+    assert len(fresh.nodes) == len(graph.nodes)
+
+
+def test_traces_of_one_function_are_the_same_graph():
+    def f(v):
+        return np.sum(np.sin(v) * v[::-1] + np.exp(v) * np.cos(v)) * v[0]
+
+    graphs = [sd.grad(f).trace(np.ones(4)).graph for _ in range(2)]
+    shapes = [[(node.primitive.name, tuple(str(a) for a in node.args)) for node in g.nodes]
+              for g in graphs]
+    assert shapes[0] == shapes[1]
+
+
+def test_simplification_sees_the_nodes_of_an_enclosing_trace():
+    # -(-t) recorded inside a nested trace over the outer -t is t itself.
+    def outer(t):
+        negated = -t
+        inner = sd.trace(lambda u: -negated + 0 * u, 1.0)
+        (node,) = [n for n in inner.graph.nodes if n.primitive is neg_p] or [None]
+        assert node is None  # no second negation was recorded
+        return inner(t) * t
+
+    F = sd.trace(outer, 2.0)
+    assert F(3.0) == 9.0
+
+
 def test_graph_is_a_cse_shaped_list_of_assignments(builder):
     s = builder.record(sin_p, (x,))
     product = builder.record(mul_p, (s, y))
