@@ -475,3 +475,26 @@ def test_build_program_resolves_equal_symbols_constants_and_later_nodes():
     later = Graph((x,), [Node(s, sin_p, (graph.nodes[1].symbol,), ()), graph.nodes[1]], (s,))
     with pytest.raises(KeyError):
         build_program(later)
+
+
+@pytest.mark.parametrize("bound", [3, 10**9])
+def test_row_numbers_number_distinct_rows_in_order(bound):
+    # Small ranges are renumbered through a table, large ones by np.unique: alike.
+    rng = np.random.default_rng(3)
+    columns = [(rng.integers(0, b, 500), b) for b in (5, bound, 2, bound)]
+    numbers, count = levels._row_numbers(500, columns)
+    rows = list(zip(*(values.tolist() for values, _ in columns)))
+    distinct = sorted(set(rows))
+    assert count == len(distinct)
+    assert numbers.tolist() == [distinct.index(row) for row in rows]
+
+
+def test_build_program_reads_a_repeated_input_as_its_last_position():
+    import sympy
+
+    from symad.graph import Graph, Node, NodeSymbol
+    from symad.primitives import sin_p
+
+    x, s = sympy.Symbol("x"), NodeSymbol("s")
+    program = build_program(Graph((x, x), [Node(s, sin_p, (x,), ())], (s, x)))
+    assert program.instructions[0].operands == (1,) and program.outputs == (2, 1)

@@ -46,14 +46,13 @@ from __future__ import annotations
 
 import base64
 import functools
-import itertools
 import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
-from symad.compile.program import Constant, Instruction, Program, _starts, safe_comment
+from symad.compile.program import Constant, Instruction, Program, _numbered, _starts, safe_comment
 from symad.compile.source import (
     MAX_BLOCK,
     RUN,
@@ -173,36 +172,39 @@ def plan_levels(program: Program, max_groups: int | None = None) -> LevelPlan | 
     # inf the other. numexpr likewise rewrites a literal exponent (``x ** 3`` is
     # ``x * x * x``). A group whose members share the exponent writes it as a literal,
     # as the other lowerings do.
-    kind_of: dict = {}  # (primitive, params, arity) -> kind number
-    kinds = np.fromiter(map(kind_of.setdefault,
-                            zip(table.primitives, table.params, table.arities.tolist()),
-                            itertools.count()), np.int64, instruction_count)
-    exponent = np.full(instruction_count, -1, np.int64)
-    power_kinds = [k for (primitive, _, arity), k in kind_of.items()
-                   if primitive.name == "power" and arity == 2]
-    if power_kinds:
-        powers = np.flatnonzero(np.isin(kinds, power_kinds))
+    exponent = np.zeros(instruction_count, np.int64)  # 1 + the exponent's constant number, or 0
+    power_numbers = [number for number, primitive in enumerate(table.distinct_primitives)
+                     if primitive.name == "power"]
+    if power_numbers:
+        powers = np.flatnonzero(np.isin(table.primitive_numbers, power_numbers) & (table.arities == 2))
         exponent_codes = table.codes[table.offsets[powers] + 1]
         constant = exponent_codes >= value_count
         exponent[powers[constant]] = np.asarray(constant_rows, np.int64)[
-            exponent_codes[constant] - value_count]
-    _, kind_and_exponent = np.unique(kinds * (value_count + len(constants) + 1) + exponent + 1,
-                                     return_inverse=True)
-    kind_and_exponent = kind_and_exponent.reshape(-1)
-    _, first_member, group_of = np.unique(
-        node_levels * (int(kind_and_exponent.max(initial=0)) + 1) + kind_and_exponent,
-        return_index=True, return_inverse=True)
-    group_of = group_of.reshape(-1)
-    group_count = len(first_member)
+            exponent_codes[constant] - value_count] - (input_count - 1)
+    # Parameters are rare: numbered where an instruction has any (0: none).
+    parameters = np.zeros(instruction_count, np.int64)
+    with_parameters = np.flatnonzero(np.fromiter(map(len, table.params), np.int64, instruction_count))
+    numbers, distinct_parameters = _numbered([table.params[i] for i in with_parameters.tolist()])
+    parameters[with_parameters] = numbers + 1
+    group_of, group_count = _row_numbers(instruction_count, [
+        (node_levels, int(node_levels.max(initial=0)) + 1),
+        (table.primitive_numbers, len(table.distinct_primitives)),
+        (parameters, len(distinct_parameters) + 1),
+        (table.arities, int(table.arities.max(initial=0)) + 1),
+        (exponent, len(constants) + 1),
+    ])
     if max_groups is not None and group_count > max_groups:
         return None  # narrow
-    # Evaluation order: by level, and within a level by first member.
+    # Evaluation order: by level, and within a level by first member. Group numbers
+    # are few, so these stable sorts of them are radix sorts (see _small).
+    by_group = np.argsort(_small(group_of, group_count), kind="stable")
+    sizes = np.bincount(group_of, minlength=group_count)
+    first_member = by_group[_starts(sizes)]
     order_of_group = np.lexsort((first_member, node_levels[first_member]))
     rank = np.empty(group_count, np.int64)
     rank[order_of_group] = np.arange(group_count)
-    rank_of_node = rank[group_of]
-    members = np.argsort(rank_of_node, kind="stable")  # group by group, in instruction order
-    sizes = np.bincount(rank_of_node, minlength=group_count)
+    members = np.argsort(_small(rank[group_of], group_count), kind="stable")  # in instruction order
+    sizes = sizes[order_of_group]
     first_rows = first_instruction_row + _starts(sizes)
 
     # Row of every code: inputs keep theirs, instructions follow their group, constants share.
@@ -233,51 +235,102 @@ def plan_levels(program: Program, max_groups: int | None = None) -> LevelPlan | 
     )
 
 
-#: Levels are found by sweeps over all operands at once (as many as the graph is
-#: deep, a handful for a wide one); a graph still changing after this many sweeps
-#: is deep, and its levels are found one instruction at a time instead ...
+def _row_numbers(length: int, columns: list) -> tuple[np.ndarray, int]:
+    """``(numbers, count)``: the distinct rows of ``columns`` numbered ``0 .. count-1`` in
+    increasing order (column by column), equal rows alike.
+
+    ``columns`` are ``(values, bound)`` pairs, each values an integer array of ``length``
+    in ``range(bound)``. A row is one integer in mixed radix, renumbered densely where
+    its range would outgrow ``length`` (so it cannot overflow) and at the end: through a
+    table over the range where that is small -- the usual case, a few thousand possible
+    keys (levels x primitives x arities x exponents) over 10^6 instructions -- else by
+    ``np.unique``, a sort of all of them.
+
+    >>> _row_numbers(4, [(np.array([1, 0, 1, 1]), 2), (np.array([5, 7, 5, 6]), 8)])
+    (array([1, 0, 1, 2]), 3)
+    """
+    key, bound = np.zeros(length, np.int64), 1
+    for values, count in columns:
+        if bound * count > max(length, 1):
+            key, bound = _dense(key, bound)
+        key *= count
+        key += values
+        bound *= count
+    return _dense(key, bound)
+
+
+def _dense(key: np.ndarray, bound: int) -> tuple[np.ndarray, int]:
+    """``key`` (values in ``range(bound)``) renumbered ``0, 1, ...`` in increasing order, and the count."""
+    if bound <= 4 * len(key) + 1024:
+        present = np.zeros(bound, bool)
+        present[key] = True
+        number = np.cumsum(present) - 1
+        return number[key], int(np.count_nonzero(present))
+    distinct, inverse = np.unique(key, return_inverse=True)
+    return inverse.reshape(-1), len(distinct)
+
+
+def _small(numbers: np.ndarray, count: int) -> np.ndarray:
+    """``numbers`` (in ``range(count)``) in the narrowest unsigned type: NumPy's stable sort
+    of 8- and 16-bit integers is a radix sort, several times faster than of int64."""
+    return numbers.astype(np.min_scalar_type(max(count - 1, 0)), copy=False)
+
+
+#: Levels are found chunk by chunk of this many instructions, each by sweeps over all
+#: its operands at once. Instructions come after their operands, so a chunk reads the
+#: final levels of the chunks before it: one sweep finds its levels when none of its
+#: instructions reads another of it (a wide gradient is recorded operation by
+#: operation, so most chunks), else as many as it is deep plus one that changes nothing.
+LEVEL_CHUNK = 1 << 12
+#: A chunk still changing after this many sweeps is deep: the levels from it on are
+#: found one instruction at a time (a 210,000-node chain: 24 sweeps over all of it
+#: took 45 ms; over its first chunk, 1.5 ms).
 LEVEL_SWEEPS = 24
-#: ... which the first this many instructions, swept alone, usually show at little
-#: cost (a 210,000-node chain: 24 sweeps over all of it took 45 ms).
-LEVEL_PROBE = 4096
 
 
-def _sweep_levels(level: np.ndarray, table, count: int) -> bool:
-    """Levels of the first ``count`` instructions into ``level`` by at most ``LEVEL_SWEEPS``
-    sweeps; False if they were still changing (a deep graph). Instructions come after
-    their operands, so the first ``count`` never read a later one."""
-    codes = table.codes[:int(table.offsets[count - 1] + table.arities[count - 1])]
-    offsets = table.offsets[:count]
-    levels = level[table.input_count:table.input_count + count]  # a view: filled in place
-    for _ in range(LEVEL_SWEEPS):
-        highest = np.maximum.reduceat(level[codes], offsets)
-        highest += 1
-        if np.array_equal(highest, levels):
-            return True
-        levels[:] = highest
-    return False
+def _sweep_levels(level: np.ndarray, table) -> int:
+    """Levels into ``level``, chunk by chunk, as far as sweeps find them: how many
+    instructions (from the first) have theirs."""
+    input_count, count = table.input_count, len(table.arities)
+    codes, offsets, arities = table.codes, table.offsets, table.arities
+    for first in range(0, count, LEVEL_CHUNK):
+        stop = min(first + LEVEL_CHUNK, count)
+        start, end = int(offsets[first]), int(offsets[stop - 1] + arities[stop - 1])
+        chunk_codes, chunk_offsets = codes[start:end], offsets[first:stop] - start
+        levels = level[input_count + first:input_count + stop]  # a view: filled in place
+        reads_itself = bool(np.any((chunk_codes >= input_count + first)
+                                   & (chunk_codes < input_count + stop)))
+        for _ in range(LEVEL_SWEEPS):
+            highest = np.maximum.reduceat(level[chunk_codes], chunk_offsets)
+            highest += 1
+            settled = not reads_itself or np.array_equal(highest, levels)
+            levels[:] = highest
+            if settled:
+                break
+        else:
+            levels[:] = 0
+            return first
+    return count
 
 
 def _levels(table, max_groups: int | None):
     """Level of every code (inputs and constants 0, an instruction one more than its
     highest operand); None as soon as there are more than ``max_groups`` levels."""
     input_count, value_count = table.input_count, table.value_count
-    count = value_count - input_count
     level = np.zeros(value_count + len(table.constants), np.int64)
     # reduceat needs every instruction to have an operand (else a sequential pass).
-    if count and table.arities.all():
-        if _sweep_levels(level, table, min(count, LEVEL_PROBE)) and _sweep_levels(level, table, count):
-            return level
-        level[input_count:value_count] = 0
-    codes, offsets = table.codes, table.offsets
+    found = _sweep_levels(level, table) if table.arities.all() else 0
+    if found == value_count - input_count:
+        return level
     # A deep graph: one instruction after another, in order, stopping early.
     levels = level.tolist()
-    code_list = codes.tolist()
-    bounds = offsets.tolist() + [len(code_list)]
+    start = int(table.offsets[found])
+    code_list = table.codes[start:].tolist()
+    bounds = (table.offsets[found:] - start).tolist() + [len(code_list)]
     limit = math.inf if max_groups is None else max_groups
-    value = input_count
-    for start, stop in zip(bounds, bounds[1:]):
-        highest = max(map(levels.__getitem__, code_list[start:stop]), default=0) + 1
+    value = input_count + found
+    for begin, stop in zip(bounds, bounds[1:]):
+        highest = max(map(levels.__getitem__, code_list[begin:stop]), default=0) + 1
         if highest > limit:
             return None
         levels[value] = highest

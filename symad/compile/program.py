@@ -132,6 +132,10 @@ class OperandTable(NamedTuple):
     constants: list
     #: the outputs' codes
     output_codes: np.ndarray
+    #: instruction ``i``'s primitive is ``distinct_primitives[primitive_numbers[i]]``: passes
+    #: that classify instructions by primitive do it per distinct primitive, with NumPy
+    primitive_numbers: np.ndarray
+    distinct_primitives: list
 
     @property
     def value_count(self) -> int:
@@ -161,10 +165,10 @@ class OperandTable(NamedTuple):
         codes = [code(operand) for instruction in instructions for operand in instruction.operands]
         output_codes = [code(operand) for operand in outputs]
         arities = np.array([len(instruction.operands) for instruction in instructions], np.int64)
-        return cls(input_count, [instruction.primitive for instruction in instructions],
-                   [instruction.params for instruction in instructions], arities,
-                   _starts(arities), np.array(codes, np.int64), constants,
-                   np.array(output_codes, np.int64))
+        primitives = [instruction.primitive for instruction in instructions]
+        return cls(input_count, primitives, [instruction.params for instruction in instructions],
+                   arities, _starts(arities), np.array(codes, np.int64), constants,
+                   np.array(output_codes, np.int64), *_numbered(primitives))
 
     def instructions(self) -> list[Instruction]:
         """The :class:`Instruction` of every row of the table, in order."""
@@ -181,8 +185,8 @@ class OperandTable(NamedTuple):
 
     def boolean_values(self) -> set[int]:
         """The values that hold truth values (results of comparisons)."""
-        returns_boolean = {p: bool(p.returns_boolean) for p in set(self.primitives)}
-        mask = np.fromiter(map(returns_boolean.__getitem__, self.primitives), bool, len(self.primitives))
+        returns_boolean = np.array([bool(p.returns_boolean) for p in self.distinct_primitives], bool)
+        mask = returns_boolean[self.primitive_numbers]
         return set((np.flatnonzero(mask) + self.input_count).tolist())
 
 
@@ -191,6 +195,20 @@ def _starts(arities: np.ndarray) -> np.ndarray:
     starts = np.zeros(len(arities), np.int64)
     np.cumsum(arities[:-1], out=starts[1:])
     return starts
+
+
+def _numbered(objects: Sequence) -> tuple[np.ndarray, list]:
+    """``(numbers, distinct)``: ``objects[i] == distinct[numbers[i]]``, distinct in order of first use.
+
+    Two C-speed passes over ``objects`` (a dict of the distinct ones, then a look-up
+    each): the distinct objects are few, and this runs once per instruction.
+
+    >>> _numbered(["a", "b", "a"])
+    (array([0, 1, 0]), ['a', 'b'])
+    """
+    distinct = list(dict.fromkeys(objects))
+    number = {item: index for index, item in enumerate(distinct)}
+    return np.fromiter(map(number.__getitem__, objects), np.int64, len(objects)), distinct
 
 
 class Program:
@@ -288,40 +306,42 @@ def build_program(graph: Graph, name: str = "function") -> Program:
     # costs milliseconds: the table is made with bulk passes (map, zip, NumPy),
     # and only the atoms that are not an input or node symbol by identity --
     # constants, few and shared, and anything unusual -- are looked at one by one.
-    number = dict(zip(map(id, itertools.chain(inputs, map(_SYMBOL, nodes))), range(value_count)))
+    values = _IdentityIndex(itertools.chain(inputs, map(_SYMBOL, nodes)), value_count)
     args = list(map(_ARGS, nodes))
     arities = np.fromiter(map(len, args), np.int64, len(nodes))
-    atoms = list(itertools.chain.from_iterable(args))
-    codes = np.fromiter(map(number.get, map(id, atoms), itertools.repeat(-1)), np.int64, len(atoms))
+    offsets = _starts(arities)
+    codes, ids = values.find(itertools.chain.from_iterable(args), int(arities.sum()))
     # An operand must be an earlier value: a later node's symbol is looked at below.
-    owner = np.repeat(np.arange(input_count, value_count, dtype=np.int64), arities)
+    owner = np.repeat(np.arange(input_count, value_count, dtype=np.int32), arities)
     codes[codes >= owner] = -1
     resolver = _AtomResolver(graph, value_count)
     unresolved = np.flatnonzero(codes < 0)
     if len(unresolved):
-        ids = np.fromiter(map(id, map(atoms.__getitem__, unresolved.tolist())), np.int64,
-                          len(unresolved))
         # Each distinct atom once, in order of first use (so constants are numbered so).
-        _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+        _, first, inverse = np.unique(ids[unresolved], return_index=True, return_inverse=True)
         code_of_distinct = np.empty(len(first), np.int64)
         for distinct in np.argsort(first, kind="stable").tolist():
             position = int(unresolved[first[distinct]])
             node_value = int(owner[position])
-            code_of_distinct[distinct] = resolver.code(atoms[position], before=node_value)
+            node = node_value - input_count
+            atom = args[node][position - int(offsets[node])]
+            code_of_distinct[distinct] = resolver.code(atom, before=node_value)
         codes[unresolved] = code_of_distinct[inverse.reshape(-1)]
-    output_codes = np.array([resolver.code(atom, before=value_count) if code < 0 else code
-                             for atom, code in zip(graph.outputs, map(number.get, map(id, graph.outputs),
-                                                                      itertools.repeat(-1)))],
-                            np.int64)
-    table = OperandTable(input_count, list(map(_PRIMITIVE, nodes)), list(map(tuple, map(_PARAMS, nodes))),
-                         arities, _starts(arities), codes, resolver.constants, output_codes)
+    del ids, owner  # 2 x 10^6 operands: each array is tens of MB
+    output_codes, _ = values.find(graph.outputs, len(graph.outputs))
+    for position in np.flatnonzero(output_codes < 0).tolist():
+        output_codes[position] = resolver.code(graph.outputs[position], before=value_count)
+    primitives = list(map(_PRIMITIVE, nodes))
+    table = OperandTable(input_count, primitives, list(map(tuple, map(_PARAMS, nodes))),
+                         arities, offsets, codes, resolver.constants, output_codes,
+                         *_numbered(primitives))
     operand_of_code = resolver.constants
     outputs = tuple(code if code < value_count else operand_of_code[code - value_count]
                     for code in output_codes.tolist())
     return Program(
         name=name,
         input_count=input_count,
-        input_names=tuple(symbol.name for symbol in inputs),
+        input_names=tuple(map(_NAME, inputs)),
         instructions=None,
         outputs=outputs,
         boolean_values=table.boolean_values(),
@@ -329,10 +349,42 @@ def build_program(graph: Graph, name: str = "function") -> Program:
     )
 
 
+class _IdentityIndex:
+    """Finds objects among ``values`` by identity: each one's position, the last if repeated.
+
+    A dict keyed by ``id`` does this too, but at 10^6 values its build and look-ups
+    were 0.55 s, most of a wide gradient's :func:`build_program` (a hash table far
+    larger than the caches, and an int object per key); the ids as one sorted
+    NumPy array, searched with ``np.searchsorted``, take a third of that. Objects
+    allocated one after another mostly have increasing ids, so the sort is cheap.
+    The values must stay alive while the index is used (ids are addresses).
+    """
+
+    def __init__(self, values, count: int):
+        ids = np.fromiter(map(id, values), np.uintp, count)
+        self.order = np.argsort(ids, kind="stable")  # a repeated value: positions ascending
+        self.sorted_ids = ids[self.order]
+
+    def find(self, atoms, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(positions, ids)`` of the ``count`` ``atoms``: -1 where an atom is no value."""
+        ids = np.fromiter(map(id, atoms), np.uintp, count)
+        if not len(self.sorted_ids):
+            return np.full(count, -1, np.int64), ids
+        # The last equal id: that value's last position, as a dict built in order keeps it.
+        found = np.searchsorted(self.sorted_ids, ids, side="right")
+        found -= 1
+        np.maximum(found, 0, out=found)
+        missing = self.sorted_ids[found] != ids
+        positions = self.order[found]
+        positions[missing] = -1
+        return positions, ids
+
+
 _SYMBOL = operator.attrgetter("symbol")
 _ARGS = operator.attrgetter("args")
 _PRIMITIVE = operator.attrgetter("primitive")
 _PARAMS = operator.attrgetter("params")
+_NAME = operator.attrgetter("name")
 
 
 class _AtomResolver:
