@@ -419,7 +419,11 @@ class GraphBuilder:
         self.function_name = function_name
         self.inputs: list[sympy.Symbol] = []
         self.nodes: list[Node] = []
-        self._node_by_key: dict = {}
+        # Hash-consing: one table per primitive (and parameters), from the operands'
+        # keys to the node's symbol or the constant the operation folded to. Keyed by
+        # the operand tuple itself where every operand is a symbol, the tuple the node
+        # keeps: a key tuple per node was 64 bytes of each of 10^6 nodes.
+        self._tables: dict = {}
         # The order of the symbols that are not node symbols (inputs, values of an
         # enclosing trace), numbered as first met; node symbols carry their number.
         self._order: dict = {}
@@ -574,7 +578,7 @@ class GraphBuilder:
         # The hash-consing key, on plain Python values; on the way, whether every
         # operand is a constant (atoms are symbols or constants), to fold it exactly.
         if all_symbols:
-            key = (primitive, args, params)
+            key = args
             all_constant = False
         else:
             operand_keys = []
@@ -585,8 +589,12 @@ class GraphBuilder:
                     all_constant = False
                 else:
                     operand_keys.append(self._constant_key(a))
-            key = (primitive, tuple(operand_keys), params)
-        existing = self._node_by_key.get(key)
+            key = tuple(operand_keys)
+        kind = (primitive, params) if params else primitive
+        table = self._tables.get(kind)
+        if table is None:
+            table = self._tables[kind] = {}
+        existing = table.get(key)
         if existing is not None:  # the node, or the constant this operation folded to before
             return existing
         if all_constant and primitive.folds_constants and all(map(is_constant, args)):
@@ -598,7 +606,7 @@ class GraphBuilder:
                 # Remembered under the key: folding through SymPy costs microseconds,
                 # and a partial rule folds the same constants at every element
                 # (``b - 1`` of ``b * a**(b - 1)``).
-                self._node_by_key[key] = value
+                table[key] = value
                 return value
         if _SHARED_ASSUMPTIONS is not None:
             symbol = _plain_node_symbol(NodeSymbol, f"n{len(self.nodes)}")
@@ -606,7 +614,7 @@ class GraphBuilder:
             symbol = NodeSymbol(f"n{len(self.nodes)}")
         node = symbol._node = Node(symbol, primitive, args, params)
         self.nodes.append(node)
-        self._node_by_key[key] = symbol
+        table[key] = symbol
         if primitive.returns_boolean:
             self._boolean_atoms.add(symbol)
         return symbol
@@ -618,15 +626,19 @@ class GraphBuilder:
         only registered, so that later records find them (a fraction of what
         recording them again costs).
         """
-        node_by_key, own_nodes = self._node_by_key, self.nodes
+        tables, own_nodes = self._tables, self.nodes
         for node in nodes:
-            symbol = node.symbol
+            symbol, primitive, params = node.symbol, node.primitive, node.params
             operand_keys = node.args  # symbols are their own keys, as in record
             for atom in operand_keys:
                 if not atom.is_Symbol:
                     operand_keys = tuple(map(self._operand_key, node.args))
                     break
-            node_by_key.setdefault((node.primitive, operand_keys, node.params), symbol)
+            kind = (primitive, params) if params else primitive
+            table = tables.get(kind)
+            if table is None:
+                table = tables[kind] = {}
+            table.setdefault(operand_keys, symbol)
             own_nodes.append(node)
             if node.primitive.returns_boolean:
                 self._boolean_atoms.add(symbol)
