@@ -256,11 +256,12 @@ def apply(primitive, *operands, params: tuple = ()) -> Tracer:
         ) from error
     shape = broadcast[0].shape
     columns = [array.reshape(-1) for array in broadcast]
+    count = len(columns[0])
     out = np.empty(shape, dtype=object)
-    flat = out.reshape(-1)
-    record = builder.record
-    for position, args in enumerate(zip(*columns)):
-        flat[position] = record(primitive, args, params)
+    # One record per element, driven by map (no Python-level loop per element);
+    # the atoms are then stored in one assignment.
+    out.reshape(-1)[:] = list(map(builder.record, itertools.repeat(primitive, count),
+                                  zip(*columns), itertools.repeat(params, count)))
     return Tracer(out)
 
 
