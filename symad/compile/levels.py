@@ -79,7 +79,7 @@ WIDE_MIN_GROUP = 16
 class LevelGroup(NamedTuple):
     """Instructions evaluated by one call: same level, primitive, parameters and arity.
 
-    ``operand_rows[j, i]`` is the table row of operand ``j`` of member ``i``;
+    ``operand_rows[j, i]`` (int32) is the table row of operand ``j`` of member ``i``;
     member ``i``'s result goes to row ``first_row + i``.
     """
 
@@ -181,11 +181,14 @@ def plan_levels(program: Program, max_groups: int | None = None) -> LevelPlan | 
         constant = exponent_codes >= value_count
         exponent[powers[constant]] = np.asarray(constant_rows, np.int64)[
             exponent_codes[constant] - value_count] - (input_count - 1)
-    # Parameters are rare: numbered where an instruction has any (0: none).
+    # Parameters are rare: numbered where an instruction has any (0: none), and
+    # looked for only when some instruction has (list.count compares by identity first).
     parameters = np.zeros(instruction_count, np.int64)
-    with_parameters = np.flatnonzero(np.fromiter(map(len, table.params), np.int64, instruction_count))
-    numbers, distinct_parameters = _numbered([table.params[i] for i in with_parameters.tolist()])
-    parameters[with_parameters] = numbers + 1
+    distinct_parameters: list = []
+    if table.params.count(()) < instruction_count:
+        with_parameters = np.flatnonzero(np.fromiter(map(len, table.params), np.int64, instruction_count))
+        numbers, distinct_parameters = _numbered([table.params[i] for i in with_parameters.tolist()])
+        parameters[with_parameters] = numbers + 1
     group_of, group_count = _row_numbers(instruction_count, [
         (node_levels, int(node_levels.max(initial=0)) + 1),
         (table.primitive_numbers, len(table.distinct_primitives)),
@@ -208,9 +211,11 @@ def plan_levels(program: Program, max_groups: int | None = None) -> LevelPlan | 
     first_rows = first_instruction_row + _starts(sizes)
 
     # Row of every code: inputs keep theirs, instructions follow their group, constants share.
-    row_of_code = np.empty(value_count + len(table.constants), np.int64)
+    # Rows are int32, as the module stores them (a table of 2^31 rows would not fit in memory).
+    row_of_code = np.empty(value_count + len(table.constants), np.int32)
     row_of_code[:input_count] = np.arange(input_count)
-    row_of_code[input_count + members] = first_instruction_row + np.arange(instruction_count)
+    row_of_code[input_count + members] = np.arange(first_instruction_row,
+                                                   first_instruction_row + instruction_count)
     row_of_code[value_count:] = constant_rows
 
     groups = []
@@ -345,7 +350,7 @@ def _levels(table, max_groups: int | None):
 
 def _blob(array: np.ndarray) -> str:
     """Source for the 1-D ``array`` as base64 text: compact, and quick to compile."""
-    text = base64.b64encode(np.ascontiguousarray(array).tobytes()).decode("ascii")
+    text = base64.b64encode(np.ascontiguousarray(array)).decode("ascii")  # no copy to bytes
     return f'np.frombuffer(base64.b64decode("{text}"), np.{array.dtype.name})'
 
 
@@ -501,8 +506,7 @@ def lower_levels(program: Program, plan: LevelPlan, dtype, backend: str) -> Gene
     widest = max((group.operand_rows.shape[0] for group in calls), default=0)
     block_size = _block_size(max(plan.row_count, widest), np.dtype(dtype).itemsize)
     header = module_header(
-        program, backend, dtype, ["import base64"],
-        [program.output_is_boolean(o) for o in program.outputs], [], descriptions, block_size,
+        program, backend, dtype, ["import base64"], [], descriptions, block_size,
     )
     driver = _LEVEL_DRIVER
     if programs:
@@ -520,7 +524,7 @@ def lower_levels(program: Program, plan: LevelPlan, dtype, backend: str) -> Gene
         f"# operands are ready, gathering their rows. {len(plan.groups)} groups,"
         f" {plan.instruction_count} operations.",
         f"ROW_COUNT = {plan.row_count}",
-        f"_ROWS = {_blob(all_rows.astype(np.int32))}",
+        f"_ROWS = {_blob(all_rows.astype(np.int32, copy=False))}",
         f"CONSTANT_ROWS = slice({plan.input_count}, {plan.input_count + len(constant_rows)})",
         f"CONSTANT_VALUES = {_blob(constant_values)}.astype(DTYPE)[:, None]",
         f"OUTPUT_ROWS = {_blob(np.array(plan.output_rows, dtype=np.int64))}",

@@ -230,7 +230,7 @@ def lower_numba(graph, dtype, name: str = "function") -> GeneratedModule:
         body.append(f"{indent}pass")
     header = module_header(
         program, "numba", dtype, ["import math", "import threading", "", "import llvmlite.binding as _llvm", "import numba"],
-        [program.output_is_boolean(o) for o in program.outputs], [], [], 1 << 20,
+        [], [], 1 << 20,
     )
     source = "\n".join(header + ["", ""] + body) + "\n" + _NUMBA_DRIVER + RUN
     return GeneratedModule(source, [], "numba", dtype, 1 << 20, program)

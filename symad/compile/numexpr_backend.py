@@ -684,9 +684,7 @@ def lower_numexpr(graph, dtype, name: str = "function", program=None) -> Generat
     itemsize = np.dtype(dtype).itemsize
     block_size = block_size_for(len(buffer_kinds) + fallbacks + 2, itemsize)
     header = module_header(
-        program, "numexpr", dtype, [],
-        [program.output_is_boolean(o) for o in program.outputs], buffer_kinds, descriptions,
-        block_size,
+        program, "numexpr", dtype, [], buffer_kinds, descriptions, block_size,
     )
     driver = DRIVER.replace("    with np.errstate(all=\"ignore\"):", "    with _LOCK, np.errstate(all=\"ignore\"):")
     assert driver != DRIVER, "the blocked driver changed: put the lock back around its loop"

@@ -97,8 +97,7 @@ def lower_numpy(graph, dtype, name: str = "function", program: Program | None = 
     body.append("    return None")
     block_size = block_size_for(max_live(program) + 2, np.dtype(dtype).itemsize)
     header = module_header(
-        program, "numpy", dtype, [],
-        [program.output_is_boolean(o) for o in program.outputs], [], descriptions, block_size,
+        program, "numpy", dtype, [], [], descriptions, block_size,
     )
     source = "\n".join(header + unpack_lines(program, 0) + body) + "\n" + DRIVER
     return GeneratedModule(source, externals, "numpy", dtype, block_size, program)

@@ -37,9 +37,11 @@ builder folds constant operands and hash-conses equal nodes as it records.
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import operator
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -63,6 +65,7 @@ __all__ = [
     "schedule_depth_first",
     "liveness",
     "safe_comment",
+    "safe_comments",
 ]
 
 #: A fused expression holds at most this many operations and distinct leaves: numexpr
@@ -262,10 +265,11 @@ class Program:
                                                         self.outputs)
         return self.table
 
-    def output_is_boolean(self, operand) -> bool:
-        if isinstance(operand, Constant):
-            return isinstance(operand.value, bool)
-        return operand in self.boolean_values
+    def outputs_are_boolean(self) -> list[bool]:
+        """Whether each output, in order, is a truth value (a wide gradient has 10^5 outputs)."""
+        boolean = self.boolean_values
+        return [isinstance(o.value, bool) if o.__class__ is Constant else o in boolean
+                for o in self.outputs]
 
     def __repr__(self) -> str:
         return (f"<Program {self.name!r}: {self.input_count} inputs, "
@@ -282,6 +286,20 @@ def safe_comment(text: str, limit: int = 60) -> str:
     "x__import__('os')"
     """
     return _UNPRINTABLE.sub("", str(text))[:limit]
+
+
+def safe_comments(texts: Sequence, limit: int = 60) -> list[str]:
+    """:func:`safe_comment` of each of ``texts``; one search over all of them finds that
+    none needs cleaning, as names nearly always do not (10^5 input names, one by one,
+    took 50 ms).
+
+    >>> safe_comments(["x[0]", "y\\n"])
+    ['x[0]', 'y']
+    """
+    texts = list(map(str, texts))
+    if _UNPRINTABLE.search("".join(texts)) is None:
+        return [text[:limit] for text in texts]
+    return [safe_comment(text, limit) for text in texts]
 
 
 # ---------------------------------------------------------------------------
@@ -335,15 +353,15 @@ def build_program(graph: Graph, name: str = "function") -> Program:
     table = OperandTable(input_count, primitives, list(map(tuple, map(_PARAMS, nodes))),
                          arities, offsets, codes, resolver.constants, output_codes,
                          *_numbered(primitives))
-    operand_of_code = resolver.constants
-    outputs = tuple(code if code < value_count else operand_of_code[code - value_count]
-                    for code in output_codes.tolist())
+    outputs = output_codes.tolist()
+    for position in np.flatnonzero(output_codes >= value_count).tolist():
+        outputs[position] = resolver.constants[outputs[position] - value_count]
     return Program(
         name=name,
         input_count=input_count,
         input_names=tuple(map(_NAME, inputs)),
         instructions=None,
-        outputs=outputs,
+        outputs=tuple(outputs),
         boolean_values=table.boolean_values(),
         table=table,
     )
@@ -361,13 +379,13 @@ class _IdentityIndex:
     """
 
     def __init__(self, values, count: int):
-        ids = np.fromiter(map(id, values), np.uintp, count)
+        ids = _ids(values, count)
         self.order = np.argsort(ids, kind="stable")  # a repeated value: positions ascending
         self.sorted_ids = ids[self.order]
 
     def find(self, atoms, count: int) -> tuple[np.ndarray, np.ndarray]:
         """``(positions, ids)`` of the ``count`` ``atoms``: -1 where an atom is no value."""
-        ids = np.fromiter(map(id, atoms), np.uintp, count)
+        ids = _ids(atoms, count)
         if not len(self.sorted_ids):
             return np.full(count, -1, np.int64), ids
         # The last equal id: that value's last position, as a dict built in order keeps it.
@@ -378,6 +396,21 @@ class _IdentityIndex:
         positions = self.order[found]
         positions[missing] = -1
         return positions, ids
+
+
+def _ids(objects, count: int) -> np.ndarray:
+    """The ``id`` of each of the ``count`` ``objects``, as an array.
+
+    In CPython an object's id is its address, and an object array holds the
+    addresses of its items: reading them there takes half the time of calling
+    ``id`` per object, which makes an int object each (2.2 x 10^6 operands:
+    120 ms). Elsewhere, ``id``.
+    """
+    if sys.implementation.name != "cpython":
+        return np.fromiter(map(id, objects), np.uintp, count)
+    held = np.fromiter(objects, object, count)
+    addresses = (ctypes.c_size_t * count).from_address(held.ctypes.data)
+    return np.frombuffer(addresses, np.uintp).copy()  # a copy: held frees its memory
 
 
 _SYMBOL = operator.attrgetter("symbol")

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 import scipy.special
 
-from symad.compile.program import Constant, Instruction, Program, safe_comment
+from symad.compile.program import Constant, Instruction, Program, safe_comment, safe_comments
 
 __all__ = ["literal", "numpy_spelling", "module_header", "DRIVER", "RUN", "WORKING_SET_BYTES", "block_size_for",
            "GeneratedModule", "is_builtin_primitive"]
@@ -190,8 +190,8 @@ def boolean_tuple_source(values: Sequence[bool]) -> str:
 
 
 def module_header(program: Program, backend: str, dtype, imports: Sequence[str],
-                  output_is_boolean: Sequence[bool], buffer_is_boolean: Sequence[bool],
-                  externals: Sequence[str], block_size: int) -> list[str]:
+                  buffer_is_boolean: Sequence[bool], externals: Sequence[str],
+                  block_size: int) -> list[str]:
     """The top of a generated module: provenance comments, imports and constants."""
     dtype_name = np.dtype(dtype).name
     lines = [
@@ -210,7 +210,7 @@ def module_header(program: Program, backend: str, dtype, imports: Sequence[str],
         "",
         f"DTYPE = np.{dtype_name}",
         f"INPUT_COUNT = {program.input_count}",
-        f"OUTPUT_IS_BOOLEAN = {boolean_tuple_source(output_is_boolean)}",
+        f"OUTPUT_IS_BOOLEAN = {boolean_tuple_source(program.outputs_are_boolean())}",
         f"BUFFER_IS_BOOLEAN = {boolean_tuple_source(buffer_is_boolean)}",
         f"BLOCK_SIZE = {int(block_size)}",
         "# Operations this module cannot spell itself: the caller binds them before use.",
@@ -219,8 +219,7 @@ def module_header(program: Program, backend: str, dtype, imports: Sequence[str],
     for index, description in enumerate(externals):
         lines.append(f"#   EXTERNALS[{index}]: {safe_comment(description)}")
     lines.append("# Inputs:")
-    for index, name in enumerate(program.input_names):
-        lines.append(f"#   v{index}: {safe_comment(name)}")
+    lines.extend(f"#   v{index}: {name}" for index, name in enumerate(safe_comments(program.input_names)))
     lines.append("")
     return lines
 
