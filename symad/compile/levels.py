@@ -47,12 +47,13 @@ from __future__ import annotations
 import base64
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
-from symad.compile.program import Constant, Instruction, Program, _numbered, _starts, safe_comment
+from symad.compile.program import Constant, Instruction, Program, _starts, safe_comment
 from symad.compile.source import (
     MAX_BLOCK,
     RUN,
@@ -273,6 +274,20 @@ def _dense(key: np.ndarray, bound: int) -> tuple[np.ndarray, int]:
         return number[key], int(np.count_nonzero(present))
     distinct, inverse = np.unique(key, return_inverse=True)
     return inverse.reshape(-1), len(distinct)
+
+
+def _numbered(objects: Sequence) -> tuple[np.ndarray, list]:
+    """``(numbers, distinct)``: ``objects[i] == distinct[numbers[i]]``, distinct in order of first use.
+
+    Two C-speed passes over ``objects`` (a dict of the distinct ones, then a look-up
+    each), compared by equality (parameters: equal tuples are one kind).
+
+    >>> _numbered(["a", "b", "a"])
+    (array([0, 1, 0]), ['a', 'b'])
+    """
+    distinct = list(dict.fromkeys(objects))
+    number = {item: index for index, item in enumerate(distinct)}
+    return np.fromiter(map(number.__getitem__, objects), np.int64, len(objects)), distinct
 
 
 def _small(numbers: np.ndarray, count: int) -> np.ndarray:
@@ -538,7 +553,7 @@ def lower_levels(program: Program, plan: LevelPlan, dtype, backend: str) -> Gene
         *body,
         "    return None",
     ]
-    source = "\n".join(header + setup) + "\n" + driver + RUN
+    source = "\n".join(header + setup + [driver + RUN])  # one copy of 10 MB of index text, not three
     where = "numexpr and NumPy" if programs else "NumPy"
     note = f"wide graph: evaluated level by level with {where} ({len(plan.groups)} groups)"
     return GeneratedModule(source, externals, backend, dtype, block_size, program, note)
