@@ -400,12 +400,15 @@ def _mixed_graph():
     return sd.grad(lambda x: f(x)[0] + f(x)[1]).trace(np.linspace(0.1, 1.0, 600)), f
 
 
-@pytest.mark.parametrize("sweeps", [levels.LEVEL_SWEEPS, 3, 0])
-def test_plan_from_the_operand_table_is_the_plan_by_definition(sweeps, monkeypatch):
-    # plan_levels finds levels by NumPy sweeps, or one instruction at a time in a deep
-    # graph (here forced: fewer sweeps than the graph is deep, or none), and groups
-    # and rows with NumPy: the plan is the one the definition gives, either way.
+@pytest.mark.parametrize("sweeps, chunk", [(levels.LEVEL_SWEEPS, levels.LEVEL_CHUNK),
+                                           (levels.LEVEL_SWEEPS, 7), (3, 7), (0, levels.LEVEL_CHUNK)])
+def test_plan_from_the_operand_table_is_the_plan_by_definition(sweeps, chunk, monkeypatch):
+    # plan_levels finds levels by NumPy sweeps chunk by chunk (here also chunks of 7
+    # instructions: many chunks read values of their own), or one instruction at a time
+    # from a deep chunk on (here forced: fewer sweeps than the graph is deep, or none),
+    # and groups and rows with NumPy: the plan is the one the definition gives, either way.
     monkeypatch.setattr(levels, "LEVEL_SWEEPS", sweeps)
+    monkeypatch.setattr(levels, "LEVEL_CHUNK", chunk)
     G, _ = _mixed_graph()
     F = sd.trace(lambda x: _mixed_graph()[1](x), np.linspace(0.1, 1.0, 600))
     for graph in (G.graph, F.graph):
