@@ -109,9 +109,14 @@ class NodeSymbol(sympy.Dummy):
 
     A node symbol also carries what builders would otherwise keep a table
     entry per node for (two dicts of 10^6 entries for a large gradient):
-    ``_node``, the :class:`Node` it names, and its ``dummy_index``, a number
-    from one counter, increasing in order of creation, which orders node
-    symbols as operands of commutative primitives (:meth:`GraphBuilder.sort_key`).
+    ``_position``, the index of its node in the builder that recorded or
+    adopted it last (:meth:`GraphBuilder.node_of` checks it there), and its
+    ``dummy_index``, a number from one counter, increasing in order of
+    creation, which orders node symbols as operands of commutative primitives
+    (:meth:`GraphBuilder.sort_key`). A position, not the node itself: a node
+    holds its symbol, and a reference back would make every node a cycle,
+    which only the cyclic collector frees (a deleted graph would stay in
+    memory until a full collection).
 
     >>> a, b = NodeSymbol("n0"), NodeSymbol("n0")
     >>> a == b, a == a, isinstance(a, sympy.Dummy), (a + 1).free_symbols == {a}
@@ -120,7 +125,7 @@ class NodeSymbol(sympy.Dummy):
     True
     """
 
-    __slots__ = ("_node",)
+    __slots__ = ("_position",)
     __hash__ = object.__hash__
     __eq__ = object.__eq__
     __ne__ = object.__ne__
@@ -188,14 +193,6 @@ class Node:
         self.args = args
         self.params = params
         self._expr = None
-
-    def __setstate__(self, state) -> None:
-        # A node symbol does not pickle its node (SymPy pickles a symbol's name and
-        # number only): the unpickled node gives it back.
-        for name, value in state[1].items():
-            setattr(self, name, value)
-        if self.symbol.__class__ is NodeSymbol:
-            self.symbol._node = self
 
     @property
     def expr(self) -> sympy.Basic:
@@ -469,13 +466,13 @@ class GraphBuilder:
     # -- nodes -------------------------------------------------------------
 
     def node_of(self, atom) -> Node | None:
-        """The node that defines ``atom`` (a node symbol), if any.
-
-        The node may have been recorded by another builder: an enclosing
-        trace's, or the one whose graph this builder adopted. Simplifying with
-        it is sound either way, since the node's value is ``atom``'s.
-        """
-        return getattr(atom, "_node", None)
+        """The node that defines ``atom`` in this builder, if any."""
+        position = getattr(atom, "_position", None)  # node symbols only
+        if position is not None and position < len(self.nodes):
+            node = self.nodes[position]
+            if node.symbol is atom:  # else a node of another builder (an enclosing trace's)
+                return node
+        return None
 
     def sort_key(self, atom) -> tuple:
         """Deterministic operand order for commutative primitives.
@@ -608,11 +605,13 @@ class GraphBuilder:
                 # (``b - 1`` of ``b * a**(b - 1)``).
                 table[key] = value
                 return value
+        position = len(self.nodes)
         if _SHARED_ASSUMPTIONS is not None:
-            symbol = _plain_node_symbol(NodeSymbol, f"n{len(self.nodes)}")
+            symbol = _plain_node_symbol(NodeSymbol, f"n{position}")
         else:
-            symbol = NodeSymbol(f"n{len(self.nodes)}")
-        node = symbol._node = Node(symbol, primitive, args, params)
+            symbol = NodeSymbol(f"n{position}")
+        symbol._position = position
+        node = Node(symbol, primitive, args, params)
         self.nodes.append(node)
         table[key] = symbol
         if primitive.returns_boolean:
@@ -639,6 +638,12 @@ class GraphBuilder:
             if table is None:
                 table = tables[kind] = {}
             table.setdefault(operand_keys, symbol)
+            if symbol.__class__ is NodeSymbol:
+                # Its position here. The builder that recorded it has finished (its
+                # graph is being adopted), so it no longer asks node_of. Two threads
+                # adopting graphs that share the node at different positions would
+                # only lose simplifications: node_of checks the node it finds.
+                symbol._position = len(own_nodes)
             own_nodes.append(node)
             if node.primitive.returns_boolean:
                 self._boolean_atoms.add(symbol)
