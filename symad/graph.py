@@ -109,14 +109,15 @@ class NodeSymbol(sympy.Dummy):
 
     A node symbol also carries what builders would otherwise keep a table
     entry per node for (two dicts of 10^6 entries for a large gradient):
-    ``_position``, the index of its node in the builder that recorded or
-    adopted it last (:meth:`GraphBuilder.node_of` checks it there), and its
-    ``dummy_index``, a number from one counter, increasing in order of
-    creation, which orders node symbols as operands of commutative primitives
-    (:meth:`GraphBuilder.sort_key`). A position, not the node itself: a node
-    holds its symbol, and a reference back would make every node a cycle,
-    which only the cyclic collector frees (a deleted graph would stay in
-    memory until a full collection).
+    ``_position``, the index of its node in the builder that recorded it
+    (:meth:`GraphBuilder.node_of` looks there first), and its ``dummy_index``,
+    a number from one counter, increasing in order of creation, which orders
+    node symbols as operands of commutative primitives
+    (:meth:`GraphBuilder.sort_key`). Neither changes after creation, so graphs
+    sharing a symbol (a function's and its gradient's) and builders in other
+    threads all see the same. A position, not the node itself: a node holds
+    its symbol, and a reference back would make every node a cycle, which
+    only the cyclic collector frees.
 
     >>> a, b = NodeSymbol("n0"), NodeSymbol("n0")
     >>> a == b, a == a, isinstance(a, sympy.Dummy), (a + 1).free_symbols == {a}
@@ -131,14 +132,17 @@ class NodeSymbol(sympy.Dummy):
     __ne__ = object.__ne__
 
     def __new__(cls, name: str, dummy_index: int | None = None, **assumptions):
+        if dummy_index is not None:  # unpickled: keep the number, so the order holds
+            _number_past(dummy_index)
         if assumptions or _SHARED_ASSUMPTIONS is None:  # not a plain node name: SymPy's way
-            return sympy.Dummy.__new__(cls, name, dummy_index, **assumptions)
-        # A number from an unpickled graph is not kept: numbers order node symbols by
-        # creation, and those of another process would not interleave with ours.
-        return _plain_node_symbol(cls, name)
+            symbol = sympy.Dummy.__new__(cls, name, dummy_index, **assumptions)
+        else:
+            symbol = _plain_node_symbol(cls, name, dummy_index)
+        symbol._position = -1  # recorded by no builder (made by hand, or unpickled)
+        return symbol
 
 
-def _plain_node_symbol(cls, name: str) -> NodeSymbol:
+def _plain_node_symbol(cls, name: str, dummy_index: int | None = None) -> NodeSymbol:
     """A node symbol with the shared assumptions, made without SymPy's constructors.
 
     ``sympy.Basic.__new__``'s three assignments are made here: its call chain was
@@ -156,13 +160,27 @@ def _plain_node_symbol(cls, name: str) -> NodeSymbol:
     # That made a node symbol cost 1.4 us instead of 0.3. The numbers are distinct
     # among node symbols (a Dummy sorts by class name first), increase in order of
     # creation, and start above any count of other symbols a builder orders.
-    symbol.dummy_index = next(_NODE_NUMBERS)
+    symbol.dummy_index = next(_NODE_NUMBERS) if dummy_index is None else dummy_index
     return symbol
 
 
 _object_new = object.__new__
 
 _NODE_NUMBERS = itertools.count(2**40)
+_NUMBERS_LOCK = threading.Lock()
+
+
+def _number_past(number: int) -> None:
+    """Number later node symbols after ``number``, one an unpickled symbol keeps.
+
+    Unpickled symbols keep their numbers, so the operands a graph stores stay
+    in canonical order whatever order pickle met its symbols in; symbols made
+    afterwards sort after them and never share a number with them.
+    """
+    global _NODE_NUMBERS
+    with _NUMBERS_LOCK:
+        upcoming = next(_NODE_NUMBERS)
+        _NODE_NUMBERS = itertools.count(max(upcoming, number + 1))
 
 
 def shared_assumptions(template: sympy.Symbol) -> tuple | None:
@@ -212,12 +230,15 @@ class Graph:
     symbols or constants). A graph never mutates after construction.
     """
 
+    # Known already when the graph comes from live_graph's sweep, else found on first
+    # request (also for graphs pickled before graphs kept them).
+    _free_symbols: frozenset | None = None
+
     def __init__(self, inputs: Sequence[sympy.Symbol], nodes: Sequence[Node], outputs: Sequence,
                  free_symbols: Iterable | None = None):
         self.inputs = tuple(inputs)
         self.nodes = tuple(nodes)
         self.outputs = tuple(outputs)
-        # Known already when the graph comes from live_graph's sweep; else found on first request.
         self._free_symbols = None if free_symbols is None else frozenset(free_symbols)
 
     def assignments(self) -> Iterator[tuple[sympy.Symbol, sympy.Basic]]:
@@ -424,6 +445,9 @@ class GraphBuilder:
         # The order of the symbols that are not node symbols (inputs, values of an
         # enclosing trace), numbered as first met; node symbols carry their number.
         self._order: dict = {}
+        # Adopted nodes that are not at the position their symbol was recorded at
+        # (those are found there): symbol -> node.
+        self._moved_nodes: dict = {}
         # Atoms holding truth values: boolean constants and comparison nodes.
         self._boolean_atoms: set = {sympy.true, sympy.false}
         # Parameters met while tracing: Parameter -> object array of its symbols here.
@@ -468,11 +492,14 @@ class GraphBuilder:
     def node_of(self, atom) -> Node | None:
         """The node that defines ``atom`` in this builder, if any."""
         position = getattr(atom, "_position", None)  # node symbols only
-        if position is not None and position < len(self.nodes):
+        if position is None:
+            return None
+        if 0 <= position < len(self.nodes):
             node = self.nodes[position]
-            if node.symbol is atom:  # else a node of another builder (an enclosing trace's)
+            if node.symbol is atom:
                 return node
-        return None
+        # Adopted elsewhere than recorded, or a node of another builder (an enclosing trace's).
+        return self._moved_nodes.get(atom)
 
     def sort_key(self, atom) -> tuple:
         """Deterministic operand order for commutative primitives.
@@ -638,12 +665,9 @@ class GraphBuilder:
             if table is None:
                 table = tables[kind] = {}
             table.setdefault(operand_keys, symbol)
-            if symbol.__class__ is NodeSymbol:
-                # Its position here. The builder that recorded it has finished (its
-                # graph is being adopted), so it no longer asks node_of. Two threads
-                # adopting graphs that share the node at different positions would
-                # only lose simplifications: node_of checks the node it finds.
-                symbol._position = len(own_nodes)
+            if getattr(symbol, "_position", None) != len(own_nodes):
+                # Past a dead node of the recording, or unpickled: looked up by symbol.
+                self._moved_nodes[symbol] = node
             own_nodes.append(node)
             if node.primitive.returns_boolean:
                 self._boolean_atoms.add(symbol)
