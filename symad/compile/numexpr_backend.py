@@ -617,7 +617,13 @@ def lower_numexpr(graph, dtype, name: str = "function", program=None) -> Generat
     program_index: dict[tuple, int] = {}  # a program's text -> its index in `programs`
     shape_index: dict[tuple, int] = {}  # a region's shape -> its program's index
     body: list[str] = []
-    read = {leaf for step in program.steps for leaf in step.leaves}
+    # A value written into a buffer or an output slot is spelt by that name wherever
+    # it is read, not given a name of its own: a deep graph has 10^4-10^5 steps, and a
+    # ``v5 = b0`` line after each, with a ``del`` of it later, was half the lines of
+    # ``evaluate_block`` and of what compiling it costs (time, and the parser's
+    # memory: about 8 KB per line). A buffer is reused only after its value is dead,
+    # so the name is right for the value's whole life; a ``del`` of it would free nothing.
+    spelt: dict[int, str] = {}
     for step, freed in zip(program.steps, program.frees):
         position = targets.get(step.result)
         destination = f"o{position}" if position is not None else f"b{buffer_of.get(step.result)}"
@@ -649,11 +655,11 @@ def lower_numexpr(graph, dtype, name: str = "function", program=None) -> Generat
                         lines.append("])")
                         programs.append("\n".join(lines))
                     shape_index[shape] = index
-                arguments = [f"v{leaf}" for leaf in leaves]
+                arguments = [spelt.get(leaf) or f"v{leaf}" for leaf in leaves]
             else:
                 text = _render(step.instruction, program.inlined, leaf_names)
                 names = [leaf_names[leaf] for leaf in step.leaves]
-                arguments = [f"v{leaf}" for leaf in step.leaves]
+                arguments = [spelt.get(leaf) or f"v{leaf}" for leaf in step.leaves]
                 boolean = [leaf in program.boolean_values for leaf in step.leaves]
                 key = ("text", text, tuple(boolean))
                 index = program_index.get(key)
@@ -661,22 +667,21 @@ def lower_numexpr(graph, dtype, name: str = "function", program=None) -> Generat
                     index = program_index[key] = len(programs)
                     programs.append(f"_E{index} = _program({text!r}, {names!r}, {boolean!r})")
             body.append(f"    _E{index}({', '.join(arguments)}, out={destination}, **_CALL)")
-            if step.result in read:
-                body.append(f"    v{step.result} = {destination}")
+            spelt[step.result] = destination
         else:
             spelling = numpy_spelling(step.instruction)
             if spelling is None:
-                call = external_call(step.instruction, externals, descriptions)
+                call = external_call(step.instruction, externals, descriptions, spelt)
             else:
-                call = spelling([operand_text(o) for o in step.instruction.operands])
+                call = spelling([operand_text(o, spelt) for o in step.instruction.operands])
             if position is None:
                 body.append(f"    v{step.result} = {call}")
             else:
                 body.append(f"    o{position}[...] = {call}")
-                if step.result in read:
-                    body.append(f"    v{step.result} = o{position}")
-        if freed:
-            body.append(f"    del {', '.join(f'v{v}' for v in freed)}")
+                spelt[step.result] = f"o{position}"
+        named = [v for v in freed if spelt.pop(v, None) is None]  # the NumPy steps' own arrays
+        if named:
+            body.append(f"    del {', '.join(f'v{v}' for v in named)}")
     body.extend(output_lines(program, targets))
     body.append("    return None")
 

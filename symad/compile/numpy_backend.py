@@ -54,15 +54,19 @@ def unpack_lines(program: Program, buffer_count: int) -> list[str]:
     return lines
 
 
-def external_call(instruction, externals: list, descriptions: list) -> str:
-    """Bind the instruction's NumPy implementation as an external; the call's source."""
+def external_call(instruction, externals: list, descriptions: list,
+                  spelt: dict | None = None) -> str:
+    """Bind the instruction's NumPy implementation as an external; the call's source.
+
+    ``spelt``: the source names of operands not spelt ``v{n}`` (see :func:`operand_text`).
+    """
     implementation = instruction.primitive.numpy_impl
     if instruction.params:
         implementation = functools.partial(implementation, **dict(instruction.params))
     index = len(externals)
     externals.append(implementation)
     descriptions.append(f"the numeric implementation of {instruction.primitive.name!r}")
-    args = ", ".join(operand_text(o) for o in instruction.operands)
+    args = ", ".join(operand_text(o, spelt) for o in instruction.operands)
     return f"EXTERNALS[{index}]({args})"
 
 

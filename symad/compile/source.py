@@ -62,11 +62,11 @@ def literal(value) -> str:
     return f"({text})" if number < 0 else text
 
 
-def operand_text(operand) -> str:
-    """A materialized operand's source: ``v{n}`` or a literal."""
+def operand_text(operand, spelt: dict | None = None) -> str:
+    """A materialized operand's source: a literal, ``spelt[n]`` if given there, else ``v{n}``."""
     if isinstance(operand, Constant):
         return literal(operand.value)
-    return f"v{operand}"
+    return (spelt and spelt.get(operand)) or f"v{operand}"
 
 
 class GeneratedModule:
