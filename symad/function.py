@@ -32,6 +32,7 @@ from symad.tracer import (
     builder_parameter_atoms,
     explain_numpy_store,
     fresh_symbol_array,
+    size_limit_advice,
     substitute_atoms,
 )
 
@@ -648,9 +649,8 @@ def trace(fun: Callable, *example_args, name: str | None = None) -> Function:
         if size > MAX_SYMBOLIC_ELEMENTS:
             raise TracingError(
                 f"argument {path!r} of function {name!r} has {size} elements; symbolic tracing "
-                f"is limited to {MAX_SYMBOLIC_ELEMENTS} per argument. Trace the computation for "
-                f"one point and map it over the batch with sd.vmap({name}), or trace with a small "
-                "example (sd.trace(f, x[0])) and call the traced Function on the whole array"
+                f"is limited to {MAX_SYMBOLIC_ELEMENTS} per argument. "
+                + size_limit_advice(name, size)
             )
         symbols = fresh_symbol_array(path, shape, taken)
         for symbol in symbols.reshape(-1):

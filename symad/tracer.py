@@ -1058,6 +1058,21 @@ def fresh_symbol_array(name: str, shape: tuple, taken: set[str]) -> np.ndarray:
         suffix += "'"
 
 
+def size_limit_advice(function_name: str, size: int) -> str:
+    """The two ways past ``symad.function.MAX_SYMBOLIC_ELEMENTS``, for the error that meets it.
+
+    >>> size_limit_advice("energy", 62500).startswith("Tracing unrolls")
+    True
+    """
+    return (
+        "Tracing unrolls an array into one symbol per element and one node per scalar "
+        "operation. If the elements are independent points of a batch, trace one point and "
+        f"map it: sd.vmap(sd.grad({function_name}))(points), or call a Function traced at "
+        "points[0] on the whole array. If they are one coupled unknown (a grid, a parameter "
+        f"vector), raise the limit: symad.function.MAX_SYMBOLIC_ELEMENTS = {size}"
+    )
+
+
 def builder_parameter_atoms(builder: GraphBuilder, parameter: Parameter) -> np.ndarray:
     """The atoms standing for ``parameter`` in ``builder``, registering it as an input."""
     atoms = builder.parameters.get(parameter)
@@ -1067,10 +1082,8 @@ def builder_parameter_atoms(builder: GraphBuilder, parameter: Parameter) -> np.n
         if limit is not None and size > limit:
             raise TracingError(
                 f"Parameter {parameter.name!r}, used by function {builder.function_name!r}, has "
-                f"{size} elements; symbolic tracing is limited to {limit} per argument "
-                "(symad.function.MAX_SYMBOLIC_ELEMENTS). Use a smaller Parameter, or pass the "
-                "values as an argument of a function traced for one point and map it over them "
-                "with sd.vmap"
+                f"{size} elements; symbolic tracing is limited to {limit} per argument. "
+                + size_limit_advice(builder.function_name, size)
             )
         atoms = fresh_symbol_array(parameter.name, parameter.shape, active_input_names(builder))
         builder.parameters[parameter] = atoms

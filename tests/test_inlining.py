@@ -161,10 +161,14 @@ def test_the_array_size_limit_is_one_named_constant(monkeypatch):
         sd.grad(energy)(np.ones(13))
     message = str(info.value)
     assert "argument 'grid' of function 'energy' has 13 elements" in message
-    assert "limited to 12 per argument" in message and "sd.vmap(energy)" in message
-    # The way past it: one point traced, the batch evaluated.
+    assert "limited to 12 per argument" in message and "sd.vmap(sd.grad(energy))" in message
+    # The two ways past it: a batch of points, one traced and mapped ...
     rows = np.arange(26.0).reshape(13, 2)
     assert np.allclose(sd.vmap(sd.grad(energy))(rows), 2 * rows)
+    # ... or one coupled unknown, with the limit raised as the message spells it.
+    assert "symad.function.MAX_SYMBOLIC_ELEMENTS = 13" in message
+    monkeypatch.setattr(symad.function, "MAX_SYMBOLIC_ELEMENTS", 13)
+    assert np.allclose(sd.grad(energy)(np.ones(13)), 2.0)
 
 
 def test_the_size_limit_applies_to_parameters_too(monkeypatch):
@@ -176,6 +180,7 @@ def test_the_size_limit_applies_to_parameters_too(monkeypatch):
     message = str(info.value)
     assert "Parameter 'grid'" in message and "has 13 elements" in message
     assert "limited to 12 per argument" in message and "sd.vmap" in message
+    assert "symad.function.MAX_SYMBOLIC_ELEMENTS = 13" in message
     # Raised before any node of the Parameter was recorded, and nothing is left half-built:
     monkeypatch.setattr(symad.function, "MAX_SYMBOLIC_ELEMENTS", 13)
     assert float(sd.grad(lambda x: x * np.sum(large**2))(1.0)) == 13.0
