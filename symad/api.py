@@ -262,6 +262,21 @@ class Transformed:
     def __repr__(self) -> str:
         return f"<symad transform {self.name}>"
 
+    def __copy__(self) -> Transformed:
+        return self  # nothing in it is changed by calls but its cache of traces
+
+    def __deepcopy__(self, memo) -> Transformed:
+        return self  # as functions are under copy.deepcopy
+
+    def __reduce_ex__(self, protocol):
+        # A transform holds the user's Python function (often a lambda or a closure,
+        # which pickle cannot save); its traced Function is data and pickles.
+        raise TypeError(
+            f"{self.name} cannot be pickled: it holds the Python function it transforms. "
+            "Pickle its traced Function instead, which is a graph: "
+            f"{self.name}.trace(example_args) (call it, differentiate it or compile it after loading)"
+        )
+
 
 def _bind_keywords(fun: Callable, args: tuple, kwargs: dict, name: str) -> tuple:
     """``args`` with ``kwargs`` bound to their positional parameters of ``fun``."""

@@ -1036,6 +1036,19 @@ def test_functions_and_evaluators_pickle_by_their_graph_not_by_code(backend):
         CUSTOM_PRIMITIVES["squash_for_pickle"] = saved
 
 
+def test_a_transform_refuses_pickling_and_points_to_its_traced_function():
+    import pickle
+
+    G = sd.grad(lambda t: t**3)
+    with pytest.raises(TypeError, match=r"cannot be pickled.*\.trace\(example_args\)"):
+        pickle.dumps(G)
+    loaded = pickle.loads(pickle.dumps(G.trace(2.0)))
+    assert float(loaded(2.0)) == 12.0
+    import copy
+
+    assert copy.deepcopy({"gradient": G})["gradient"] is G  # copied as functions are
+
+
 @pytest.mark.parametrize("transform", [
     sd.grad, sd.value_and_grad, sd.jacfwd, sd.jacrev, sd.hessian,
     lambda f: sd.derivative(f, 2), lambda f: sd.vmap(sd.grad(f)),
