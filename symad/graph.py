@@ -571,6 +571,14 @@ class GraphBuilder:
         """What a node's operand contributes to its hash-consing key."""
         return atom if atom.is_Symbol else self._constant_key(atom)
 
+    def _table(self, primitive, params: tuple) -> dict:
+        """The hash-consing table of ``primitive`` with ``params``: operand keys -> atom."""
+        kind = (primitive, params) if params else primitive
+        table = self._tables.get(kind)
+        if table is None:
+            table = self._tables[kind] = {}
+        return table
+
     def record(self, primitive, args: Sequence, params: tuple = ()) -> sympy.Basic:
         """Apply ``primitive`` to ``args`` and return the resulting atom."""
         args = tuple(args)
@@ -614,10 +622,7 @@ class GraphBuilder:
                 else:
                     operand_keys.append(self._constant_key(a))
             key = tuple(operand_keys)
-        kind = (primitive, params) if params else primitive
-        table = self._tables.get(kind)
-        if table is None:
-            table = self._tables[kind] = {}
+        table = self._table(primitive, params)
         existing = table.get(key)
         if existing is not None:  # the node, or the constant this operation folded to before
             return existing
@@ -652,7 +657,7 @@ class GraphBuilder:
         only registered, so that later records find them (a fraction of what
         recording them again costs).
         """
-        tables, own_nodes = self._tables, self.nodes
+        own_nodes = self.nodes
         for node in nodes:
             symbol, primitive, params = node.symbol, node.primitive, node.params
             operand_keys = node.args  # symbols are their own keys, as in record
@@ -660,11 +665,7 @@ class GraphBuilder:
                 if not atom.is_Symbol:
                     operand_keys = tuple(map(self._operand_key, node.args))
                     break
-            kind = (primitive, params) if params else primitive
-            table = tables.get(kind)
-            if table is None:
-                table = tables[kind] = {}
-            table.setdefault(operand_keys, symbol)
+            self._table(primitive, params).setdefault(operand_keys, symbol)
             if getattr(symbol, "_position", None) != len(own_nodes):
                 # Past a dead node of the recording, or unpickled: looked up by symbol.
                 self._moved_nodes[symbol] = node
