@@ -203,7 +203,7 @@ class Function:
             "F.latex() to print it; formula(max_size=..., max_depth=...) raises the limits.")
         expression_of: dict = {}
         for node in self.graph.nodes:
-            expression_of[node.symbol] = node.expr.xreplace(expression_of)
+            expression_of[node] = node.expr_with(expression_of)
         leaves = [_to_sympy_value(substitute_atoms(atoms, expression_of))
                   for atoms in self._output_atoms()]
         return tree_unflatten(self.out_treedef, leaves)
@@ -235,7 +235,7 @@ class Function:
         replacement: dict = {}
         depth: dict = {}  # nesting of each inlined node's expression (assignments are 0)
         for node in self.graph.nodes:
-            expression = node.expr.xreplace(replacement)
+            expression = node.expr_with(replacement)
             level = 1 + max([depth.get(atom, 0) for atom in node.args], default=0)
             # A value used once is inlined, unless that nests deeper than SymPy can print.
             if uses.get(node.symbol, 0) > 1 or level >= MAX_FORMULA_DEPTH:

@@ -1,11 +1,13 @@
-"""The Graph: an SSA list of small SymPy expressions, and the builder that records it.
+"""The Graph: an SSA list of operations, each a small SymPy expression on request.
 
 A :class:`Graph` is what every other layer works on. Its nodes are recorded
 in topological order; each node applies one :class:`~symad.primitives.Primitive`
-to *atoms* -- input symbols, earlier node symbols, or exact constants -- so
-``(node.symbol, node.expr)`` pairs have exactly the shape ``sympy.cse``
-returns. Nothing here is a nested tree: a derivative that refers to a
-subexpression refers to its node symbol, which is why derivatives do not swell.
+to *atoms* -- input symbols, earlier nodes, or exact constants -- so
+:meth:`Graph.assignments`' ``(symbol, expression)`` pairs have exactly the
+shape ``sympy.cse`` returns. Nothing here is a nested tree: a derivative that
+refers to a subexpression refers to its node, which is why derivatives do not
+swell. A node is a plain Python object; its SymPy symbol and expression are
+made only when asked for (:class:`Node`).
 
 :class:`GraphBuilder` records nodes. It hash-conses (the same primitive on the
 same operands returns the existing node), folds constants exactly, and
@@ -93,31 +95,20 @@ def _exact_identity(constant: sympy.Basic):
 
 
 class NodeSymbol(sympy.Dummy):
-    """The name of a graph node: a ``sympy.Dummy`` made about 5x faster.
+    """The SymPy face of a graph node: a ``sympy.Dummy`` made about 5x faster, on request.
+
+    A graph's atoms are :class:`Node` objects, which SymPy does not know; a
+    node's ``NodeSymbol`` is made the first time a SymPy expression asks for
+    it (:attr:`Node.sympy_symbol`: a formula, a ``cse()`` program, LaTeX,
+    ``Graph.assignments``), and never while recording.
 
     ``Dummy(name)`` builds a fresh assumption base for every symbol (sorting
-    and deducing facts), which was a third of the cost of recording a node.
-    Node symbols all carry the same assumptions (none but commutativity), so
-    they share those of one template Dummy; printing and pickling are the
-    Dummy's own.
-
-    Equality and hashing are not: each node symbol is a distinct object and
-    equal only to itself, so it compares and hashes by identity, at C speed
-    (recording a node looks its symbols up in several dicts and sets, and
-    SymPy's Python-level ``Basic.__hash__`` was another large share of the
-    cost). An unpickled graph gets new symbols, consistently throughout it.
-
-    A node symbol also carries what builders would otherwise keep a table
-    entry per node for (two dicts of 10^6 entries for a large gradient):
-    ``_position``, the index of its node in the builder that recorded it
-    (:meth:`GraphBuilder.node_of` looks there first), and its ``dummy_index``,
-    a number from one counter, increasing in order of creation, which orders
-    node symbols as operands of commutative primitives
-    (:meth:`GraphBuilder.sort_key`). Neither changes after creation, so graphs
-    sharing a symbol (a function's and its gradient's) and builders in other
-    threads all see the same. A position, not the node itself: a node holds
-    its symbol, and a reference back would make every node a cycle, which
-    only the cyclic collector frees.
+    and deducing facts); node symbols all carry the same assumptions (none but
+    commutativity), so they share those of one template Dummy. Printing and
+    pickling are the Dummy's own. Equality and hashing are by identity, at C
+    speed: each node symbol stands for one node. Its ``dummy_index`` is its
+    node's number (:attr:`Node.number`), so SymPy orders node symbols as the
+    graph orders its nodes.
 
     >>> a, b = NodeSymbol("n0"), NodeSymbol("n0")
     >>> a == b, a == a, isinstance(a, sympy.Dummy), (a + 1).free_symbols == {a}
@@ -126,7 +117,7 @@ class NodeSymbol(sympy.Dummy):
     True
     """
 
-    __slots__ = ("_position",)
+    __slots__ = ()
     __hash__ = object.__hash__
     __eq__ = object.__eq__
     __ne__ = object.__ne__
@@ -135,11 +126,8 @@ class NodeSymbol(sympy.Dummy):
         if dummy_index is not None:  # unpickled: keep the number, so the order holds
             _number_past(dummy_index)
         if assumptions or _SHARED_ASSUMPTIONS is None:  # not a plain node name: SymPy's way
-            symbol = sympy.Dummy.__new__(cls, name, dummy_index, **assumptions)
-        else:
-            symbol = _plain_node_symbol(cls, name, dummy_index)
-        symbol._position = -1  # recorded by no builder (made by hand, or unpickled)
-        return symbol
+            return sympy.Dummy.__new__(cls, name, dummy_index, **assumptions)
+        return _plain_node_symbol(cls, name, dummy_index)
 
 
 def _plain_node_symbol(cls, name: str, dummy_index: int | None = None) -> NodeSymbol:
@@ -153,28 +141,26 @@ def _plain_node_symbol(cls, name: str, dummy_index: int | None = None) -> NodeSy
     symbol._args = ()
     symbol.name = name
     symbol._assumptions, symbol._assumptions_orig, symbol._assumptions0 = _SHARED_ASSUMPTIONS
-    # Numbered from a counter of our own, not Dummy's: Dummy counts in a class
+    # The number of a node symbol is its node's (from the counter below); one made
+    # by hand gets a new one. Not Dummy's own counter: Dummy counts in a class
     # attribute, and every write to a class attribute invalidates CPython's
-    # attribute cache for the class and its subclasses, so each later lookup on a
-    # node symbol (``is_Symbol``: several per recorded node) went the slow way.
-    # That made a node symbol cost 1.4 us instead of 0.3. The numbers are distinct
-    # among node symbols (a Dummy sorts by class name first), increase in order of
-    # creation, and start above any count of other symbols a builder orders.
+    # attribute cache for the class and its subclasses.
     symbol.dummy_index = next(_NODE_NUMBERS) if dummy_index is None else dummy_index
     return symbol
 
 
 _object_new = object.__new__
 
-_NODE_NUMBERS = itertools.count(2**40)
+_FIRST_NUMBER = 2**40  # node numbers sort after any count of other symbols a builder keeps
+_NODE_NUMBERS = itertools.count(_FIRST_NUMBER)
 _NUMBERS_LOCK = threading.Lock()
 
 
 def _number_past(number: int) -> None:
-    """Number later node symbols after ``number``, one an unpickled symbol keeps.
+    """Number later nodes after ``number``, one an unpickled node (or its symbol) keeps.
 
-    Unpickled symbols keep their numbers, so the operands a graph stores stay
-    in canonical order whatever order pickle met its symbols in; symbols made
+    Unpickled nodes keep their numbers, so the operands a graph stores stay in
+    canonical order whatever order pickle met its nodes in; nodes made
     afterwards sort after them and never share a number with them.
     """
     global _NODE_NUMBERS
@@ -201,26 +187,119 @@ _SHARED_ASSUMPTIONS = shared_assumptions(sympy.Dummy("template"))
 
 
 class Node:
-    """One operation: ``symbol = primitive(*args, **params)``."""
+    """One operation, ``primitive(*args, **params)``; the node is also the atom naming its value.
 
-    __slots__ = ("symbol", "primitive", "args", "params", "_expr")
+    A node is a plain Python object of seven slots, and it stands for itself
+    wherever atoms go: later nodes' ``args``, a graph's outputs, the tracer's
+    arrays, hash-consing keys. It says ``is_Symbol`` (an atom is an input
+    symbol, a node or an exact constant, and the layers that take atoms ask
+    that), compares and hashes by identity, and carries two numbers:
 
-    def __init__(self, symbol: sympy.Symbol, primitive, args: tuple, params: tuple):
-        self.symbol = symbol
+    * ``number``, from one counter in order of creation, which orders nodes as
+      operands of commutative primitives (:meth:`GraphBuilder.sort_key`), the
+      same in every builder;
+    * ``position``, its index in the builder that recorded it (-1 for none),
+      where :meth:`GraphBuilder.node_of` looks for it, and its name ``n<position>``.
+
+    Its SymPy side is made only when asked for: :attr:`sympy_symbol` (a
+    :class:`NodeSymbol`, also what ``sympy.sympify(node)`` gives) and
+    :attr:`expr`, the operation as a small SymPy expression over its operands'
+    symbols. Recording a node makes neither, so a graph of 10^6 nodes holds
+    no SymPy object per node until a formula, a ``cse()`` program, LaTeX or
+    ``Graph.assignments`` is asked of it.
+
+    >>> import sympy
+    >>> from symad.primitives import sin_p
+    >>> x = sympy.Symbol("x")
+    >>> node = Node(sin_p, (x,), position=0)
+    >>> node, node.is_Symbol, node.expr, sympy.sympify(node) is node.sympy_symbol
+    (_n0, True, sin(x), True)
+    """
+
+    __slots__ = ("primitive", "args", "params", "number", "position", "_expr", "_symbol")
+
+    # An atom is an input symbol, a node or a constant; a node answers what is asked of atoms
+    # as a symbol does.
+    is_Symbol = True
+    is_Number = is_number = is_Float = is_Rational = is_Integer = False
+
+    def __init__(self, primitive, args: tuple, params: tuple = (), position: int = -1,
+                 number: int | None = None):
         self.primitive = primitive
         self.args = args
         self.params = params
+        self.number = next(_NODE_NUMBERS) if number is None else number
+        self.position = position
         self._expr = None
+        self._symbol = None
+
+    @property
+    def symbol(self) -> Node:
+        """The atom that names this node's value: the node itself."""
+        return self
+
+    @property
+    def name(self) -> str:
+        """``n<position>``: the name of its SymPy symbol (printed ``_n<position>``, as a Dummy)."""
+        return f"n{self.position}" if self.position >= 0 else f"n{self.number - _FIRST_NUMBER}"
+
+    @property
+    def sympy_symbol(self) -> NodeSymbol:
+        """The SymPy symbol that stands for this node in SymPy expressions (made on first request)."""
+        if self._symbol is None:
+            self._symbol = NodeSymbol(self.name, self.number) if _SHARED_ASSUMPTIONS is None \
+                else _plain_node_symbol(NodeSymbol, self.name, self.number)
+        return self._symbol
+
+    def _sympy_(self) -> NodeSymbol:
+        # sympy.sympify's hook: a node in a SymPy expression becomes its symbol.
+        return self.sympy_symbol
 
     @property
     def expr(self) -> sympy.Basic:
-        """The node as a small SymPy expression over its operand atoms (built lazily)."""
+        """The node as a small SymPy expression over its operands' symbols (built lazily)."""
         if self._expr is None:
-            self._expr = self.primitive.to_sympy(self.args, dict(self.params))
+            self._expr = self.expr_with({})
         return self._expr
 
-    def __repr__(self) -> str:
-        return f"Node({self.symbol} = {self.expr})"
+    def expr_with(self, replacement: dict) -> sympy.Basic:
+        """The node's SymPy expression with the operands in ``replacement`` replaced.
+
+        ``replacement`` maps atoms (nodes, input symbols) to SymPy expressions;
+        other nodes appear as their symbols. How formulas are inlined: one
+        call per node, in topological order, with no ``xreplace`` walk.
+        """
+        operands = []
+        for atom in self.args:
+            if atom.is_Symbol:
+                value = replacement.get(atom)
+                if value is None:
+                    value = atom.sympy_symbol if atom.__class__ is Node else atom
+                atom = value
+            operands.append(atom)
+        return self.primitive.to_sympy(tuple(operands), dict(self.params))
+
+    def __reduce__(self):
+        # Pickled as its fields: a graph pickles its nodes in topological order, so a
+        # node's operands are already in the pickle and pickling never recurses along a chain.
+        return _restore_node, (self.primitive, self.args, self.params, self.position, self.number)
+
+    def __str__(self) -> str:
+        return "_" + self.name
+
+    __repr__ = __str__
+
+
+
+def _restore_node(primitive, args: tuple, params: tuple, position: int, number: int) -> Node:
+    """An unpickled node: its number kept, later nodes numbered after it."""
+    _number_past(number)
+    return Node(primitive, args, params, position, number)
+
+
+def sympy_form(atom):
+    """``atom`` as SymPy sees it: a node's symbol, or the atom itself (input symbol, constant)."""
+    return atom.sympy_symbol if atom.__class__ is Node else atom
 
 
 class Graph:
@@ -244,7 +323,7 @@ class Graph:
     def assignments(self) -> Iterator[tuple[sympy.Symbol, sympy.Basic]]:
         """``(symbol, expression)`` pairs in topological order."""
         for node in self.nodes:
-            yield node.symbol, node.expr
+            yield node.sympy_symbol, node.expr
 
     def free_symbols(self) -> set:
         """Symbols used by nodes or outputs that are neither inputs nor nodes.
@@ -445,9 +524,9 @@ class GraphBuilder:
         # The order of the symbols that are not node symbols (inputs, values of an
         # enclosing trace), numbered as first met; node symbols carry their number.
         self._order: dict = {}
-        # Adopted nodes that are not at the position their symbol was recorded at
-        # (those are found there): symbol -> node.
-        self._moved_nodes: dict = {}
+        # Adopted nodes that are not at the position they were recorded at (those
+        # are found there).
+        self._moved_nodes: set = set()
         # Atoms holding truth values: boolean constants and comparison nodes.
         self._boolean_atoms: set = {sympy.true, sympy.false}
         # Parameters met while tracing: Parameter -> object array of its symbols here.
@@ -490,16 +569,18 @@ class GraphBuilder:
     # -- nodes -------------------------------------------------------------
 
     def node_of(self, atom) -> Node | None:
-        """The node that defines ``atom`` in this builder, if any."""
-        position = getattr(atom, "_position", None)  # node symbols only
-        if position is None:
+        """``atom`` if it is a node of this builder (recorded or adopted here), else None.
+
+        Not every node is: one of an enclosing trace's builder is a value from
+        outside, as an input symbol is.
+        """
+        if atom.__class__ is not Node:
             return None
-        if 0 <= position < len(self.nodes):
-            node = self.nodes[position]
-            if node.symbol is atom:
-                return node
+        position = atom.position
+        if 0 <= position < len(self.nodes) and self.nodes[position] is atom:
+            return atom
         # Adopted elsewhere than recorded, or a node of another builder (an enclosing trace's).
-        return self._moved_nodes.get(atom)
+        return atom if atom in self._moved_nodes else None
 
     def sort_key(self, atom) -> tuple:
         """Deterministic operand order for commutative primitives.
@@ -515,8 +596,8 @@ class GraphBuilder:
 
     def _symbol_number(self, symbol) -> int:
         """``symbol``'s place in the order of :meth:`sort_key`."""
-        if symbol.__class__ is NodeSymbol:
-            return symbol.dummy_index  # numbered from 2**40: after every other symbol
+        if symbol.__class__ is Node:
+            return symbol.number  # numbered from 2**40: after every other symbol
         order = self._order.get(symbol)
         if order is None:  # a symbol of an enclosing trace
             order = self._order[symbol] = len(self._order)
@@ -597,9 +678,9 @@ class GraphBuilder:
             all_symbols = all(atom.is_Symbol for atom in args)
         if primitive.commutative and len(args) > 1:
             first, second = args[0], args[1]
-            if len(args) == 2 and first.__class__ is NodeSymbol and second.__class__ is NodeSymbol:
-                # The common case of _canonical_order, inline: two node symbols.
-                if second.dummy_index < first.dummy_index:
+            if len(args) == 2 and first.__class__ is Node and second.__class__ is Node:
+                # The common case of _canonical_order, inline: two nodes.
+                if second.number < first.number:
                     args = (second, first)
             else:
                 args = self._canonical_order(args)
@@ -637,18 +718,12 @@ class GraphBuilder:
                 # (``b - 1`` of ``b * a**(b - 1)``).
                 table[key] = value
                 return value
-        position = len(self.nodes)
-        if _SHARED_ASSUMPTIONS is not None:
-            symbol = _plain_node_symbol(NodeSymbol, f"n{position}")
-        else:
-            symbol = NodeSymbol(f"n{position}")
-        symbol._position = position
-        node = Node(symbol, primitive, args, params)
+        node = Node(primitive, args, params, len(self.nodes))
         self.nodes.append(node)
-        table[key] = symbol
+        table[key] = node
         if primitive.returns_boolean:
-            self._boolean_atoms.add(symbol)
-        return symbol
+            self._boolean_atoms.add(node)
+        return node
 
     def adopt(self, nodes: Iterable[Node]) -> None:
         """Take over nodes recorded by another builder over this builder's atoms, unchanged.
@@ -659,19 +734,18 @@ class GraphBuilder:
         """
         own_nodes = self.nodes
         for node in nodes:
-            symbol, primitive, params = node.symbol, node.primitive, node.params
             operand_keys = node.args  # symbols are their own keys, as in record
             for atom in operand_keys:
                 if not atom.is_Symbol:
                     operand_keys = tuple(map(self._operand_key, node.args))
                     break
-            self._table(primitive, params).setdefault(operand_keys, symbol)
-            if getattr(symbol, "_position", None) != len(own_nodes):
-                # Past a dead node of the recording, or unpickled: looked up by symbol.
-                self._moved_nodes[symbol] = node
+            self._table(node.primitive, node.params).setdefault(operand_keys, node)
+            if node.position != len(own_nodes):
+                # Past a dead node of the recording, or from another builder: looked up here.
+                self._moved_nodes.add(node)
             own_nodes.append(node)
             if node.primitive.returns_boolean:
-                self._boolean_atoms.add(symbol)
+                self._boolean_atoms.add(node)
 
     def is_boolean(self, atom) -> bool:
         """True if ``atom`` holds truth values (a comparison or a boolean constant)."""

@@ -14,7 +14,7 @@ insertion order.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,40 +49,43 @@ def _sorted_keys(mapping: dict) -> list:
 def tree_flatten(tree: Any) -> tuple[list, TreeDef]:
     """Flatten ``tree`` into ``(leaves, treedef)``."""
     leaves: list = []
+    return leaves, _flatten_into(tree, leaves)
 
-    def visit(node: Any) -> TreeDef:
-        if isinstance(node, tuple) and not hasattr(node, "_fields"):
-            return TreeDef("tuple", tuple(visit(child) for child in node))
-        if isinstance(node, list):
-            return TreeDef("list", tuple(visit(child) for child in node))
-        if isinstance(node, dict):
-            keys = tuple(_sorted_keys(node))
-            return TreeDef("dict", tuple(visit(node[k]) for k in keys), keys)
-        if node is None:
-            return TreeDef("none")
-        leaves.append(node)
-        return _LEAF
 
-    return leaves, visit(tree)
+# Module functions, not closures that call themselves: a recursive closure is a
+# reference cycle (the function holds the cell that holds it), so everything it
+# captured -- here the leaves, traced values and through them a whole graph --
+# would wait for the cyclic collector, which tracing pauses.
+def _flatten_into(node: Any, leaves: list) -> TreeDef:
+    if isinstance(node, tuple) and not hasattr(node, "_fields"):
+        return TreeDef("tuple", tuple(_flatten_into(child, leaves) for child in node))
+    if isinstance(node, list):
+        return TreeDef("list", tuple(_flatten_into(child, leaves) for child in node))
+    if isinstance(node, dict):
+        keys = tuple(_sorted_keys(node))
+        return TreeDef("dict", tuple(_flatten_into(node[k], leaves) for k in keys), keys)
+    if node is None:
+        return TreeDef("none")
+    leaves.append(node)
+    return _LEAF
 
 
 def tree_unflatten(treedef: TreeDef, leaves: list) -> Any:
     """Rebuild the structure ``treedef`` with ``leaves`` in flattening order."""
-    iterator = iter(leaves)
+    return _build(treedef, iter(leaves))
 
-    def build(node: TreeDef) -> Any:
-        if node.kind == "leaf":
-            return next(iterator)
-        if node.kind == "none":
-            return None
-        children = [build(child) for child in node.children]
-        if node.kind == "tuple":
-            return tuple(children)
-        if node.kind == "list":
-            return children
-        return dict(zip(node.keys, children))
 
-    return build(treedef)
+def _build(node: TreeDef, leaves: Iterator) -> Any:
+    if node.kind == "leaf":
+        return next(leaves)
+    if node.kind == "none":
+        return None
+    children = [_build(child, leaves) for child in node.children]
+    if node.kind == "tuple":
+        return tuple(children)
+    if node.kind == "list":
+        return children
+    return dict(zip(node.keys, children))
 
 
 def tree_map(function: Callable, tree: Any) -> Any:
@@ -102,16 +105,16 @@ def leaf_paths(treedef: TreeDef, root: str) -> list[str]:
     ['params.b[0]', 'params.b[1]', 'params.w']
     """
     paths: list[str] = []
-
-    def visit(node: TreeDef, prefix: str) -> None:
-        if node.kind == "leaf":
-            paths.append(prefix)
-        elif node.kind == "dict":
-            for key, child in zip(node.keys, node.children):
-                visit(child, f"{prefix}.{key}")
-        else:
-            for index, child in enumerate(node.children):
-                visit(child, f"{prefix}[{index}]")
-
-    visit(treedef, root)
+    _collect_paths(treedef, root, paths)
     return paths
+
+
+def _collect_paths(node: TreeDef, prefix: str, paths: list) -> None:
+    if node.kind == "leaf":
+        paths.append(prefix)
+    elif node.kind == "dict":
+        for key, child in zip(node.keys, node.children):
+            _collect_paths(child, f"{prefix}.{key}", paths)
+    else:
+        for index, child in enumerate(node.children):
+            _collect_paths(child, f"{prefix}[{index}]", paths)

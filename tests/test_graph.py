@@ -176,14 +176,15 @@ def test_unpickled_graphs_keep_their_canonical_operand_order_in_any_pickle_order
         return s * c * e + (s * c) ** 2 + s * e - c * e * s + (e * c) * t
 
     F = sd.trace(f, 0.4)
-    # Pickle meets the node symbols last to first, before their nodes.
+    # Pickle meets the nodes last to first, before the graph.
     _, loaded = pickle.loads(pickle.dumps(([n.symbol for n in reversed(F.graph.nodes)], F)))
     for transform in (lambda g: sd.derivative(g, 3), lambda g: sd.taylor(g, 4)):
         assert len(transform(loaded).trace(0.4).graph.nodes) == len(transform(F).trace(0.4).graph.nodes)
     assert float(sd.derivative(loaded, 3)(0.4)) == float(sd.derivative(F, 3)(0.4))
-    # Symbols made afterwards never share a number with an unpickled one.
-    numbers = [node.symbol.dummy_index for node in loaded.graph.nodes]
-    assert sd.trace(f, 0.4).graph.nodes[0].symbol.dummy_index > max(numbers)
+    # Nodes made afterwards never share a number with an unpickled one (nor do their symbols).
+    numbers = [node.number for node in loaded.graph.nodes]
+    assert sd.trace(f, 0.4).graph.nodes[0].number > max(numbers)
+    assert [node.sympy_symbol.dummy_index for node in loaded.graph.nodes] == numbers
 
 
 def test_a_graph_pickled_before_graphs_kept_their_free_symbols_still_answers():
@@ -245,8 +246,9 @@ def test_graph_is_a_cse_shaped_list_of_assignments(builder):
     product = builder.record(mul_p, (s, y))
     graph = builder.finish([builder.record(add_p, (product, s))])
     pairs = list(graph.assignments())
-    assert pairs[0] == (s, sympy.sin(x))
-    assert pairs[1] == (product, s * y)
+    assert pairs[0] == (s.sympy_symbol, sympy.sin(x))
+    assert pairs[1] == (product.sympy_symbol, s.sympy_symbol * y)
+    assert all(isinstance(symbol, sympy.Dummy) for symbol, _ in pairs)
     # every expression refers only to inputs and earlier node symbols
     known = set(graph.inputs)
     for symbol, expression in pairs:
@@ -415,3 +417,34 @@ def test_input_symbols_are_plain_sympy_symbols_made_without_sympys_cache():
     assert made.is_real is None and made.is_commutative and plain.is_real is None
     assert (made + plain) == 2 * plain and sympy.diff(made**2, plain) == 2 * plain
     assert symbol_array("x", (3,))[2] == sympy.Symbol("x[2]")
+
+
+def test_recording_differentiating_and_evaluating_make_no_sympy_object_per_node():
+    # A node is its own atom; its SymPy symbol and expression are made only when asked for.
+    def energy(v):
+        return np.sum(np.sin(v) * np.exp(-v**2))
+
+    G = sd.grad(energy).trace(np.zeros(20))
+    point = np.linspace(-1.0, 1.0, 20)
+    expected = (np.cos(point) - 2 * point * np.sin(point)) * np.exp(-point**2)
+    for backend in sd.available_backends():
+        np.testing.assert_allclose(G.compile(backend)(point), expected, rtol=1e-13)
+    nodes = G.graph.nodes
+    assert all(node._symbol is None and node._expr is None for node in nodes)
+    # Formulas and programs are built from the operands' expressions, not from node symbols.
+    assignments, (gradient,) = G.cse()
+    values = dict(zip(G.graph.inputs, point.tolist()))
+    program = {}
+    for name, expression in assignments:
+        program[name] = float(expression.xreplace(program).xreplace(values))
+    assert [float(e.xreplace(program).xreplace(values)) for e in gradient] == pytest.approx(expected)
+    assert all(node._symbol is None for node in nodes)
+    # Graph.assignments() is what asks for the symbols: Dummies named after the positions.
+    pairs = list(G.graph.assignments())
+    assert [symbol for symbol, _ in pairs] == [node.sympy_symbol for node in nodes]
+    assert all(isinstance(symbol, sympy.Dummy) for symbol, _ in pairs)
+    assert [str(node) for node in nodes[:2]] == [str(symbol) for symbol, _ in pairs[:2]] == ["_n0", "_n1"]
+    assert sympy.sympify(nodes[0]) is pairs[0][0]
+    used = {a for node in nodes for a in node.args if isinstance(a, Node)}
+    assert all(expression.free_symbols <= set(G.graph.inputs) | {u.sympy_symbol for u in used}
+               for _, expression in pairs)

@@ -212,6 +212,7 @@ def _chain_value_and_derivative(x0, steps):
 
 
 def test_a_deep_chain_goes_through_every_path(default_recursion_limit, tmp_path):
+    import copy
     import pickle
     import subprocess
 
@@ -248,6 +249,8 @@ def test_a_deep_chain_goes_through_every_path(default_recursion_limit, tmp_path)
     assert compiled.returncode == 0, compiled.stderr
     assert G.sparsity().toarray().tolist() == [[1]]
     assert float(pickle.loads(pickle.dumps(G))(0.3)) == pytest.approx(derivative, rel=1e-10)
+    # A node holds its operands (it is its value's atom): copies walk the graph in order.
+    assert len(copy.deepcopy(G.graph).nodes) == len(G.graph.nodes)
 
 
 def test_a_wide_sum_goes_through_every_path(default_recursion_limit):

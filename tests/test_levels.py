@@ -466,16 +466,21 @@ def test_build_program_resolves_equal_symbols_constants_and_later_nodes():
     assert equal == x and equal is not x
 
     def rebuilt(inputs, outputs):
-        nodes = [Node(n.symbol, n.primitive, tuple(equal if a is x else a for a in n.args), n.params)
-                 for n in graph.nodes]
-        return Graph(inputs, nodes, outputs)
+        copies = {}  # each node, and its copy that reads `equal` for x
+        for n in graph.nodes:
+            args = tuple(equal if a is x else copies.get(a, a) if a.is_Symbol else a for a in n.args)
+            copies[n] = Node(n.primitive, args, n.params)
+        return Graph(inputs, list(copies.values()), [copies.get(a, a) for a in outputs])
 
     same = build_program(rebuilt((x,), (graph.outputs[0], equal)))
     assert same.instructions == program.instructions and same.outputs[1] == 0
     with pytest.raises(CompileError, match="enclosing trace"):
         build_program(rebuilt((sympy.Symbol("y"),), graph.outputs))  # x: a free symbol
     # A node reading a later node's value is malformed, not a free symbol.
-    later = Graph((x,), [Node(s, sin_p, (graph.nodes[1].symbol,), ()), graph.nodes[1]], (s,))
+    first = Node(sin_p, (x,))
+    second = Node(mul_p, (first, sympy.Float(0.5)))
+    first.args = (second,)
+    later = Graph((x,), [first, second], (first,))
     with pytest.raises(KeyError):
         build_program(later)
 
@@ -495,9 +500,10 @@ def test_row_numbers_number_distinct_rows_in_order(bound):
 def test_build_program_reads_a_repeated_input_as_its_last_position():
     import sympy
 
-    from symad.graph import Graph, Node, NodeSymbol
+    from symad.graph import Graph, Node
     from symad.primitives import sin_p
 
-    x, s = sympy.Symbol("x"), NodeSymbol("s")
-    program = build_program(Graph((x, x), [Node(s, sin_p, (x,), ())], (s, x)))
+    x = sympy.Symbol("x")
+    s = Node(sin_p, (x,))
+    program = build_program(Graph((x, x), [s], (s, x)))
     assert program.instructions[0].operands == (1,) and program.outputs == (2, 1)
