@@ -1,4 +1,4 @@
-"""Atoms: what a node's operands may be -- input symbols, node symbols, or exact constants.
+"""Atoms: what a node's operands may be -- input symbols, earlier nodes, or exact constants.
 
 The lowest layer of the package: it imports nothing of symad, so the
 primitive table and the graph can both build on it.
@@ -20,7 +20,7 @@ __all__ = ["is_constant", "number_atom", "is_zero_constant", "constant_value"]
 
 
 def is_constant(atom: sympy.Basic) -> bool:
-    """True for exact constants (numbers, ``pi``, ``log(2)``, booleans); False for symbols."""
+    """True for exact constants (numbers, ``pi``, ``log(2)``, booleans); False for symbols and nodes."""
     if atom.is_Symbol:
         return False
     if isinstance(atom, sympy.logic.boolalg.BooleanAtom):

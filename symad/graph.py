@@ -134,7 +134,7 @@ def _plain_node_symbol(cls, name: str, dummy_index: int | None = None) -> NodeSy
     """A node symbol with the shared assumptions, made without SymPy's constructors.
 
     ``sympy.Basic.__new__``'s three assignments are made here: its call chain was
-    a third of a node symbol's cost, and the builder makes one per recorded node.
+    a third of a node symbol's cost, and a graph's assignments make one per node.
     """
     symbol = _object_new(cls)
     symbol._mhash = None
@@ -339,7 +339,7 @@ class Graph:
         return set(self._free_symbols)
 
     def use_counts(self) -> dict:
-        """How many times each node symbol is used by later nodes and outputs."""
+        """How many times each atom is used by nodes and outputs (a node: its uses)."""
         counts: dict = {}
         for node in self.nodes:
             for atom in node.args:
@@ -521,8 +521,8 @@ class GraphBuilder:
         # the operand tuple itself where every operand is a symbol, the tuple the node
         # keeps: a key tuple per node was 64 bytes of each of 10^6 nodes.
         self._tables: dict = {}
-        # The order of the symbols that are not node symbols (inputs, values of an
-        # enclosing trace), numbered as first met; node symbols carry their number.
+        # The order of the symbols that are not nodes (inputs, values of an enclosing
+        # trace), numbered as first met; nodes carry their number.
         self._order: dict = {}
         # Adopted nodes that are not at the position they were recorded at (those
         # are found there).
@@ -586,7 +586,7 @@ class GraphBuilder:
         """Deterministic operand order for commutative primitives.
 
         Constants come first (by value), then the other symbols in the order
-        this builder first saw them, then node symbols in the order they were
+        this builder first saw them, then nodes in the order they were
         made (by any builder: an adopted node keeps its operands in an order
         that is still canonical here). Never by ``hash``, which varies between runs.
         """
@@ -617,7 +617,7 @@ class GraphBuilder:
         return entry[1]
 
     def _canonical_order(self, args: tuple) -> tuple:
-        """``args`` in :meth:`sort_key`'s order: constants, other symbols, node symbols.
+        """``args`` in :meth:`sort_key`'s order: constants, other symbols, nodes.
 
         Two operands, the common case, are compared directly; an input met
         beside a constant is then numbered when it is first compared with

@@ -50,7 +50,7 @@ _SATURATED = 2 ** 64
 
 
 def node_sizes(graph) -> tuple[dict, dict]:
-    """``(operations, depth)`` of every node's fully inlined tree, keyed by node symbol.
+    """``(operations, depth)`` of every node's fully inlined tree, keyed by node.
 
     One pass in topological order: a node's tree has one operation plus its
     operands' trees, and is one level deeper than its deepest operand.

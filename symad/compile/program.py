@@ -308,7 +308,7 @@ def build_program(graph: Graph, name: str = "function") -> Program:
     input_count, value_count = len(inputs), len(inputs) + len(nodes)
     # A wide gradient has 10^5 nodes, and a Python statement per node or operand
     # costs milliseconds: the table is made with bulk passes (map, zip, NumPy),
-    # and only the atoms that are not an input or node symbol by identity --
+    # and only the atoms that are not an input or a node by identity --
     # constants, few and shared, and anything unusual -- are looked at one by one.
     values = _IdentityIndex(itertools.chain(inputs, map(_SYMBOL, nodes)), value_count)
     args = list(map(_ARGS, nodes))
@@ -420,7 +420,7 @@ class _AtomResolver:
     """Codes of the operands :func:`build_program` does not find by identity.
 
     Constants: one :class:`Constant` per distinct atom, numbered after the values
-    in order of first use. A symbol equal to an input or node symbol but not the
+    in order of first use. A symbol equal to an input but not the
     same object: that value, if defined before its use. Anything else is a
     symbol of an enclosing trace (``CompileError``) or a malformed graph (``KeyError``).
     """

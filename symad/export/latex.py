@@ -410,9 +410,9 @@ def latex_program(graph, *, inline_below: int = 0, max_inline: int = 30, max_den
             f"symad.inlining.MAX_FORMULA_SIZE ({MAX_FORMULA_SIZE:,}) operations per line; "
             "shared values are printed once as temporaries, so smaller values lose nothing")
     uses = graph.use_counts()
-    atoms: dict = {}  # node symbol -> what consumers see: a temporary or the inlined expression
-    size: dict = {}   # node symbol -> operations in that inlined expression
-    depth: dict = {}  # node symbol -> nesting of that inlined expression
+    atoms: dict = {}  # node -> what consumers see: a temporary or the inlined expression
+    size: dict = {}   # node -> operations in that inlined expression
+    depth: dict = {}  # node -> nesting of that inlined expression
     assignments = []
     for node in graph.nodes:
         operations = 1 + sum(size.get(a, 0) for a in node.args)
