@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import sympy
 
-__all__ = ["is_constant", "number_atom", "is_zero_constant", "constant_value"]
+__all__ = ["is_constant", "number_atom", "is_zero_constant", "constant_value", "same_atom"]
 
 
 def is_constant(atom: sympy.Basic) -> bool:
@@ -81,3 +81,15 @@ def constant_value(atom: sympy.Basic) -> Any:
         return float(atom.evalf(17) if not atom.is_Float else atom)
     except OverflowError:  # an exact constant beyond float range
         return math.copysign(math.inf, float(sympy.sign(atom)))
+
+
+def same_atom(a, b) -> bool:
+    """True if ``a`` and ``b`` are the same atom: the same node, or equal SymPy atoms.
+
+    A graph node is not a SymPy object and compares by identity; asking
+    SymPy whether ``1.0 == node`` would have it try to convert the node.
+
+    >>> same_atom(sympy.Float(2.0), sympy.Float(2.0)), same_atom(sympy.Symbol("x"), sympy.Integer(1))
+    (True, False)
+    """
+    return a is b or (isinstance(a, sympy.Basic) and isinstance(b, sympy.Basic) and a == b)

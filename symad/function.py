@@ -22,7 +22,7 @@ from symad.compile.batch import batch_shape as _batch_shape
 from symad.compile.dask_support import evaluate_dask, is_dask_array
 from symad.compile.memory import output_array
 from symad.errors import CompileError, SymadError, TracingError
-from symad.graph import Graph, GraphBuilder, current_builder, replay
+from symad.graph import Graph, GraphBuilder, current_builder, replay, sympy_form
 from symad.pytree import TreeDef, leaf_paths, tree_flatten, tree_unflatten
 from symad.tracer import (
     Parameter,
@@ -204,7 +204,7 @@ class Function:
         expression_of: dict = {}
         for node in self.graph.nodes:
             expression_of[node] = node.expr_with(expression_of)
-        leaves = [_to_sympy_value(substitute_atoms(atoms, expression_of))
+        leaves = [_to_sympy_value(_sympy_outputs(atoms, expression_of))
                   for atoms in self._output_atoms()]
         return tree_unflatten(self.out_treedef, leaves)
 
@@ -238,14 +238,14 @@ class Function:
             expression = node.expr_with(replacement)
             level = 1 + max([depth.get(atom, 0) for atom in node.args], default=0)
             # A value used once is inlined, unless that nests deeper than SymPy can print.
-            if uses.get(node.symbol, 0) > 1 or level >= MAX_FORMULA_DEPTH:
+            if uses.get(node, 0) > 1 or level >= MAX_FORMULA_DEPTH:
                 name = next(names)
                 assignments.append((name, expression))
-                replacement[node.symbol] = name
+                replacement[node] = name
             else:
-                replacement[node.symbol] = expression
-                depth[node.symbol] = level
-        leaves = [_to_sympy_value(substitute_atoms(atoms, replacement))
+                replacement[node] = expression
+                depth[node] = level
+        leaves = [_to_sympy_value(_sympy_outputs(atoms, replacement))
                   for atoms in self._output_atoms()]
         return assignments, leaves
 
@@ -312,7 +312,7 @@ class Function:
             "nodes": len(self.graph.nodes),
             "inputs": len(self.graph.inputs),
             "outputs": len(self.graph.outputs),
-            "shared": sum(1 for node in self.graph.nodes if uses.get(node.symbol, 0) > 1),
+            "shared": sum(1 for node in self.graph.nodes if uses.get(node, 0) > 1),
             "operations": dict(sorted(operations.items())),
         }
 
@@ -568,6 +568,17 @@ def _describe(treedef: TreeDef) -> str:
     if len(children) > _DESCRIBED_ITEMS:
         items.append(f"... ({len(children)} items)")
     return "{" + ", ".join(items) + "}"
+
+
+def _sympy_outputs(atoms: np.ndarray, expression_of: dict) -> np.ndarray:
+    """Output atoms as SymPy sees them: a node's expression from ``expression_of``, or the atom's
+    own SymPy form (an input, a constant, or a node of an enclosing trace: its symbol)."""
+    out = np.empty(atoms.shape, dtype=object)
+    flat = out.reshape(-1)
+    for position, atom in enumerate(atoms.reshape(-1)):
+        value = expression_of.get(atom) if atom.is_Symbol else None
+        flat[position] = sympy_form(atom) if value is None else value
+    return out
 
 
 def _to_sympy_value(atoms: np.ndarray) -> Any:

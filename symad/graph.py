@@ -32,6 +32,7 @@ True
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import gc
 import itertools
@@ -98,9 +99,9 @@ class NodeSymbol(sympy.Dummy):
     """The SymPy face of a graph node: a ``sympy.Dummy`` made about 5x faster, on request.
 
     A graph's atoms are :class:`Node` objects, which SymPy does not know; a
-    node's ``NodeSymbol`` is made the first time a SymPy expression asks for
-    it (:attr:`Node.sympy_symbol`: a formula, a ``cse()`` program, LaTeX,
-    ``Graph.assignments``), and never while recording.
+    node's ``NodeSymbol`` is made when something asks for it
+    (:attr:`Node.sympy_symbol`, ``Node.expr``, ``Graph.assignments``), never
+    by recording, differentiating or compiling.
 
     ``Dummy(name)`` builds a fresh assumption base for every symbol (sorting
     and deducing facts); node symbols all carry the same assumptions (none but
@@ -153,7 +154,7 @@ _object_new = object.__new__
 
 _FIRST_NUMBER = 2**40  # node numbers sort after any count of other symbols a builder keeps
 _NODE_NUMBERS = itertools.count(_FIRST_NUMBER)
-_NUMBERS_LOCK = threading.Lock()
+_SYMBOLS_LOCK = threading.Lock()
 
 
 def _number_past(number: int) -> None:
@@ -162,11 +163,17 @@ def _number_past(number: int) -> None:
     Unpickled nodes keep their numbers, so the operands a graph stores stay in
     canonical order whatever order pickle met its nodes in; nodes made
     afterwards sort after them and never share a number with them.
+
+    The counter is advanced, never replaced: a thread recording meanwhile may
+    hold it, and a replaced counter would hand out numbers the new one hands
+    out again. The skipped numbers are consumed in C (``islice`` drained by a
+    zero-length deque), which no other Python thread interleaves with; it
+    costs about 15 ns per number skipped, and only a pickle from another
+    process that made more nodes skips any.
     """
-    global _NODE_NUMBERS
-    with _NUMBERS_LOCK:
-        upcoming = next(_NODE_NUMBERS)
-        _NODE_NUMBERS = itertools.count(max(upcoming, number + 1))
+    upcoming = next(_NODE_NUMBERS)
+    if number >= upcoming:
+        collections.deque(itertools.islice(_NODE_NUMBERS, number - upcoming + 1), maxlen=0)
 
 
 def shared_assumptions(template: sympy.Symbol) -> tuple | None:
@@ -202,18 +209,21 @@ class Node:
       where :meth:`GraphBuilder.node_of` looks for it, and its name ``n<position>``.
 
     Its SymPy side is made only when asked for: :attr:`sympy_symbol` (a
-    :class:`NodeSymbol`, also what ``sympy.sympify(node)`` gives) and
-    :attr:`expr`, the operation as a small SymPy expression over its operands'
-    symbols. Recording a node makes neither, so a graph of 10^6 nodes holds
-    no SymPy object per node until a formula, a ``cse()`` program, LaTeX or
-    ``Graph.assignments`` is asked of it.
+    :class:`NodeSymbol`) and :attr:`expr`, the operation as a small SymPy
+    expression over its operands' symbols. ``Graph.assignments`` asks for
+    both; formulas, ``cse()`` programs and LaTeX build expressions from the
+    operands' (:meth:`expr_with`) and need neither. A node is deliberately not
+    something SymPy converts (it has no ``_sympy_``): ``1.0 == node`` is False
+    at once instead of making a symbol to compare, and a node that reaches SymPy
+    unconverted fails loudly. So recording, differentiating and compiling make
+    no SymPy object per node, and a graph of 10^6 nodes holds none.
 
     >>> import sympy
     >>> from symad.primitives import sin_p
     >>> x = sympy.Symbol("x")
     >>> node = Node(sin_p, (x,), position=0)
-    >>> node, node.is_Symbol, node.expr, sympy.sympify(node) is node.sympy_symbol
-    (_n0, True, sin(x), True)
+    >>> node, node.is_Symbol, node.expr, node.sympy_symbol, sympy.Float(1.0) == node
+    (_n0, True, sin(x), _n0, False)
     """
 
     __slots__ = ("primitive", "args", "params", "number", "position", "_expr", "_symbol")
@@ -246,14 +256,20 @@ class Node:
     @property
     def sympy_symbol(self) -> NodeSymbol:
         """The SymPy symbol that stands for this node in SymPy expressions (made on first request)."""
-        if self._symbol is None:
-            self._symbol = NodeSymbol(self.name, self.number) if _SHARED_ASSUMPTIONS is None \
-                else _plain_node_symbol(NodeSymbol, self.name, self.number)
-        return self._symbol
-
-    def _sympy_(self) -> NodeSymbol:
-        # sympy.sympify's hook: a node in a SymPy expression becomes its symbol.
-        return self.sympy_symbol
+        symbol = self._symbol
+        if symbol is None:
+            # Under a lock: two threads asking at once (two Graph.assignments() of one
+            # graph) must get the same symbol, or expressions would use one that no
+            # assignment defines.
+            with _SYMBOLS_LOCK:
+                symbol = self._symbol
+                if symbol is None:
+                    if _SHARED_ASSUMPTIONS is None:  # this SymPy lays symbols out otherwise
+                        symbol = sympy.Dummy.__new__(NodeSymbol, self.name, self.number)
+                    else:
+                        symbol = _plain_node_symbol(NodeSymbol, self.name, self.number)
+                    self._symbol = symbol
+        return symbol
 
     @property
     def expr(self) -> sympy.Basic:
@@ -280,9 +296,14 @@ class Node:
         return self.primitive.to_sympy(tuple(operands), dict(self.params))
 
     def __reduce__(self):
-        # Pickled as its fields: a graph pickles its nodes in topological order, so a
-        # node's operands are already in the pickle and pickling never recurses along a chain.
-        return _restore_node, (self.primitive, self.args, self.params, self.position, self.number)
+        # Pickled as its fields, operands included. A graph pickles its nodes in
+        # topological order, so each node's operands are already in the pickle and
+        # pickling a graph (or a Function) never recurses along a chain. A node pickled
+        # on its own, before its graph, brings its operands recursively: pickle graphs,
+        # not atoms. Its symbol, if made, travels along, so that SymPy expressions
+        # pickled with the graph still name its nodes.
+        return _restore_node, (self.primitive, self.args, self.params, self.position, self.number,
+                               self._symbol)
 
     def __str__(self) -> str:
         return "_" + self.name
@@ -291,10 +312,13 @@ class Node:
 
 
 
-def _restore_node(primitive, args: tuple, params: tuple, position: int, number: int) -> Node:
-    """An unpickled node: its number kept, later nodes numbered after it."""
+def _restore_node(primitive, args: tuple, params: tuple, position: int, number: int,
+                  symbol: NodeSymbol | None = None) -> Node:
+    """An unpickled node: its number (and symbol, if it had one) kept, later nodes numbered after it."""
     _number_past(number)
-    return Node(primitive, args, params, position, number)
+    node = Node(primitive, args, params, position, number)
+    node._symbol = symbol
+    return node
 
 
 def sympy_form(atom):
@@ -305,8 +329,8 @@ def sympy_form(atom):
 class Graph:
     """Inputs, topologically ordered nodes, and output atoms.
 
-    ``inputs`` are SymPy symbols; ``outputs`` are atoms (input symbols, node
-    symbols or constants). A graph never mutates after construction.
+    ``inputs`` are SymPy symbols; ``outputs`` are atoms (input symbols, nodes
+    or constants). A graph never mutates after construction.
     """
 
     # Known already when the graph comes from live_graph's sweep, else found on first
@@ -326,13 +350,13 @@ class Graph:
             yield node.sympy_symbol, node.expr
 
     def free_symbols(self) -> set:
-        """Symbols used by nodes or outputs that are neither inputs nor nodes.
+        """Atoms used by nodes or outputs that are neither constants, inputs nor its nodes.
 
         They appear when a function closes over the traced values of an
         enclosing trace; such a graph is only meaningful inside that trace.
         """
         if self._free_symbols is None:
-            known = set(self.inputs) | {node.symbol for node in self.nodes}
+            known = set(self.inputs) | set(self.nodes)
             used = {a for node in self.nodes for a in node.args if a.is_Symbol}
             used |= {a for a in self.outputs if a.is_Symbol}
             self._free_symbols = frozenset(used - known)
@@ -380,14 +404,13 @@ def live_graph(inputs: Sequence[sympy.Symbol], nodes: Sequence[Node], outputs: S
 
 
 def _sweep_live_nodes(nodes: Sequence[Node], outputs: Iterable) -> tuple[list[Node], set]:
-    """The live nodes in order, and the symbols they and ``outputs`` use that none of them defines."""
+    """The live nodes in order, and the non-constant atoms they and ``outputs`` use that are none of them."""
     live = {atom for atom in outputs if atom.is_Symbol}
     kept: list[Node] = []
     add, remove = live.add, live.remove
     for node in reversed(nodes):
-        symbol = node.symbol
-        if symbol in live:
-            remove(symbol)  # defined here: no earlier node can use it (the nodes are in SSA order)
+        if node in live:
+            remove(node)  # defined here: no earlier node can use it (the nodes are in SSA order)
             kept.append(node)
             for atom in node.args:  # symbols only: hashing a Float constant costs microseconds
                 if atom.is_Symbol:
@@ -399,7 +422,7 @@ def _sweep_live_nodes(nodes: Sequence[Node], outputs: Iterable) -> tuple[list[No
 def replay(graph: Graph, builder: GraphBuilder, bindings: dict) -> dict:
     """Record ``graph``'s nodes again in ``builder`` with inputs replaced per ``bindings``.
 
-    Returns the map from the graph's symbols to the builder's atoms. Because
+    Returns the map from the graph's nodes to the builder's atoms. Because
     the builder hash-conses and simplifies, replaying into a builder that
     already holds equal nodes reuses them. Free symbols (values of an
     enclosing trace) map to themselves.
@@ -412,7 +435,7 @@ def replay(graph: Graph, builder: GraphBuilder, bindings: dict) -> dict:
     env = dict(bindings)
     for node in graph.nodes:
         args = tuple(env.get(a, a) for a in node.args)
-        env[node.symbol] = builder.record(node.primitive, args, node.params)
+        env[node] = builder.record(node.primitive, args, node.params)
     return env
 
 
@@ -517,7 +540,7 @@ class GraphBuilder:
         self.inputs: list[sympy.Symbol] = []
         self.nodes: list[Node] = []
         # Hash-consing: one table per primitive (and parameters), from the operands'
-        # keys to the node's symbol or the constant the operation folded to. Keyed by
+        # keys to the node or the constant the operation folded to. Keyed by
         # the operand tuple itself where every operand is a symbol, the tuple the node
         # keeps: a key tuple per node was 64 bytes of each of 10^6 nodes.
         self._tables: dict = {}
@@ -660,7 +683,7 @@ class GraphBuilder:
             table = self._tables[kind] = {}
         return table
 
-    def record(self, primitive, args: Sequence, params: tuple = ()) -> sympy.Basic:
+    def record(self, primitive, args: Sequence, params: tuple = ()) -> Node | sympy.Basic:
         """Apply ``primitive`` to ``args`` and return the resulting atom."""
         args = tuple(args)
         # Most operations are on symbols only (every elementwise step of an array trace):

@@ -66,9 +66,8 @@ def node_sizes(graph) -> tuple[dict, dict]:
         else:
             operations = 1 + sum([size_of(atom, 0) for atom in args])
             deepest = max([depth_of(atom, 0) for atom in args], default=0)
-        symbol = node.symbol
-        size[symbol] = operations if operations < _SATURATED else _SATURATED
-        depth[symbol] = deepest + 1
+        size[node] = operations if operations < _SATURATED else _SATURATED
+        depth[node] = deepest + 1
     return size, depth
 
 

@@ -32,7 +32,7 @@ import sympy
 from sympy.codegen.cfunctions import expm1 as sympy_expm1
 from sympy.codegen.cfunctions import log1p as sympy_log1p
 
-from symad.atoms import is_constant, is_zero_constant
+from symad.atoms import is_constant, is_zero_constant, same_atom
 
 __all__ = ["Primitive", "PRIMITIVES"]
 
@@ -319,7 +319,7 @@ def _simplify_sub(builder, args):
     a, b = args
     if is_zero_constant(b):
         return a
-    if a == b:
+    if same_atom(a, b):
         return sympy.Integer(0)
     if is_zero_constant(a):
         return builder.record(neg_p, (b,))
@@ -417,7 +417,7 @@ def _simplify_select(builder, args):
     condition, if_true, if_false = args
     if isinstance(condition, sympy.logic.boolalg.BooleanAtom) or condition.is_Number:
         return if_true if bool(condition) else if_false
-    if if_true == if_false:
+    if same_atom(if_true, if_false):
         return if_true
     return None
 

@@ -1,7 +1,7 @@
 """Traced values: arrays of graph atoms that record every operation.
 
 A :class:`Tracer` wraps a NumPy object array whose elements are atoms of the
-active :class:`~symad.graph.GraphBuilder` (symbols or exact constants). Shape
+active :class:`~symad.graph.GraphBuilder` (input symbols, nodes or exact constants). Shape
 logic -- broadcasting, indexing, reshaping, stacking -- is NumPy's own,
 applied to the object array; only arithmetic records nodes. Python operators,
 ``symad.numpy`` functions and NumPy's own functions (through

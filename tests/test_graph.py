@@ -194,10 +194,20 @@ def test_a_graph_pickled_before_graphs_kept_their_free_symbols_still_answers():
     assert older.free_symbols() == set()
 
 
-def test_a_deleted_graph_is_freed_without_the_cyclic_collector():
-    # Nodes and their symbols hold no reference cycle: a traced gradient's memory is
-    # returned when it is deleted, not at the next full collection.
+@pytest.mark.parametrize("transform, point", [
+    (lambda f: sd.grad(lambda v: np.sum(f(v))), np.zeros(50)),
+    (lambda f: sd.hessian(lambda v: np.sum(f(v))), np.zeros(3)),
+    (lambda f: sd.derivative(f, 4), 0.5),           # Taylor mode: power and log series
+    (lambda f: sd.taylor(f, 3), 0.5),
+])
+def test_a_deleted_graph_is_freed_without_the_cyclic_collector(transform, point):
+    # Nodes hold no reference cycle, and neither does anything that holds nodes while a
+    # transform runs (the Taylor rules' state, pytree's flattening): a traced derivative's
+    # memory is returned when it is deleted, not at the next full collection.
     import gc
+
+    def f(v):
+        return np.sin(v) * np.exp(-v**2) + v**2.5 + np.abs(v) ** v
 
     def node_count():
         return sum(1 for o in gc.get_objects() if type(o) is Node)
@@ -206,8 +216,8 @@ def test_a_deleted_graph_is_freed_without_the_cyclic_collector():
     before = node_count()
     gc.disable()
     try:
-        G = sd.grad(lambda v: np.sum(np.sin(v) * np.exp(-v**2))).trace(np.zeros(50))
-        assert node_count() - before >= len(G.graph.nodes) > 500
+        G = transform(f).trace(point)
+        assert node_count() - before >= len(G.graph.nodes) > 20
         del G
         assert node_count() == before
     finally:
@@ -419,6 +429,23 @@ def test_input_symbols_are_plain_sympy_symbols_made_without_sympys_cache():
     assert symbol_array("x", (3,))[2] == sympy.Symbol("x[2]")
 
 
+@pytest.mark.parametrize("make, point", [
+    # Subtraction and where compare operands (x - x -> 0, where(c, a, a) -> a), a traced
+    # exponent asks whether it is the base: none of it may make a node's SymPy symbol.
+    (lambda f: sd.hessian(lambda v: np.sum(np.where(v > 0.5, f(v) - 1.0, v - np.mean(v)))),
+     np.linspace(0.1, 0.9, 4)),
+    (lambda f: sd.derivative(lambda t: f(t) * (t - 0.25), 3), 0.4),
+    (lambda f: sd.grad(lambda v: np.sum(v[0] ** np.sin(v))), np.linspace(0.1, 0.9, 4)),
+])
+def test_transforms_make_no_sympy_symbol_for_any_node(make, point):
+    def f(v):
+        return np.sin(v) * np.exp(-v**2) + 3 * np.cos(v)
+
+    G = make(f).trace(point)
+    G(point)
+    assert all(node._symbol is None and node._expr is None for node in G.graph.nodes)
+
+
 def test_recording_differentiating_and_evaluating_make_no_sympy_object_per_node():
     # A node is its own atom; its SymPy symbol and expression are made only when asked for.
     def energy(v):
@@ -439,12 +466,114 @@ def test_recording_differentiating_and_evaluating_make_no_sympy_object_per_node(
         program[name] = float(expression.xreplace(program).xreplace(values))
     assert [float(e.xreplace(program).xreplace(values)) for e in gradient] == pytest.approx(expected)
     assert all(node._symbol is None for node in nodes)
+    # A node is not something SymPy converts: comparing makes no symbol, mixing it in fails.
+    assert sympy.Float(1.0) != nodes[-1] and nodes[-1]._symbol is None
+    with pytest.raises((sympy.SympifyError, TypeError)):
+        sympy.sin(nodes[-1])
     # Graph.assignments() is what asks for the symbols: Dummies named after the positions.
     pairs = list(G.graph.assignments())
     assert [symbol for symbol, _ in pairs] == [node.sympy_symbol for node in nodes]
     assert all(isinstance(symbol, sympy.Dummy) for symbol, _ in pairs)
     assert [str(node) for node in nodes[:2]] == [str(symbol) for symbol, _ in pairs[:2]] == ["_n0", "_n1"]
-    assert sympy.sympify(nodes[0]) is pairs[0][0]
     used = {a for node in nodes for a in node.args if isinstance(a, Node)}
     assert all(expression.free_symbols <= set(G.graph.inputs) | {u.sympy_symbol for u in used}
                for _, expression in pairs)
+
+
+def test_threads_asking_for_the_assignments_at_once_get_one_symbol_per_node():
+    import threading
+
+    G = sd.grad(lambda v: np.sum(np.sin(v) * np.exp(-v**2))).trace(np.zeros(300))
+    results, start = [], threading.Barrier(4)
+
+    def assignments():
+        start.wait()
+        results.append(list(G.graph.assignments()))
+
+    threads = [threading.Thread(target=assignments) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    first = results[0]
+    assert all([symbol for symbol, _ in other] == [symbol for symbol, _ in first] for other in results)
+    defined = set(G.graph.inputs)
+    for symbol, expression in first:
+        assert expression.free_symbols <= defined  # every symbol used is an earlier assignment's
+        defined.add(symbol)
+
+
+def test_sympy_expressions_pickled_with_their_graph_still_name_its_nodes():
+    import pickle
+
+    F = sd.trace(lambda t: np.sin(t) * np.cos(t) + t, 0.3)
+    pairs = list(F.graph.assignments())
+    loaded, loaded_pairs = pickle.loads(pickle.dumps((F, pairs)))
+    assert [node.sympy_symbol for node in loaded.graph.nodes] == [symbol for symbol, _ in loaded_pairs]
+    assert float(loaded(0.3)) == pytest.approx(np.sin(0.3) * np.cos(0.3) + 0.3)
+
+
+def test_unpickling_while_another_thread_records_never_repeats_a_node_number():
+    import pickle
+    import sys
+    import threading
+
+    from symad.graph import _FIRST_NUMBER, _number_past
+
+    numbers: list = []
+    done = threading.Event()
+
+    def record():
+        numbers.extend(Node(sin_p, (x,)).number for _ in range(100_000))
+        done.set()
+
+    def unpickle():  # what unpickling a node does, as often as it can
+        while not done.is_set():
+            _number_past(_FIRST_NUMBER)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        threads = [threading.Thread(target=unpickle), threading.Thread(target=record)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert len(set(numbers)) == len(numbers)
+    # An unpickled node keeps its number; nodes made after it number after it.
+    F = sd.trace(lambda t: np.sin(t) * np.cos(t) + np.exp(t) * t, 0.3)
+    loaded = pickle.loads(pickle.dumps(F))
+    assert [node.number for node in loaded.graph.nodes] == [node.number for node in F.graph.nodes]
+    assert sd.trace(np.sin, 0.3).graph.nodes[0].number > max(node.number for node in F.graph.nodes)
+
+
+def test_a_node_pickled_from_another_process_numbers_later_nodes_after_it():
+    import pickle
+
+    from symad.graph import _restore_node
+
+    far_ahead = sd.trace(np.sin, 0.3).graph.nodes[0].number + 10**6
+    node = pickle.loads(pickle.dumps(_restore_node(sin_p, (x,), (), 0, far_ahead)))
+    assert node.number == far_ahead
+    assert sd.trace(np.cos, 0.3).graph.nodes[0].number > far_ahead
+
+
+def test_formulas_of_a_function_over_an_enclosing_traces_value_print_that_value():
+    seen = {}
+
+    def outer(v):
+        z = np.sin(v)  # a node of the outer trace, a free value of the inner ones
+        seen["alone"] = sd.trace(lambda y: y * 0.0 + z, 1.0)
+        seen["mixed"] = sd.trace(lambda y: 2.0 * z + y, 1.0)
+        z_symbol = seen["z"] = sd.trace(lambda y: y * 0.0 + z, 1.0).graph.outputs[0].sympy_symbol
+        y = sympy.Symbol("y")
+        assert seen["alone"].formula() == z_symbol and seen["alone"].cse() == ([], [z_symbol])
+        assert seen["mixed"].formula() == 2.0 * z_symbol + y
+        assert seen["alone"].latex() == "\\begin{aligned}\nf &= n_{0}\n\\end{aligned}"
+        assert "2 n_{0} + y" in seen["mixed"].latex()
+        return z
+
+    sd.trace(outer, 0.5)
+    assert "z" in seen

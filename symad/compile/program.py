@@ -310,12 +310,12 @@ def build_program(graph: Graph, name: str = "function") -> Program:
     # costs milliseconds: the table is made with bulk passes (map, zip, NumPy),
     # and only the atoms that are not an input or a node by identity --
     # constants, few and shared, and anything unusual -- are looked at one by one.
-    values = _IdentityIndex(itertools.chain(inputs, map(_SYMBOL, nodes)), value_count)
+    values = _IdentityIndex(itertools.chain(inputs, nodes), value_count)  # a node is its atom
     args = list(map(_ARGS, nodes))
     arities = np.fromiter(map(len, args), np.int64, len(nodes))
     offsets = _starts(arities)
     codes, ids = values.find(itertools.chain.from_iterable(args), int(arities.sum()))
-    # An operand must be an earlier value: a later node's symbol is looked at below.
+    # An operand must be an earlier value: a later node is looked at below.
     owner = np.repeat(np.arange(input_count, value_count, dtype=np.int32), arities)
     codes[codes >= owner] = -1
     resolver = _AtomResolver(graph, value_count)
@@ -409,7 +409,6 @@ def _ids(objects, count: int) -> np.ndarray:
     return np.frombuffer(addresses, np.uintp).copy()  # a copy: held frees its memory
 
 
-_SYMBOL = operator.attrgetter("symbol")
 _ARGS = operator.attrgetter("args")
 _PRIMITIVE = operator.attrgetter("primitive")
 _PARAMS = operator.attrgetter("params")
@@ -440,7 +439,7 @@ class _AtomResolver:
                 self.constants.append(Constant(constant_value(atom)))
             return found
         if self._by_equality is None:
-            symbols = itertools.chain(self.graph.inputs, map(_SYMBOL, self.graph.nodes))
+            symbols = itertools.chain(self.graph.inputs, self.graph.nodes)
             self._by_equality = {}
             for value, symbol in enumerate(symbols):
                 self._by_equality.setdefault(symbol, value)

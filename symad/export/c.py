@@ -226,7 +226,7 @@ def function_c(function, name: str | None = None) -> CCode:
     body = []
     for index, node in enumerate(graph.nodes):
         expression = _statement(node, operand, function.name, helpers)
-        place[node.symbol] = f"t{index}"
+        place[node] = f"t{index}"
         body.append(f"    const double t{index} = {expression};")
     for index, atom in enumerate(graph.outputs):
         body.append(f"    out[{index}] = {operand(atom)};")

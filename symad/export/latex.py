@@ -39,7 +39,7 @@ from sympy.printing.conventions import split_super_sub
 from sympy.printing.latex import LatexPrinter
 
 from symad.errors import ExportError
-from symad.graph import is_constant
+from symad.graph import is_constant, sympy_form
 
 __all__ = [
     "SymadLatexPrinter",
@@ -359,7 +359,8 @@ def _node_expression(node, atoms: dict, max_denominator: int) -> sympy.Basic:
         if is_constant(atom):
             args.append(rational_constant(atom, max_denominator))
         else:
-            args.append(atoms.get(atom, atom))
+            value = atoms.get(atom)  # a node of this graph, else an input or an enclosing trace's value
+            args.append(sympy_form(atom) if value is None else value)
     primitive = node.primitive
     function = getattr(primitive, "_to_sympy", None)
     if (isinstance(function, type) and issubclass(function, sympy.Function) and not node.params
@@ -417,17 +418,21 @@ def latex_program(graph, *, inline_below: int = 0, max_inline: int = 30, max_den
     for node in graph.nodes:
         operations = 1 + sum(size.get(a, 0) for a in node.args)
         level = 1 + max([depth.get(a, 0) for a in node.args], default=0)
-        shared = uses.get(node.symbol, 0) > 1 and operations > inline_below
+        shared = uses.get(node, 0) > 1 and operations > inline_below
         expression = _node_expression(node, atoms, max_denominator)
         if (shared or operations > max_inline or level >= MAX_FORMULA_DEPTH) and not is_constant(expression):
             temporary = sympy.Dummy(f"t{len(assignments) + 1}")
             assignments.append((temporary, expression))
-            atoms[node.symbol], size[node.symbol], depth[node.symbol] = temporary, 0, 0
+            atoms[node], size[node], depth[node] = temporary, 0, 0
         else:
-            atoms[node.symbol], size[node.symbol], depth[node.symbol] = expression, operations, level
+            atoms[node], size[node], depth[node] = expression, operations, level
     outputs = []
     for atom in graph.outputs:
-        value = rational_constant(atom, max_denominator) if is_constant(atom) else atoms.get(atom, atom)
+        if is_constant(atom):
+            value = rational_constant(atom, max_denominator)
+        else:
+            value = atoms.get(atom)
+            value = sympy_form(atom) if value is None else value
         outputs.append(value)
     return assignments, outputs
 

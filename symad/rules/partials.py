@@ -36,7 +36,7 @@ import sympy
 
 from symad import numpy as snp
 from symad import primitives as P
-from symad.atoms import is_constant, is_zero_constant
+from symad.atoms import is_constant, is_zero_constant, same_atom
 from symad.tracer import as_atoms, scalar_atom
 
 __all__ = ["PARTIALS", "NONDIFFERENTIABLE"]
@@ -69,10 +69,10 @@ def _base_partial(base, exponent):
     partial = exponent * base ** (exponent - 1)
     exponent_atom = scalar_atom(exponent)  # scalars (the common case) without an object array
     if exponent_atom is not None:
-        unguarded = is_constant(exponent_atom) or exponent_atom == scalar_atom(base)
+        unguarded = is_constant(exponent_atom) or same_atom(exponent_atom, scalar_atom(base))
     else:
         base_atoms, exponent_atoms = np.broadcast_arrays(as_atoms(base), as_atoms(exponent))
-        unguarded = all(is_constant(e) or e == b
+        unguarded = all(is_constant(e) or same_atom(e, b)
                         for b, e in zip(base_atoms.reshape(-1), exponent_atoms.reshape(-1)))
     if unguarded:
         # The builder folded x**0 to 1, so a constant b is never 0 here; x**x needs no

@@ -61,7 +61,7 @@ def push_forward(
                      for index, partial in partials.items()]
             total = sum_terms(builder, terms)
         if total is not None and not is_zero_constant(total):
-            tangent_of[node.symbol] = total
+            tangent_of[node] = total
     return tangent_of
 
 
@@ -77,8 +77,8 @@ def _reached_nodes(primal_nodes: Sequence[Node], seeded: dict, consumers: dict |
         node = primal_nodes[position]
         yield node
         # The caller has recorded the node's tangent (or found it zero) by now.
-        if node.symbol in seeded:
-            for consumer in consumers.get(node.symbol, ()):
+        if node in seeded:
+            for consumer in consumers.get(node, ()):
                 if consumer not in queued:
                     queued.add(consumer)
                     heapq.heappush(pending, consumer)

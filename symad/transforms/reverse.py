@@ -93,7 +93,7 @@ def backpropagate(
     for node in primal_nodes:
         for arg in node.args:
             if arg.is_Symbol and arg in active:
-                active.add(node.symbol)
+                active.add(node)
                 break
 
     masks = _Masks(builder)
@@ -135,11 +135,10 @@ def _runs_of_like_nodes(nodes: Iterable[Node], terms: dict) -> Iterator[list[Nod
     run_kind = None
     used_by_run: set = set()
     for node in nodes:
-        symbol = node.symbol
-        if symbol in used_by_run:  # its cotangent is complete once the run is swept
+        if node in used_by_run:  # its cotangent is complete once the run is swept
             yield run
             run, used_by_run = [], set()
-        if symbol not in terms:
+        if node not in terms:
             continue
         kind = (node.primitive, node.params)
         if run and kind != run_kind:
@@ -156,7 +155,7 @@ def _runs_of_like_nodes(nodes: Iterable[Node], terms: dict) -> Iterator[list[Nod
 
 def _backpropagate_node(builder, node, terms, masks, active, function_name) -> None:
     """Pass ``node``'s cotangent on to its operands, times its partials."""
-    cotangent, pending, applied = masks.combine(terms.pop(node.symbol))
+    cotangent, pending, applied = masks.combine(terms.pop(node))
     wanted = _active_operands(node.args, active)
     if node.primitive is select_p:
         # Each branch receives the cotangent under its own condition; the
@@ -195,12 +194,12 @@ def _backpropagate_run(builder, run, terms, masks, active, function_name) -> lis
     left: list[Node] = []
     by_wanted: dict = {}  # the operand positions that need a partial -> [(node, cotangent)]
     for node in run:
-        masked_terms = terms.pop(node.symbol)
+        masked_terms = terms.pop(node)
         # One path reaches most nodes of a run (every element of an elementwise chain).
         cotangent, pending, applied = (masked_terms[0] if len(masked_terms) == 1
                                        else masks.combine(masked_terms))
         if pending is not None or applied is not None:
-            terms[node.symbol] = [(cotangent, pending, applied)]  # combined: swept alone
+            terms[node] = [(cotangent, pending, applied)]  # combined: swept alone
             left.append(node)
             continue
         by_wanted.setdefault(_active_operands(node.args, active), []).append((node, cotangent))
@@ -332,7 +331,7 @@ class _Masks:
             node = nodes[self._classified]
             self._classified += 1
             if _keeps_finite(node) and all(is_constant(a) or a in finite for a in node.args):
-                finite.add(node.symbol)
+                finite.add(node)
         return atom in finite
 
 

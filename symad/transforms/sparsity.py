@@ -34,7 +34,7 @@ def dependency_masks(nodes: Sequence, inputs: Sequence) -> dict:
         for atom in node.args:
             mask |= masks.get(atom, 0)
         if mask:
-            masks[node.symbol] = mask
+            masks[node] = mask
     return masks
 
 

@@ -31,7 +31,7 @@ def partial_atoms(node: Node, indices: Sequence[int], function_name: str) -> dic
         )
     operands = [Tracer.of_atom(atom) for atom in node.args]
     partials = {}
-    out = Tracer.of_atom(node.symbol)
+    out = Tracer.of_atom(node)
     for index, partial in primitive.partials_at(out, operands, indices).items():
         if partial is None:
             continue
@@ -61,7 +61,7 @@ def partial_atom_columns(nodes: Sequence[Node], indices: Sequence[int], function
     count = len(nodes)
     operands = [_operand_column([node.args[position] for node in nodes])
                 for position in range(len(nodes[0].args))]
-    out = Tracer(_object_column([node.symbol for node in nodes]))
+    out = Tracer(_object_column([node for node in nodes]))
     columns = {}
     for index, partial in primitive.partials_at(out, operands, indices).items():
         if partial is None:
