@@ -23,7 +23,7 @@ from __future__ import annotations
 import sympy
 
 from symad import primitives as P
-from symad.atoms import is_constant, is_zero_constant
+from symad.atoms import is_constant, is_zero_constant, same_atom
 
 __all__ = ["TAYLOR_RULES", "needs_partials"]
 
@@ -37,7 +37,7 @@ def _operand(sweep, node, index):
 
 
 def _output(sweep, node):
-    return lambda j: sweep.coefficient(node.symbol, j)
+    return lambda j: sweep.coefficient(node, j)
 
 
 # -- linear ---------------------------------------------------------------------
@@ -73,7 +73,7 @@ def _flat(sweep, node, k):
 
 
 def _multiply(sweep, node, k):
-    if node.args[0] == node.args[1]:  # u * u: each cross product once
+    if same_atom(node.args[0], node.args[1]):  # u * u: each cross product once
         return _symmetric_convolution(sweep, _operand(sweep, node, 0), k)
     return sweep.convolution(_operand(sweep, node, 0), _operand(sweep, node, 1), k)
 
@@ -91,7 +91,7 @@ def _divide(sweep, node, k):
 def _log(sweep, node, k):
     # y = log(u):  y[k] = (u[k] - (1/k) sum_{j=1..k-1} j y[j] u[k-j]) / u[0]
     (u,) = node.args
-    inner = sweep.total([sweep.product(sweep.weighted(node.symbol, j), sweep.coefficient(u, k - j))
+    inner = sweep.total([sweep.product(sweep.weighted(node, j), sweep.coefficient(u, k - j))
                          for j in range(1, k)])
     numerator = sweep.difference(sweep.coefficient(u, k), sweep.scaled(sympy.Rational(1, k), inner))
     return sweep.quotient(numerator, u)
@@ -103,7 +103,7 @@ def _sqrt(sweep, node, k):
     y = _output(sweep, node)
     square_part = _symmetric_convolution(sweep, y, k, start=1)
     numerator = sweep.difference(sweep.coefficient(u, k), square_part)
-    return sweep.quotient(numerator, sweep.product(sympy.Integer(2), node.symbol))
+    return sweep.quotient(numerator, sweep.product(sympy.Integer(2), node))
 
 
 def _symmetric_convolution(sweep, a, k, start=0):
@@ -118,7 +118,13 @@ def _symmetric_convolution(sweep, a, k, start=0):
 
 
 class _AuxiliarySeries:
-    """A series that is not a graph node (``u**4`` inside ``u**5``), extended on demand."""
+    """A series that is not a graph node (``u**4`` inside ``u**5``), extended on demand.
+
+    ``next_coefficient(series, k)`` gets the series itself, so a recurrence on its own
+    earlier coefficients (the logarithm's) needs no closure over it: such a closure and
+    the series would hold each other, a cycle keeping the whole trace alive until the
+    cyclic collector runs.
+    """
 
     def __init__(self, first, next_coefficient):
         self.coefficients = [first]
@@ -126,18 +132,18 @@ class _AuxiliarySeries:
 
     def __call__(self, k):
         while len(self.coefficients) <= k:
-            self.coefficients.append(self._next(len(self.coefficients)))
+            self.coefficients.append(self._next(self, len(self.coefficients)))
         return self.coefficients[k]
 
 
 def _square_series(sweep, base):
     first = sweep.builder.record(P.pow_p, (base(0), sympy.Integer(2)))
-    return _AuxiliarySeries(first, lambda k: _symmetric_convolution(sweep, base, k))
+    return _AuxiliarySeries(first, lambda _, k: _symmetric_convolution(sweep, base, k))
 
 
 def _product_series(sweep, a, b):
     first = sweep.product(a(0), b(0))
-    return _AuxiliarySeries(first, lambda k: sweep.convolution(a, b, k))
+    return _AuxiliarySeries(first, lambda _, k: sweep.convolution(a, b, k))
 
 
 def _integer_power_series(sweep, base, exponent: int):
@@ -156,17 +162,15 @@ def _integer_power_series(sweep, base, exponent: int):
 def _log_series(sweep, base_atom):
     """The series of ``log(base)``, kept beside a node that needs it (``a ** b``)."""
     base = lambda j: sweep.coefficient(base_atom, j)  # noqa: E731
-    log = _AuxiliarySeries(sweep.builder.record(P.log_p, (base_atom,)), None)
 
-    def next_coefficient(k):
+    def next_coefficient(log, k):
         # log(u)[k] = (u[k] - (1/k) sum_{j=1..k-1} j log[j] u[k-j]) / u[0]
         inner = sweep.total([sweep.product(sweep.product(sympy.Integer(j), log(j)), base(k - j))
                              for j in range(1, k)])
         numerator = sweep.difference(base(k), sweep.scaled(sympy.Rational(1, k), inner))
         return sweep.quotient(numerator, base_atom)
 
-    log._next = next_coefficient
-    return log
+    return _AuxiliarySeries(sweep.builder.record(P.log_p, (base_atom,)), next_coefficient)
 
 
 def _power(sweep, node, k):
@@ -223,19 +227,7 @@ def _real_power_series(sweep, base_atom, r):
     exact_exponent = sympy.Rational(r) if r.is_Number else None
     binomials = [sympy.Integer(1)]  # binomial(r, m), exact for a numeric r
     derivative_terms = [None]  # m -> binomial(r, m) a[0]**(r - m)
-    powers: dict = {}  # (m, k) -> [t**k] d**m
-
-    def power_of_increment(m, k):
-        if k < m:
-            return ZERO
-        if m == 1:
-            return base(k)
-        key = (m, k)
-        value = powers.get(key)
-        if value is None:
-            value = powers[key] = sweep.total([
-                sweep.product(base(j), power_of_increment(m - 1, k - j)) for j in range(1, k - m + 2)])
-        return value
+    power_of_increment = _IncrementPowers(sweep, base)
 
     def derivative_term(m):
         while len(derivative_terms) <= m:
@@ -262,6 +254,29 @@ def _real_power_series(sweep, base_atom, r):
                             for m in range(1, k + 1)
                             if not is_zero_constant(power_of_increment(m, k))])
     return real_power
+
+
+class _IncrementPowers:
+    """``(m, k) -> [t**k] d**m`` for the increment ``d = a - a[0]`` of a series ``a``, memoized.
+
+    An object calling itself, not a closure: a closure that calls itself holds
+    itself, a reference cycle over the whole trace.
+    """
+
+    def __init__(self, sweep, base):
+        self.sweep, self.base, self.known = sweep, base, {}
+
+    def __call__(self, m: int, k: int):
+        if k < m:
+            return ZERO
+        if m == 1:
+            return self.base(k)
+        value = self.known.get((m, k))
+        if value is None:
+            sweep = self.sweep
+            value = self.known[(m, k)] = sweep.total([
+                sweep.product(self.base(j), self(m - 1, k - j)) for j in range(1, k - m + 2)])
+        return value
 
 
 def _reciprocal_coefficient(sweep, v, y, k):

@@ -161,13 +161,17 @@ def taylor_series(
 
     for k in range(1, order + 1):
         for node in schedule:
-            if k > order - depth[node.symbol]:
+            if k > order - depth[node]:
                 # Not needed at this order (see _plan); None makes any misuse fail loudly.
-                sweep.series[node.symbol].append(None)
+                sweep.series[node].append(None)
                 continue
             rule = TAYLOR_RULES.get(node.primitive)
             value = rule(sweep, node, k) if rule is not None else sweep.chain_rule(node, k)
-            sweep.series[node.symbol].append(value)
+            sweep.series[node].append(value)
+    # The rules' per-node state is closures over the sweep (a reference cycle that holds
+    # the builder and its nodes until the cyclic collector runs, which tracing pauses);
+    # every coefficient is recorded now, so the state is no longer needed.
+    sweep.auxiliary.clear()
     return sweep
 
 
@@ -187,7 +191,7 @@ def _plan(sweep: TaylorSweep, builder: GraphBuilder, primal_nodes: Sequence[Node
     nodes = builder.nodes
     first_new = len(nodes)
     start = nodes.index(primal_nodes[0]) if primal_nodes else len(nodes)
-    depth = {node.symbol: 0 for node in nodes[start:]}
+    depth = {node: 0 for node in nodes[start:]}
     visited: set = set()
     schedule: list[Node] = []
 
@@ -197,8 +201,8 @@ def _plan(sweep: TaylorSweep, builder: GraphBuilder, primal_nodes: Sequence[Node
         varying = [index for index, arg in enumerate(node.args) if arg in sweep.series]
         sweep.partials[node] = partial_atoms(node, varying, function_name)
         for new_node in nodes[before:]:
-            depth.setdefault(new_node.symbol, depth[node.symbol] + 1)
-        raise_depth(sweep.partials[node].values(), depth[node.symbol] + 1)
+            depth.setdefault(new_node, depth[node] + 1)
+        raise_depth(sweep.partials[node].values(), depth[node] + 1)
         if len(nodes) - first_new > MAX_PARTIAL_NODES:
             raise DifferentiationError(
                 f"Taylor mode for {function_name!r}: the partial derivative rules keep adding "
@@ -218,7 +222,7 @@ def _plan(sweep: TaylorSweep, builder: GraphBuilder, primal_nodes: Sequence[Node
             stack.extend((arg, level) for arg in node.args)
             if node in sweep.partials:
                 stack.extend((partial, level + 1) for partial in sweep.partials[node].values())
-            elif node.symbol in visited and needs_partials(sweep, node) and level < order:
+            elif node in visited and needs_partials(sweep, node) and level < order:
                 expand(node)
 
     position = start
@@ -229,9 +233,13 @@ def _plan(sweep: TaylorSweep, builder: GraphBuilder, primal_nodes: Sequence[Node
             continue  # truth values are flat: a comparison has no Taylor coefficients
         if not any(arg in sweep.series for arg in node.args):
             continue
-        sweep.series[node.symbol] = [node.symbol]
-        visited.add(node.symbol)
+        sweep.series[node] = [node]
+        visited.add(node)
         schedule.append(node)
-        if needs_partials(sweep, node) and depth[node.symbol] < order:
+        if needs_partials(sweep, node) and depth[node] < order:
             expand(node)
+    # expand and raise_depth call each other, so each closure holds the other: a
+    # cycle over depth, the sweep and the builder's nodes. Emptied here, not left
+    # to the cyclic collector.
+    del expand, raise_depth
     return schedule, depth
