@@ -577,3 +577,27 @@ def test_formulas_of_a_function_over_an_enclosing_traces_value_print_that_value(
 
     sd.trace(outer, 0.5)
     assert "z" in seen
+
+
+def test_a_deep_chain_held_by_its_last_node_alone_is_freed_without_overflowing():
+    # A node holds its operands, so freeing the last node of a chain frees the chain
+    # behind it; CPython's deallocation of nested objects is not limited by recursion.
+    import gc
+    import weakref
+
+    class Marker:  # an operand that can say when it is freed
+        pass
+
+    marker = Marker()
+    last = Node(sin_p, (marker,))
+    for _ in range(200_000):
+        last = Node(sin_p, (last,))
+    freed = weakref.finalize(marker, lambda: None)
+    del marker
+    assert freed.alive
+    gc.disable()
+    try:
+        del last
+        assert not freed.alive
+    finally:
+        gc.enable()
