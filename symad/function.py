@@ -9,6 +9,7 @@ the unit every transform takes and returns.
 from __future__ import annotations
 
 import inspect
+import itertools
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -34,6 +35,7 @@ from symad.tracer import (
     fresh_symbol_array,
     size_limit_advice,
     substitute_atoms,
+    uncached_symbol,
 )
 
 __all__ = ["Function", "trace", "MAX_SYMBOLIC_ELEMENTS", "function_name"]
@@ -618,7 +620,11 @@ def _fresh_symbols(inputs: Sequence[sympy.Symbol]):
     prefix = next((p for p in ("x", "t", "c", "u", "v", "w") if not taken(p)), None)
     if prefix is None:
         prefix = "x" + "_" * max(len(b) for b in bases)
-    return sympy.numbered_symbols(prefix, exclude=set(inputs))
+    # Symbols equal to sympy.Symbol(name), made without SymPy's cache: a program of
+    # 10^4 assignments would evict the user's cache and build each symbol's assumptions.
+    names = {symbol.name for symbol in inputs}
+    return (uncached_symbol(f"{prefix}{index}") for index in itertools.count()
+            if f"{prefix}{index}" not in names)
 
 
 def trace(fun: Callable, *example_args, name: str | None = None) -> Function:

@@ -32,7 +32,7 @@ from symad.graph import (
 
 __all__ = [
     "Tracer", "Parameter", "active_input_names", "apply", "as_atoms", "contains_traced",
-    "fresh_symbol_array", "is_traced", "substitute_atoms", "symbol_array",
+    "fresh_symbol_array", "is_traced", "substitute_atoms", "symbol_array", "uncached_symbol",
 ]
 
 
@@ -159,11 +159,11 @@ def symbol_array(name: str, shape: tuple) -> np.ndarray:
         names = [f"{name}[{index}]" for index in range(shape[0])]
     else:
         names = [f"{name}[{', '.join(map(str, index))}]" for index in np.ndindex(shape)]
-    out.reshape(-1)[:] = list(map(_uncached_symbol, names))
+    out.reshape(-1)[:] = list(map(uncached_symbol, names))
     return out
 
 
-def _uncached_symbol(name: str) -> sympy.Symbol:
+def uncached_symbol(name: str) -> sympy.Symbol:
     """``sympy.Symbol(name)`` (an equal symbol), made without SymPy's cache.
 
     The cache holds 1,000 entries: past that every new name evicts one, and

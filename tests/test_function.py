@@ -56,6 +56,11 @@ def test_cse_program_reproduces_the_formula():
     for symbol, expression in reversed(assignments):
         rebuilt = rebuilt.subs(symbol, expression)
     assert rebuilt == F.formula() == sympy.sin(t) ** 2 + sympy.exp(sympy.sin(t))
+    # The names are plain SymPy symbols (made without filling SymPy's cache): equal to
+    # sympy.Symbol("x0"), and usable in subs and lambdify like any other.
+    assert [symbol for symbol, _ in assignments] == [sympy.Symbol("x0")]
+    assert sympy.lambdify([t], output.subs(assignments[0][0], assignments[0][1]))(0.5) == \
+        pytest.approx(np.sin(0.5) ** 2 + np.exp(np.sin(0.5)))
 
 
 def test_cse_names_avoid_input_names():
