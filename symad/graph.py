@@ -26,8 +26,8 @@ True
 >>> builder.record(mul_p, (s, sympy.Integer(1))) is s   # x * 1 -> x
 True
 >>> graph = builder.finish([builder.record(mul_p, (s, s))])
->>> [str(expr) for _, expr in graph.assignments()]
-['sin(x)', '_n0**2']
+>>> [str(expr) for _, expr in graph.assignments()] == ["sin(x)", f"{s}**2"]
+True
 """
 
 from __future__ import annotations
@@ -206,7 +206,12 @@ class Node:
       operands of commutative primitives (:meth:`GraphBuilder.sort_key`), the
       same in every builder;
     * ``position``, its index in the builder that recorded it (-1 for none),
-      where :meth:`GraphBuilder.node_of` looks for it, and its name ``n<position>``.
+      where :meth:`GraphBuilder.node_of` looks for it.
+
+    Its name, ``n<k>``, is its number counted from the first node of the
+    process: unique, so a program that mixes nodes of several builders (a
+    nested gradient keeps the inner one's nodes; an inner trace reads an
+    outer one's values) never names two nodes alike.
 
     Its SymPy side is made only when asked for: :attr:`sympy_symbol` (a
     :class:`NodeSymbol`) and :attr:`expr`, the operation as a small SymPy
@@ -222,8 +227,10 @@ class Node:
     >>> from symad.primitives import sin_p
     >>> x = sympy.Symbol("x")
     >>> node = Node(sin_p, (x,), position=0)
-    >>> node, node.is_Symbol, node.expr, node.sympy_symbol, sympy.Float(1.0) == node
-    (_n0, True, sin(x), _n0, False)
+    >>> node.is_Symbol, node.expr, sympy.Float(1.0) == node
+    (True, sin(x), False)
+    >>> str(node) == str(node.sympy_symbol) == f"_n{node.number - _FIRST_NUMBER}"
+    True
     """
 
     __slots__ = ("primitive", "args", "params", "number", "position", "_expr", "_symbol")
@@ -250,8 +257,8 @@ class Node:
 
     @property
     def name(self) -> str:
-        """``n<position>``: the name of its SymPy symbol (printed ``_n<position>``, as a Dummy)."""
-        return f"n{self.position}" if self.position >= 0 else f"n{self.number - _FIRST_NUMBER}"
+        """``n<k>``, unique in the process: the name of its SymPy symbol (printed ``_n<k>``, a Dummy)."""
+        return f"n{self.number - _FIRST_NUMBER}"
 
     @property
     def sympy_symbol(self) -> NodeSymbol:
