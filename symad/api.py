@@ -1158,6 +1158,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0) -> Callable:
             return tree_unflatten(treedef, [leaf if axis is None else leaf[index]
                                             for leaf, axis in zip(moved, axes)])
 
+        function = None
         if current_builder() is not None:
             # Inside a trace: unrolled, so closures and Parameters are recorded too.
             results = [fun(*element(index)) for index in range(size)]
@@ -1171,8 +1172,13 @@ def vmap(fun: Callable, in_axes=0, out_axes=0) -> Callable:
             stacked = function(*tree_unflatten(treedef, moved))
         out_leaves, out_treedef = tree_flatten(stacked)
         destinations = _axes_per_leaf(out_axes, stacked, "out_axes", name)
+        varying = None
+        if None in destinations:  # does each output read a mapped argument? (JAX asks the structure)
+            if function is None:  # unrolled: traced once more, on symbols, to see the structure
+                function = trace(fun, *element(0))
+            varying = _outputs_depending_on(function, [axis is not None for axis in axes])
         return tree_unflatten(out_treedef, [
-            _unmapped(leaf, index, name) if axis is None
+            _unmapped(leaf, index, name, None if varying is None else varying[index]) if axis is None
             else leaf if axis == 0 else snp.moveaxis(leaf, 0, axis)
             for index, (leaf, axis) in enumerate(zip(out_leaves, destinations))])
 
@@ -1180,26 +1186,36 @@ def vmap(fun: Callable, in_axes=0, out_axes=0) -> Callable:
     return mapped
 
 
-def _unmapped(leaf, index: int, name: str):
+def _outputs_depending_on(function, mapped: list) -> list:
+    """For each output leaf of the traced ``function``: does it read an argument leaf marked ``mapped``?
+
+    One sweep over the graph in order: a node depends on the mapped arguments
+    if one of its operands does.
+    """
+    depends = set()
+    for symbols, is_mapped in zip(function.in_symbols, mapped):
+        if is_mapped:
+            depends.update(symbols.reshape(-1).tolist())
+    for node in function.graph.nodes:
+        if any(atom in depends for atom in node.args if atom.is_Symbol):
+            depends.add(node)
+    return [any(atom.is_Symbol and atom in depends for atom in atoms.reshape(-1))
+            for atoms in function._output_atoms()]
+
+
+def _unmapped(leaf, index: int, name: str, varies: bool):
     """An output with out_axes=None: one value, not one per element (as JAX).
 
-    JAX refuses such an output when it depends on the mapped axis; here the
-    stacked values are compared (atoms inside a trace, numbers outside), and an
-    output that differs along the axis is refused the same way.
+    JAX refuses such an output when it depends on the mapped axis, whatever
+    the values; so does this (``varies``: the traced output reads a mapped
+    argument, see :func:`_outputs_depending_on`).
     """
-    first = leaf[0]
-    if isinstance(leaf, Tracer):
-        same = all(np.array_equal(leaf[i].atoms, first.atoms)
-                   for i in range(1, leaf.shape[0]))
-    else:
-        values = np.asarray(leaf)
-        same = bool(np.all((values == values[:1]) | (np.isnan(values) & np.isnan(values[:1]))))
-    if not same:
+    if varies:
         raise TracingError(
-            f"vmap({name}): out_axes=None for output {index}, but that output varies along the "
-            "mapped axis; out_axes=None is for outputs that do not depend on it (as in JAX). "
-            "Give it an axis (out_axes=0)")
-    return first
+            f"vmap({name}): out_axes=None for output {index}, but that output depends on the "
+            "mapped arguments (whatever their values); out_axes=None is for outputs that do not "
+            "(as in JAX). Give it an axis (out_axes=0)")
+    return leaf[0]
 
 
 def _as_array(leaf):
