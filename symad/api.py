@@ -1172,13 +1172,13 @@ def vmap(fun: Callable, in_axes=0, out_axes=0) -> Callable:
             stacked = function(*tree_unflatten(treedef, moved))
         out_leaves, out_treedef = tree_flatten(stacked)
         destinations = _axes_per_leaf(out_axes, stacked, "out_axes", name)
-        varying = None
+        varying: list = []
         if None in destinations:  # does each output read a mapped argument? (JAX asks the structure)
             if function is None:  # unrolled: traced once more, on symbols, to see the structure
                 function = trace(fun, *element(0))
             varying = _outputs_depending_on(function, [axis is not None for axis in axes])
         return tree_unflatten(out_treedef, [
-            _unmapped(leaf, index, name, None if varying is None else varying[index]) if axis is None
+            _unmapped(leaf, index, name, varying[index]) if axis is None
             else leaf if axis == 0 else snp.moveaxis(leaf, 0, axis)
             for index, (leaf, axis) in enumerate(zip(out_leaves, destinations))])
 

@@ -347,6 +347,6 @@ def test_vmap_out_axes_none_returns_one_unmapped_value():
                            match=r"out_axes=None for output 0, but that output depends on the mapped"):
             sd.vmap(lambda a: a * 2, out_axes=None)(values)
         with pytest.raises(sd.TracingError, match="depends on the mapped arguments"):
-            sd.grad(lambda x: np.sum(sd.vmap(lambda a: a * x, out_axes=None)(values)))(3.0)
+            sd.grad(lambda x, v=values: np.sum(sd.vmap(lambda a: a * x, out_axes=None)(v)))(3.0)
     # ... and one that reads only unmapped values and closures can, wherever it is.
     assert sd.grad(lambda x: sd.vmap(lambda a: np.sin(x) + 1.0, out_axes=None)(np.arange(3.0)))(0.0) == 1.0

@@ -239,7 +239,7 @@ def _plan(sweep: TaylorSweep, builder: GraphBuilder, primal_nodes: Sequence[Node
         if needs_partials(sweep, node) and depth[node] < order:
             expand(node)
     # expand and raise_depth call each other, so each closure holds the other: a
-    # cycle over depth, the sweep and the builder's nodes. Emptied here, not left
+    # cycle over depth, the sweep and the builder's nodes. Broken here, not left
     # to the cyclic collector.
-    del expand, raise_depth
+    expand = raise_depth = None  # noqa: F811, F841 - clears the cells the closures share
     return schedule, depth
