@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numexpr
 import numpy as np
@@ -507,6 +508,32 @@ def test_source_runs_as_an_isolated_subprocess(backend, tmp_path):
     want = G.compile("numpy")(np.array([0.5, 1.5]), 0.25)
     np.testing.assert_allclose(gx, want[0], rtol=1e-15)
     np.testing.assert_allclose(gy, want[1], rtol=1e-15)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numexpr"])
+def test_generated_source_is_the_same_in_every_process(backend):
+    # String hashes differ between processes (PYTHONHASHSEED): nothing in code generation may
+    # iterate a set of strings (the numexpr registers a region reused followed one, and the
+    # module differed from run to run, values alike).
+    script = (
+        "import numpy as np, symad as sd\n"
+        "def logistic(l):\n"
+        "    x = 0.3\n"
+        "    for _ in range(14):\n"
+        "        x = l * x * (1 - x)\n"
+        "    return x\n"
+        f"print(sd.grad(logistic).trace(3.7).source({backend!r}))\n"
+    )
+    root = str(Path(__file__).resolve().parents[1])
+    sources = []
+    for seed in ("1", "2", "3"):
+        environment = {**os.environ, "PYTHONHASHSEED": seed,
+                       "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+        completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                                   env=environment, timeout=120)
+        assert completed.returncode == 0, completed.stderr
+        sources.append(completed.stdout)
+    assert sources[0] == sources[1] == sources[2] and "def " in sources[0]
 
 
 def test_user_names_only_reach_comments():

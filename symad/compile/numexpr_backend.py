@@ -379,8 +379,11 @@ def _finish(region: _Region) -> tuple[list, str]:
                 names.append(f"t{physical[number]}" if kind == "t" else f"{kind}{number}")
             else:
                 names.append(operand)  # a function name
-        dying = {operand for operand in operands
-                 if isinstance(operand, tuple) and operand[0] == "t" and last_use[operand[1]] == index}
+        # In operand order (a dict, not a set: a set of tuples holding strings iterates in a
+        # per-process hash order, and the registers chosen, so the generated module, varied).
+        dying = dict.fromkeys(operand for operand in operands
+                              if isinstance(operand, tuple) and operand[0] == "t"
+                              and last_use[operand[1]] == index)
         for operand in dying:  # freed before the destination: element-wise, so safe
             free.setdefault(operand[2], []).append(physical[operand[1]])
         if index == final:
