@@ -271,11 +271,7 @@ class Node:
             with _SYMBOLS_LOCK:
                 symbol = self._symbol
                 if symbol is None:
-                    if _SHARED_ASSUMPTIONS is None:  # this SymPy lays symbols out otherwise
-                        symbol = sympy.Dummy.__new__(NodeSymbol, self.name, self.number)
-                    else:
-                        symbol = _plain_node_symbol(NodeSymbol, self.name, self.number)
-                    self._symbol = symbol
+                    symbol = self._symbol = NodeSymbol(self.name, self.number)
         return symbol
 
     @property
@@ -296,9 +292,7 @@ class Node:
         for atom in self.args:
             if atom.is_Symbol:
                 value = replacement.get(atom)
-                if value is None:
-                    value = atom.sympy_symbol if atom.__class__ is Node else atom
-                atom = value
+                atom = sympy_form(atom) if value is None else value
             operands.append(atom)
         return self.primitive.to_sympy(tuple(operands), dict(self.params))
 
@@ -316,7 +310,6 @@ class Node:
         return "_" + self.name
 
     __repr__ = __str__
-
 
 
 def _restore_node(primitive, args: tuple, params: tuple, position: int, number: int,
