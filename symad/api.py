@@ -22,20 +22,34 @@ from typing import Any
 import numpy as np
 import sympy
 
+from symad import array_primitives as A
 from symad.errors import DifferentiationError, RetraceWarning, TracingError
-from symad.function import Function, argument_names, derive, function_name, trace
-from symad.graph import current_builder, number_atom
+from symad.function import (
+    Function,
+    argument_names,
+    derive,
+    function_name,
+    input_leaf,
+    is_whole_leaf,
+    leaf_atoms,
+    leaf_elements,
+    leaf_shape,
+    trace,
+)
+from symad.graph import ArrayInput, atom_shape, current_builder, is_zero_constant, number_atom
 from symad.outside import changed, snapshot
 from symad.pytree import TreeDef, leaf_paths, tree_flatten, tree_unflatten
 from symad.tracer import (
     Parameter,
     Tracer,
     active_input_names,
-    fresh_symbol_array,
+    constant_atom,
+    element_atom,
     substitute_atoms,
 )
 from symad.transforms import backpropagate, push_forward
 from symad.transforms.forward import consumer_index
+from symad.transforms.reverse import full_shape
 from symad.transforms.sparsity import dependency_masks, set_bits
 from symad.transforms.taylor import taylor_series
 
@@ -297,7 +311,7 @@ def _bind_keywords(fun: Callable, args: tuple, kwargs: dict, name: str) -> tuple
 
 
 def _parameters_unchanged(function: Function) -> bool:
-    return all(parameter.shape == symbols.shape for parameter, symbols in function.parameters)
+    return all(parameter.shape == leaf_shape(symbols) for parameter, symbols in function.parameters)
 
 
 # ---------------------------------------------------------------------------
@@ -332,7 +346,7 @@ def _check_real_outputs(builder, outputs, transform: str, name: str) -> None:
     leaves = tree_flatten(outputs)[0]
     if not leaves:
         raise DifferentiationError(f"{transform}({name}): the function returned no value to differentiate")
-    if any(builder.is_boolean(atom) for leaf in leaves for atom in leaf.reshape(-1)):
+    if any(builder.is_boolean(atom) for leaf in leaves for atom in leaf_atoms(leaf)):
         raise DifferentiationError(
             f"{transform}({name}): the differentiated output is a truth value (a comparison); "
             "derivatives are taken of real-valued outputs"
@@ -346,25 +360,37 @@ def _wrt(function: Function, positions: tuple[int, ...] | None, weights: tuple[P
     """
     leaf_ranges = _input_leaf_ranges(function)
     atoms: list = []
-    layout: list = []  # per differentiated tree: (treedef, [shapes])
+    layout: list = []  # per differentiated tree: (treedef, [(shape, whole)])
+    # A whole array is differentiated as one atom in an array program; in a program of
+    # scalars (element-level code reading a few elements) element by element, as before.
+    array_program = function.is_array_program
     for position in positions or ():
         leaves = [function.in_symbols[i] for i in leaf_ranges[position]]
-        layout.append((function.in_treedef.children[position], [leaf.shape for leaf in leaves]))
+        if not array_program:
+            leaves = [leaf_elements(leaf) for leaf in leaves]
+        layout.append((function.in_treedef.children[position],
+                       [(leaf_shape(leaf), is_whole_leaf(leaf)) for leaf in leaves]))
         for leaf in leaves:
-            atoms.extend(leaf.reshape(-1))
+            atoms.extend(leaf_atoms(leaf))
     parameter_symbols = dict(function.parameters)
     for weight in weights:
         symbols = parameter_symbols.get(weight)
-        if symbols is None:
+        if symbols is None:  # an unused weight: exact zeros
             symbols = np.full(weight.shape, ZERO, dtype=object)
-        layout.append((TreeDef("leaf"), [symbols.shape]))
-        atoms.extend(symbols.reshape(-1))
+        elif not array_program:
+            symbols = leaf_elements(symbols)
+        layout.append((TreeDef("leaf"), [(leaf_shape(symbols), is_whole_leaf(symbols))]))
+        atoms.extend(leaf_atoms(symbols))
 
     def pack(flat_values: Sequence, single: bool, per_value: Callable[[Any, tuple], Any]):
         trees, start = [], 0
         for treedef, shapes in layout:
             leaves = []
-            for shape in shapes:
+            for shape, whole in shapes:
+                if whole:  # one value of the whole array's shape
+                    leaves.append(flat_values[start])
+                    start += 1
+                    continue
                 count = int(np.prod(shape, dtype=int))
                 leaves.append(per_value(flat_values[start:start + count], shape))
                 start += count
@@ -402,7 +428,7 @@ def grad_function(function: Function, argnums, has_aux: bool = False, weights=()
     def build(builder, primal_nodes, outputs):
         differentiated, aux = _split_outputs(function, outputs, has_aux, transform)
         _check_real_outputs(builder, differentiated, transform, function.name)
-        seeds = [(atom, ONE) for leaf in tree_flatten(differentiated)[0] for atom in leaf.reshape(-1)]
+        seeds = [(atom, ONE) for leaf in tree_flatten(differentiated)[0] for atom in leaf_atoms(leaf)]
         wrt_atoms, pack = _wrt(function, positions, weights)
         cotangents = backpropagate(builder, primal_nodes, seeds, wrt_atoms, function.name)
         grads = pack(cotangents, single, _atom_array)
@@ -523,13 +549,21 @@ def _vjp_function(function: Function, has_aux: bool) -> Function:
     out_shapes = function.out_shapes[: leaves_tree.num_leaves]
     paths = leaf_paths(leaves_tree, "ct")
     taken = _taken_names(function)
-    cotangent_symbols = [fresh_symbol_array(path, shape, taken) for path, shape in zip(paths, out_shapes)]
+    # A program of scalars keeps cotangents per element, as its outputs are.
+    elements = not function.is_array_program
+    cotangent_symbols = [input_leaf(path, shape, taken, elements) for path, shape in zip(paths, out_shapes)]
     positions = tuple(range(len(function.in_treedef.children)))
 
     def build(builder, primal_nodes, outputs):
         seeds = []
         for leaf, symbols in zip(outputs, cotangent_symbols):
-            seeds.extend(zip(leaf.reshape(-1), symbols.reshape(-1)))
+            if isinstance(leaf, np.ndarray) and not isinstance(symbols, np.ndarray):
+                # An output built element by element, seeded by a whole cotangent array.
+                seeds.extend(zip(leaf.reshape(-1), _elements(builder, symbols)))
+            elif not isinstance(leaf, np.ndarray) and isinstance(symbols, np.ndarray):
+                seeds.append((leaf, symbols[()]))
+            else:
+                seeds.extend(zip(leaf_atoms(leaf), leaf_atoms(symbols)))
         wrt_atoms, pack = _wrt(function, positions, ())
         cotangents = backpropagate(builder, primal_nodes, seeds, wrt_atoms, function.name)
         return pack(cotangents, False, _atom_array)
@@ -581,16 +615,21 @@ def _jvp_function(function: Function, has_aux: bool) -> Function:
     for position, child in enumerate(function.in_treedef.children):
         paths.extend(leaf_paths(child, f"{_leaf_root(function, position)}_dot"))
     taken = _taken_names(function)
-    tangent_symbols = [fresh_symbol_array(path, s.shape, taken) for path, s in zip(paths, function.in_symbols)]
+    elements = not function.is_array_program
+    tangent_symbols = [input_leaf(path, leaf_shape(s), taken, elements and isinstance(s, np.ndarray))
+                       for path, s in zip(paths, function.in_symbols)]
 
     def build(builder, primal_nodes, outputs):
         seeds = {}
         for symbols, tangents in zip(function.in_symbols, tangent_symbols):
-            seeds.update(zip(symbols.reshape(-1), tangents.reshape(-1)))
+            if isinstance(symbols, np.ndarray) and not isinstance(tangents, np.ndarray):
+                tangents = leaf_elements(tangents)  # an array of scalars, seeded element by element
+            seeds.update(zip(leaf_atoms(symbols), leaf_atoms(tangents)))
+            if symbols.__class__ is ArrayInput:  # its elements read by element-level code
+                for symbol in symbols.made_elements():
+                    seeds[symbol] = element_atom(builder, tangents, symbols.element_index(symbol))
         tangent_of = push_forward(builder, primal_nodes, seeds, function.name)
-        zero_tangents = {atom: ZERO for leaf in outputs for atom in leaf.reshape(-1)
-                         if atom not in tangent_of}
-        tangent_outputs = [substitute_atoms(leaf, {**zero_tangents, **tangent_of}) for leaf in outputs]
+        tangent_outputs = [_output_tangent(builder, leaf, tangent_of) for leaf in outputs]
         out_tree = tree_unflatten(function.out_treedef, outputs)
         tangent_tree = tree_unflatten(function.out_treedef, tangent_outputs)
         if has_aux:
@@ -602,6 +641,23 @@ def _jvp_function(function: Function, has_aux: bool) -> Function:
     return derive(function, f"jvp({function.name})", build, extra_inputs=extra)
 
 
+def _output_tangent(builder, leaf, tangent_of: dict):
+    """The tangent of an output leaf: each atom's, exact zeros (at its shape) where none reached."""
+    if isinstance(leaf, np.ndarray):
+        return substitute_atoms(leaf, {atom: tangent_of.get(atom, ZERO) for atom in leaf.reshape(-1)
+                                       if atom.is_Symbol or atom not in tangent_of})
+    tangent = tangent_of.get(leaf, ZERO) if leaf.is_Symbol else ZERO
+    if atom_shape(tangent) != atom_shape(leaf):
+        tangent = builder.broadcast(tangent, atom_shape(leaf))
+    return tangent
+
+
+def _elements(builder, atom) -> list:
+    """The scalar atoms of a whole array's elements, in order."""
+    return leaf_elements(atom).reshape(-1).tolist() if atom.__class__ is ArrayInput else [
+        element_atom(builder, atom, index) for index in np.ndindex(atom_shape(atom))]
+
+
 def _taken_names(function: Function) -> set[str]:
     """Names new input symbols of a transform of ``function`` must avoid."""
     return {symbol.name for symbol in function.graph.inputs} | active_input_names()
@@ -609,9 +665,9 @@ def _taken_names(function: Function) -> set[str]:
 
 def _leaf_root(function: Function, position: int) -> str:
     symbols = function.in_symbols[_input_leaf_ranges(function)[position].start] if function.in_symbols else None
-    if symbols is None or symbols.size == 0:
+    if symbols is None or math.prod(leaf_shape(symbols)) == 0:
         return f"x{position}"
-    name = symbols.reshape(-1)[0].name
+    name = leaf_atoms(symbols)[0].name
     return name.split("[")[0].split(".")[0]
 
 
@@ -631,6 +687,13 @@ def jacobian_function(function: Function, argnums, has_aux: bool = False, mode: 
     count = len(function.in_treedef.children)
     positions = _resolve_argnums(argnums, count, transform, function.name)
     single = isinstance(argnums, int)
+    if function.is_array_program:
+        result = _array_jacobian_function(function, positions, single, has_aux, mode, flat_aux)
+        if not has_aux:
+            from symad.export.latex import jacobian_labels
+
+            result.output_labels = jacobian_labels(function, _wrt_leaves(function, positions))
+        return result
 
     def build(builder, primal_nodes, outputs):
         differentiated, aux = _split_outputs(function, outputs, has_aux, transform)
@@ -665,6 +728,88 @@ def jacobian_function(function: Function, argnums, has_aux: bool = False, mode: 
 
         result.output_labels = jacobian_labels(function, _wrt_leaves(function, positions))
     return result
+
+
+def _array_jacobian_function(function: Function, positions: tuple, single: bool, has_aux: bool,
+                             mode: str, flat_aux: bool) -> Function:
+    """The Jacobian of an array program: one sweep per output leaf (reverse) or input leaf
+    (forward), each carrying a leading axis of seeds -- the identity -- so every row (or
+    column) comes from one sweep, as JAX's ``vmap`` of a vector-Jacobian product."""
+    transform = "jacrev" if mode == "rev" else "jacfwd"
+
+    def build(builder, primal_nodes, outputs):
+        differentiated, aux = _split_outputs(function, outputs, has_aux, transform)
+        _check_real_outputs(builder, differentiated, transform, function.name)
+        out_leaves, out_treedef = tree_flatten(differentiated)
+        wrt_atoms, pack = _wrt(function, positions, ())
+        wrt_shapes = [atom_shape(atom) for atom in wrt_atoms]
+        blocks = [[None] * len(wrt_atoms) for _ in out_leaves]  # blocks[out][wrt]
+        if mode == "rev":
+            for row, leaf in enumerate(out_leaves):
+                out_shape = leaf_shape(leaf)
+                size = math.prod(out_shape)
+                # One output: the gradient itself, swept with no axis of seeds.
+                lead = () if size == 1 else (size,)
+                seeds = [(leaf_atoms(leaf)[0], ONE)] if size == 1 else _identity_seeds(builder, leaf, size)
+                cotangents = backpropagate(builder, primal_nodes, seeds, wrt_atoms, function.name,
+                                           lead=lead)
+                for column, (cotangent, in_shape) in enumerate(zip(cotangents, wrt_shapes)):
+                    cotangent = full_shape(builder, cotangent, in_shape, len(lead)) if cotangent.is_Symbol \
+                        else builder.broadcast(cotangent, lead + in_shape)
+                    blocks[row][column] = A.record_reshape(builder, cotangent, out_shape + in_shape)
+        else:
+            consumers = consumer_index(primal_nodes)
+            for column, (atom, in_shape) in enumerate(zip(wrt_atoms, wrt_shapes)):
+                size = math.prod(in_shape)
+                tangent_of = push_forward(builder, primal_nodes, _identity_tangents(builder, atom, size),
+                                          function.name, consumers, lead=1)
+                for row, leaf in enumerate(out_leaves):
+                    out_shape = leaf_shape(leaf)
+                    tangent = _leaf_tangent(builder, leaf, tangent_of, size)
+                    moved = A.record_transpose(builder, tangent, tuple(range(1, len(out_shape) + 1)) + (0,))
+                    blocks[row][column] = A.record_reshape(builder, moved, out_shape + in_shape)
+        result_leaves = [pack(row_blocks, single, lambda values, shape: values[0])
+                         for row_blocks in blocks]
+        jac = tree_unflatten(out_treedef, result_leaves)
+        if not has_aux:
+            return jac
+        return (jac, *aux) if flat_aux else (jac, aux)
+
+    return derive(function, f"{transform}({function.name})", build)
+
+
+def _identity_seeds(builder, leaf, size: int) -> list:
+    """Seeds for the rows of a Jacobian: the identity, one row per element of an output leaf."""
+    identity = np.eye(size)
+    if isinstance(leaf, np.ndarray):
+        return [(atom, constant_atom(builder, identity[k])) for k, atom in enumerate(leaf.reshape(-1))]
+    return [(leaf, constant_atom(builder, identity.reshape((size,) + atom_shape(leaf))))]
+
+
+def _identity_tangents(builder, atom, size: int) -> dict:
+    """Seeds for the columns of a Jacobian: the identity over one input's elements."""
+    identity = np.eye(size)
+    tangents = {atom: constant_atom(builder, identity.reshape((size,) + atom_shape(atom)))}
+    if atom.__class__ is ArrayInput:  # element-level code reads its elements' symbols
+        for symbol in atom.made_elements():
+            flat = int(np.ravel_multi_index(atom.element_index(symbol), atom.shape))
+            tangents[symbol] = constant_atom(builder, identity[:, flat])
+    return tangents
+
+
+def _leaf_tangent(builder, leaf, tangent_of: dict, size: int):
+    """An output leaf's tangent with a leading axis of ``size`` seeds: ``(size,) + its shape``."""
+    if isinstance(leaf, np.ndarray):
+        elements = [tangent_of.get(atom, ZERO) if atom.is_Symbol else ZERO for atom in leaf.reshape(-1)]
+        if all(is_zero_constant(t) for t in elements):
+            return builder.broadcast(ZERO, (size,) + leaf.shape)
+        elements = [builder.broadcast(t, (size,)) if not t.is_Symbol else t for t in elements]
+        params = (("shape", leaf.shape), ("positions", tuple(range(len(elements)))), ("has_base", False))
+        return builder.record(A.pack_p, elements, params)
+    tangent = tangent_of.get(leaf, ZERO) if leaf.is_Symbol else ZERO
+    if not tangent.is_Symbol:
+        return builder.broadcast(tangent, (size,) + atom_shape(leaf))
+    return full_shape(builder, tangent, atom_shape(leaf), 1)
 
 
 def _jacobian_block(rows: list[list], out_shape: tuple, columns: Sequence[int], in_shape: tuple):
@@ -782,13 +927,15 @@ def sparse_jacobian_function(function: Function, argnum: int, symmetric: bool = 
     as its mirror above it.
     """
     transform = "hessian" if symmetric else "jacobian"
+    if function.is_array_program:  # element by element (interim: until sparse array sweeps)
+        function = function.expand()
     (position,) = _resolve_argnums(argnum, len(function.in_treedef.children), transform, function.name)
     leaf_range = _input_leaf_ranges(function)[position]
     if len(leaf_range) != 1:
         raise DifferentiationError(
             f"{transform}({function.name}, sparse=True): argument {position} is a pytree; sparse "
             "Jacobians and Hessians take one array argument (concatenate the parameters)")
-    wrt = list(function.in_symbols[leaf_range.start].reshape(-1))
+    wrt = list(leaf_elements(function.in_symbols[leaf_range.start]).reshape(-1))
     layout = {}
 
     def build(builder, primal_nodes, outputs):
@@ -866,8 +1013,10 @@ def hessian_function(function: Function, argnums, has_aux: bool = False) -> Func
         from symad.export.latex import hessian_labels
 
         full.output_labels = hessian_labels(function, _wrt_leaves(function, positions))
+    if full.is_array_program:
+        return full  # whole-array blocks: no pair of scalar entries to share
     leaf_ranges = _input_leaf_ranges(function)
-    wrt_sizes = [function.in_symbols[i].size for p in positions for i in leaf_ranges[p]]
+    wrt_sizes = [math.prod(leaf_shape(function.in_symbols[i])) for p in positions for i in leaf_ranges[p]]
     differentiated = function.out_treedef.children[0] if has_aux else function.out_treedef
     out_sizes = [math.prod(shape) for shape in function.out_shapes[:differentiated.num_leaves]]
 
@@ -1160,9 +1309,11 @@ def vmap(fun: Callable, in_axes=0, out_axes=0) -> Callable:
 
         function = None
         if current_builder() is not None:
-            # Inside a trace: unrolled, so closures and Parameters are recorded too.
-            results = [fun(*element(index)) for index in range(size)]
-            stacked = _stack_trees(results, snp.stack)
+            # Inside a trace: traced once at one element's shapes, then recorded once for
+            # the whole batch (each node carries the mapped axis in front).
+            examples = element(0)
+            function = trace(fun, *examples) if not isinstance(fun, Function) else fun
+            stacked = function._inline_batched(moved, [axis is not None for axis in axes], size)
         else:
             examples = element(0)
             key = _signature(examples)
@@ -1195,11 +1346,14 @@ def _outputs_depending_on(function, mapped: list) -> list:
     depends = set()
     for symbols, is_mapped in zip(function.in_symbols, mapped):
         if is_mapped:
-            depends.update(symbols.reshape(-1).tolist())
+            atoms = leaf_atoms(symbols)
+            depends.update(atoms)
+            if symbols.__class__ is ArrayInput:
+                depends.update(symbols.made_elements())
     for node in function.graph.nodes:
         if any(atom in depends for atom in node.args if atom.is_Symbol):
             depends.add(node)
-    return [any(atom.is_Symbol and atom in depends for atom in atoms.reshape(-1))
+    return [any(atom.is_Symbol and atom in depends for atom in leaf_atoms(atoms))
             for atoms in function._output_atoms()]
 
 

@@ -11,12 +11,14 @@ primitive table and the graph can both build on it.
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any
 
 import numpy as np
 import sympy
 
-__all__ = ["is_constant", "number_atom", "is_zero_constant", "constant_value", "same_atom"]
+__all__ = ["is_constant", "number_atom", "is_zero_constant", "constant_value", "same_atom",
+           "active_builders", "current_builder"]
 
 
 def is_constant(atom: sympy.Basic) -> bool:
@@ -93,3 +95,29 @@ def same_atom(a, b) -> bool:
     (True, False)
     """
     return a is b or (isinstance(a, sympy.Basic) and isinstance(b, sympy.Basic) and a == b)
+
+
+# ---------------------------------------------------------------------------
+# The builders recording in this thread (symad.graph.GraphBuilder.active pushes them)
+# ---------------------------------------------------------------------------
+
+
+class _TraceState(threading.local):
+    """Per-thread stack of recording builders: traces in different threads never mix."""
+
+    def __init__(self):
+        self.builders: list = []
+
+
+_STATE = _TraceState()
+
+
+def active_builders() -> list:
+    """The builders recording in this thread, outermost first."""
+    return _STATE.builders
+
+
+def current_builder():
+    """The innermost builder that is recording in this thread, or None outside any trace."""
+    builders = _STATE.builders
+    return builders[-1] if builders else None

@@ -23,27 +23,107 @@ from symad.compile.batch import batch_shape as _batch_shape
 from symad.compile.dask_support import evaluate_dask, is_dask_array
 from symad.compile.memory import output_array
 from symad.errors import CompileError, SymadError, TracingError
-from symad.graph import Graph, GraphBuilder, current_builder, replay, sympy_form
+from symad.graph import (
+    ArrayInput,
+    Graph,
+    GraphBuilder,
+    Node,
+    atom_shape,
+    current_builder,
+    replay,
+    scalar_input_graph,
+    sympy_form,
+)
 from symad.pytree import TreeDef, leaf_paths, tree_flatten, tree_unflatten
 from symad.tracer import (
     Parameter,
     Tracer,
+    _check_unrolled_size,
+    _scalar_array,
     active_input_names,
+    apply,
+    as_atom,
     as_atoms,
-    builder_parameter_atoms,
+    as_operand,
+    builder_parameter_atom,
+    element_atom,
     explain_numpy_store,
+    fresh_input,
     fresh_symbol_array,
-    size_limit_advice,
     substitute_atoms,
     uncached_symbol,
 )
 
 __all__ = ["Function", "trace", "MAX_SYMBOLIC_ELEMENTS", "function_name"]
 
-#: The most scalar elements one argument may have when traced symbolically.
-#: Tracing unrolls arrays into scalar nodes; beyond this, map a smaller
-#: function over the batch with ``sd.vmap`` (batch dimensions are free).
+#: The most elements an array may have where it is read one element at a time: the
+#: per-element view ``formula(expand=True)``, element-level code reading a whole array
+#: (a Python loop over its elements, ``tolist()``), an operation with no array form.
+#: Whole-array operations record one node whatever the size and need no limit.
 MAX_SYMBOLIC_ELEMENTS = 50_000
+
+
+# ---------------------------------------------------------------------------
+# Leaves: an argument or result is a scalar, a whole array (one atom), or an array of
+# scalar atoms (built element by element, or a SymPy array brought in by from_sympy).
+# ---------------------------------------------------------------------------
+
+
+def leaf_shape(leaf) -> tuple:
+    """The shape of an input or output leaf: an object array of scalar atoms, or one atom."""
+    return leaf.shape if isinstance(leaf, np.ndarray) else atom_shape(leaf)
+
+
+def leaf_atoms(leaf) -> list:
+    """The atoms a leaf contributes to a graph's flat inputs or outputs."""
+    return leaf.reshape(-1).tolist() if isinstance(leaf, np.ndarray) else [leaf]
+
+
+def is_whole_leaf(leaf) -> bool:
+    """True for a leaf held as one array atom (not an array of scalar atoms)."""
+    return not isinstance(leaf, np.ndarray) and atom_shape(leaf) != ()
+
+
+def leaf_elements(leaf) -> np.ndarray:
+    """A leaf as an object array of scalar atoms (a whole array input: its element symbols)."""
+    if isinstance(leaf, np.ndarray):
+        return leaf
+    if leaf.__class__ is ArrayInput:
+        return leaf.elements()
+    out = np.empty((), dtype=object)
+    out[()] = leaf
+    return out
+
+
+def input_leaf(path: str, shape: tuple, taken: set[str], elements: bool = False):
+    """A new input leaf named ``path``: a 0-d array holding a symbol, or an ArrayInput
+    (``elements``: an array of one symbol per element, for programs of scalars).
+
+    Transforms make their extra inputs (tangents, cotangents) with it, primed
+    past the names in ``taken``.
+    """
+    if elements and tuple(shape) != ():
+        symbols = fresh_symbol_array(path, tuple(shape), taken)
+        taken.update(symbol.name for symbol in symbols.reshape(-1))
+        return symbols
+    atom = fresh_input(path, tuple(shape), taken)
+    taken.add(atom.name)
+    if atom.__class__ is ArrayInput:
+        return atom
+    holder = np.empty((), dtype=object)
+    holder[()] = atom
+    return holder
+
+
+def is_array_graph(graph: Graph) -> bool:
+    """True if the graph has array nodes or uses an array input whole (it needs the array compiler)."""
+    for node in graph.nodes:
+        if node.shape:
+            return True
+        for atom in node.args:
+            if atom.__class__ is ArrayInput:
+                return True
+    return any(atom_shape(atom) != () for atom in graph.outputs)
 
 
 def function_name(fun: Any) -> str:
@@ -108,15 +188,21 @@ class Function:
         in_symbols: Sequence[np.ndarray],
         out_treedef: TreeDef,
         out_shapes: Sequence[tuple],
-        parameters: Sequence[tuple[Parameter, np.ndarray]] = (),
+        parameters: Sequence[tuple[Parameter, Any]] = (),
+        out_whole: Sequence[bool] | None = None,
     ):
         self.graph = graph
         self.name = name
         self.in_treedef = in_treedef
+        #: One entry per input leaf: an object array of scalar symbols (a scalar is 0-d), or an
+        #: :class:`~symad.graph.ArrayInput` standing for a whole array.
         self.in_symbols = tuple(in_symbols)
-        self.in_shapes = tuple(s.shape for s in self.in_symbols)
+        self.in_shapes = tuple(leaf_shape(s) for s in self.in_symbols)
         self.out_treedef = out_treedef
         self.out_shapes = tuple(tuple(s) for s in out_shapes)
+        #: Per output leaf: True if it is one array atom (graph.outputs holds the atom), False
+        #: if it is an array of scalar atoms (graph.outputs holds each element).
+        self.out_whole = tuple(out_whole) if out_whole is not None else (False,) * len(self.out_shapes)
         self.parameters = tuple(parameters)
         self._evaluators: dict = {}
         #: LaTeX labels of the output leaves (set by transforms, e.g. partial derivatives).
@@ -129,23 +215,30 @@ class Function:
 
     @property
     def inputs(self) -> Any:
-        """The input symbols, in the structure of the arguments (arrays as ``sympy.Array``)."""
-        return tree_unflatten(self.in_treedef, [_to_sympy_value(s) for s in self.in_symbols])
+        """The input symbols, in the structure of the arguments (arrays as ``sympy.Array`` of
+        their element symbols ``x[0]``, ``x[1]``... made on request)."""
+        return tree_unflatten(self.in_treedef, [_to_sympy_value(leaf_elements(s)) for s in self.in_symbols])
 
     @property
     def parameter_symbols(self) -> dict:
         """``{Parameter: symbols}`` for the Parameters this function closes over."""
-        return {parameter: _to_sympy_value(atoms) for parameter, atoms in self.parameters}
+        return {parameter: _to_sympy_value(leaf_elements(atom)) for parameter, atom in self.parameters}
 
-    def _output_atoms(self) -> list[np.ndarray]:
-        arrays, start = [], 0
-        for shape in self.out_shapes:
+    def _output_atoms(self) -> list:
+        """Per output leaf: an object array of scalar atoms, or the one atom of a whole array."""
+        leaves, start = [], 0
+        for shape, whole in zip(self.out_shapes, self.out_whole):
+            if whole:
+                leaves.append(self.graph.outputs[start])
+                start += 1
+                continue
             count = math.prod(shape)
             flat = np.empty(count, dtype=object)
             flat[:] = list(self.graph.outputs[start:start + count])
-            arrays.append(flat.reshape(shape))
+            leaves.append(flat.reshape(shape))
             start += count
-        return arrays
+        return leaves
+
 
     @property
     def closes_over_trace(self) -> bool:
@@ -166,7 +259,22 @@ class Function:
 
     # -- the formula side ------------------------------------------------------
 
-    def formula(self, *, max_size: float | None = None, max_depth: float | None = None) -> Any:
+    def expand(self) -> Function:
+        """The per-element view: this Function with every array taken apart into its elements.
+
+        Array inputs become the symbols of their elements (``x[0]``, ``x[1]``...) and
+        each array node the scalar nodes of its elements, as a trace written element
+        by element would give (:func:`unroll`). It grows with the
+        number of elements, up to ``MAX_SYMBOLIC_ELEMENTS`` per array.
+
+        >>> import symad as sd, numpy as np
+        >>> sd.trace(lambda x: np.sum(x ** 2), np.zeros(2)).expand().formula()
+        x[0]**2 + x[1]**2
+        """
+        return unroll(self)
+
+    def formula(self, *, max_size: float | None = None, max_depth: float | None = None,
+                expand: bool = False) -> Any:
         """The outputs as SymPy expressions, shared subexpressions inlined.
 
         A scalar output is a ``sympy.Expr``, an array output a ``sympy.Array``
@@ -199,6 +307,10 @@ class Function:
         """
         from symad.inlining import check_budget
 
+        if expand or self.is_array_program:
+            expanded = self.expand()
+            if expanded is not self:
+                return expanded.formula(max_size=max_size, max_depth=max_depth)
         check_budget(
             f"formula({self.name})", self.graph, max_size, max_depth,
             "Use F.cse() for the program with shared values kept as assignments, or "
@@ -210,7 +322,7 @@ class Function:
                   for atoms in self._output_atoms()]
         return tree_unflatten(self.out_treedef, leaves)
 
-    def cse(self) -> tuple[list[tuple[sympy.Symbol, sympy.Basic]], Any]:
+    def cse(self, *, expand: bool = False) -> tuple[list[tuple[sympy.Symbol, sympy.Basic]], Any]:
         """The shared-subexpression program, in the form ``sympy.cse`` returns.
 
         Nodes used once are inlined into their consumer; nodes used more than
@@ -231,6 +343,10 @@ class Function:
         """
         from symad.inlining import MAX_FORMULA_DEPTH
 
+        if expand or self.is_array_program:
+            expanded = self.expand()
+            if expanded is not self:
+                return expanded.cse()
         uses = self.graph.use_counts()
         names = _fresh_symbols(self.graph.inputs)
         assignments: list = []
@@ -267,6 +383,9 @@ class Function:
         """
         from symad.export.latex import function_latex
 
+        expand = options.pop("expand", False)
+        if expand or self.is_array_program:
+            return function_latex(self.expand(), **options)
         return function_latex(self, **options)
 
     def _repr_latex_(self) -> str:
@@ -288,6 +407,9 @@ class Function:
         """
         from symad.transforms.sparsity import sparsity_pattern
 
+        if self.is_array_program:
+            expanded = self.expand()
+            return sparsity_pattern(expanded.graph.nodes, expanded.graph.inputs, expanded.graph.outputs)
         return sparsity_pattern(self.graph.nodes, self.graph.inputs, self.graph.outputs)
 
     def to_c(self, name: str | None = None):
@@ -304,7 +426,7 @@ class Function:
         """
         from symad.export.c import function_c
 
-        return function_c(self, name)
+        return function_c(self.expand(), name)
 
     def stats(self) -> dict:
         """Sizes of the graph: ``nodes`` (operations), ``inputs``, ``outputs``, ``operations``."""
@@ -381,10 +503,23 @@ class Function:
         key = (backend, np.dtype(dtype).name)
         evaluator = self._evaluators.get(key)
         if evaluator is None:
-            evaluator = self._evaluators[key] = make_evaluator(
-                self.graph, backend, np.dtype(dtype).name, self.name
-            )
+            if self.is_array_program:
+                from symad.compile.arrays import make_array_evaluator
+
+                evaluator = make_array_evaluator(self.graph, backend, np.dtype(dtype).name, self.name)
+            else:
+                evaluator = make_evaluator(
+                    scalar_input_graph(self.graph), backend, np.dtype(dtype).name, self.name)
+            self._evaluators[key] = evaluator
         return evaluator
+
+    @property
+    def is_array_program(self) -> bool:
+        """True if the graph holds array nodes (one node per whole-array operation)."""
+        flag = self.__dict__.get("_is_array_program")
+        if flag is None:
+            flag = self.__dict__["_is_array_program"] = is_array_graph(self.graph)
+        return flag
 
     def __call__(self, *args) -> Any:
         return self._call(args, DEFAULT_BACKEND)
@@ -414,22 +549,91 @@ class Function:
         builder = current_builder()
         bindings: dict = {}
         for leaf, symbols in zip(leaves, self.in_symbols):
-            atoms = as_atoms(leaf)
-            if atoms.shape != symbols.shape:
-                try:
-                    atoms = np.broadcast_to(atoms, symbols.shape)
-                except ValueError:
-                    raise TracingError(
-                        f"{self.name}: traced with an argument of shape {symbols.shape}, called "
-                        f"inside a trace with shape {atoms.shape}; inside a trace the shapes "
-                        "must match (map over a batch with sd.vmap)"
-                    ) from None
-            bindings.update(zip(symbols.reshape(-1), atoms.reshape(-1)))
+            _bind_input(builder, bindings, symbols, as_operand(leaf), self.name)
         for parameter, symbols in self.parameters:
-            atoms = builder_parameter_atoms(builder, parameter)
-            bindings.update(zip(symbols.reshape(-1), atoms.reshape(-1)))
+            _bind_input(builder, bindings, symbols, builder_parameter_atom(builder, parameter), self.name)
         env = replay(self.graph, builder, bindings)
-        out_leaves = [Tracer(substitute_atoms(atoms, env)) for atoms in self._output_atoms()]
+        out_leaves = [Tracer(substitute_atoms(atoms, env)) if isinstance(atoms, np.ndarray)
+                      else Tracer.of_atom(env.get(atoms, atoms)) for atoms in self._output_atoms()]
+        return tree_unflatten(self.out_treedef, out_leaves)
+
+    def _inline_batched(self, leaves: list, batched: list[bool], size: int) -> Any:
+        """Record this function's graph once for a whole batch: ``sd.vmap`` inside a trace.
+
+        Each leaf marked ``batched`` carries a leading axis of ``size`` points in
+        front of the traced core shape. The graph is replayed with every value
+        that depends on a batched leaf carrying that axis too: the array
+        primitives take leading dimensions as they are (their parameters
+        describe the core), and an elementwise operand is viewed with size-1
+        axes so that the core shapes line up under NumPy's broadcasting. One
+        node per node of the function, whatever the batch size. Outputs come
+        back with the batch axis in front (those that do not depend on it,
+        broadcast).
+        """
+        from symad import array_primitives as A
+
+        builder = current_builder()
+        bindings: dict = {}
+        carried: set = set()  # atoms of this builder that carry the batch axis
+        for leaf, symbols, is_batched in zip(leaves, self.in_symbols, batched):
+            operand = as_atom(leaf)
+            shape = leaf_shape(symbols)
+            if not is_batched:
+                _bind_input(builder, bindings, symbols, as_operand(leaf), self.name)
+                continue
+            if atom_shape(operand)[1:] != tuple(shape):
+                operand = A.record_broadcast(builder, operand, tuple(shape), 1)
+            carried.add(operand)
+            for atom in leaf_atoms(symbols) if isinstance(symbols, np.ndarray) else [symbols]:
+                if isinstance(symbols, np.ndarray):  # an array of scalar symbols: one slice each
+                    index = np.unravel_index(leaf_atoms(symbols).index(atom), shape) if shape else ()
+                    bindings[atom] = A.record_slice(builder, operand, tuple(("i", int(i)) for i in index), 1)
+                else:
+                    bindings[atom] = operand
+                carried.add(bindings[atom])
+            if symbols.__class__ is ArrayInput:
+                for symbol in symbols.made_elements():
+                    element = A.record_slice(builder, operand,
+                                             tuple(("i", k) for k in symbols.element_index(symbol)), 1)
+                    bindings[symbol] = element
+                    carried.add(element)
+        for parameter, symbols in self.parameters:
+            _bind_input(builder, bindings, symbols, builder_parameter_atom(builder, parameter), self.name)
+        env = dict(bindings)
+        for node in self.graph.nodes:
+            args = [env.get(a, a) if a.is_Symbol else a for a in node.args]
+            if not any(a in carried for a in args if a.is_Symbol):
+                env[node] = builder.record(node.primitive, args, node.params)
+                continue
+            if node.primitive.elementwise:  # size-1 axes so the cores line up behind the batch
+                rank = len(node.shape)
+                args = [A.record_reshape(builder, a, (1,) * (rank - len(atom_shape(a)) + 1)
+                                         + atom_shape(a)[1:], 1)
+                        if a.is_Symbol and a in carried and len(atom_shape(a)) - 1 < rank else a
+                        for a in args]
+            value = builder.record(node.primitive, args, node.params)
+            env[node] = value
+            carried.add(value)
+        out_leaves = []
+        for atoms, shape in zip(self._output_atoms(), self.out_shapes):
+            if isinstance(atoms, np.ndarray):
+                values = [env.get(a, a) if a.is_Symbol else a for a in atoms.reshape(-1)]
+                values = [v if v.is_Symbol and v in carried else builder.broadcast(v, (size,)) for v in values]
+                if not values:
+                    out_leaves.append(Tracer.of_atom(builder.broadcast(sympy.Integer(0), (size,) + shape)))
+                    continue
+                if not shape:  # a scalar: its value over the batch
+                    out_leaves.append(Tracer.of_atom(values[0]))
+                    continue
+                params = (("shape", tuple(shape)), ("positions", tuple(range(len(values)))),
+                          ("has_base", False))
+                out_leaves.append(Tracer.of_atom(builder.record(A.pack_p, values, params)))
+                continue
+            value = env.get(atoms, atoms)
+            if not (value.is_Symbol and value in carried):
+                value = A.record_broadcast(builder, A.record_reshape(builder, value, (1,) + shape),
+                                           (size,) + shape)
+            out_leaves.append(Tracer.of_atom(value))
         return tree_unflatten(self.out_treedef, out_leaves)
 
     def _evaluate(self, leaves: list, backend: str, options: dict) -> Any:
@@ -437,12 +641,14 @@ class Function:
         arrays = [_numeric_array(leaf, self.name, i) for i, leaf in enumerate(leaves)]
         parameter_values = []
         for parameter, symbols in self.parameters:
-            if parameter.shape != symbols.shape:
+            if parameter.shape != leaf_shape(symbols):
                 raise CompileError(
                     f"{self.name}: Parameter {parameter.name!r} now has shape {parameter.shape} "
-                    f"but was traced with shape {symbols.shape}; trace the function again"
+                    f"but was traced with shape {leaf_shape(symbols)}; trace the function again"
                 )
             parameter_values.append(parameter.value)
+        if self.is_array_program:
+            return self._evaluate_arrays(arrays, parameter_values, backend, options)
         all_float32 = all(a.dtype == np.float32 for a in arrays + parameter_values)
         dtype = np.float32 if (arrays or parameter_values) and all_float32 else np.float64
 
@@ -475,6 +681,78 @@ class Function:
             value = leaf.reshape(batch + shape)
             results.append(value[()] if value.ndim == 0 else value)
         return tree_unflatten(self.out_treedef, results)
+
+
+    def _evaluate_arrays(self, arrays: list, parameter_values: list, backend: str,
+                         options: dict) -> Any:
+        """Evaluate an array program: each argument as ``(points,) + core shape``, in one go."""
+        all_float32 = all(a.dtype == np.float32 for a in arrays + parameter_values)
+        dtype = np.float32 if (arrays or parameter_values) and all_float32 else np.float64
+        batch_shapes = [_batch_shape(array.shape, core_shape, self.name)
+                        for array, core_shape in zip(arrays, self.in_shapes)]
+        batch = _common_batch(batch_shapes, arrays, self.in_shapes, self.name)
+        count = math.prod(batch)
+        values = []
+        for array, batch_shape, core_shape in zip(arrays, batch_shapes, self.in_shapes):
+            array = array.astype(dtype, copy=False)
+            if math.prod(batch_shape) == 1:
+                values.append(array.reshape((1,) + tuple(core_shape)))
+            else:
+                if batch_shape != batch:
+                    array = np.broadcast_to(array, batch + tuple(core_shape))
+                values.append(array.reshape((count,) + tuple(core_shape)))
+        for value in parameter_values:
+            values.append(value.astype(dtype, copy=False).reshape((1,) + value.shape))
+        evaluator = self._evaluator(backend, dtype)
+        from symad.compile.arrays import array_program_leaves
+
+        leaves = array_program_leaves(evaluator, values, count, self.out_shapes, self.out_whole, options)
+        results = []
+        for value, shape in zip(leaves, self.out_shapes):
+            value = value.reshape(batch + tuple(shape))
+            results.append(value[()] if value.ndim == 0 else value)
+        return tree_unflatten(self.out_treedef, results)
+
+
+def _bind_input(builder: GraphBuilder, bindings: dict, symbols, operand, name: str) -> None:
+    """Bind a traced function's input leaf ``symbols`` to ``operand`` (an atom or an array of
+    scalar atoms) for replaying its graph inside another trace."""
+    shape = leaf_shape(symbols)
+    operand_shape = operand.shape if isinstance(operand, np.ndarray) else atom_shape(operand)
+    if operand_shape != shape:
+        try:
+            if np.broadcast_shapes(operand_shape, shape) != tuple(shape):
+                raise ValueError
+        except ValueError:
+            raise TracingError(
+                f"{name}: traced with an argument of shape {shape}, called inside a trace with "
+                f"shape {operand_shape}; inside a trace the shapes must match (map over a batch "
+                "with sd.vmap)") from None
+        if isinstance(operand, np.ndarray):
+            operand = np.array(np.broadcast_to(operand, shape))
+        else:
+            operand = builder.broadcast(operand, shape)
+    if isinstance(symbols, np.ndarray):
+        elements = operand if isinstance(operand, np.ndarray) else _elements_of(builder, operand, shape)
+        bindings.update(zip(symbols.reshape(-1), elements.reshape(-1)))
+        return
+    if symbols.__class__ is not ArrayInput:  # a scalar input symbol
+        bindings[symbols] = operand[()] if isinstance(operand, np.ndarray) else operand
+        return
+    # An array input: whole uses read the operand as one atom, element symbols its elements.
+    whole = as_atom(Tracer(operand)) if isinstance(operand, np.ndarray) else operand
+    bindings[symbols] = whole
+    for symbol in symbols.made_elements():
+        index = symbols.element_index(symbol)
+        bindings[symbol] = (operand[index] if isinstance(operand, np.ndarray)
+                            else element_atom(builder, whole, index))
+
+
+def _elements_of(builder: GraphBuilder, atom, shape: tuple) -> np.ndarray:
+    out = np.empty(shape, dtype=object)
+    for index in np.ndindex(shape):
+        out[index] = element_atom(builder, atom, index) if shape else atom
+    return out
 
 
 class CompiledFunction:
@@ -657,26 +935,17 @@ def trace(fun: Callable, *example_args, name: str | None = None) -> Function:
         paths.extend(leaf_paths(child, argument_name))
 
     builder = GraphBuilder(name)
-    builder.element_limit = MAX_SYMBOLIC_ELEMENTS  # Parameters met while tracing, too
+    builder.element_limit = MAX_SYMBOLIC_ELEMENTS  # for element-level reads of whole arrays
     taken = active_input_names()  # grows as inputs are added, instead of recomputed per leaf
     in_symbols = []
     for path, leaf in zip(paths, leaves):
-        shape = _shape_of(leaf)
-        size = math.prod(shape)
-        if size > MAX_SYMBOLIC_ELEMENTS:
-            raise TracingError(
-                f"argument {path!r} of function {name!r} has {size} elements; symbolic tracing "
-                f"is limited to {MAX_SYMBOLIC_ELEMENTS} per argument. "
-                + size_limit_advice(name, size)
-            )
-        symbols = fresh_symbol_array(path, shape, taken)
-        for symbol in symbols.reshape(-1):
-            builder.add_input(symbol)
-            taken.add(symbol.name)
+        symbols = input_leaf(path, _shape_of(leaf), taken)
+        for atom in leaf_atoms(symbols):
+            builder.add_input(atom)
         in_symbols.append(symbols)
 
     with builder.active():
-        tracers = [Tracer(symbols) for symbols in in_symbols]
+        tracers = [Tracer.of_atom(leaf_atoms(symbols)[0]) for symbols in in_symbols]
         try:
             result = fun(*tree_unflatten(in_treedef, tracers))
         except SymadError as error:
@@ -786,6 +1055,7 @@ def derive(
     second argument: the new Function is called as ``G(args, extra)``.
     """
     builder = GraphBuilder(name)
+    builder.element_limit = MAX_SYMBOLIC_ELEMENTS  # for element-level reads of whole arrays
     in_symbols = list(function.in_symbols)
     in_treedef = function.in_treedef
     if extra_inputs is not None:
@@ -793,17 +1063,18 @@ def derive(
         in_treedef = TreeDef("tuple", (function.in_treedef, extra_treedef))
         in_symbols += list(extra_symbols)
     for symbols in in_symbols:
-        for symbol in symbols.reshape(-1):
+        for symbol in leaf_atoms(symbols):
             builder.add_input(symbol)
     for parameter, symbols in function.parameters:
         builder.parameters[parameter] = symbols
-        for symbol in symbols.reshape(-1):
+        for symbol in leaf_atoms(symbols):
             builder.add_input(symbol)
 
     with builder.active():
         env = replay(function.graph, builder, {})
         primal_nodes = list(builder.nodes)
-        outputs = [substitute_atoms(atoms, env) for atoms in function._output_atoms()]
+        outputs = [substitute_atoms(atoms, env) if isinstance(atoms, np.ndarray) else env.get(atoms, atoms)
+                   for atoms in function._output_atoms()]
         result = build(builder, primal_nodes, outputs)
     return finish_function(builder, name, in_treedef, in_symbols, result, function.parameters)
 
@@ -818,17 +1089,121 @@ def finish_function(
 ) -> Function:
     """Freeze ``builder`` into a Function whose outputs are ``result``, a pytree of atom arrays."""
     out_leaves, out_treedef = tree_flatten(result)
-    # Transforms hand over arrays of atoms already; a traced function returns
-    # tracers, Parameters or constants (converted inside the active trace).
-    out_leaves = [leaf if isinstance(leaf, np.ndarray) and leaf.dtype == object else as_atoms(leaf)
-                  for leaf in out_leaves]
-    flat_outputs = [atom for atoms in out_leaves for atom in atoms.reshape(-1)]
+    # Transforms hand over arrays of atoms (or whole-array atoms) already; a traced
+    # function returns tracers, Parameters or constants (converted inside the active trace).
+    out_leaves = [_output_leaf(leaf) for leaf in out_leaves]
+    flat_outputs = [atom for leaf in out_leaves for atom in leaf_atoms(leaf)]
     return Function(
         builder.finish(flat_outputs),
         name=name,
         in_treedef=in_treedef,
         in_symbols=in_symbols,
         out_treedef=out_treedef,
-        out_shapes=[atoms.shape for atoms in out_leaves],
+        out_shapes=[leaf_shape(leaf) for leaf in out_leaves],
         parameters=parameters,
+        out_whole=[is_whole_leaf(leaf) for leaf in out_leaves],
     )
+
+
+def _is_atom(value) -> bool:
+    return value.__class__ is Node or value.__class__ is ArrayInput
+
+
+def _output_leaf(leaf):
+    """A result leaf as a graph leaf: one atom for a whole array, else an array of scalar atoms."""
+    if isinstance(leaf, np.ndarray) and leaf.dtype == object:
+        return leaf
+    if _is_atom(leaf):  # a whole array, or a scalar node (kept as a 0-d array)
+        return leaf if atom_shape(leaf) != () else _scalar_array(leaf)
+    if isinstance(leaf, (Tracer, Parameter)) or _is_atom(leaf):
+        operand = as_operand(leaf) if not _is_atom(leaf) else leaf
+        if not isinstance(operand, np.ndarray) and atom_shape(operand) != ():
+            return operand
+    return as_atoms(leaf)
+
+
+# ---------------------------------------------------------------------------
+# The per-element view (Function.expand): arrays taken apart into their elements.
+# Array inputs become the symbols of their elements (x[0], x[1], ...) and every
+# array node the scalar nodes of its elements (the rules of symad.rules.unroll), as
+# a trace written element by element would record; every layer that works on
+# scalar graphs takes the result. It grows with the elements, so it is bounded by
+# MAX_SYMBOLIC_ELEMENTS per array.
+# ---------------------------------------------------------------------------
+
+
+def unroll(function: Function) -> Function:
+    """``function`` with its arrays taken apart into elements (itself if it has none whole)."""
+    if not function.is_array_program and not any(
+            atom.__class__ is ArrayInput for atom in function.graph.inputs):
+        return function
+    cached = function.__dict__.get("_unrolled")
+    if cached is not None:
+        return cached
+    builder = GraphBuilder(function.name)
+    builder.element_limit = MAX_SYMBOLIC_ELEMENTS
+    in_symbols = []
+    for leaf in function.in_symbols:
+        if leaf.__class__ is ArrayInput:
+            _check_unrolled_size(leaf.size, f"the per-element view of {function.name}", builder)
+        elements = leaf_elements(leaf)
+        in_symbols.append(elements)
+        for symbol in elements.reshape(-1):
+            builder.add_input(symbol)
+    parameters = []
+    for parameter, atom in function.parameters:
+        elements = leaf_elements(atom)
+        parameters.append((parameter, elements))
+        builder.parameters[parameter] = elements
+        for symbol in elements.reshape(-1):
+            builder.add_input(symbol)
+    env: dict = {}
+    for atom in function.graph.inputs:
+        if atom.__class__ is ArrayInput:
+            env[atom] = atom.elements()
+    with builder.active():
+        for node in function.graph.nodes:
+            env[node] = _unrolled_node(builder, node, env)
+        outputs = []
+        for leaf in function._output_atoms():
+            if isinstance(leaf, np.ndarray):
+                out = np.empty(leaf.shape, dtype=object)
+                for index in np.ndindex(leaf.shape):
+                    out[index] = _element(env, leaf[index])
+                outputs.append(out)
+            else:
+                outputs.append(_as_array(env.get(leaf, leaf)))
+    result = finish_function(builder, function.name, function.in_treedef, in_symbols,
+                             tree_unflatten(function.out_treedef, outputs), parameters)
+    result.output_labels = function.output_labels
+    result.output_derivatives = function.output_derivatives
+    function.__dict__["_unrolled"] = result
+    return result
+
+
+def _element(env: dict, atom):
+    value = env.get(atom, atom) if atom.is_Symbol else atom
+    return value[()] if isinstance(value, np.ndarray) else value
+
+
+def _as_array(value) -> np.ndarray:
+    return value if isinstance(value, np.ndarray) else _scalar_array(value)
+
+
+def _unrolled_node(builder: GraphBuilder, node, env: dict):
+    """The node's value in the unrolled graph: a scalar atom, or an object array of them."""
+    operands = [env.get(a, a) if a.is_Symbol else a for a in node.args]
+    if node.shape and node.primitive.kind != "linear":  # one scalar node per element
+        _check_unrolled_size(int(np.prod(node.shape)), "the per-element view", builder)
+    if node.primitive.elementwise:
+        if not any(isinstance(o, np.ndarray) for o in operands):
+            return builder.record(node.primitive, operands, node.params)
+        traced = [Tracer(o) if isinstance(o, np.ndarray) else Tracer.of_atom(o) for o in operands]
+        return apply(node.primitive, *traced, params=node.params).atoms
+    from symad.rules.unroll import UNROLL
+
+    rule = UNROLL[node.primitive]
+    result = rule(*[_as_array(o) for o in operands], **dict(node.params))
+    result = np.asarray(result, dtype=object)
+    assert result.shape == atom_shape(node), (node.primitive.name, result.shape, node.shape)
+    return result[()] if result.ndim == 0 else result

@@ -36,15 +36,27 @@ import collections
 import contextlib
 import gc
 import itertools
+import math
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 
+import numpy as np
 import sympy
 
-from symad.atoms import constant_value, is_constant, is_zero_constant, number_atom
+from symad.atoms import (
+    _STATE,
+    active_builders,
+    constant_value,
+    current_builder,
+    is_constant,
+    is_zero_constant,
+    number_atom,
+)
 from symad.primitives import not_equal_p, select_p
 
 __all__ = [
+    "ArrayInput",
+    "atom_shape",
     "Node",
     "Graph",
     "GraphBuilder",
@@ -191,6 +203,10 @@ def shared_assumptions(template: sympy.Symbol) -> tuple | None:
 
 
 _SHARED_ASSUMPTIONS = shared_assumptions(sympy.Dummy("template"))
+# From a template made by SymPy's uncached constructor: no user symbol shares them.
+_PLAIN_SYMBOL_ASSUMPTIONS = (
+    shared_assumptions(sympy.Symbol.__xnew__(sympy.Symbol, "template"))
+    if hasattr(sympy.Symbol, "__xnew__") else None)
 
 
 class Node:
@@ -233,7 +249,7 @@ class Node:
     True
     """
 
-    __slots__ = ("primitive", "args", "params", "number", "position", "_expr", "_symbol")
+    __slots__ = ("primitive", "args", "params", "number", "position", "shape", "_expr", "_symbol")
 
     # An atom is an input symbol, a node or a constant; a node answers what is asked of atoms
     # as a symbol does.
@@ -241,12 +257,14 @@ class Node:
     is_Number = is_number = is_Float = is_Rational = is_Integer = False
 
     def __init__(self, primitive, args: tuple, params: tuple = (), position: int = -1,
-                 number: int | None = None):
+                 number: int | None = None, shape: tuple = ()):
         self.primitive = primitive
         self.args = args
         self.params = params
         self.number = next(_NODE_NUMBERS) if number is None else number
         self.position = position
+        #: The node's array shape; ``()`` for a scalar (every node of a scalar program).
+        self.shape = shape
         self._expr = None
         self._symbol = None
 
@@ -304,7 +322,7 @@ class Node:
         # not atoms. Its symbol, if made, travels along, so that SymPy expressions
         # pickled with the graph still name its nodes.
         return _restore_node, (self.primitive, self.args, self.params, self.position, self.number,
-                               self._symbol)
+                               self._symbol, self.shape)
 
     def __str__(self) -> str:
         return "_" + self.name
@@ -313,17 +331,150 @@ class Node:
 
 
 def _restore_node(primitive, args: tuple, params: tuple, position: int, number: int,
-                  symbol: NodeSymbol | None = None) -> Node:
+                  symbol: NodeSymbol | None = None, shape: tuple = ()) -> Node:
     """An unpickled node: its number (and symbol, if it had one) kept, later nodes numbered after it."""
     _number_past(number)
-    node = Node(primitive, args, params, position, number)
+    node = Node(primitive, args, params, position, number, shape)
     node._symbol = symbol
     return node
 
 
 def sympy_form(atom):
-    """``atom`` as SymPy sees it: a node's symbol, or the atom itself (input symbol, constant)."""
-    return atom.sympy_symbol if atom.__class__ is Node else atom
+    """``atom`` as SymPy sees it: a node's symbol, an array input's ``IndexedBase``, or the atom
+    itself (input symbol, constant)."""
+    cls = atom.__class__
+    if cls is Node:
+        return atom.sympy_symbol
+    if cls is ArrayInput:
+        return atom.indexed
+    return atom
+
+
+def uncached_symbol(name: str) -> sympy.Symbol:
+    """``sympy.Symbol(name)`` (an equal symbol), made without SymPy's cache.
+
+    The cache holds 1,000 entries: past that every new name evicts one, and
+    the 10^5 symbols of an array argument took 4 us each (0.4 s). Made here
+    the way SymPy's uncached constructor makes it, with the assumptions of
+    a plain symbol shared (as node symbols share theirs): 0.5 us, and the
+    user's cache is left as it was.
+
+    >>> uncached_symbol("x[0]") == sympy.Symbol("x[0]")
+    True
+    """
+    if _PLAIN_SYMBOL_ASSUMPTIONS is None:  # SymPy lays symbols out otherwise: its own way
+        return sympy.Symbol(name)
+    symbol = sympy.Expr.__new__(sympy.Symbol)
+    symbol.name = name
+    symbol._assumptions, symbol._assumptions_orig, symbol._assumptions0 = _PLAIN_SYMBOL_ASSUMPTIONS
+    return symbol
+
+
+def element_name(name: str, index: tuple) -> str:
+    """The name of one element of an array called ``name``: ``x[3]``, ``w[0, 1]``."""
+    return f"{name}[{', '.join(map(str, index))}]"
+
+
+class ArrayInput:
+    """An array argument (or Parameter) of a traced function: one atom for the whole array.
+
+    Operations on the whole array record one node each with this atom as
+    operand, whatever the array's size. Element-level code reads single
+    elements: :meth:`element` gives the scalar input symbol ``x[i, j]`` of
+    one element (made on request, once), which is an atom too, so a loop
+    over elements records per-element scalar nodes exactly as a trace of
+    scalars does. Like a node, it compares and hashes by identity.
+
+    >>> x = ArrayInput("x", (2, 3))
+    >>> x.element((1, 2)), x.shape, x.element((1, 2)) is x.element((1, 2))
+    (x[1, 2], (2, 3), True)
+    >>> x.element_index(x.element((1, 2)))
+    (1, 2)
+    """
+
+    __slots__ = ("name", "shape", "_elements", "_index_of", "_indexed", "__weakref__")
+
+    is_Symbol = True
+    is_Number = is_number = is_Float = is_Rational = is_Integer = False
+
+    def __init__(self, name: str, shape: tuple):
+        self.name = name
+        self.shape = tuple(int(size) for size in shape)
+        self._elements: dict = {}  # index tuple -> element symbol
+        self._index_of: dict = {}  # element symbol -> index tuple
+        self._indexed = None
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def element(self, index: tuple) -> sympy.Symbol:
+        """The scalar input symbol of the element at ``index`` (a tuple of non-negative ints)."""
+        symbol = self._elements.get(index)
+        if symbol is None:
+            symbol = uncached_symbol(element_name(self.name, index))
+            self._elements[index] = symbol
+            self._index_of[symbol] = index
+        return symbol
+
+    def elements(self):
+        """Every element's symbol, as an object array of this input's shape (made on request)."""
+        import numpy as np
+
+        out = np.empty(self.shape, dtype=object)
+        flat = out.reshape(-1)
+        for position, index in enumerate(np.ndindex(self.shape)):
+            flat[position] = self.element(index)
+        return out
+
+    def made_elements(self) -> list:
+        """The element symbols made so far (those element-level code has read)."""
+        return list(self._index_of)
+
+    def element_index(self, symbol) -> tuple | None:
+        """The index of ``symbol`` if it is one of this input's element symbols, else None."""
+        return self._index_of.get(symbol)
+
+    @property
+    def indexed(self) -> sympy.IndexedBase:
+        """The array as a ``sympy.IndexedBase`` (the formula side of index notation)."""
+        if self._indexed is None:
+            self._indexed = sympy.IndexedBase(self.name, shape=self.shape)
+        return self._indexed
+
+    def __reduce__(self):
+        return _restore_array_input, (self.name, self.shape, tuple(self._elements.items()))
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"ArrayInput({self.name!r}, {self.shape})"
+
+
+def _restore_array_input(name: str, shape: tuple, elements: tuple) -> ArrayInput:
+    array_input = ArrayInput(name, shape)
+    for index, symbol in elements:
+        array_input._elements[index] = symbol
+        array_input._index_of[symbol] = index
+    return array_input
+
+
+def atom_shape(atom) -> tuple:
+    """The shape of an atom: a node's or array input's own, ``()`` for scalars and constants."""
+    cls = atom.__class__
+    if cls is Node or cls is ArrayInput:
+        return atom.shape
+    return ()
+
+
+def input_atoms(inputs: Iterable) -> set:
+    """``inputs`` and the element symbols made of their array inputs: the atoms a graph takes in."""
+    atoms = set(inputs)
+    for atom in inputs:
+        if atom.__class__ is ArrayInput:
+            atoms.update(atom.made_elements())
+    return atoms
 
 
 class Graph:
@@ -356,7 +507,7 @@ class Graph:
         enclosing trace; such a graph is only meaningful inside that trace.
         """
         if self._free_symbols is None:
-            known = set(self.inputs) | set(self.nodes)
+            known = input_atoms(self.inputs) | set(self.nodes)
             used = {a for node in self.nodes for a in node.args if a.is_Symbol}
             used |= {a for a in self.outputs if a.is_Symbol}
             self._free_symbols = frozenset(used - known)
@@ -399,7 +550,7 @@ def live_graph(inputs: Sequence[sympy.Symbol], nodes: Sequence[Node], outputs: S
     # What the kept nodes and the outputs use but no kept node defines: inputs, or
     # values of an enclosing trace. Found by the sweep instead of a second walk of
     # the graph (Function.closes_over_trace asks of every traced function).
-    used_outside.difference_update(inputs)
+    used_outside.difference_update(input_atoms(inputs))
     return Graph(inputs, kept, outputs, free_symbols=used_outside)
 
 
@@ -417,6 +568,41 @@ def _sweep_live_nodes(nodes: Sequence[Node], outputs: Iterable) -> tuple[list[No
                     add(atom)
     kept.reverse()
     return kept, live
+
+
+def _elementwise_shape(args: tuple, primitive, function_name: str) -> tuple:
+    """The shape of an elementwise operation on ``args``: their NumPy broadcast."""
+    shape = ()
+    for atom in args:
+        cls = atom.__class__
+        if (cls is Node or cls is ArrayInput) and atom.shape and atom.shape != shape:
+            if not shape:
+                shape = atom.shape
+                continue
+            try:
+                shape = np.broadcast_shapes(shape, atom.shape)
+            except ValueError:
+                shapes = ", ".join(str(atom_shape(a)) for a in args)
+                from symad.errors import TracingError
+
+                raise TracingError(
+                    f"{primitive.name}: operands with shapes {shapes} do not broadcast (in function "
+                    f"{function_name!r}); make the shapes equal, or 1 along the axes to repeat "
+                    "(x[:, None] or x.reshape(...)), as NumPy requires") from None
+    return shape
+
+
+def scalar_input_graph(graph: Graph) -> Graph:
+    """``graph`` with each array input replaced by its element symbols (a graph of scalars).
+
+    How a graph with no array node reaches the scalar compiler: one column per element.
+    """
+    if not any(atom.__class__ is ArrayInput for atom in graph.inputs):
+        return graph
+    inputs = []
+    for atom in graph.inputs:
+        inputs.extend(atom.elements().reshape(-1).tolist() if atom.__class__ is ArrayInput else [atom])
+    return Graph(inputs, graph.nodes, graph.outputs, free_symbols=graph.free_symbols())
 
 
 def replay(graph: Graph, builder: GraphBuilder, bindings: dict) -> dict:
@@ -443,14 +629,8 @@ def replay(graph: Graph, builder: GraphBuilder, bindings: dict) -> dict:
 # Recording
 # ---------------------------------------------------------------------------
 
-class _TraceState(threading.local):
-    """Per-thread stack of recording builders: traces in different threads never mix."""
-
-    def __init__(self):
-        self.builders: list[GraphBuilder] = []
-
-
-_STATE = _TraceState()
+# The per-thread stack of recording builders lives in symad.atoms (the lowest layer, so that
+# the primitive tables can name the function being traced in their errors).
 
 # The cyclic garbage collector is process-wide, so pausing it is counted over
 # all threads: it is paused by the first trace to start and resumed by the last
@@ -458,17 +638,6 @@ _STATE = _TraceState()
 _GC_LOCK = threading.Lock()
 _gc_pauses = 0
 _gc_was_enabled = False
-
-
-def active_builders() -> list[GraphBuilder]:
-    """The builders recording in this thread, outermost first."""
-    return _STATE.builders
-
-
-def current_builder() -> GraphBuilder | None:
-    """The innermost builder that is recording in this thread, or None outside any trace."""
-    builders = _STATE.builders
-    return builders[-1] if builders else None
 
 
 def _pause_gc() -> None:
@@ -707,9 +876,17 @@ class GraphBuilder:
                     args = (second, first)
             else:
                 args = self._canonical_order(args)
+        if primitive.elementwise:
+            shape = _elementwise_shape(args, primitive, self.function_name)
+        else:
+            shape = primitive.shape_rule([atom_shape(a) for a in args], dict(params))
         if primitive.simplify is not None:
             simplified = primitive.simplify(self, args)
             if simplified is not None:
+                # An identity keeps the value, not always the shape: x - x is 0 for an
+                # array x too, and where(c, a, a) has c's shape.
+                if shape and atom_shape(simplified) != shape:
+                    return self.broadcast(simplified, shape)
                 return simplified
         # The hash-consing key, on plain Python values; on the way, whether every
         # operand is a constant (atoms are symbols or constants), to fold it exactly.
@@ -741,12 +918,22 @@ class GraphBuilder:
                 # (``b - 1`` of ``b * a**(b - 1)``).
                 table[key] = value
                 return value
-        node = Node(primitive, args, params, len(self.nodes))
+        node = Node(primitive, args, params, len(self.nodes), shape=shape)
         self.nodes.append(node)
         table[key] = node
         if primitive.returns_boolean:
             self._boolean_atoms.add(node)
         return node
+
+    def broadcast(self, atom, shape: tuple):
+        """``atom`` broadcast to ``shape`` (NumPy's rules): a constant array for a constant."""
+        from symad.array_primitives import ConstantArray, broadcast_p, constant_p
+
+        if not atom.is_Symbol:
+            value = ConstantArray(np.full(shape, float(constant_value(atom))),
+                                  exact=atom if getattr(atom, "is_Rational", False) else None)
+            return self.record(constant_p, (), (("value", value),))
+        return self.record(broadcast_p, (atom,), (("in_shape", atom_shape(atom)), ("shape", tuple(shape))))
 
     def adopt(self, nodes: Iterable[Node]) -> None:
         """Take over nodes recorded by another builder over this builder's atoms, unchanged.

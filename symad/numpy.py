@@ -24,14 +24,16 @@ from typing import Any
 import numpy as _np
 import sympy
 
+from symad import array_primitives as A
 from symad import primitives as P
 from symad import tracer as _tracer_module
 from symad.errors import TracingError
-from symad.graph import current_builder
+from symad.graph import atom_shape, current_builder
 from symad.tracer import (
     Parameter,
     Tracer,
     apply,
+    as_atom,
     as_atoms,
     contains_traced,
     record_scalars,
@@ -227,12 +229,16 @@ array = asarray
 @_numpy_when_concrete(_np.reshape)
 def reshape(x, shape, order="C"):
     """Array ``x`` with a new shape."""
+    if _any_whole(x):
+        return _whole_reshape(x, shape, order)
     return Tracer(as_atoms(x).reshape(shape, order=order))
 
 
 @_numpy_when_concrete(_np.transpose)
 def transpose(x, axes=None):
     """Array ``x`` with its axes permuted (reversed by default)."""
+    if _any_whole(x):
+        return _whole_transpose(x, axes)
     return Tracer(_np.transpose(as_atoms(x), axes))
 
 
@@ -244,42 +250,73 @@ def ravel(x):
 @_numpy_when_concrete(_np.swapaxes)
 def swapaxes(x, axis1, axis2):
     """``x`` with two axes interchanged."""
+    if _any_whole(x):
+        perm = list(range(ndim(x)))
+        a, b = A.normalize_axes(axis1, ndim(x), "swapaxes")[0], A.normalize_axes(axis2, ndim(x), "swapaxes")[0]
+        perm[a], perm[b] = perm[b], perm[a]
+        return _whole_transpose(x, perm)
     return Tracer(_np.swapaxes(as_atoms(x), axis1, axis2))
 
 
 @_numpy_when_concrete(_np.moveaxis)
 def moveaxis(x, source, destination):
     """``x`` with axes moved to new positions."""
+    if _any_whole(x):
+        # The axes' new order, read off NumPy's own moveaxis on a shape of distinct sizes.
+        order = _np.moveaxis(A._dummy(tuple(range(2, ndim(x) + 2))), source, destination).shape
+        return _whole_transpose(x, tuple(size - 2 for size in order))
     return Tracer(_np.moveaxis(as_atoms(x), source, destination))
 
 
 @_numpy_when_concrete(_np.expand_dims)
 def expand_dims(x, axis):
     """``x`` with a new axis of length one."""
+    if _any_whole(x):
+        return _whole_reshape(x, _np.expand_dims(A._dummy(shape(x)), axis).shape)
     return Tracer(_np.expand_dims(as_atoms(x), axis))
 
 
 @_numpy_when_concrete(_np.squeeze)
 def squeeze(x, axis=None):
     """``x`` without axes of length one."""
+    if _any_whole(x):
+        return _whole_reshape(x, _np.squeeze(A._dummy(shape(x)), axis).shape)
     return Tracer(_np.squeeze(as_atoms(x), axis))
 
 
 @_numpy_when_concrete(_np.broadcast_to)
 def broadcast_to(x, shape):
     """``x`` broadcast to ``shape``."""
+    if _any_whole(x):
+        target = (shape,) if isinstance(shape, (int, _np.integer)) else tuple(shape)
+        return _wrap(A.record_broadcast(_builder(), as_atom(x), target))
     return Tracer(_np.array(_np.broadcast_to(as_atoms(x), shape)))
 
 
 @_numpy_when_concrete(_np.concatenate)
 def concatenate(arrays, axis=0):
     """Join arrays along an existing axis."""
+    if _any_whole(*arrays):
+        arrays = [ravel(a) for a in arrays] if axis is None else list(arrays)
+        atoms = [as_atom(a) for a in arrays]
+        first = atom_shape(atoms[0])
+        if not first:
+            raise TracingError("concatenate: zero-dimensional arrays cannot be concatenated")
+        axis_ = A.normalize_axes(0 if axis is None else axis, len(first), "concatenate")[0]
+        return _wrap(A.record_concatenate(_builder(), atoms, axis_))
     return Tracer(_np.concatenate([as_atoms(a) for a in arrays], axis=axis))
 
 
 @_numpy_when_concrete(_np.stack)
 def stack(arrays, axis=0):
     """Join arrays along a new axis."""
+    arrays = list(arrays)
+    if _any_whole(*arrays):
+        shapes = {shape(a) for a in arrays}
+        if len(shapes) != 1:
+            raise TracingError(f"stack: all arrays must have the same shape, got {sorted(shapes)} "
+                               f"(in function {traced_function_name()!r})")
+        return concatenate([expand_dims(a, axis) for a in arrays], axis=axis)
     return Tracer(_np.stack([as_atoms(a) for a in arrays], axis=axis))
 
 
@@ -306,6 +343,363 @@ def atleast_2d(x):
     return reshape(x, (1,) + tuple(x.shape)) if x.ndim == 1 else x
 
 
+# ---------------------------------------------------------------------------
+# Whole arrays: one node per operation
+#
+# A traced value is either one atom -- a scalar, or a whole array (an array
+# argument, or any operation on one) -- or an array built element by element
+# (snp.zeros filled by item assignment, snp.stack of scalars). Operations on
+# whole arrays record one array primitive (symad.array_primitives) whatever the
+# size; element-level arrays keep their per-element code below, as a trace of
+# scalars does. An element-level array meeting a whole one is packed into one node.
+# ---------------------------------------------------------------------------
+
+
+def _is_whole(value) -> bool:
+    """True for a whole traced array (or a Parameter array inside a trace)."""
+    if isinstance(value, Parameter):
+        return value.ndim > 0 and current_builder() is not None
+    return type(value) is Tracer and value.is_whole
+
+
+def _any_whole(*values) -> bool:
+    for value in values:
+        if isinstance(value, (list, tuple)):
+            if _any_whole(*value):
+                return True
+        elif _is_whole(value):
+            return True
+    return False
+
+
+def _builder():
+    return current_builder()
+
+
+def _wrap(atom) -> Tracer:
+    return Tracer.of_atom(atom)
+
+
+def _resolve_shape(size: int, new_shape, what: str = "reshape") -> tuple:
+    """``new_shape`` (an int or tuple, one entry may be -1) for an array of ``size`` elements."""
+    new_shape = (new_shape,) if isinstance(new_shape, (int, _np.integer)) else tuple(new_shape)
+    new_shape = tuple(int(n) for n in new_shape)
+    unknown = [i for i, n in enumerate(new_shape) if n == -1]
+    if len(unknown) > 1 or builtins.any(n < -1 for n in new_shape):
+        raise TracingError(f"{what}: invalid shape {new_shape} (in function {traced_function_name()!r})")
+    if unknown:
+        known = math.prod(n for n in new_shape if n != -1)
+        if known == 0 or size % known:
+            raise TracingError(f"{what}: cannot reshape an array of {size} elements into {new_shape} "
+                               f"(in function {traced_function_name()!r})")
+        new_shape = tuple(size // known if n == -1 else n for n in new_shape)
+    if math.prod(new_shape) != size:
+        raise TracingError(f"{what}: cannot reshape an array of {size} elements into shape {new_shape} "
+                           f"(in function {traced_function_name()!r})")
+    return new_shape
+
+
+def _whole_reshape(x, new_shape, order="C") -> Tracer:
+    atom = as_atom(x)
+    size = math.prod(atom_shape(atom))
+    target = _resolve_shape(size, new_shape)
+    if order == "F":  # column-major: reverse the axes on both sides of a row-major reshape
+        reversed_atom = A.record_transpose(_builder(), atom, tuple(reversed(range(len(atom_shape(atom))))))
+        flat = A.record_reshape(_builder(), reversed_atom, tuple(reversed(target)))
+        return _wrap(A.record_transpose(_builder(), flat, tuple(reversed(range(len(target))))))
+    if order not in ("C", "A", "K"):
+        raise TracingError(f"reshape: order={order!r} is not traced (use 'C' or 'F')")
+    return _wrap(A.record_reshape(_builder(), atom, target))
+
+
+def _whole_transpose(x, axes=None) -> Tracer:
+    atom = as_atom(x)
+    ndim = len(atom_shape(atom))
+    if axes is None:
+        perm = tuple(reversed(range(ndim)))
+    else:
+        perm = tuple(int(a) % ndim if -ndim <= a < ndim else a for a in axes)
+        if sorted(perm) != list(range(ndim)):
+            raise TracingError(f"transpose: axes {axes} are not a permutation of {ndim} axes "
+                               f"(in function {traced_function_name()!r})")
+    return _wrap(A.record_transpose(_builder(), atom, perm))
+
+
+def _reduce_whole(x, axis, keepdims, primitive, what: str, empty_value=None) -> Tracer:
+    atom = as_atom(x)
+    x_shape = atom_shape(atom)
+    axes = A.normalize_axes(axis, len(x_shape), what)
+    builder = _builder()
+    if builtins.any(x_shape[a] == 0 for a in axes):
+        if empty_value is None:
+            raise TracingError(f"{what} of an empty traced array over axis {axis} (in function "
+                               f"{traced_function_name()!r}): the result has no value; NumPy raises too")
+        kept = tuple(size for i, size in enumerate(x_shape) if i - len(x_shape) not in axes)
+        empty = sympy.nan if empty_value is sympy.nan else sympy.Integer(empty_value)
+        reduced = builder.broadcast(empty, kept) if kept else empty
+    else:
+        reduced = A.record_reduction(builder, primitive, atom, axes)
+    if keepdims:
+        kept_shape = tuple(1 if i - len(x_shape) in axes else size for i, size in enumerate(x_shape))
+        reduced = A.record_reshape(builder, reduced, kept_shape)
+    return _wrap(reduced)
+
+
+def _prod_whole(x, axis, keepdims) -> Tracer:
+    """The product over axes by halving: pairs of halves multiplied elementwise, log2(n) times.
+
+    Exact at zeros and differentiable to every order with the rules of
+    multiply (a partial ``out / x`` would be 0/0 at a zero factor).
+    """
+    x = asarray(x)
+    axes = A.normalize_axes(axis, ndim(x), "prod")
+    moved = moveaxis(x, axes, tuple(range(-len(axes), 0)))
+    kept = shape(moved)[: ndim(moved) - len(axes)]
+    flat = reshape(moved, kept + (-1,))
+    while shape(flat)[-1] > 1:
+        half = shape(flat)[-1] // 2
+        paired = multiply(flat[..., :half], flat[..., half:2 * half])
+        flat = concatenate([paired, flat[..., 2 * half:]], axis=-1) if shape(flat)[-1] % 2 else paired
+    result = flat[..., 0] if shape(flat)[-1] == 1 else full(kept, 1.0)
+    if keepdims:
+        result = reshape(result, tuple(1 if i - len(shape(x)) in axes else n for i, n in enumerate(shape(x))))
+    return result
+
+
+def _letters(count: int, taken: str = "") -> str:
+    import string
+
+    return "".join([c for c in string.ascii_letters if c not in taken][:count])
+
+
+def _einsum_pair(sa: str, a, sb: str, b, keep: str):
+    """``einsum(sa,sb->out)`` of two atoms, ``out`` the letters of ``keep`` they hold, in order."""
+    builder = _builder()
+    a, sa = _prepare_operand(a, sa, sb + keep)
+    b, sb = _prepare_operand(b, sb, sa + keep)
+    out = "".join(c for c in keep if c in sa or c in sb)
+    if not sa and not sb:
+        return multiply(_wrap(a), _wrap(b)), out
+    if not sa or not sb:  # a scalar operand: a product, with the other's axes reordered
+        other, letters = (b, sb) if not sa else (a, sa)
+        product = multiply(_wrap(a), _wrap(b))
+        perm = tuple(letters.index(c) for c in out)
+        return _wrap(A.record_transpose(builder, as_atom(product), perm)), out
+    return _wrap(A.record_einsum(builder, f"{sa},{sb}->{out}", a, b)), out
+
+
+def _prepare_operand(atom, letters: str, elsewhere: str):
+    """``atom`` with repeated letters reduced to their diagonal and letters used nowhere else summed."""
+    builder = _builder()
+    while len(set(letters)) != len(letters):
+        repeated = next(c for c in letters if letters.count(c) > 1)
+        first = letters.index(repeated)
+        second = letters.index(repeated, first + 1)
+        atom = as_atom(diagonal(_wrap(atom), 0, first, second))
+        letters = letters[:first] + letters[first + 1:second] + letters[second + 1:] + repeated
+    summed = tuple(i - len(letters) for i, c in enumerate(letters) if c not in elsewhere)
+    if summed:
+        atom = A.record_reduction(builder, A.reduce_sum_p, atom, summed)
+        letters = "".join(c for c in letters if c in elsewhere)
+    return atom, letters
+
+
+def _parse_einsum(subscripts: str, shapes: list) -> tuple[list[str], str]:
+    """Explicit per-operand letters (ellipses spelled out) and the output letters."""
+    text = subscripts.replace(" ", "")
+    if "->" in text:
+        inputs, output = text.split("->")
+        explicit = True
+    else:
+        inputs, output, explicit = text, None, False
+    terms = inputs.split(",")
+    if len(terms) != len(shapes):
+        raise TracingError(f"einsum {subscripts!r}: {len(terms)} operand subscripts for "
+                           f"{len(shapes)} operands (in function {traced_function_name()!r})")
+    used = "".join(c for c in inputs + (output or "") if c.isalpha())
+    ellipsis_ndim = 0
+    for term, operand_shape in zip(terms, shapes):
+        if "..." in term:
+            ellipsis_ndim = builtins.max(ellipsis_ndim, len(operand_shape) - len(term.replace("...", "")))
+    ellipsis_letters = _letters(ellipsis_ndim, used)
+    spelled = []
+    for term, operand_shape in zip(terms, shapes):
+        if not builtins.all(c.isalpha() or c == "." for c in term) or term.count(".") not in (0, 3):
+            raise TracingError(f"einsum {subscripts!r}: the subscripts must be letters, commas, "
+                               f"'...' and '->' (in function {traced_function_name()!r})")
+        if "..." in term:
+            count = len(operand_shape) - len(term.replace("...", ""))
+            term = term.replace("...", ellipsis_letters[ellipsis_ndim - count:] if count else "")
+        if len(term) != len(operand_shape):
+            raise TracingError(f"einsum {subscripts!r}: subscripts {term!r} for an operand of shape "
+                               f"{operand_shape} (in function {traced_function_name()!r})")
+        spelled.append(term)
+    if explicit:
+        output = output.replace("...", ellipsis_letters)
+        if not builtins.all(c.isalpha() for c in output) or len(set(output)) != len(output):
+            raise TracingError(f"einsum {subscripts!r}: invalid output subscripts {output!r}")
+        missing = [c for c in output if not builtins.any(c in t for t in spelled)]
+        if missing:
+            raise TracingError(f"einsum {subscripts!r}: output index {missing[0]!r} appears in no operand")
+    else:
+        joined = "".join(spelled)
+        output = ellipsis_letters + "".join(sorted(c for c in set(joined) if joined.count(c) == 1
+                                                   and c not in ellipsis_letters))
+    sizes: dict = {}
+    for term, operand_shape in zip(spelled, shapes):
+        for c, n in zip(term, operand_shape):
+            if sizes.setdefault(c, n) != n:
+                raise TracingError(f"einsum {subscripts!r}: index {c!r} has sizes {sizes[c]} and {n} "
+                                   f"in operands of shapes {shapes} (in function {traced_function_name()!r})")
+    return spelled, output
+
+
+def _einsum_whole(subscripts: str, *operands) -> Tracer:
+    atoms = [as_atom(o) for o in operands]
+    letters, output = _parse_einsum(subscripts, [atom_shape(a) for a in atoms])
+    if len(atoms) == 1:
+        atom, term = _prepare_operand(atoms[0], letters[0], output)
+        return _wrap(A.record_transpose(_builder(), atom, tuple(term.index(c) for c in output)))
+    value, term = _wrap(atoms[0]), letters[0]
+    for index in range(1, len(atoms)):
+        later = "".join(letters[index + 1:]) + output
+        value, term = _einsum_pair(term, as_atom(value), letters[index], atoms[index], later)
+    perm = tuple(term.index(c) for c in output)
+    return _wrap(A.record_transpose(_builder(), as_atom(value), perm))
+
+
+def _matmul_whole(a, b) -> Tracer:
+    left, right = as_atom(a), as_atom(b)
+    ls, rs = atom_shape(left), atom_shape(right)
+    if not ls or not rs:
+        raise TracingError(
+            f"matmul: an operand is a scalar; use * for scalars (in function {traced_function_name()!r})")
+    if ls[-1] != rs[-2 if len(rs) > 1 else -1]:
+        raise TracingError(f"matmul: shapes {ls} and {rs} do not align ({ls[-1]} != "
+                           f"{rs[-2 if len(rs) > 1 else -1]}) (in function {traced_function_name()!r})")
+    try:
+        batch = _np.broadcast_shapes(ls[:-2], rs[:-2])
+    except ValueError:
+        raise TracingError(f"matmul: the batch dimensions of shapes {ls} and {rs} do not broadcast "
+                           f"(in function {traced_function_name()!r})") from None
+    builder = _builder()
+    batch_letters = _letters(len(batch), "ijk")
+    terms = []
+    for atom, operand_shape, core in ((left, ls, "ij"), (right, rs, "jk")):
+        if len(operand_shape) == 1:
+            terms.append((atom, "j"))
+            continue
+        own = operand_shape[:-2]
+        if own and tuple(own) != tuple(batch[len(batch) - len(own):]):
+            atom = A.record_broadcast(builder, atom, batch[len(batch) - len(own):] + operand_shape[-2:])
+        letters = batch_letters[len(batch) - len(own):] + core
+        terms.append((atom, letters))
+    (a_atom, sa), (b_atom, sb) = terms
+    out = (batch_letters if (len(ls) > 2 or len(rs) > 2) else "")
+    out = "".join(c for c in out if c in sa or c in sb)
+    out += ("i" if "i" in sa else "") + ("k" if "k" in sb else "")
+    return _wrap(A.record_einsum(builder, f"{sa},{sb}->{out}", a_atom, b_atom))
+
+
+def _index_items(index) -> tuple:
+    return index if isinstance(index, tuple) else (index,)
+
+
+def _is_basic(index: tuple) -> bool:
+    return builtins.all(item is None or item is Ellipsis or isinstance(item, slice)
+                        or (isinstance(item, (int, _np.integer)) and not isinstance(item, bool))
+                        for item in index)
+
+
+def _flat_positions(x_shape: tuple, index) -> _np.ndarray:
+    """For each element ``x[index]`` selects, its flat position in ``x`` (NumPy's own indexing)."""
+    positions = _np.arange(math.prod(x_shape), dtype=_np.intp).reshape(x_shape)
+    try:
+        return _np.asarray(positions[index])
+    except (IndexError, ValueError, TypeError) as error:
+        raise TracingError(f"function {traced_function_name()!r} indexes a traced array of shape "
+                           f"{x_shape} with {index!r}: {error}") from None
+
+
+def getitem(x, index) -> Tracer:
+    """``x[index]`` of a whole traced array: a slice node for basic indices, a gather (``take``)
+    of the selected flat positions for integer-array and boolean indices."""
+    atom = as_atom(x)
+    x_shape = atom_shape(atom)
+    items = _index_items(index)
+    builder = _builder()
+    if _is_basic(items):
+        try:
+            normalized = A.basic_index(items, x_shape)
+        except (IndexError, TypeError) as error:
+            raise TracingError(f"function {traced_function_name()!r} indexes a traced array of "
+                               f"shape {x_shape} with {index!r}: {error}") from None
+        return _wrap(A.record_slice(builder, atom, normalized))
+    positions = _flat_positions(x_shape, index)
+    flat = A.record_reshape(builder, atom, (math.prod(x_shape),))
+    if positions.ndim == 0:
+        return _wrap(A.record_slice(builder, flat, (("i", int(positions)),)))
+    return _wrap(A.record_take(builder, flat, positions, -1))
+
+
+def set_items(x, index, value) -> Tracer:
+    """``x`` with ``x[index] = value`` (x unchanged): one scatter node for a basic index."""
+    atom = as_atom(x)
+    x_shape = atom_shape(atom)
+    builder = _builder()
+    items = _index_items(index)
+    if _is_basic(items):
+        try:
+            normalized = A.basic_index(items, x_shape)
+        except (IndexError, TypeError) as error:
+            raise TracingError(f"function {traced_function_name()!r} assigns into a traced array "
+                               f"of shape {x_shape} at {index!r}: {error}") from None
+        part = A._dummy(x_shape)[A.index_objects(normalized)].shape
+        v = as_atom(value)
+        try:
+            _np.broadcast_shapes(atom_shape(v), part)
+            if len(atom_shape(v)) > len(part):
+                raise ValueError
+        except ValueError:
+            raise TracingError(
+                f"function {traced_function_name()!r} assigns a value of shape {atom_shape(v)} to "
+                f"the elements {index!r} of a traced array of shape {x_shape}, which have shape "
+                f"{part}; the shapes must broadcast") from None
+        params = (("in_shape", x_shape), ("index", normalized))
+        return _wrap(builder.record(A.scatter_p, (atom, v), params))
+    positions = _flat_positions(x_shape, index)
+    flat_positions = positions.reshape(-1)
+    values = ravel(broadcast_to(value, positions.shape))
+    # Repeated positions keep their last value, as NumPy's assignment does.
+    reversed_unique, first_from_end = _np.unique(flat_positions[::-1], return_index=True)
+    last = len(flat_positions) - 1 - first_from_end
+    size = math.prod(x_shape)
+    mask = _np.ones(size)
+    mask[reversed_unique] = 0.0
+    kept = multiply(reshape(x, (size,)), mask)
+    placed = A.record_take_add(builder, as_atom(getitem(values, last)), (size,),
+                               A.ConstantArray(reversed_unique, _np.intp), -1)
+    return reshape(add(kept, _wrap(placed)), x_shape)
+
+
+def add_at(x, index, value) -> Tracer:
+    """``x`` with ``value`` added at ``index``; repeated indices add up (``np.add.at``)."""
+    x_shape = shape(x)
+    items = _index_items(index)
+    builder = _builder()
+    if _is_basic(items):
+        normalized = A.basic_index(items, x_shape)
+        part = A._dummy(x_shape)[A.index_objects(normalized)].shape
+        v = as_atom(broadcast_to(value, part))
+        return add(x, _wrap(A.record_unslice(builder, v, x_shape, normalized)))
+    positions = _flat_positions(x_shape, index)
+    values = as_atom(ravel(broadcast_to(value, positions.shape)))
+    size = math.prod(x_shape)
+    placed = A.record_take_add(builder, values, (size,),
+                               A.ConstantArray(positions.reshape(-1), _np.intp), -1)
+    return add(x, reshape(_wrap(placed), x_shape))
+
+
 # -- new arrays: the way to fill an array element by element ------------------
 #
 # Inside a trace these give a traced array of constants, which accepts traced
@@ -324,6 +718,8 @@ def _filled(shape_, value, dtype, numpy_function):
     if current_builder() is None and not contains_traced(value):
         return numpy_function()
     shape_ = (shape_,) if isinstance(shape_, int) or _np.ndim(shape_) == 0 else tuple(shape_)
+    if _any_whole(value):
+        return broadcast_to(value, shape_)
     atom = as_atoms(value)
     if atom.ndim != 0:
         return Tracer(_np.array(_np.broadcast_to(atom, shape_)))
@@ -527,6 +923,8 @@ _sum_row = _variadic_row(P.add_p, empty_value=sympy.Integer(0))
 def sum(x, axis=None, dtype=None, keepdims=False):  # noqa: A001
     """Sum of elements over ``axis`` (all by default)."""
     _float_dtype_only({"dtype": dtype}, "sum")
+    if _any_whole(x):
+        return _reduce_whole(x, axis, keepdims, A.reduce_sum_p, "sum", empty_value=0)
     return _reduce(x, axis, keepdims, _sum_row)
 
 
@@ -537,6 +935,8 @@ def mean(x, axis=None, dtype=None, keepdims=False):
     x_shape = shape(x)
     count = math.prod(x_shape[a] for a in _normalize_axes(axis, len(x_shape)))
     if count == 0:  # NumPy's mean of nothing is nan
+        if _any_whole(x):
+            return _reduce_whole(x, axis, keepdims, A.reduce_sum_p, "mean", empty_value=sympy.nan)
         return _reduce(x, axis, keepdims, lambda builder, row: sympy.nan)
     return multiply(sum(x, axis=axis, keepdims=keepdims), sympy.Rational(1, count))
 
@@ -565,18 +965,24 @@ def std(x, axis=None, dtype=None, keepdims=False, *, ddof=0):
 def prod(x, axis=None, dtype=None, keepdims=False):
     """Product of elements over ``axis`` (all by default)."""
     _float_dtype_only({"dtype": dtype}, "prod")
+    if _any_whole(x):
+        return _prod_whole(x, axis, keepdims)
     return _reduce(x, axis, keepdims, _prod_row)
 
 
 @_numpy_when_concrete(_np.max)
 def max(x, axis=None, keepdims=False):  # noqa: A001
     """Maximum over ``axis``; at ties the derivative is shared equally (as in JAX)."""
+    if _any_whole(x):
+        return _reduce_whole(x, axis, keepdims, A.amax_p, "max")
     return _reduce(x, axis, keepdims, _variadic_row(P.reduce_max_p, what="max"))
 
 
 @_numpy_when_concrete(_np.min)
 def min(x, axis=None, keepdims=False):  # noqa: A001
     """Minimum over ``axis``; at ties the derivative is shared equally (as in JAX)."""
+    if _any_whole(x):
+        return _reduce_whole(x, axis, keepdims, A.amin_p, "min")
     return _reduce(x, axis, keepdims, _variadic_row(P.reduce_min_p, what="min"))
 
 
@@ -592,6 +998,8 @@ def _scipy_logsumexp(x, axis=None, keepdims=False):
 @_numpy_when_concrete(_scipy_logsumexp)
 def logsumexp(x, axis=None, keepdims=False):
     """``log(sum(exp(x)))`` over ``axis``, evaluated stably; its formula reads as written."""
+    if _any_whole(x):
+        return _reduce_whole(x, axis, keepdims, A.reduce_logsumexp_p, "logsumexp")
     return _reduce(x, axis, keepdims, _variadic_row(P.logsumexp_p, what="logsumexp"))
 
 
@@ -629,6 +1037,8 @@ def _sum_of_products(builder, left_row, right_row):
 @_numpy_when_concrete(_np.matmul)
 def matmul(a, b):
     """Matrix product with NumPy's rules (1-D promotion, broadcast batch dimensions)."""
+    if _any_whole(a, b):
+        return _matmul_whole(a, b)
     left, right = as_atoms(a), as_atoms(b)
     if left.ndim == 0 or right.ndim == 0:
         raise TracingError(
@@ -695,6 +1105,8 @@ def inner(a, b):
 @_numpy_when_concrete(_np.outer)
 def outer(a, b):
     """Outer product of two arrays flattened to vectors."""
+    if _any_whole(a, b):
+        return _einsum_whole("i,j->ij", ravel(a), ravel(b))
     left, right = as_atoms(a).reshape(-1), as_atoms(b).reshape(-1)
     builder = current_builder()
     out = _np.empty((left.size, right.size), dtype=object)
@@ -707,12 +1119,19 @@ def outer(a, b):
 @_numpy_when_concrete(_np.trace)
 def trace(x, offset=0, axis1=0, axis2=1):
     """Sum along a diagonal."""
+    if _any_whole(x):
+        return sum(diagonal(x, offset, axis1, axis2), axis=-1)
     return sum(Tracer(_np.diagonal(as_atoms(x), offset, axis1, axis2)), axis=-1)
 
 
 @_numpy_when_concrete(_np.diagonal)
 def diagonal(x, offset=0, axis1=0, axis2=1):
     """A diagonal of ``x``."""
+    if _any_whole(x):
+        x_shape = shape(x)
+        positions = _np.diagonal(_np.arange(math.prod(x_shape)).reshape(x_shape), offset, axis1, axis2)
+        flat = as_atom(reshape(x, (-1,)))
+        return _wrap(A.record_take(_builder(), flat, positions, -1))
     return Tracer(_np.array(_np.diagonal(as_atoms(x), offset, axis1, axis2)))
 
 
@@ -721,11 +1140,212 @@ def cumsum(x, axis=None):
     """Cumulative sum along ``axis`` (flattened when None)."""
     if axis is None:
         x, axis = ravel(x), 0
+    if _any_whole(x):
+        axis_ = A.normalize_axes(axis, ndim(x), "cumsum")[0]
+        return _wrap(A.record_cumsum(_builder(), as_atom(x), axis_))
     moved = moveaxis(x, axis, -1)
     running = [moved[..., 0]]
     for k in range(1, shape(moved)[-1]):
         running.append(add(running[-1], moved[..., k]))
     return moveaxis(stack(running, axis=-1), -1, axis)
+
+
+# ---------------------------------------------------------------------------
+# More array operations: contractions, padding, shifts, differences
+# ---------------------------------------------------------------------------
+
+
+def einsum(subscripts, *operands, optimize=False):
+    """Einstein summation (``np.einsum``): one contraction node per pair of operands.
+
+    Subscripts may use ``...``, omit the output (NumPy's implicit form) or
+    repeat an index within an operand (a diagonal). Several operands are
+    contracted pairwise, left to right.
+
+    >>> import symad as sd, symad.numpy as snp, numpy as np
+    >>> sd.grad(lambda w: snp.einsum("ij,j->", w, np.ones(2)))(np.ones((2, 2))).tolist()
+    [[1.0, 1.0], [1.0, 1.0]]
+    """
+    if not isinstance(subscripts, str):
+        raise TracingError("einsum: give the subscripts as a string (the interleaved operand/"
+                           "subscript-list form is not traced)")
+    if not _traced_inputs(*operands):
+        return _np.einsum(subscripts, *[_concrete(o) for o in operands], optimize=optimize)
+    if not _any_whole(*operands):  # element-level arrays: contract their elements
+        return _einsum_whole(subscripts, *[_wrap(as_atom(o)) for o in operands])
+    return _einsum_whole(subscripts, *operands)
+
+
+@_numpy_when_concrete(_np.tensordot)
+def tensordot(a, b, axes=2):
+    """``np.tensordot``: sum products over the last ``axes`` of ``a`` and the first of ``b``
+    (or the two lists of axes given).
+
+    >>> import symad as sd, symad.numpy as snp, numpy as np
+    >>> float(sd.grad(lambda x: snp.tensordot(x, x))(np.ones((2, 2)))[0, 0])
+    2.0
+    """
+    a_ndim, b_ndim = ndim(a), ndim(b)
+    if isinstance(axes, (int, _np.integer)):
+        a_axes = list(range(a_ndim - int(axes), a_ndim))
+        b_axes = list(range(int(axes)))
+    else:
+        a_axes, b_axes = ([axes[0]] if isinstance(axes[0], int) else list(axes[0]),
+                          [axes[1]] if isinstance(axes[1], int) else list(axes[1]))
+    if len(a_axes) != len(b_axes):
+        raise TracingError(f"tensordot: axes {axes!r} pair {len(a_axes)} axes with {len(b_axes)}")
+    a_letters = _letters(a_ndim)
+    b_letters = list(_letters(b_ndim, a_letters))
+    for a_axis, b_axis in zip(a_axes, b_axes):
+        b_letters[b_axis % b_ndim] = a_letters[a_axis % a_ndim]
+    b_letters = "".join(b_letters)
+    output = "".join(c for c in a_letters if c not in b_letters) + "".join(
+        c for c in b_letters if c not in a_letters)
+    return einsum(f"{a_letters},{b_letters}->{output}", a, b)
+
+
+def _pad_widths(pad_width, x_ndim: int) -> list[tuple[int, int]]:
+    widths = _np.broadcast_to(_np.asarray(pad_width, dtype=_np.intp), (x_ndim, 2))
+    if (widths < 0).any():
+        raise TracingError(f"pad: negative pad width {pad_width!r}")
+    return [tuple(int(w) for w in row) for row in widths]
+
+
+@_numpy_when_concrete(_np.pad)
+def pad(x, pad_width, mode="constant", constant_values=0):
+    """``np.pad`` with ``mode`` ``"constant"``, ``"edge"``, ``"reflect"``, ``"symmetric"`` or ``"wrap"``.
+
+    A constant pad places ``x`` inside zeros (its transpose is the slice that
+    takes it out again) plus the constant; the other modes gather elements of
+    ``x`` by index, one axis at a time.
+
+    >>> import symad as sd, symad.numpy as snp, numpy as np
+    >>> sd.trace(lambda x: snp.pad(x, 1) * 2, np.zeros(2))(np.array([1.0, 2.0])).tolist()
+    [0.0, 2.0, 4.0, 0.0]
+    """
+    x = asarray(x)
+    x_shape = shape(x)
+    widths = _pad_widths(pad_width, len(x_shape))
+    if mode == "constant":
+        if not _np.isscalar(constant_values) and _np.ndim(constant_values) != 0:
+            raise TracingError("pad: give constant_values as one number (per-axis values are not traced)")
+        out_shape = tuple(before + n + after for n, (before, after) in zip(x_shape, widths))
+        index = tuple(("s", before, before + n, 1) for n, (before, _) in zip(x_shape, widths))
+        placed = _wrap(A.record_unslice(_builder(), as_atom(x), out_shape, index))
+        if constant_values == 0:
+            return placed
+        border = _np.full(out_shape, float(constant_values))
+        border[tuple(slice(before, before + n) for n, (before, _) in zip(x_shape, widths))] = 0.0
+        return add(placed, border)
+    if mode not in ("edge", "reflect", "symmetric", "wrap"):
+        raise TracingError(f"pad: mode={mode!r} is not traced; use 'constant', 'edge', 'reflect', "
+                           "'symmetric' or 'wrap'")
+    for axis, (before, after) in enumerate(widths):
+        if before == after == 0:
+            continue
+        n = x_shape[axis]
+        indices = _np.pad(_np.arange(n), (before, after), mode=mode)
+        x = _wrap(A.record_take(_builder(), as_atom(x), indices, axis - len(x_shape)))
+    return x
+
+
+@_numpy_when_concrete(_np.roll)
+def roll(x, shift, axis=None):
+    """``np.roll``: elements shifted along ``axis`` (the flattened array if None), wrapping around.
+
+    >>> import symad as sd, symad.numpy as snp, numpy as np
+    >>> sd.trace(lambda x: snp.roll(x, 1), np.zeros(3))(np.array([1.0, 2.0, 3.0])).tolist()
+    [3.0, 1.0, 2.0]
+    """
+    x = asarray(x)
+    if axis is None:
+        return reshape(roll(ravel(x), shift, 0), shape(x))
+    shifts = (shift,) if _np.ndim(shift) == 0 else tuple(shift)
+    axes = (axis,) if _np.ndim(axis) == 0 else tuple(axis)
+    for s_, a in _np.broadcast(shifts, axes):
+        a = A.normalize_axes(int(a), ndim(x), "roll")[0]
+        n = shape(x)[a]
+        if n:
+            indices = (_np.arange(n) - int(s_)) % n
+            x = _wrap(A.record_take(_builder(), as_atom(x), indices, a))
+    return x
+
+
+@_numpy_when_concrete(_np.diff)
+def diff(x, n=1, axis=-1):
+    """``np.diff``: the ``n``-th differences along ``axis``, by slicing.
+
+    >>> import symad as sd, numpy as np
+    >>> sd.trace(lambda x: np.diff(x), np.zeros(3))(np.array([1.0, 4.0, 9.0])).tolist()
+    [3.0, 5.0]
+    """
+    x = asarray(x)
+    a = A.normalize_axes(axis, ndim(x), "diff")[0]
+    for _ in range(n):
+        upper = [slice(None)] * ndim(x)
+        lower = [slice(None)] * ndim(x)
+        upper[a], lower[a] = slice(1, None), slice(None, -1)
+        x = subtract(x[tuple(upper)], x[tuple(lower)])
+    return x
+
+
+@_numpy_when_concrete(_np.flip)
+def flip(x, axis=None):
+    """``np.flip``: the order of elements reversed along ``axis`` (every axis if None)."""
+    x = asarray(x)
+    axes = A.normalize_axes(axis, ndim(x), "flip")
+    index = [slice(None)] * ndim(x)
+    for a in axes:
+        index[a] = slice(None, None, -1)
+    return x[tuple(index)]
+
+
+def fliplr(x):
+    """``np.fliplr``: columns reversed."""
+    return flip(x, 1)
+
+
+def flipud(x):
+    """``np.flipud``: rows reversed."""
+    return flip(x, 0)
+
+
+@_numpy_when_concrete(_np.take)
+def take(x, indices, axis=None):
+    """``np.take``: elements at integer ``indices`` along ``axis`` (of the flattened array if None)."""
+    x = asarray(x)
+    if axis is None:
+        return ravel(x)[_np.asarray(indices)]
+    a = A.normalize_axes(axis, ndim(x), "take")[0]
+    index = [slice(None)] * ndim(x)
+    index[a] = _np.asarray(indices)
+    if _np.ndim(indices) == 0:
+        index[a] = int(indices)
+    return x[tuple(index)]
+
+
+@_numpy_when_concrete(_np.tile)
+def tile(x, reps):
+    """``np.tile``: ``x`` repeated ``reps`` times along each axis."""
+    x = asarray(x)
+    reps = (reps,) if _np.ndim(reps) == 0 else tuple(reps)
+    x_shape = (1,) * (len(reps) - ndim(x)) + shape(x)
+    reps = (1,) * (len(x_shape) - len(reps)) + reps
+    x = reshape(x, x_shape)
+    interleaved = reshape(x, tuple(v for n in x_shape for v in (1, n)))
+    tiled = broadcast_to(interleaved, tuple(v for r, n in zip(reps, x_shape) for v in (r, n)))
+    return reshape(tiled, tuple(r * n for r, n in zip(reps, x_shape)))
+
+
+@_numpy_when_concrete(_np.repeat)
+def repeat(x, repeats, axis=None):
+    """``np.repeat``: each element repeated ``repeats`` times along ``axis`` (flattened if None)."""
+    x = asarray(x)
+    if axis is None:
+        x, axis = ravel(x), 0
+    a = A.normalize_axes(axis, ndim(x), "repeat")[0] % ndim(x)
+    indices = _np.repeat(_np.arange(shape(x)[a]), repeats)
+    return take(x, indices, axis=a)
 
 
 # ---------------------------------------------------------------------------
@@ -806,18 +1426,8 @@ def register_foreign_functions(ufuncs: dict, array_functions: dict, ufunc_name) 
 
 #: How to write common NumPy functions symad does not trace with ones it does.
 _REWRITES = {
-    "tile": "snp.concatenate([x] * n) or np.broadcast_to",
-    "repeat": "snp.stack([x] * n, axis=-1).reshape(-1) or np.broadcast_to",
-    "diff": "x[1:] - x[:-1]",
     "ediff1d": "x[1:] - x[:-1]",
-    "einsum": "np.sum of products with broadcasting, or x @ y",
-    "tensordot": "x @ y after reshape",
-    "pad": "snp.concatenate with constant arrays",
     "average": "np.sum(w * x) / np.sum(w)",
-    "flip": "x[::-1]",
-    "fliplr": "x[:, ::-1]",
-    "flipud": "x[::-1]",
-    "roll": "snp.concatenate([x[-k:], x[:-k]]) (along another axis, slice that axis: x[:, -k:] ...)",
     "gradient": "central differences by slicing: (x[2:] - x[:-2]) / (2 * h), one-sided at the ends",
     "solve": "Linear algebra beyond @ has no traced form: for a small fixed system write it out, "
              "else wrap the solve with @sd.primitive and give its partials",
@@ -966,6 +1576,9 @@ def _function_table() -> dict:
         _np.copy: copy, _np.zeros: zeros, _np.ones: ones, _np.full: full, _np.empty: empty,
         _np.trace: trace, _np.diagonal: diagonal,
         _np.cumsum: cumsum, _np.atleast_1d: atleast_1d, _np.atleast_2d: atleast_2d,
+        _np.einsum: einsum, _np.tensordot: tensordot, _np.pad: pad, _np.roll: roll,
+        _np.diff: diff, _np.flip: flip, _np.fliplr: fliplr, _np.flipud: flipud, _np.take: take,
+        _np.tile: tile, _np.repeat: repeat,
     }
     if hasattr(_np, "matmul") and not isinstance(_np.matmul, _np.ufunc):
         table[_np.matmul] = matmul

@@ -65,6 +65,16 @@ class Primitive:
         returns_boolean: the result is a truth value (comparisons).
         boolean_operands: operand positions that take truth values (the
             condition of ``where``); the builder converts other operands.
+        kind: ``"elementwise"`` (every primitive of this module: operands
+            broadcast as in NumPy, the result has the broadcast shape), or for
+            the array primitives of :mod:`symad.array_primitives`
+            ``"linear"`` (structural and linear operations: reshape,
+            reductions by sum, slices, ...; reverse mode uses their
+            ``transpose``), ``"bilinear"`` (``einsum``: linear in each
+            operand) or ``"array"`` (other operations on whole arrays, with
+            their own rules).
+        shape_rule: ``shape_rule(operand_shapes, params) -> shape`` for an
+            array primitive (elementwise ones broadcast).
     """
 
     def __init__(
@@ -83,6 +93,8 @@ class Primitive:
         numexpr_name: str | None = None,
         returns_boolean: bool = False,
         boolean_operands: tuple[int, ...] = (),
+        kind: str = "elementwise",
+        shape_rule: Callable | None = None,
     ):
         self.name = name
         self._to_sympy = to_sympy
@@ -101,6 +113,12 @@ class Primitive:
         self.numexpr_name = numexpr_name
         self.returns_boolean = returns_boolean
         self.boolean_operands = boolean_operands
+        self.kind = kind
+        self.elementwise = kind == "elementwise"
+        self.shape_rule = shape_rule
+        #: Reverse mode of a linear or bilinear array primitive (symad.rules.transposes):
+        #: ``transpose(cotangent, node, operand_index, lead) -> cotangent of that operand``.
+        self.transpose = None
 
     def to_sympy(self, args: Sequence, params: dict) -> sympy.Basic:
         return self._to_sympy(*args, **params)

@@ -15,6 +15,7 @@ no re-tracing.
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any
 
 import numpy as np
@@ -23,16 +24,20 @@ from sympy.core.sympify import CantSympify
 
 from symad.errors import TracingError
 from symad.graph import (
+    ArrayInput,
     GraphBuilder,
     active_builders,
+    atom_shape,
     current_builder,
     number_atom,
-    shared_assumptions,
+    uncached_symbol,
 )
 
 __all__ = [
     "Tracer", "Parameter", "active_input_names", "apply", "as_atoms", "contains_traced",
     "fresh_symbol_array", "is_traced", "substitute_atoms", "symbol_array", "uncached_symbol",
+    "as_atom", "as_operand", "constant_atom", "element_atoms", "element_atom", "fresh_input",
+    "pack_elements", "builder_parameter_atom",
 ]
 
 
@@ -58,15 +63,177 @@ def _constant_atom(value: Any) -> sympy.Basic:
     )
 
 
+def _real_array(value: Any) -> np.ndarray:
+    """``value`` as a NumPy array of real numbers, or a TracingError naming what it is."""
+    array = np.asarray(value)
+    if array.dtype.kind == "c":
+        raise TracingError(
+            f"function {traced_function_name()!r} uses a complex constant; symad traces real numbers only"
+        )
+    if array.dtype.kind not in "biuf":
+        raise TracingError(
+            f"function {traced_function_name()!r} uses a constant of dtype {array.dtype}; "
+            "symad traces real numbers only"
+        )
+    return array
+
+
+def constant_atom(builder: GraphBuilder, array: np.ndarray):
+    """The atom of a constant NumPy array: an exact number for 0-d, else one constant node.
+
+    A data array (the samples a loss is fitted to) is one node whatever its size,
+    not one SymPy number per element.
+    """
+    if array.ndim == 0:
+        return _constant_atom(array[()])
+    from symad.array_primitives import ConstantArray, constant_p
+
+    return builder.record(constant_p, (), (("value", ConstantArray(array)),))
+
+
+def as_operand(value: Any):
+    """``value`` as an operand of a whole-array operation: one atom, or an object array of scalar atoms.
+
+    A traced value holding one atom (a scalar, or a whole array) gives that
+    atom; an array built element by element (``snp.zeros`` filled by item
+    assignment, ``snp.stack`` of scalars) gives its object array; numbers and
+    NumPy arrays give constants (one node for a whole array).
+    """
+    if type(value) is Tracer:
+        atom = value._atom
+        return atom if atom is not None else value._array
+    if type(value) in _PYTHON_NUMBERS:
+        return number_atom(value)
+    if isinstance(value, Parameter):
+        return builder_parameter_atom(_require_builder("use a Parameter"), value)
+    if isinstance(value, sympy.Basic):
+        return _constant_atom(value)
+    if isinstance(value, (list, tuple)) and any(contains_traced(v) for v in value):
+        return as_operand(_numpy_namespace().stack(list(value)))
+    array = np.asarray(value)
+    if array.dtype == object:
+        return as_atoms(value)
+    return constant_atom(_require_builder("use a constant array"), _real_array(array))
+
+
+def as_atom(value: Any):
+    """``value`` as one atom: an array built element by element becomes one ``pack`` node."""
+    operand = as_operand(value)
+    if isinstance(operand, np.ndarray):
+        return pack_elements(_require_builder("assemble an array"), operand)
+    return operand
+
+
+def pack_elements(builder: GraphBuilder, elements: np.ndarray):
+    """One atom for an object array of scalar atoms: a constant, or a ``pack`` node.
+
+    Constant elements (the zeros of ``snp.zeros`` around a few assigned
+    values) go into one constant array operand; only the others are operands
+    of their own. A 0-d array is its element.
+    """
+    if elements.ndim == 0:
+        return elements[()]
+    from symad.array_primitives import ConstantArray, constant_p, pack_p
+    from symad.atoms import constant_value, is_constant
+
+    flat = elements.reshape(-1)
+    positions = [position for position, atom in enumerate(flat) if not is_constant(atom)]
+    values = np.zeros(flat.size)
+    for position, atom in enumerate(flat):
+        if is_constant(atom):
+            values[position] = constant_value(atom)
+    base = ConstantArray(values.reshape(elements.shape))
+    if not positions:
+        return builder.record(constant_p, (), (("value", base),))
+    operands = [flat[position] for position in positions]
+    has_base = len(positions) < flat.size
+    if has_base:
+        operands.insert(0, builder.record(constant_p, (), (("value", base),)))
+    params = (("shape", elements.shape), ("positions", tuple(positions)), ("has_base", has_base))
+    return builder.record(pack_p, operands, params)
+
+
+def element_atoms(atom, what: str = "this operation") -> np.ndarray:
+    """The scalar atoms of an array atom's elements, as an object array (an unrolled view).
+
+    An array input gives its element symbols, a packed array its elements, a
+    constant its numbers; any other node one ``slice`` node per element. This
+    is how element-level code reads whole arrays; it is bounded by
+    ``symad.function.MAX_SYMBOLIC_ELEMENTS``.
+    """
+    shape = atom_shape(atom)
+    if shape == ():
+        return _scalar_array(atom)
+    if atom.__class__ is ArrayInput:
+        _check_unrolled_size(atom.size, what)
+        return atom.elements()
+    from symad.array_primitives import constant_p, pack_p
+
+    size = math.prod(shape)
+    _check_unrolled_size(size, what)
+    if atom.primitive is constant_p:
+        return _constant_elements(dict(atom.params)["value"].array)
+    if atom.primitive is pack_p and len(shape) == len(dict(atom.params)["shape"]):
+        params = dict(atom.params)
+        operands = list(atom.args)
+        out = (element_atoms(operands.pop(0)).reshape(-1).copy() if params["has_base"]
+               else np.empty(size, dtype=object))
+        for position, operand in zip(params["positions"], operands):
+            out[position] = operand
+        return out.reshape(shape)
+    builder = _require_builder("read the elements of an array")
+    out = np.empty(shape, dtype=object)
+    for index in np.ndindex(shape):
+        out[index] = element_atom(builder, atom, index)
+    return out
+
+
+def element_atom(builder: GraphBuilder, atom, index: tuple):
+    """The scalar atom of one element of an array atom (``index``: non-negative ints)."""
+    if atom.__class__ is ArrayInput:
+        return atom.element(index)
+    from symad.array_primitives import constant_p, slice_p
+
+    if atom.primitive is constant_p:
+        return _constant_atom(dict(atom.params)["value"].array[index])
+    params = (("in_shape", atom.shape), ("index", tuple(("i", k) for k in index)))
+    return builder.record(slice_p, (atom,), params)
+
+
+def _constant_elements(array: np.ndarray) -> np.ndarray:
+    out = np.empty(array.shape, dtype=object)
+    flat = out.reshape(-1)
+    for position, value in enumerate(np.asarray(array).reshape(-1).tolist()):
+        flat[position] = _constant_atom(value)
+    return out
+
+
+def _check_unrolled_size(size: int, what: str, builder: GraphBuilder | None = None) -> None:
+    """Refuse to read more elements one at a time than the trace's limit allows.
+
+    The limit is ``symad.function.MAX_SYMBOLIC_ELEMENTS``, which the trace put on its
+    builder (``element_limit``) when it started.
+    """
+    builder = builder if builder is not None else current_builder()
+    limit = None if builder is None else builder.element_limit
+    if limit is not None and size > limit:
+        raise TracingError(
+            f"function {builder.function_name!r}: {what} reads an array of {size} elements one "
+            f"element at a time, past the limit of {limit} (symad.function.MAX_SYMBOLIC_ELEMENTS). "
+            "Write it with whole-array operations (slices, sums, @, np.where), which record one "
+            f"node each whatever the size, or raise the limit: symad.function.MAX_SYMBOLIC_ELEMENTS = {size}"
+        )
+
+
 def as_atoms(value: Any) -> np.ndarray:
-    """``value`` as an object array of atoms of the current builder."""
+    """``value`` as an object array of scalar atoms of the current builder (the element view)."""
     if isinstance(value, Tracer):
         return value.atoms
     if type(value) in _PYTHON_NUMBERS:  # the common constant, without NumPy's conversion
         return _scalar_array(number_atom(value))
     if isinstance(value, Parameter):
         builder = _require_builder("use a Parameter")
-        return builder_parameter_atoms(builder, value)
+        return element_atoms(builder_parameter_atom(builder, value), "element-level code")
     if isinstance(value, sympy.Basic):
         return _scalar_array(_constant_atom(value))
     if isinstance(value, (list, tuple)) and any(contains_traced(v) for v in value):
@@ -79,20 +246,7 @@ def as_atoms(value: Any) -> np.ndarray:
             element = array[index]
             out[index] = as_atoms(element)[()] if _is_atom_like(element) else _constant_atom(element)
         return out
-    if array.dtype.kind == "c":
-        raise TracingError(
-            f"function {traced_function_name()!r} uses a complex constant; symad traces real numbers only"
-        )
-    if array.dtype.kind not in "biuf":
-        raise TracingError(
-            f"function {traced_function_name()!r} uses a constant of dtype {array.dtype}; "
-            "symad traces real numbers only"
-        )
-    out = np.empty(array.shape, dtype=object)
-    flat = out.reshape(-1)
-    for position, element in enumerate(array.reshape(-1).tolist()):
-        flat[position] = _constant_atom(element)
-    return out
+    return _constant_elements(_real_array(array))
 
 
 _PYTHON_NUMBERS = frozenset({float, int, bool})
@@ -163,45 +317,24 @@ def symbol_array(name: str, shape: tuple) -> np.ndarray:
     return out
 
 
-def uncached_symbol(name: str) -> sympy.Symbol:
-    """``sympy.Symbol(name)`` (an equal symbol), made without SymPy's cache.
-
-    The cache holds 1,000 entries: past that every new name evicts one, and
-    the 10^5 symbols of an array argument took 4 us each (0.4 s). Made here
-    the way SymPy's uncached constructor makes it, with the assumptions of
-    a plain symbol shared (as node symbols share theirs, symad.graph): 0.5 us,
-    and the user's cache is left as it was.
-    """
-    if _PLAIN_SYMBOL_ASSUMPTIONS is None:  # SymPy lays symbols out otherwise: its own way
-        return sympy.Symbol(name)
-    symbol = sympy.Expr.__new__(sympy.Symbol)
-    symbol.name = name
-    symbol._assumptions, symbol._assumptions_orig, symbol._assumptions0 = _PLAIN_SYMBOL_ASSUMPTIONS
-    return symbol
-
-
-# From a template made by SymPy's uncached constructor: no user symbol shares them.
-_PLAIN_SYMBOL_ASSUMPTIONS = (
-    shared_assumptions(sympy.Symbol.__xnew__(sympy.Symbol, "template"))
-    if hasattr(sympy.Symbol, "__xnew__") else None)
-
-
 # ---------------------------------------------------------------------------
 # Recording an elementwise primitive
 # ---------------------------------------------------------------------------
 
 
 def scalar_atom(value: Any):
-    """The atom of a traced scalar, a Python number or a constant SymPy number; else None.
+    """The one atom of a traced value (a scalar, or a whole array), a Python number or a
+    constant SymPy number; None for anything else (an array built element by element, a list).
 
     >>> scalar_atom(2.0), scalar_atom(Tracer.of_atom(sympy.Symbol("x"))), scalar_atom([1.0])
     (2.00000000000000, x, None)
     """
     kind = type(value)
     if kind is Tracer:
+        atom = value._atom
+        if atom is not None:
+            return atom
         array = value._array
-        if array is None:
-            return value._atom
         return array[()] if array.ndim == 0 else None
     if kind in _PYTHON_NUMBERS:
         return number_atom(value)
@@ -211,11 +344,12 @@ def scalar_atom(value: Any):
 
 
 def record_scalars(primitive, operands: tuple, params: tuple = ()) -> Tracer | None:
-    """The fast path of :func:`apply`: ``primitive`` on traced scalars and Python numbers.
+    """The fast path of :func:`apply`: ``primitive`` on traced atoms and Python numbers.
 
     Returns None -- the caller then takes the general path -- unless every
     operand is one of those (or a constant SymPy number), at least one is
-    traced and a trace is recording.
+    traced and a trace is recording. A traced atom is a scalar or a whole
+    array: either way one node is recorded (the builder broadcasts shapes).
     No object array is made: scalar arithmetic (a scalar trace, the operands
     of every partial derivative rule) costs the builder's ``record`` and
     little more.
@@ -237,11 +371,19 @@ def record_scalars(primitive, operands: tuple, params: tuple = ()) -> Tracer | N
 
 
 def apply(primitive, *operands, params: tuple = ()) -> Tracer:
-    """Record ``primitive`` elementwise over broadcast operands and return a Tracer."""
+    """Record ``primitive`` elementwise over broadcast operands and return a Tracer.
+
+    Whole arrays (and constants beside them) record one node. Arrays built
+    element by element, with scalars and numbers only, record one node per
+    element as before; beside a whole array they are packed into one.
+    """
     scalar = record_scalars(primitive, operands, params)
     if scalar is not None:
         return scalar
     builder = _require_builder(f"apply {primitive.name}")
+    if not _element_level(operands):
+        atoms = [as_atom(operand) for operand in operands]
+        return Tracer.of_atom(builder.record(primitive, atoms, params))
     arrays = [as_atoms(operand) for operand in operands]
     if all(array.ndim == 0 for array in arrays):
         atom = builder.record(primitive, [array[()] for array in arrays], params)
@@ -263,6 +405,36 @@ def apply(primitive, *operands, params: tuple = ()) -> Tracer:
     out.reshape(-1)[:] = list(map(builder.record, itertools.repeat(primitive, count),
                                   zip(*columns), itertools.repeat(params, count)))
     return Tracer(out)
+
+
+def _element_level(operands: tuple) -> bool:
+    """True if an elementwise operation on ``operands`` is recorded element by element.
+
+    So it is when an operand is an array built element by element and no
+    operand is a whole traced array: element-level code stays element-level
+    (with numbers and NumPy constants beside it), as a trace of scalars.
+    """
+    element_array = False
+    for operand in operands:
+        if isinstance(operand, Parameter):
+            operand = operand._operand()
+        if type(operand) is Tracer:
+            if operand._atom is not None:
+                if atom_shape(operand._atom) != ():
+                    return False
+            elif operand._array.ndim > 0:
+                element_array = True
+        elif isinstance(operand, (list, tuple)) and contains_traced(operand):
+            if _holds_whole_array(operand):
+                return False
+            element_array = True
+    return element_array
+
+
+def _holds_whole_array(value) -> bool:
+    if isinstance(value, (list, tuple)):
+        return any(_holds_whole_array(v) for v in value)
+    return type(value) is Tracer and value._atom is not None and atom_shape(value._atom) != ()
 
 
 # ---------------------------------------------------------------------------
@@ -317,35 +489,46 @@ class Tracer(CantSympify):
     @property
     def _atoms(self) -> np.ndarray:
         array = self._array
-        if array is None:  # a scalar: its 0-d array, made once, when first asked for
-            array = self._array = _scalar_array(self._atom)
+        if array is None:
+            atom = self._atom
+            if atom_shape(atom) != ():  # a whole array: its elements (an unrolled view)
+                return element_atoms(atom, "element-level code")
+            array = self._array = _scalar_array(atom)  # a scalar: its 0-d array, made once
         return array
 
     @_atoms.setter
     def _atoms(self, array: np.ndarray) -> None:
         self._array = array
+        self._atom = None
 
     @property
     def atoms(self) -> np.ndarray:
-        """The object array of graph atoms (treat it as read-only)."""
+        """The object array of scalar graph atoms, one per element (treat it as read-only)."""
         # Whoever reads the array may keep it or a view of it: the next item
         # assignment must copy first, so that no alias ever sees the change.
         self._private = False
         return self._atoms
 
+    @property
+    def is_whole(self) -> bool:
+        """True if this is a whole array held as one atom (operations on it record one node)."""
+        return self._atom is not None and atom_shape(self._atom) != ()
+
     # -- shape ---------------------------------------------------------------
 
     @property
     def shape(self) -> tuple:
-        return () if self._array is None else self._array.shape
+        if self._atom is not None:
+            return atom_shape(self._atom)
+        return self._array.shape
 
     @property
     def ndim(self) -> int:
-        return 0 if self._array is None else self._array.ndim
+        return len(self.shape)
 
     @property
     def size(self) -> int:
-        return 1 if self._array is None else self._array.size
+        return math.prod(self.shape)
 
     @property
     def dtype(self) -> np.dtype:
@@ -353,7 +536,7 @@ class Tracer(CantSympify):
 
     @property
     def T(self) -> Tracer:  # noqa: N802 - NumPy's name
-        return Tracer(self.atoms.T)
+        return self.transpose()
 
     def __len__(self) -> int:
         if self.ndim == 0:
@@ -367,11 +550,15 @@ class Tracer(CantSympify):
                 "scalar, like iter() of a NumPy scalar); iterate over arrays, or wrap the "
                 "scalar in a list: [x]"
             )
+        if self.is_whole and self.ndim == 1:  # one scalar at a time: element-level code
+            _check_unrolled_size(self.shape[0], "a loop over a traced array")
         for index in range(self.shape[0]):
             yield self[index]
 
     def __getitem__(self, index) -> Tracer:
         _check_concrete_index(index)
+        if self.is_whole:
+            return _numpy_namespace().getitem(self, index)
         try:
             selected = self._atoms[index]
         except (IndexError, ValueError, TypeError) as error:
@@ -401,6 +588,11 @@ class Tracer(CantSympify):
         >>> sd.trace(f, 1.0).formula()
         [v**2, 3*v]
         """
+        if self.is_whole or (_holds_whole_array(value) and self.ndim > 0):
+            # A whole array (or a whole value into an element array): one scatter node.
+            updated = _numpy_namespace().set_items(self, index, value)
+            self._atom, self._array, self._private = updated._atom, updated._array, False
+            return
         if not self._private:
             self._atoms = self._atoms.copy()
             self._private = True
@@ -410,6 +602,7 @@ class Tracer(CantSympify):
         if self.ndim == 0:
             return f"Tracer({self._atoms[()]})"
         return f"Tracer(shape={self.shape})"
+
 
     # -- concreteness: Python control flow needs a value there is none of ----
 
@@ -452,7 +645,7 @@ class Tracer(CantSympify):
                 f"function {traced_function_name()!r} calls item() on a traced array of shape "
                 f"{self.shape}; item() needs exactly one element (index it first: x[i])"
             )
-        atom = self.atoms.reshape(-1)[0]
+        atom = self._atom if self.ndim == 0 and self._atom is not None else self.atoms.reshape(-1)[0]
         if isinstance(atom, sympy.Number):  # a constant (inf and nan included)
             return float(atom)
         raise TracingError(
@@ -549,6 +742,8 @@ class Tracer(CantSympify):
         return snp.transpose(self, axes or None)
 
     def ravel(self, order="C"):
+        if self.is_whole:
+            return self.reshape((-1,), order=order)
         return Tracer(self.atoms.ravel(order))
 
     flatten = ravel
@@ -592,6 +787,8 @@ class Tracer(CantSympify):
         >>> sd.trace(f, np.zeros(2)).formula()
         [2*x[0], x[1] + 5.0]
         """
+        if self._atom is not None:  # a traced value is never changed in place: share the atom
+            return Tracer.of_atom(self._atom)
         return Tracer(self.atoms)
 
     def fill(self, value) -> None:
@@ -608,7 +805,7 @@ class Tracer(CantSympify):
         self[...] = value
 
     def squeeze(self, axis=None):
-        return Tracer(self.atoms.squeeze(axis))
+        return _numpy_namespace().squeeze(self, axis)
 
     def swapaxes(self, axis1, axis2):
         """``x`` with two axes interchanged.
@@ -617,7 +814,7 @@ class Tracer(CantSympify):
         >>> sd.trace(lambda x: x.swapaxes(0, 1), np.zeros((1, 2))).formula()
         [[x[0, 0]], [x[0, 1]]]
         """
-        return Tracer(np.swapaxes(self.atoms, axis1, axis2))
+        return _numpy_namespace().swapaxes(self, axis1, axis2)
 
     def cumsum(self, axis=None):
         """Cumulative sum (``snp.cumsum``).
@@ -966,8 +1163,9 @@ class Parameter(CantSympify):
 
     def _operand(self):
         """A Tracer inside a trace, the current value outside."""
-        if current_builder() is not None:
-            return Tracer(as_atoms(self))
+        builder = current_builder()
+        if builder is not None:
+            return Tracer.of_atom(builder_parameter_atom(builder, self))
         return self._value
 
     def __getattr__(self, name: str):
@@ -978,7 +1176,7 @@ class Parameter(CantSympify):
 
     def __array__(self, dtype=None, copy=None):
         if current_builder() is not None:
-            return Tracer(as_atoms(self)).__array__()
+            return self._operand().__array__()
         return self._value if dtype is None else self._value.astype(dtype)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -1058,6 +1256,21 @@ def fresh_symbol_array(name: str, shape: tuple, taken: set[str]) -> np.ndarray:
         suffix += "'"
 
 
+def fresh_input(name: str, shape: tuple, taken: set[str]):
+    """The input atom of an argument: a scalar symbol for shape ``()``, else an :class:`ArrayInput`.
+
+    Primed (``x'``) until its name is not ``taken`` by an enclosing trace.
+
+    >>> fresh_input("x", (), {"x"}), fresh_input("w", (2, 3), set())
+    (x', ArrayInput('w', (2, 3)))
+    """
+    while name in taken:
+        name += "'"
+    if tuple(shape) == ():
+        return uncached_symbol(name)
+    return ArrayInput(name, shape)
+
+
 def size_limit_advice(function_name: str, size: int) -> str:
     """The two ways past ``symad.function.MAX_SYMBOLIC_ELEMENTS``, for the error that meets it.
 
@@ -1073,20 +1286,17 @@ def size_limit_advice(function_name: str, size: int) -> str:
     )
 
 
+def builder_parameter_atom(builder: GraphBuilder, parameter: Parameter):
+    """The atom standing for ``parameter`` in ``builder`` (an input symbol or an array input),
+    registering it as an input of the trace the first time it is met."""
+    atom = builder.parameters.get(parameter)
+    if atom is None:
+        atom = fresh_input(parameter.name, parameter.shape, active_input_names(builder))
+        builder.parameters[parameter] = atom
+        builder.add_input(atom)
+    return atom
+
+
 def builder_parameter_atoms(builder: GraphBuilder, parameter: Parameter) -> np.ndarray:
-    """The atoms standing for ``parameter`` in ``builder``, registering it as an input."""
-    atoms = builder.parameters.get(parameter)
-    if atoms is None:
-        size = int(np.prod(parameter.shape))
-        limit = builder.element_limit
-        if limit is not None and size > limit:
-            raise TracingError(
-                f"Parameter {parameter.name!r}, used by function {builder.function_name!r}, has "
-                f"{size} elements; symbolic tracing is limited to {limit} per argument. "
-                + size_limit_advice(builder.function_name, size)
-            )
-        atoms = fresh_symbol_array(parameter.name, parameter.shape, active_input_names(builder))
-        builder.parameters[parameter] = atoms
-        for symbol in atoms.reshape(-1):
-            builder.add_input(symbol)
-    return atoms
+    """The element atoms of ``parameter`` in ``builder`` (its element-level view)."""
+    return element_atoms(builder_parameter_atom(builder, parameter), "element-level code")

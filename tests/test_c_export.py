@@ -26,7 +26,9 @@ def compile_c(F, name, tmp_path):
                    check=True, capture_output=True, text=True)
     function = getattr(ctypes.CDLL(str(library)), name)
     function.restype = None
-    n_in, n_out = len(F.graph.inputs), len(F.graph.outputs)
+    # The C function takes every scalar input and output flattened: the per-element view's.
+    elements = F.expand()
+    n_in, n_out = len(elements.graph.inputs), len(elements.graph.outputs)
 
     def call(*flat_inputs):
         inputs = (ctypes.c_double * n_in)(*flat_inputs)

@@ -18,6 +18,7 @@ import symad.numpy as snp
 from symad.compile import memory, numexpr_backend, threads
 from symad.compile import program as program_module
 from symad.compile.program import compile_program, max_live
+from tests.elements import element_trace
 
 BACKENDS = ["numexpr", "numpy"]
 
@@ -240,7 +241,8 @@ def test_regions_of_the_same_shape_are_lowered_once_and_keep_their_own_constants
     lower = numexpr_backend._lower_region
     monkeypatch.setattr(numexpr_backend, "_lower_region",
                         lambda *args: lowered.append(args[0]) or lower(*args))
-    G = sd.grad(lambda x: np.sum(np.sin(x) * np.exp(-x**2))).trace(np.zeros(40))
+    G = sd.grad(element_trace(lambda x: np.sum(np.sin(x) * np.exp(-x**2)), np.zeros(40))).trace(
+        np.zeros(40))
     programs = [line for line in G.source("numexpr").splitlines() if line.startswith("_E")]
     assert len(programs) == 1 and len(lowered) == 1
     x = np.linspace(-2, 2, 40)
@@ -331,7 +333,8 @@ def test_liveness_frees_each_temporary_once_after_its_last_use():
 
 
 def test_numexpr_buffers_are_reused():
-    G = sd.grad(lambda x: np.sum(np.sin(x) * np.exp(np.cos(x)))).trace(np.zeros(40))
+    G = sd.grad(element_trace(lambda x: np.sum(np.sin(x) * np.exp(np.cos(x))), np.zeros(40))).trace(
+        np.zeros(40))
     module_source = G.source("numexpr")
     buffers = next(line for line in module_source.splitlines() if line.startswith("BUFFER_IS_BOOLEAN"))
     steps = module_source.count("_CALL)")
@@ -662,11 +665,12 @@ def test_a_wide_gradient_module_spells_its_output_kinds_briefly():
     # One literal per output (a tuple of 5,000 False) cost the loader more than the rest.
     import symad.compile as compile_package
 
-    gradient = sd.grad(lambda x: np.sum(np.sin(x) ** 2)).trace(np.zeros(5000))
+    gradient = sd.grad(element_trace(lambda x: np.sum(np.sin(x) ** 2), np.zeros(5000))).trace(
+        np.zeros(5000))
     module = compile_package.generate_module(gradient.graph, "numexpr", "float64", gradient.name)
     header = next(line for line in module.source.splitlines() if line.startswith("OUTPUT_IS_BOOLEAN"))
     assert header == "OUTPUT_IS_BOOLEAN = (False,) * 5000"
-    mixed = sd.trace(lambda x: (x > 0, x * 2.0, x < 1), np.zeros(3))
+    mixed = element_trace(lambda x: (x > 0, x * 2.0, x < 1), np.zeros(3))
     module = compile_package.generate_module(mixed.graph, "numpy", "float64", mixed.name)
     namespace = {}
     exec(compile(module.source, "<generated>", "exec"), namespace)

@@ -11,6 +11,7 @@ import pytest
 import symad as sd
 import symad.numpy as snp
 from symad.compile import numba_backend
+from tests.elements import element_trace
 
 
 @pytest.fixture(autouse=True)
@@ -58,7 +59,7 @@ def test_numba_falls_back_for_an_operation_on_too_many_operands(caplog):
     # the recursion limit; a 250-operand max nests past Python's 200 parentheses.
     v = np.random.default_rng(2).uniform(-1e8, 1e8, (5, 1000))
     for reduce, name in ((np.sum, "add"), (np.max, "reduce_max")):
-        F = sd.trace(lambda x, reduce=reduce: reduce(x), np.zeros(1000))
+        F = element_trace(lambda x, reduce=reduce: reduce(x), np.zeros(1000))
         with caplog.at_level(logging.WARNING, logger="symad"):
             evaluate = F.compile("numba")
         assert evaluate.note.startswith(f"numba backend: {name} of 1000 operands exceeds 128")
@@ -147,7 +148,7 @@ def test_numba_asks_llvm_for_interleaved_loops_only_while_compiling_a_new_layout
 @needs_numba
 def test_numba_source_runs_with_exec_like_the_other_backends(tmp_path):
     # Run with exec() it once failed: "cannot cache function '_kernel': no locator available".
-    F = sd.grad(lambda x: np.sum(np.sin(x) ** 2)).trace(np.ones(3))
+    F = sd.grad(element_trace(lambda x: np.sum(np.sin(x) ** 2), np.ones(3))).trace(np.ones(3))
     source = F.source("numba")
     namespace: dict = {}
     exec(source, namespace)  # noqa: S102 - the module symad just generated

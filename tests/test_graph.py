@@ -8,6 +8,7 @@ import symad as sd
 import symad.numpy as snp
 from symad.graph import Graph, GraphBuilder, Node, eliminate_dead_nodes, replay
 from symad.primitives import add_p, cos_p, div_p, mul_p, neg_p, pow_p, sin_p, sub_p
+from tests.elements import element_trace
 
 x, y = sympy.symbols("x y")
 
@@ -454,7 +455,7 @@ def test_recording_differentiating_and_evaluating_make_no_sympy_object_per_node(
     def energy(v):
         return np.sum(np.sin(v) * np.exp(-v**2))
 
-    G = sd.grad(energy).trace(np.zeros(20))
+    G = sd.grad(element_trace(energy, np.zeros(20))).trace(np.zeros(20))
     point = np.linspace(-1.0, 1.0, 20)
     expected = (np.cos(point) - 2 * point * np.sin(point)) * np.exp(-point**2)
     for backend in sd.available_backends():
@@ -487,7 +488,8 @@ def test_recording_differentiating_and_evaluating_make_no_sympy_object_per_node(
 def test_threads_asking_for_the_assignments_at_once_get_one_symbol_per_node():
     import threading
 
-    G = sd.grad(lambda v: np.sum(np.sin(v) * np.exp(-v**2))).trace(np.zeros(300))
+    G = sd.grad(element_trace(lambda v: np.sum(np.sin(v) * np.exp(-v**2)), np.zeros(300))).trace(
+        np.zeros(300))
     results, start = [], threading.Barrier(4)
 
     def assignments():

@@ -12,6 +12,7 @@ import symad.function
 import symad.inlining
 from symad.cli import main as cli_main
 from symad.inlining import inlined_sizes
+from tests.elements import element_trace
 
 
 def doubling_chain(steps):
@@ -150,40 +151,47 @@ def test_the_command_line_reports_the_budget_with_its_own_advice(capsys):
 
 
 def test_the_array_size_limit_is_one_named_constant(monkeypatch):
+    # Whole-array operations record one node whatever the size: no limit applies.
     monkeypatch.setattr(symad.function, "MAX_SYMBOLIC_ELEMENTS", 12)
-    F = sd.trace(lambda v: np.sum(v**2), np.zeros((3, 4)))  # exactly at the limit
-    assert float(F(np.ones((3, 4)))) == 12.0
 
     def energy(grid):
         return np.sum(grid**2)
 
-    with pytest.raises(sd.TracingError) as info:
-        sd.grad(energy)(np.ones(13))
-    message = str(info.value)
-    assert "argument 'grid' of function 'energy' has 13 elements" in message
-    assert "limited to 12 per argument" in message and "sd.vmap(sd.grad(energy))" in message
-    # The two ways past it: a batch of points, one traced and mapped ...
-    rows = np.arange(26.0).reshape(13, 2)
-    assert np.allclose(sd.vmap(sd.grad(energy))(rows), 2 * rows)
-    # ... or one coupled unknown, with the limit raised as the message spells it.
-    assert "symad.function.MAX_SYMBOLIC_ELEMENTS = 13" in message
-    monkeypatch.setattr(symad.function, "MAX_SYMBOLIC_ELEMENTS", 13)
     assert np.allclose(sd.grad(energy)(np.ones(13)), 2.0)
+    assert sd.grad(energy).trace(np.ones(13)).stats()["nodes"] == 1
+    # Reading the elements one at a time -- the per-element view, a Python loop over
+    # them -- is what the limit bounds, with one named constant and a clear way past it.
+    F = sd.trace(energy, np.zeros((3, 4)))  # exactly at the limit
+    assert F.expand().formula() == sum(symbol**2 for symbol in np.ravel(F.inputs[0]))
+    with pytest.raises(sd.TracingError) as info:
+        sd.trace(energy, np.ones(13)).expand()
+    message = str(info.value)
+    assert "energy" in message and "13 elements" in message and "limit of 12" in message
+    assert "whole-array operations" in message
+    assert "symad.function.MAX_SYMBOLIC_ELEMENTS = 13" in message
+    def loop_energy(grid):
+        return sum(value**2 for value in grid.tolist())
+
+    with pytest.raises(sd.TracingError, match="loop_energy"):
+        sd.grad(loop_energy)(np.ones(13))
+    monkeypatch.setattr(symad.function, "MAX_SYMBOLIC_ELEMENTS", 13)
+    assert np.allclose(sd.grad(loop_energy)(np.ones(13)), 2.0)
 
 
 def test_the_size_limit_applies_to_parameters_too(monkeypatch):
     monkeypatch.setattr(symad.function, "MAX_SYMBOLIC_ELEMENTS", 12)
-    small, large = sd.Parameter(np.ones(12), name="w"), sd.Parameter(np.ones(13), name="grid")
-    assert float(sd.grad(lambda x: x * np.sum(small**2))(1.0)) == 12.0  # at the limit
-    with pytest.raises(sd.TracingError) as info:
-        sd.grad(lambda x: x * np.sum(large**2), weights=[large])(1.0)
-    message = str(info.value)
-    assert "Parameter 'grid'" in message and "has 13 elements" in message
-    assert "limited to 12 per argument" in message and "sd.vmap" in message
-    assert "symad.function.MAX_SYMBOLIC_ELEMENTS = 13" in message
-    # Raised before any node of the Parameter was recorded, and nothing is left half-built:
-    monkeypatch.setattr(symad.function, "MAX_SYMBOLIC_ELEMENTS", 13)
+    large = sd.Parameter(np.ones(13), name="grid")
+    # A whole Parameter is one input: no limit.
     assert float(sd.grad(lambda x: x * np.sum(large**2))(1.0)) == 13.0
+    (weight_gradient,) = sd.grad(lambda x: x * np.sum(large**2), argnums=None, weights=[large])(1.0)
+    assert np.allclose(weight_gradient, 2.0)
+    # Its per-element view is bounded like an argument's.
+    with pytest.raises(sd.TracingError) as info:
+        sd.trace(lambda x: x * np.sum(large**2), 1.0).expand()
+    message = str(info.value)
+    assert "13 elements" in message and "symad.function.MAX_SYMBOLIC_ELEMENTS = 13" in message
+    monkeypatch.setattr(symad.function, "MAX_SYMBOLIC_ELEMENTS", 13)
+    assert sd.trace(lambda x: x * np.sum(large**2), 1.0).expand().stats()["inputs"] == 14
 
 
 # -- deep and wide graphs through every path, at Python's default recursion limit ----
@@ -263,20 +271,20 @@ def test_a_wide_sum_goes_through_every_path(default_recursion_limit):
             return np.sum(np.sin(x) * np.exp(-x**2))
 
         x = np.linspace(-2, 2, n)
-        G = sd.grad(energy).trace(np.zeros(n))
+        G = sd.grad(element_trace(energy, np.zeros(n))).trace(np.zeros(n))
         expected = (np.cos(x) - 2 * x * np.sin(x)) * np.exp(-x**2)
         np.testing.assert_allclose(G(x), expected, rtol=1e-12, atol=1e-15)
-        F = sd.trace(energy, np.zeros(n))
+        F = element_trace(energy, np.zeros(n))
         value = float(np.sum(np.sin(x) * np.exp(-x**2)))
         for backend in sd.available_backends():
             assert float(F.compile(backend)(x)) == pytest.approx(value, rel=1e-12)
         namespace = {}
         exec(compile(F.source("numpy"), "<wide>", "exec"), namespace)
         assert float(namespace["run"](*x)[0]) == pytest.approx(value, rel=1e-12)
-        assert float(sd.jvp(energy, (x,), (np.ones(n),))[1]) == pytest.approx(expected.sum(), rel=1e-10)
+        assert float(sd.jvp(F, (x,), (np.ones(n),))[1]) == pytest.approx(expected.sum(), rel=1e-10)
         # Exports of a wide sum (of squares: SymPy's assumptions make its products of
         # function applications cost milliseconds each, which is not what this tests).
-        S = sd.trace(lambda v: np.sum(v**2), np.zeros(n))
+        S = element_trace(lambda v: np.sum(v**2), np.zeros(n))
         assignments, (total,) = S.cse()
         assert len(total.args) == n
         assert S.latex().count("^{2}") == n

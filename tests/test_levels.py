@@ -14,6 +14,7 @@ from symad.compile.evaluator import Evaluator, load_module
 from symad.compile.numexpr_backend import lower_numexpr
 from symad.compile.numpy_backend import lower_numpy
 from symad.compile.program import build_program
+from tests.elements import element_trace
 from tests.test_compile import ELEMENTWISE
 
 WIDTH = 1000  # elements per array: every case below has at least 1,000 operations
@@ -42,7 +43,7 @@ def _evaluate(evaluator, F, *arrays):
 @functools.cache
 def _wide(case):
     x, y = _points()
-    return sd.trace(ELEMENTWISE[case][0], x, y)
+    return element_trace(ELEMENTWISE[case][0], x, y)
 
 
 @pytest.mark.parametrize("backend", ["numexpr", "numpy"])
@@ -64,7 +65,7 @@ def test_every_primitive_level_by_level_matches_numpy(case, backend):
 def test_wide_gradients_match_the_pointwise_gradient(case):
     fun = ELEMENTWISE[case][0]
     x, y = _points()
-    G = sd.grad(lambda x, y: np.sum(fun(x, y)), argnums=(0, 1)).trace(x, y)
+    G = sd.grad(element_trace(lambda x, y: np.sum(fun(x, y)), x, y), argnums=(0, 1)).trace(x, y)
     gx, gy = G(x, y)
     assert "level by level" in G._evaluator("numexpr", np.float64).note
     # The same derivative, traced on scalars (a narrow graph) and broadcast over the points.
@@ -93,7 +94,7 @@ def test_truth_values_where_and_boolean_outputs():
     from symad.numpy import where as snp_where
 
     x, y = _points()
-    F = sd.trace(f, x, y)
+    F = element_trace(f, x, y)
     values, above, clipped = F(x, y)
     assert "level by level" in F._evaluator("numexpr", np.float64).note
     assert above.dtype == np.bool_
@@ -103,7 +104,7 @@ def test_truth_values_where_and_boolean_outputs():
                                    rtol=1e-15)
     np.testing.assert_array_equal(clipped, np.maximum(x, 1.5))
     # The gradient through where: no nan leaks from the untaken sqrt branch at x < 1.
-    G = sd.grad(lambda x, y: np.sum(f(x, y)[0])).trace(x, y)
+    G = sd.grad(element_trace(lambda x, y: np.sum(f(x, y)[0]), x, y)).trace(x, y)
     gx = G(x, y)
     want = np.where((x > 1) & ~(y < 0.5), 0.5 / np.sqrt(np.where(x > 1, x - 1, 1.0)), 0.0)
     np.testing.assert_allclose(gx, want, rtol=1e-14)
@@ -113,7 +114,7 @@ def test_long_sums_add_left_to_right():
     # 1e16 + 1 rounds back to 1e16 (ties to even), so adding the ones one at a time
     # leaves 1e16; pairwise summation would keep about 2,000 of them.
     terms = np.concatenate([[1e16], np.ones(2000)])
-    F = sd.trace(lambda x: np.sum(np.abs(x)), terms)
+    F = element_trace(lambda x: np.sum(np.abs(x)), terms)
     sequential = functools.reduce(operator.add, terms.tolist())
     assert sequential == 1e16
     for backend in ("numexpr", "numpy"):
@@ -123,7 +124,7 @@ def test_long_sums_add_left_to_right():
 
 def test_constants_inputs_and_repeated_values_as_outputs():
     x, _ = _points()
-    F = sd.trace(lambda x: (np.sin(x) * 3.0, x, np.float64(2.5), np.sin(x), np.zeros(3)), x)
+    F = element_trace(lambda x: (np.sin(x) * 3.0, x, np.float64(2.5), np.sin(x), np.zeros(3)), x)
     s, same_x, constant, s_again, zeros = F(x)
     assert "level by level" in F._evaluator("numexpr", np.float64).note
     np.testing.assert_allclose(s, np.sin(x) * 3.0, rtol=1e-15)
@@ -143,7 +144,7 @@ def test_custom_primitives_run_as_externals():
         return (1 / (1 + abs(x)) ** 2,)
 
     x, _ = _points()
-    G = sd.grad(lambda x: np.sum(softsign(x) * x)).trace(x)
+    G = sd.grad(element_trace(lambda x: np.sum(softsign(x) * x), x)).trace(x)
     evaluator = G._evaluator("numexpr", np.float64)
     assert "level by level" in evaluator.note and evaluator.module.externals
     want = x / (1 + x) + x / (1 + x) ** 2  # x > 0 here
@@ -154,7 +155,7 @@ def test_custom_primitives_run_as_externals():
 @pytest.mark.parametrize("block_size", [1, 3, 64])
 def test_batches_in_blocks_match_point_by_point(backend, block_size):
     x, y = _points(300)
-    G = sd.grad(lambda x, y: np.sum(np.sin(x * y) * np.exp(-x ** 2)), argnums=(0, 1)).trace(x, y)
+    G = sd.grad(element_trace(lambda x, y: np.sum(np.sin(x * y) * np.exp(-x ** 2)), x, y), argnums=(0, 1)).trace(x, y)
     rng = np.random.default_rng(3)
     X, Y = rng.uniform(-1, 1, (7, 300)), rng.uniform(-1, 1, (7, 300))
     gx, gy = G.compile(backend, block_size=block_size)(X, Y)
@@ -170,7 +171,7 @@ def test_batches_in_blocks_match_point_by_point(backend, block_size):
 
 def test_the_source_runs_without_symad():
     x, _ = _points()
-    G = sd.grad(lambda x: np.sum(np.sin(x) * np.exp(-x ** 2))).trace(x)
+    G = sd.grad(element_trace(lambda x: np.sum(np.sin(x) * np.exp(-x ** 2)), x)).trace(x)
     source = G.source("numexpr")
     assert "level by level" in source and "symad" not in source.split("\n", 3)[3]
     namespace: dict = {}
@@ -191,13 +192,13 @@ def test_narrow_and_small_graphs_keep_their_lowering():
     assert not levels.plan_levels(build_program(deep.graph)).is_wide
     assert levels.wide_plan(build_program(deep.graph)) is None
     assert "level by level" not in deep._evaluator("numexpr", np.float64).note
-    small = sd.grad(lambda x: np.sum(np.sin(x))).trace(np.zeros(50))
+    small = sd.grad(element_trace(lambda x: np.sum(np.sin(x)), np.zeros(50))).trace(np.zeros(50))
     assert "level by level" not in small._evaluator("numexpr", np.float64).note
 
 
 def test_plan_groups_like_operations_of_one_level():
     x, _ = _points(1000)
-    G = sd.grad(lambda x: np.sum(np.sin(x) * np.exp(-x ** 2))).trace(x)
+    G = sd.grad(element_trace(lambda x: np.sum(np.sin(x) * np.exp(-x ** 2)), x)).trace(x)
     plan = levels.plan_levels(build_program(G.graph))
     assert plan.is_wide and plan.instruction_count == len(G.graph.nodes) == 11_000
     assert len(plan.groups) == 10  # 1,000 members each (2,000 for one multiply)
@@ -212,7 +213,7 @@ def test_batches_broadcast_and_weights_reach_the_table_whole():
     # an argument shared by every point, and a Parameter's values.
     n = 1200
     w = sd.Parameter(np.linspace(0.5, 1.5, n), name="w")
-    G = sd.grad(lambda x, y: np.sum(w * np.sin(x) * y), argnums=(0, 1)).trace(np.zeros(n), np.zeros(n))
+    G = sd.grad(element_trace(lambda x, y: np.sum(w * np.sin(x) * y), np.zeros(n), np.zeros(n)), argnums=(0, 1)).trace(np.zeros(n), np.zeros(n))
     rng = np.random.default_rng(5)
     X, Y = rng.uniform(-1, 1, (3, 1, n)), rng.uniform(-1, 1, (4, n))
     gx, gy = G(X, Y)
@@ -235,7 +236,7 @@ def test_batches_broadcast_and_weights_reach_the_table_whole():
 def test_repeated_evaluation_reads_inputs_whole():
     # The evaluator of a wide graph is handed whole argument matrices, not 10^4 columns.
     x, _ = _points(3000)
-    G = sd.grad(lambda x: np.sum(np.sin(x) * x)).trace(x)
+    G = sd.grad(element_trace(lambda x: np.sum(np.sin(x) * x), x)).trace(x)
     G(x)
     evaluator = G._evaluator("numexpr", np.float64)
     assert evaluator._evaluate_matrices is not None
@@ -254,7 +255,7 @@ def test_repeated_evaluation_reads_inputs_whole():
 @pytest.mark.skipif("numba" not in sd.available_backends(), reason="numba is not installed")
 def test_numba_falls_back_to_numexpr_level_by_level_for_wide_graphs():
     x, _ = _points(1500)
-    G = sd.grad(lambda x: np.sum(np.sin(x) * np.exp(-x ** 2))).trace(x)
+    G = sd.grad(element_trace(lambda x: np.sum(np.sin(x) * np.exp(-x ** 2)), x)).trace(x)
     np.testing.assert_allclose(G.compile("numba")(x), G(x), rtol=1e-15)
     note = G._evaluators[("numba", "float64")].note
     assert "evaluated with numexpr instead" in note and "level by level" in note
@@ -265,7 +266,7 @@ def test_powers_group_by_exponent_like_the_other_lowerings():
     # (-inf) ** 0.5 is nan one way and inf the other, (-0.0) ** 0.5 is -0.0 against 0.0.
     x = np.linspace(-3.0, 3.0, 1500)
     x[::7], x[1::7], x[2::7] = -np.inf, -0.0, np.inf
-    F = sd.trace(lambda x: (x ** 3, x ** 2, x ** 0.5, x ** -1.0, x ** 2.5), x)
+    F = element_trace(lambda x: (x ** 3, x ** 2, x ** 0.5, x ** -1.0, x ** 2.5), x)
     plan = levels.plan_levels(build_program(F.graph))
     assert plan.is_wide and len(plan.groups) == 5  # one per exponent, not one for all
     for backend in ("numpy", "numexpr"):
@@ -278,7 +279,7 @@ def test_powers_group_by_exponent_like_the_other_lowerings():
         assert np.isnan(F(x)[2][0]) and np.isnan(np.sqrt(-np.inf))
     # Derivative rules make a new atom per element (1,000 of 0.5 here): one row, one
     # literal, so the gradient's (-0.0) ** 0.5 is sqrt's -0.0 too.
-    G = sd.grad(lambda x: np.sum(x ** 1.5)).trace(x)
+    G = sd.grad(element_trace(lambda x: np.sum(x ** 1.5), x)).trace(x)
     plan = levels.plan_levels(build_program(G.graph))
     assert len(plan.constants) < 10
     for backend in ("numpy", "numexpr"):
@@ -297,7 +298,7 @@ def test_sliding_windows_gather_at_most_a_table_per_call(reduction):
     n, k = 2000, 200
     windows = np.arange(n - k)[:, None] + np.arange(k)
     x = np.random.default_rng(7).uniform(size=n)
-    F = sd.trace(lambda x: reduction(x[windows], axis=1), x)
+    F = element_trace(lambda x: reduction(x[windows], axis=1), x)
     plan = levels.plan_levels(build_program(F.graph))
     assert plan.is_wide and [g.operand_rows.shape for g in plan.groups] == [(k, n - k)]
     calls = levels._calls(plan)
@@ -316,7 +317,7 @@ def test_long_sums_add_left_to_right_over_a_batch():
     # Blocks of many points add one term at a time (np.add.accumulate walks each
     # point's terms separately, 50x slower there): still left to right.
     terms = np.concatenate([[1e16], np.ones(2000)])
-    F = sd.trace(lambda x: np.sum(np.abs(x) * np.ones((3, 1)), axis=1), terms)
+    F = element_trace(lambda x: np.sum(np.abs(x) * np.ones((3, 1)), axis=1), terms)
     assert "level by level" in F._evaluator("numpy", np.float64).note
     batch = np.tile(terms, (100, 1))
     for backend in ("numexpr", "numpy"):
@@ -338,7 +339,7 @@ def test_custom_implementations_get_one_dimensional_arrays():
         return (2 / np.sqrt(np.pi) * np.exp(-x ** 2),)
 
     x, _ = _points()
-    G = sd.grad(lambda x: np.sum(erf_by_element(x) * x + erf_by_element(0.5))).trace(x)
+    G = sd.grad(element_trace(lambda x: np.sum(erf_by_element(x) * x + erf_by_element(0.5)), x)).trace(x)
     assert "level by level" in G._evaluator("numpy", np.float64).note
     want = np.vectorize(math.erf)(x) + 2 / np.sqrt(np.pi) * np.exp(-x ** 2) * x
     for backend in ("numexpr", "numpy"):
@@ -397,7 +398,8 @@ def _mixed_graph():
             total = np.sin(total) * 0.5 + total ** 3
         return total, y[0] ** 1.5, 2.0
 
-    return sd.grad(lambda x: f(x)[0] + f(x)[1]).trace(np.linspace(0.1, 1.0, 600)), f
+    x = np.linspace(0.1, 1.0, 600)
+    return sd.grad(element_trace(lambda x: f(x)[0] + f(x)[1], x)).trace(x), f
 
 
 @pytest.mark.parametrize("sweeps, chunk", [(levels.LEVEL_SWEEPS, levels.LEVEL_CHUNK),
@@ -410,7 +412,7 @@ def test_plan_from_the_operand_table_is_the_plan_by_definition(sweeps, chunk, mo
     monkeypatch.setattr(levels, "LEVEL_SWEEPS", sweeps)
     monkeypatch.setattr(levels, "LEVEL_CHUNK", chunk)
     G, _ = _mixed_graph()
-    F = sd.trace(lambda x: _mixed_graph()[1](x), np.linspace(0.1, 1.0, 600))
+    F = element_trace(lambda x: _mixed_graph()[1](x), np.linspace(0.1, 1.0, 600))
     for graph in (G.graph, F.graph):
         program = build_program(graph)
         assert program.table is not None and program._instructions is None

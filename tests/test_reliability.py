@@ -303,12 +303,8 @@ def test_unsupported_numpy_functions_name_the_nearest_supported_one(call, unsupp
 
 
 @pytest.mark.parametrize("call, rewrite", [
-    (lambda v: np.diff(v), "x[1:] - x[:-1]"),
-    (lambda v: np.flip(v), "x[::-1]"),
     (lambda v: np.average(v, weights=[1.0, 2.0, 3.0]), "np.sum(w * x) / np.sum(w)"),
     (lambda v: np.ptp(v), "np.max(x) - np.min(x)"),
-    (lambda v: np.roll(v, 1), "snp.concatenate"),
-    (lambda v: np.einsum("i,i", v, v), "x @ y"),
     (lambda v: np.round(v), "round outside the traced function"),
 ])
 def test_unsupported_numpy_functions_suggest_a_traced_rewrite(call, rewrite):
@@ -824,7 +820,6 @@ MISTAKES = {
     "np.add.accumulate": lambda v: np.add.accumulate(v),
     "np.frompyfunc": lambda v: np.frompyfunc(lambda a: a * 2, 1, 1)(v),
     "np.apply_along_axis": lambda v: np.apply_along_axis(np.sum, 0, v),
-    "np.einsum": lambda v: np.einsum("i,i", v, v),
     "nested grad of an int": lambda v: sd.grad(lambda t: t ** 2)(3),
     "nested has_aux without aux": lambda v: sd.grad(lambda t: t ** 2, has_aux=True)(v[0]),
     "np.divide(where=)": lambda v: np.divide(v, v, where=v != 0),
@@ -1089,7 +1084,6 @@ def test_the_same_transform_works_once_the_mistake_is_fixed(transform, mistake):
 @pytest.mark.parametrize("call, hint", [
     (lambda v: np.sum(np.gradient(v)), "(x[2:] - x[:-2])"),
     (lambda v: np.sum(np.linalg.solve(np.eye(3), v)), "@sd.primitive"),
-    (lambda v: np.sum(np.roll(v, 1)), "along another axis"),
 ])
 def test_untraceable_grid_and_linear_algebra_calls_get_a_rewrite_not_a_near_name(call, hint):
     with pytest.raises(sd.TracingError) as info:

@@ -6,6 +6,7 @@ import pytest
 import symad as sd
 import symad.numpy as snp
 from symad.transforms import reverse, terms
+from tests.elements import element_trace
 
 N = 12  # elements: runs of N like nodes, longer than reverse._MIN_RUN
 
@@ -53,11 +54,11 @@ def both_sweeps(monkeypatch, fun, *args, argnums=0):
     """The gradient by the array sweep (checked to be taken) and by the node-by-node sweep."""
     with monkeypatch.context() as patch:
         calls = count_array_sweeps(patch)
-        by_runs = sd.grad(fun, argnums=argnums)(*args)
+        by_runs = sd.grad(element_trace(fun, *args), argnums=argnums)(*args)
         assert calls and max(calls) >= N
     with monkeypatch.context() as patch:
         node_by_node(patch)
-        by_nodes = sd.grad(fun, argnums=argnums)(*args)
+        by_nodes = sd.grad(element_trace(fun, *args), argnums=argnums)(*args)
     return by_runs, by_nodes
 
 
@@ -84,15 +85,18 @@ def test_gradient_graph_is_the_same_size(monkeypatch):
         return np.sum(np.sin(x) * np.exp(-x**2))
 
     x = np.zeros(N)
-    by_runs = sd.grad(energy).trace(x).stats()["nodes"]
+    by_runs = sd.grad(element_trace(energy, x)).trace(x).stats()["nodes"]
     node_by_node(monkeypatch)
-    assert sd.grad(energy).trace(x).stats()["nodes"] == by_runs == 11 * N
+    assert sd.grad(element_trace(energy, x)).trace(x).stats()["nodes"] == by_runs == 11 * N
+    # Whole arrays: one node per array operation, whatever N.
+    assert sd.grad(energy).trace(x).stats()["nodes"] == 11
 
 
 def test_a_run_never_holds_a_node_and_its_user():
     # sin(sin(x)): the outer sines use the inner ones, so they are swept first, apart.
     x = np.linspace(-2.0, 2.0, N)
-    gradient = sd.grad(lambda x: np.sum(np.sin(np.sin(x))))(x)
+    f = element_trace(lambda x: np.sum(np.sin(np.sin(x))), x)
+    gradient = sd.grad(f)(x)
     np.testing.assert_allclose(gradient, np.cos(np.sin(x)) * np.cos(x), rtol=1e-15, atol=0)
 
 
@@ -135,7 +139,12 @@ def test_custom_primitive_rules_are_called_per_node():
         return (1 / (1 + abs(x)) ** 2,)
 
     x = np.linspace(-2.0, 2.0, N)
-    gradient = sd.grad(lambda x: np.sum(softsign(x)))(x)
+    gradient = sd.grad(element_trace(lambda x: np.sum(softsign(x)), x))(x)
     np.testing.assert_allclose(gradient, 1 / (1 + np.abs(x)) ** 2, rtol=1e-15)
     assert calls == [()] * N
     assert not softsign.primitive.broadcasting_partials
+    # On a whole array the primitive is one node, and its rule is called once, on the array.
+    calls.clear()
+    gradient = sd.grad(lambda x: np.sum(softsign(x)))(x)
+    np.testing.assert_allclose(gradient, 1 / (1 + np.abs(x)) ** 2, rtol=1e-15)
+    assert calls == [(N,)]

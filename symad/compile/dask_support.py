@@ -87,14 +87,24 @@ def evaluate_dask(function, leaves: list, backend: str, options: dict) -> Any:
         new_axes={"outputs": total}, dtype=dtype, concatenate=True, align_arrays=True,
     )
     out_leaves, start = [], 0
-    boolean = evaluator.output_is_boolean
-    for shape, size in zip(function.out_shapes, sizes):
+    for shape, size, boolean in zip(function.out_shapes, sizes, _boolean_leaves(function, evaluator)):
         part = stacked[..., start:start + size].reshape(batch + shape)
-        if size and all(boolean[start:start + size]):
+        if size and boolean:
             part = part.astype(bool)
         out_leaves.append(part)
         start += size
     return tree_unflatten(function.out_treedef, out_leaves)
+
+
+def _boolean_leaves(function, evaluator) -> list[bool]:
+    """Per output leaf: True if every value of it is a truth value."""
+    flags = list(evaluator.output_is_boolean)  # one per graph output atom
+    leaves, start = [], 0
+    for shape, whole in zip(function.out_shapes, function.out_whole):
+        count = 1 if whole else math.prod(shape)
+        leaves.append(bool(count) and all(flags[start:start + count]))
+        start += count
+    return leaves
 
 
 class _ChunkTask:
@@ -107,7 +117,10 @@ class _ChunkTask:
         # The cache key of the loaded module in each worker (not code: never run).
         self.key = hashlib.sha256(module.source.encode()).hexdigest()
         self.backend = module.backend
-        self.block_size = module.block_size
+        self.block_size = getattr(module, "block_size", None)
+        # An array program evaluates whole arrays per point (symad.compile.arrays).
+        self.array_program = function.is_array_program
+        self.out_shapes, self.out_whole = function.out_shapes, function.out_whole
         self.core_shapes = core_shapes
         self.parameter_values = parameter_values
         self.total = total
@@ -121,6 +134,8 @@ class _ChunkTask:
         batch_shapes = [a.shape[: a.ndim - len(core)] for a, core in zip(arrays, self.core_shapes)]
         batch = np.broadcast_shapes(*batch_shapes) if batch_shapes else ()
         count = math.prod(batch)
+        if self.array_program:
+            return self._array_chunk(arrays, batch_shapes, batch, count)
         columns = []
         for array, batch_shape, core in zip(arrays, batch_shapes, self.core_shapes):
             flat = array.reshape(batch_shape + (math.prod(core),))
@@ -144,6 +159,22 @@ class _ChunkTask:
         return stacked.reshape(batch + (self.total,))
 
 
+    def _array_chunk(self, arrays, batch_shapes, batch, count):
+        from symad.compile.arrays import array_program_leaves
+
+        values = []
+        for array, batch_shape, core in zip(arrays, batch_shapes, self.core_shapes):
+            if math.prod(batch_shape) == 1:
+                values.append(array.reshape((1,) + tuple(core)))
+            else:
+                values.append(np.broadcast_to(array, tuple(batch) + tuple(core)).reshape((count,) + tuple(core)))
+        values.extend(value.reshape((1,) + value.shape) for value in self.parameter_values)
+        leaves = array_program_leaves(_load(self), values, count, self.out_shapes, self.out_whole,
+                                      self.options)
+        flat = [leaf.reshape(count, -1) for leaf in leaves]
+        return np.concatenate(flat, axis=-1).astype(self.dtype, copy=False).reshape(batch + (self.total,))
+
+
 _LOADED: dict = {}
 
 
@@ -151,8 +182,16 @@ def _load(task: _ChunkTask):
     """The task's ``evaluate``, generated from its Graph once per process."""
     evaluate = _LOADED.get(task.key)
     if evaluate is None:
-        from symad.compile import make_evaluator
+        if task.array_program:  # the loaded evaluator itself: it runs whole arrays
+            from symad.compile.arrays import make_array_evaluator
 
-        evaluator = make_evaluator(task.graph, task.backend, np.dtype(task.dtype).name, task.name)
+            evaluate = _LOADED[task.key] = make_array_evaluator(
+                task.graph, task.backend, np.dtype(task.dtype).name, task.name)
+            return evaluate
+        from symad.compile import make_evaluator
+        from symad.graph import scalar_input_graph
+
+        evaluator = make_evaluator(scalar_input_graph(task.graph), task.backend,
+                                   np.dtype(task.dtype).name, task.name)
         evaluate = _LOADED[task.key] = evaluator._evaluate
     return evaluate

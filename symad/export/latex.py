@@ -577,6 +577,8 @@ def leaf_name(symbols) -> str:
     >>> leaf_name(np.array([sympy.Symbol("w[0]"), sympy.Symbol("w[1]")]))
     'w'
     """
+    if not isinstance(symbols, np.ndarray):  # a whole array input: its own name
+        return symbols.name
     if symbols.size == 0:
         return "x"
     name = symbols.reshape(-1)[0].name

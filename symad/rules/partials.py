@@ -34,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 import sympy
 
+from symad import array_primitives as A
 from symad import numpy as snp
 from symad import primitives as P
 from symad.atoms import is_constant, is_zero_constant, same_atom
@@ -88,14 +89,23 @@ def _exponent_partial(out, base, exponent):
     # d/db a**b = log(a) a**b. For the constant base 0 that is log(0) * 0 = nan,
     # but 0**b is constant (0) for b > 0, so the partial is 0, as JAX returns.
     # Elementwise: the reverse sweep may pass whole arrays of operands.
-    base_atoms = as_atoms(base)
-    zero_base = np.array([is_zero_constant(atom) for atom in base_atoms.reshape(-1)])
+    base_atom = scalar_atom(base)
+    if base_atom is not None and not _is_constant_array(base_atom):
+        return None if is_zero_constant(base_atom) else snp.log(base) * out
+    base_atoms = (np.asarray(dict(base_atom.params)["value"].array) == 0 if base_atom is not None
+                  else as_atoms(base))
+    zero_base = (base_atoms.reshape(-1) if base_atoms.dtype == bool
+                 else np.array([is_zero_constant(atom) for atom in base_atoms.reshape(-1)]))
     if zero_base.all():
         return None
     partial = snp.log(base) * out
     if not zero_base.any():
         return partial
     return snp.where(zero_base.reshape(base_atoms.shape), 0, partial)
+
+
+def _is_constant_array(atom) -> bool:
+    return getattr(atom, "primitive", None) is A.constant_p
 
 
 def _arctan2_partials(y, x):

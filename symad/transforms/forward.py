@@ -7,8 +7,11 @@ from collections.abc import Sequence
 
 import sympy
 
-from symad.graph import GraphBuilder, Node, is_zero_constant
-from symad.primitives import mul_p, select_p
+from symad import array_primitives as A
+from symad.graph import GraphBuilder, Node, atom_shape, is_zero_constant
+from symad.primitives import add_p, mul_p, select_p
+from symad.rules.transposes import array_weights
+from symad.transforms.reverse import full_shape
 from symad.transforms.terms import partial_atoms, sum_terms
 
 ZERO = sympy.Integer(0)
@@ -36,19 +39,24 @@ def push_forward(
     tangents: dict,
     function_name: str,
     consumers: dict | None = None,
+    lead: int = 0,
 ) -> dict:
     """Tangents of every node reached from the seeded ``tangents`` (atom -> tangent atom).
 
     Atoms missing from the result have an exact zero tangent. Given the
     ``consumers`` of :func:`consumer_index`, only the seeds' cone of
-    influence is visited, in topological order.
+    influence is visited, in topological order. ``lead``: the number of
+    leading dimensions of seeds every tangent carries (a Jacobian's columns,
+    pushed at once), in front of the full shape of its atom.
     """
     tangent_of = {atom: t for atom, t in tangents.items() if not is_zero_constant(t)}
     for node in _reached_nodes(primal_nodes, tangent_of, consumers):
         seeded = [index for index, arg in enumerate(node.args) if arg in tangent_of]
         if not seeded:
             continue
-        if node.primitive is select_p:
+        if not node.primitive.elementwise:
+            total = array_tangent(builder, node, [tangent_of.get(arg) for arg in node.args], lead)
+        elif node.primitive is select_p:
             # The tangent of where(c, a, b) is where(c, a_dot, b_dot): the branch
             # not taken is discarded whole, with any nan or inf in its tangent
             # (a sum of products with 0/1 masks would give 0 * inf = nan).
@@ -57,7 +65,8 @@ def push_forward(
                                               tangent_of.get(if_false, ZERO)))
         else:
             partials = partial_atoms(node, seeded, function_name)
-            terms = [builder.record(mul_p, (partial, tangent_of[node.args[index]]))
+            terms = [builder.record(mul_p, (partial, _aligned(builder, tangent_of[node.args[index]],
+                                                              len(node.shape), lead)))
                      for index, partial in partials.items()]
             total = sum_terms(builder, terms)
         if total is not None and not is_zero_constant(total):
@@ -82,3 +91,45 @@ def _reached_nodes(primal_nodes: Sequence[Node], seeded: dict, consumers: dict |
                 if consumer not in queued:
                     queued.add(consumer)
                     heapq.heappush(pending, consumer)
+
+
+def array_tangent(builder: GraphBuilder, node: Node, tangents: list, lead: int = 0):
+    """The tangent of an array node given its operands' tangents (None: zero).
+
+    A linear primitive applied to its operands' tangents (zeros of the right
+    shape where an operand has none) is its tangent; ``einsum`` is bilinear
+    (``da b + a db``); the other reductions weigh the tangent and sum it
+    (:func:`symad.rules.transposes.array_weights`).
+    """
+    primitive = node.primitive
+    tangents = [None if t is None else full_shape(builder, t, atom_shape(arg), lead)
+                for t, arg in zip(tangents, node.args)]
+    if primitive.kind == "linear":
+        operands = [t if t is not None else _zeros(builder, arg) for t, arg in zip(tangents, node.args)]
+        return builder.record(primitive, operands, node.params)
+    if primitive is A.einsum_p:
+        (a, b), (ta, tb) = node.args, tangents
+        terms = []
+        if ta is not None:
+            terms.append(builder.record(primitive, (ta, b), node.params))
+        if tb is not None:
+            terms.append(builder.record(primitive, (a, tb), node.params))
+        return terms[0] if len(terms) == 1 else builder.record(add_p, terms)
+    weights = array_weights(builder, node)
+    weighted = builder.record(mul_p, (tangents[0], weights))
+    return A.record_reduction(builder, A.reduce_sum_p, weighted, dict(node.params)["axes"])
+
+
+def _aligned(builder: GraphBuilder, tangent, rank: int, lead: int):
+    """A tangent with seeds in front, its core given size-1 axes up to ``rank`` so that
+    NumPy's right-aligned broadcasting keeps the seeds apart from the core."""
+    shape = atom_shape(tangent)
+    if not lead or not tangent.is_Symbol or len(shape) - lead >= rank:
+        return tangent
+    core = shape[lead:]
+    return A.record_reshape(builder, tangent, (1,) * (rank - len(core)) + core, lead)
+
+
+def _zeros(builder: GraphBuilder, atom):
+    shape = atom_shape(atom)
+    return ZERO if not shape else builder.broadcast(ZERO, shape)

@@ -24,8 +24,17 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import sympy
 
-from symad.graph import GraphBuilder, Node, is_constant, is_zero_constant
-from symad.primitives import logical_and_p, logical_not_p, logical_or_p, mul_p, pow_p, select_p
+from symad.graph import ArrayInput, GraphBuilder, Node, atom_shape, is_constant, is_zero_constant
+from symad.primitives import (
+    add_p,
+    logical_and_p,
+    logical_not_p,
+    logical_or_p,
+    mul_p,
+    pow_p,
+    select_p,
+)
+from symad.rules.transposes import FINITE_ARRAY_PRIMITIVES, unbroadcast
 from symad.transforms.terms import partial_atom_columns, partial_atoms, sum_terms
 
 ZERO = sympy.Integer(0)
@@ -73,6 +82,7 @@ def backpropagate(
     seeds: Iterable[tuple],
     wrt: Sequence,
     function_name: str,
+    lead: tuple = (),
 ) -> list:
     """Cotangents of the ``wrt`` atoms, given cotangent ``seeds`` on output atoms.
 
@@ -82,14 +92,20 @@ def backpropagate(
         seeds: ``(atom, cotangent_atom)`` pairs; repeated atoms accumulate.
         wrt: the atoms (usually input symbols) whose cotangents are wanted.
         function_name: the user's function, for error messages.
+        lead: the shape of a leading axis of seeds every cotangent carries (a Jacobian's
+            rows, swept at once: ``vmap`` of the vector-Jacobian product); ``()`` for one.
 
     Returns:
-        One atom per ``wrt`` entry; exact ``0`` where no path leads to the outputs.
+        One atom per ``wrt`` entry; exact ``0`` where no path leads to the outputs. With
+        ``lead``, a differentiated array's cotangent has shape ``lead + its shape``.
     """
     # Only nodes that depend on a wrt atom can carry a non-zero adjoint to it.
     # Membership is asked of symbols only: hashing a sympy.Float constant costs
     # microseconds, and constants are never active.
     active = {atom for atom in wrt if atom.is_Symbol}  # a constant wrt entry has cotangent 0
+    for atom in wrt:
+        if atom.__class__ is ArrayInput:  # element-level code reads its elements' symbols
+            active.update(atom.made_elements())
     for node in primal_nodes:
         for arg in node.args:
             if arg.is_Symbol and arg in active:
@@ -108,16 +124,59 @@ def backpropagate(
         if len(run) >= _MIN_RUN:
             run = _backpropagate_run(builder, run, terms, masks, active, function_name)
         for node in run:
-            _backpropagate_node(builder, node, terms, masks, active, function_name)
+            if node.shape == () and node.primitive.elementwise:
+                _backpropagate_node(builder, node, terms, masks, active, function_name)
+            elif node.primitive.elementwise:
+                _backpropagate_elementwise_array(builder, node, terms, masks, active, function_name,
+                                                 len(lead))
+            else:
+                _backpropagate_array_node(builder, node, terms, masks, active, function_name,
+                                          len(lead))
 
-    results = []
-    for atom in wrt:
-        if atom in terms:
-            value, pending, _ = masks.combine(terms[atom])
-            results.append(masks.apply(value, pending))
-        else:
-            results.append(ZERO)
-    return results
+    return [_input_cotangent(builder, atom, terms, masks, lead) for atom in wrt]
+
+
+def _input_cotangent(builder, atom, terms: dict, masks, lead: tuple = ()) -> object:
+    """The cotangent of one differentiated atom, at its full shape (exact 0 if none reaches it).
+
+    An array input's cotangent gathers what reached it whole and what reached
+    the symbols of its elements that element-level code read.
+    """
+    value = None
+    if atom.is_Symbol and atom in terms:
+        combined, pending, _ = masks.combine(terms[atom])
+        value = masks.apply(combined, pending)
+    if atom.__class__ is not ArrayInput:
+        return ZERO if value is None else value
+    element_terms = {}
+    for symbol in atom.made_elements():
+        if symbol in terms:
+            combined, pending, _ = masks.combine(terms[symbol])
+            element_terms[atom.element_index(symbol)] = masks.apply(combined, pending)
+    if element_terms:
+        import numpy as np
+
+        from symad.tracer import pack_elements
+
+        elements = np.full(atom.shape, ZERO, dtype=object)
+        for index, element in element_terms.items():
+            elements[index] = element
+        packed = pack_elements(builder, elements)
+        value = packed if value is None else builder.record(add_p, (value, packed))
+    if value is None:
+        return builder.broadcast(ZERO, lead + atom.shape)
+    return full_shape(builder, value, atom.shape, len(lead))
+
+
+def full_shape(builder, value, shape: tuple, lead: int):
+    """``value`` (``lead`` leading dimensions, then a core that broadcasts to ``shape``) at
+    its full shape: a broadcast view, or the value itself."""
+    from symad.rules.transposes import broadcast_full
+
+    if lead == 0:
+        return value if atom_shape(value) == shape else builder.broadcast(value, shape)
+    return broadcast_full(builder, value, shape, lead)
+
 
 
 # A run shorter than this is swept node by node: the array rule's set-up costs more
@@ -139,6 +198,12 @@ def _runs_of_like_nodes(nodes: Iterable[Node], terms: dict) -> Iterator[list[Nod
             yield run
             run, used_by_run = [], set()
         if node not in terms:
+            continue
+        if node.shape or not node.primitive.elementwise:  # an array node is swept alone
+            if run:
+                yield run
+                run, used_by_run = [], set()
+            yield [node]
             continue
         kind = (node.primitive, node.params)
         if run and kind != run_kind:
@@ -179,6 +244,96 @@ def _backpropagate_node(builder, node, terms, masks, active, function_name) -> N
         terms.setdefault(node.args[index], []).append(masked)
 
 
+def _backpropagate_elementwise_array(builder, node, terms, masks, active, function_name,
+                                     lead: int) -> None:
+    """An elementwise node on arrays: as a scalar node, then each operand's share is summed
+    over the axes broadcasting added to it (after its mask is applied)."""
+    cotangent, pending, applied = masks.combine(terms.pop(node))
+    wanted = _active_operands(node.args, active)
+    if node.primitive is select_p:
+        condition = node.args[0]
+        for index in wanted:
+            if index == 0:
+                continue
+            branch = masks.conjoin(pending, ((condition, index == 1),))
+            if branch is not _NEVER:
+                _add_term(builder, masks, terms, node.args[index], (cotangent, branch, applied), lead)
+        return
+    for index, partial in partial_atoms(node, wanted, function_name).items():
+        term = _chain_rule_product(builder, cotangent, partial)
+        if applied is None or masks.is_finite(partial):
+            masked = (term, pending, applied)
+        else:
+            masked = (term, masks.conjoin(pending, applied), None)
+            if masked[1] is _NEVER:
+                continue
+        _add_term(builder, masks, terms, node.args[index], masked, lead)
+
+
+def _add_term(builder, masks, terms: dict, operand, masked: tuple, lead: int = 0) -> None:
+    """Add a cotangent term for ``operand``, summed down to its shape where it is larger.
+
+    A term smaller than its operand (the seed 1 of a sum, broadcast) is kept as it
+    is: it broadcasts. One larger than the operand, or under a mask whose condition
+    is larger, is masked first and then summed over the broadcast axes.
+    """
+    value, pending, applied = masked
+    shape = atom_shape(operand)
+    if (_fits(atom_shape(value), shape, lead) and _mask_fits(pending, shape)
+            and _mask_fits(applied, shape)):
+        terms.setdefault(operand, []).append(masked)
+        return
+    value = masks.apply(value, pending)
+    if not _fits(atom_shape(value), shape, lead):
+        value = unbroadcast(builder, value, shape, lead)
+    terms.setdefault(operand, []).append((value, None, None))
+
+
+def _fits(value_shape: tuple, shape: tuple, lead: int = 0) -> bool:
+    """True if a term of ``value_shape`` (behind ``lead`` dimensions of seeds) broadcasts to
+    exactly ``shape``; with seeds its core must have the full rank, so that the seeds
+    stay in front."""
+    if lead:
+        core = value_shape[lead:]
+        return core == shape or (len(core) == len(shape) and all(v in (1, s) for v, s in zip(core, shape)))
+    if value_shape == shape or not value_shape:
+        return True
+    if len(value_shape) > len(shape):
+        return False
+    return all(v == s or v == 1 for v, s in zip(value_shape[::-1], shape[::-1]))
+
+
+def _mask_fits(mask, shape: tuple) -> bool:
+    if mask is None or mask is _NEVER:
+        return True
+    for part in mask:
+        if isinstance(part, _AnyOf):
+            if not all(_mask_fits(alternative, shape) for alternative in part):
+                return False
+        elif not _fits(atom_shape(part[0]), shape):
+            return False
+    return True
+
+
+def _backpropagate_array_node(builder, node, terms, masks, active, function_name,
+                              lead: int) -> None:
+    """A linear or array node: its cotangent, masked and at its full shape, through the
+    primitive's transpose rule (symad.rules.transposes) to each operand."""
+    cotangent, pending, _ = masks.combine(terms.pop(node))
+    cotangent = full_shape(builder, masks.apply(cotangent, pending), node.shape, lead)
+    rule = node.primitive.transpose
+    if rule is None:
+        from symad.errors import DifferentiationError
+
+        raise DifferentiationError(
+            f"no reverse-mode rule for the array operation {node.primitive.name!r}, needed to "
+            f"differentiate function {function_name!r}")
+    for index in _active_operands(node.args, active):
+        share = rule(builder, cotangent, node, index, lead)
+        if share is not None and not is_zero_constant(share):
+            _add_term(builder, masks, terms, node.args[index], (share, None, None), lead)
+
+
 def _backpropagate_run(builder, run, terms, masks, active, function_name) -> list[Node]:
     """Sweep the unmasked nodes of a run at once; return the nodes left for one by one.
 
@@ -189,7 +344,8 @@ def _backpropagate_run(builder, run, terms, masks, active, function_name) -> lis
     its node's cotangent.
     """
     primitive = run[0].primitive
-    if not primitive.broadcasting_partials or primitive.variadic or primitive is select_p:
+    if (not primitive.broadcasting_partials or primitive.variadic or primitive is select_p
+            or run[0].shape or not primitive.elementwise):
         return run
     left: list[Node] = []
     by_wanted: dict = {}  # the operand positions that need a partial -> [(node, cotangent)]
@@ -336,7 +492,12 @@ class _Masks:
 
 
 def _keeps_finite(node: Node) -> bool:
-    if node.primitive.name in _FINITE_PRIMITIVES:
+    name = node.primitive.name
+    if name == "constant":  # a constant array: finite if every value is
+        import numpy as np
+
+        return bool(np.isfinite(dict(node.params)["value"].array).all())
+    if name in _FINITE_PRIMITIVES or (not node.primitive.elementwise and name in FINITE_ARRAY_PRIMITIVES):
         return True
     # x**k with a constant non-negative integer k is a polynomial.
     exponent = node.args[1] if node.primitive is pow_p else None

@@ -10,7 +10,7 @@ from symad.errors import DifferentiationError
 from symad.graph import GraphBuilder, Node, is_zero_constant
 from symad.primitives import add_p, neg_p, sub_p
 from symad.rules import partials as _registers_partial_rules  # noqa: F401  (fills Primitive.partials)
-from symad.tracer import Tracer, as_atoms, scalar_atom
+from symad.tracer import Tracer, as_atom, as_atoms, scalar_atom
 
 
 def partial_atoms(node: Node, indices: Sequence[int], function_name: str) -> dict:
@@ -35,15 +35,15 @@ def partial_atoms(node: Node, indices: Sequence[int], function_name: str) -> dic
     for index, partial in primitive.partials_at(out, operands, indices).items():
         if partial is None:
             continue
-        atom = scalar_atom(partial)  # a traced scalar or a number: no array to look into
+        atom = scalar_atom(partial)  # a traced atom or a number: no array to look into
         if atom is None:
             atoms = as_atoms(partial)
-            if atoms.ndim != 0:
+            if atoms.ndim != 0 and not node.shape:
                 raise DifferentiationError(
                     f"the partial derivative rule of {primitive.name!r} w.r.t. argument {index} "
                     f"returned shape {atoms.shape}; a partial of a scalar primitive must be a scalar"
                 )
-            atom = atoms[()]
+            atom = atoms[()] if atoms.ndim == 0 else as_atom(partial)
         if not is_zero_constant(atom):
             partials[index] = atom
     return partials

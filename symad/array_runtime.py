@@ -1,0 +1,212 @@
+"""NumPy implementations of the array primitives, with leading (batch) dimensions.
+
+This module is the one implementation of each array primitive: the primitives'
+``numpy_impl`` (:mod:`symad.array_primitives`) call these functions, and the
+array compiler (:mod:`symad.compile.arrays`) copies this module's source text
+into every module it generates, so ``F.source()`` stays standalone (NumPy and
+SciPy only) and what runs is what the primitives define. Keep it free of
+imports beyond NumPy and SciPy.
+
+Every function takes its operands with any leading dimensions in front of the
+core its parameters describe (axes are negative; ``in_shape`` is the operand's
+core shape); those dimensions are carried along, broadcast against each other
+where several operands meet.
+
+>>> import numpy as np
+>>> rt_einsum(np.ones((5, 2, 3)), np.ones((3, 4)), "ij,jk->ik").shape   # a batch of 5 products
+(5, 2, 4)
+"""
+
+import numpy as np
+import scipy.special
+
+# -- begin runtime (copied verbatim into generated modules) --
+
+
+def rt_lead(value, core_ndim):
+    """The leading dimensions of ``value`` in front of ``core_ndim`` core dimensions."""
+    return value.shape[: value.ndim - core_ndim]
+
+
+def rt_broadcast_lead(value, lead, core_ndim):
+    """``value`` with its leading dimensions broadcast to ``lead``."""
+    core = value.shape[value.ndim - core_ndim:] if core_ndim else ()
+    own = rt_lead(value, core_ndim)
+    value = value.reshape((1,) * (len(lead) - len(own)) + tuple(own) + tuple(core))
+    return np.broadcast_to(value, tuple(lead) + tuple(core))
+
+
+def rt_index(index):
+    """The NumPy index of a normalised basic index, behind an Ellipsis for the lead."""
+    objects = [Ellipsis]
+    for item in index:
+        if item[0] == "i":
+            objects.append(item[1])
+        elif item[0] == "s":
+            objects.append(slice(item[1], item[2], item[3]))
+        else:
+            objects.append(None)
+    return tuple(objects)
+
+
+def rt_reduce_sum(x, axes):
+    return np.sum(x, axis=axes)
+
+
+def rt_amax(x, axes):
+    return np.max(x, axis=axes)
+
+
+def rt_amin(x, axes):
+    return np.min(x, axis=axes)
+
+
+def rt_logsumexp(x, axes):
+    return scipy.special.logsumexp(x, axis=axes)
+
+
+def rt_einsum(a, b, subscripts):
+    """``einsum`` of two operands as one batched matrix product (BLAS), leading dimensions broadcast.
+
+    Each index is a batch index (in both operands and the output), a contracted
+    one (in both operands only) or belongs to one operand and the output; the
+    operands are transposed and reshaped to ``(..., M, K) @ (..., K, N)``.
+    """
+    inputs, out = subscripts.split("->")
+    sa, sb = inputs.split(",")
+    a, b = np.asarray(a), np.asarray(b)
+    lead_a, lead_b = rt_lead(a, len(sa)), rt_lead(b, len(sb))
+    size = dict(zip(sa, a.shape[a.ndim - len(sa):]))
+    size.update(zip(sb, b.shape[b.ndim - len(sb):]))
+    batch = [c for c in out if c in sa and c in sb]
+    contracted = [c for c in sa if c in sb and c not in out]
+    a_only = [c for c in sa if c not in sb]
+    b_only = [c for c in sb if c not in sa]
+
+    def arrange(x, letters, lead, first, second):
+        order = [len(lead) + letters.index(c) for c in batch + first + second]
+        x = np.transpose(x, list(range(len(lead))) + order)
+        rows = 1
+        for c in first:
+            rows *= size[c]
+        columns = 1
+        for c in second:
+            columns *= size[c]
+        return x.reshape(tuple(lead) + tuple(size[c] for c in batch) + (rows, columns))
+
+    left = arrange(a, sa, lead_a, a_only, contracted)
+    right = arrange(b, sb, lead_b, contracted, b_only)
+    product = np.matmul(left, right)
+    lead = product.shape[: product.ndim - len(batch) - 2]
+    product = product.reshape(tuple(lead) + tuple(size[c] for c in batch + a_only + b_only))
+    produced = batch + a_only + b_only
+    order = [len(lead) + produced.index(c) for c in out]
+    return np.transpose(product, list(range(len(lead))) + order)
+
+
+def rt_reshape(x, in_shape, shape):
+    x = np.asarray(x)
+    return np.reshape(x, rt_lead(x, len(in_shape)) + tuple(shape))
+
+
+def rt_transpose(x, perm):
+    x = np.asarray(x)
+    lead = x.ndim - len(perm)
+    return np.transpose(x, tuple(range(lead)) + tuple(lead + p for p in perm))
+
+
+def rt_broadcast(x, in_shape, shape):
+    x = np.asarray(x)
+    lead = rt_lead(x, len(in_shape))
+    aligned = x.reshape(tuple(lead) + (1,) * (len(shape) - len(in_shape)) + tuple(in_shape))
+    return np.broadcast_to(aligned, tuple(lead) + tuple(shape))
+
+
+def rt_slice(x, in_shape, index):
+    return np.asarray(x)[rt_index(index)]
+
+
+def rt_part_ndim(in_shape, index):
+    """The number of core dimensions of ``x[index]`` for ``x`` of core shape ``in_shape``."""
+    return sum(1 for item in index if item[0] != "i")
+
+
+def rt_unslice(v, in_shape, index):
+    v = np.asarray(v)
+    lead = rt_lead(v, rt_part_ndim(in_shape, index))
+    out = np.zeros(tuple(lead) + tuple(in_shape), dtype=np.result_type(v.dtype, np.float32))
+    out[rt_index(index)] = v
+    return out
+
+
+def rt_take(x, in_shape, indices, axis):
+    return np.take(x, indices, axis=axis)
+
+
+def rt_take_add(v, in_shape, indices, axis):
+    v = np.asarray(v)
+    lead = rt_lead(v, len(in_shape) - 1 + np.ndim(indices))
+    out = np.zeros(tuple(lead) + tuple(in_shape), dtype=np.result_type(v.dtype, np.float32))
+    at = len(in_shape) + axis
+    index = (Ellipsis,) + (slice(None),) * at + (indices,) + (slice(None),) * (-axis - 1)
+    if len(in_shape) == 1 and v.ndim == 1 and not lead:
+        return np.bincount(indices.reshape(-1), weights=v.reshape(-1), minlength=in_shape[0]).astype(out.dtype)
+    np.add.at(out, index, v)
+    return out
+
+
+def rt_concatenate(values, axis, in_shapes):
+    values = [np.asarray(v) for v in values]
+    lead = np.broadcast_shapes(*[rt_lead(v, len(c)) for v, c in zip(values, in_shapes)])
+    return np.concatenate([rt_broadcast_lead(v, lead, len(c)) for v, c in zip(values, in_shapes)],
+                          axis=axis)
+
+
+def rt_cumsum(x, axis, reverse):
+    if reverse:
+        return np.flip(np.cumsum(np.flip(x, axis), axis=axis), axis)
+    return np.cumsum(x, axis=axis)
+
+
+def rt_pack(values, shape, positions, has_base):
+    values = [np.asarray(v) for v in values]
+    base = values[0] if has_base else None
+    elements = values[1:] if has_base else values
+    count = 1
+    for extent in shape:
+        count *= extent
+    leads = [e.shape for e in elements]
+    if base is not None:
+        leads.append(rt_lead(base, len(shape)))
+    lead = tuple(np.broadcast_shapes(*leads))
+    dtype = np.result_type(*[v.dtype for v in values], np.float32)
+    if base is None:
+        out = np.empty(lead + (count,), dtype=dtype)
+    else:
+        flat_base = base.reshape(tuple(rt_lead(base, len(shape))) + (count,))
+        out = np.array(np.broadcast_to(flat_base, lead + (count,)), dtype=dtype)
+    for position, element in zip(positions, elements):
+        out[..., position] = element
+    return out.reshape(lead + tuple(shape))
+
+
+def rt_scatter(x, v, in_shape, index):
+    x, v = np.asarray(x), np.asarray(v)
+    part_ndim = rt_part_ndim(in_shape, index)
+    lead = tuple(np.broadcast_shapes(rt_lead(x, len(in_shape)), v.shape[: max(0, v.ndim - part_ndim)]))
+    out = np.array(rt_broadcast_lead(x, lead, len(in_shape)), dtype=np.result_type(x, v, np.float32))
+    out[rt_index(index)] = v
+    return out
+
+
+# -- end runtime --
+
+
+def runtime_source() -> str:
+    """The runtime functions' source text, for generated modules."""
+    import inspect
+    import sys
+
+    text = inspect.getsource(sys.modules[__name__])
+    start = text.index("# -- begin runtime")
+    return text[start:text.index("# -- end runtime")]

@@ -1,0 +1,511 @@
+"""The array compiler: a graph of whole-array nodes -> one Python module of whole-array code.
+
+A graph with array nodes (:mod:`symad.array_primitives`) is a short list of
+operations on large arrays, the shape JAX's jaxprs have: evaluating it is a
+matter of calling the right NumPy routine once per node, not of vectorising
+many scalar nodes (what :mod:`symad.compile.program` does for scalar graphs).
+Each node becomes one line of a generated module:
+
+* **elementwise nodes** fuse: a node used once, by another elementwise node,
+  is written into its consumer's expression, so a chain such as
+  ``sin(x) * exp(-x**2)`` is one numexpr call on whole arrays (numexpr
+  broadcasts, works in cache-sized blocks and uses every thread); with the
+  ``"numpy"`` backend each is a NumPy call;
+* **contractions** (``einsum``) are one batched matrix product (``np.matmul``,
+  BLAS), whatever the indices;
+* **structural operations** are NumPy views or copies (``reshape``,
+  ``transpose``, slices, ``take``...).
+
+Values carry the batch of points in front: an input arrives as ``(points,) +
+its core shape`` (or ``(1,) + core`` when it is the same at every point) and a
+constant has no batch dimension; a scalar meeting an array in an elementwise
+operation is viewed with size-1 axes (``v[:, None]``) so that NumPy's
+right-aligned broadcasting lines the cores up. The array primitives take any
+leading dimensions (their parameters describe the trailing core), so the
+same implementation serves one point or a million.
+
+The module is standalone: the runtime functions of
+:mod:`symad.array_runtime` are copied into it, constants are
+literals (large ones are bound through ``EXTERNALS``, listed at the top).
+User text appears only in comments.
+
+>>> import symad as sd, numpy as np
+>>> F = sd.trace(lambda x: np.sum(np.sin(x) * np.exp(-x ** 2)), np.zeros(4))
+>>> "ne.evaluate" in F.source("numexpr"), "np.sum" in F.source("numpy") or "rt_reduce_sum" in F.source("numpy")
+(True, True)
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from symad.array_runtime import runtime_source
+from symad.compile import threads
+from symad.compile.program import Constant, Instruction, safe_comment
+from symad.compile.source import literal, numpy_spelling
+from symad.errors import CompileError
+from symad.graph import Node
+
+__all__ = ["generate_array_module", "make_array_evaluator", "ArrayEvaluator", "array_program_leaves"]
+
+#: The most leaves one fused numexpr expression reads (numexpr takes at most 32 operands).
+MAX_FUSED_LEAVES = 24
+#: Constant arrays up to this many elements are written into the module as literals.
+MAX_LITERAL_ELEMENTS = 256
+#: The batch is evaluated in blocks whose live values stay near this many bytes.
+WORKING_SET_BYTES = 256 << 20
+
+
+class ArrayModule:
+    """The generated source of an array program's evaluator and what it needs bound."""
+
+    def __init__(self, source: str, externals: list, backend: str, dtype, note: str,
+                 output_is_boolean: tuple, bytes_per_point: int):
+        self.source = source
+        self.externals = externals
+        self.backend = backend
+        self.dtype = np.dtype(dtype)
+        self.note = note
+        self.output_is_boolean = output_is_boolean
+        self.bytes_per_point = bytes_per_point
+
+
+def _numexpr_usable() -> bool:
+    try:
+        import numexpr  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class _Lowering:
+    """One pass over the graph, writing a line per node (or per fused group of nodes)."""
+
+    def __init__(self, graph, backend: str, dtype, name: str):
+        from symad.graph import ArrayInput
+
+        self.graph = graph
+        self.backend = backend
+        self.dtype = np.dtype(dtype)
+        self.name = name
+        self.lines: list[str] = []
+        self.prelude: list[str] = []
+        self.externals: list = []
+        self.external_notes: list[str] = []
+        self.text: dict = {}  # atom -> its name in the module
+        self.has_lead: dict = {}  # atom -> True if it varies over the batch of points
+        self.core_ndim: dict = {}
+        self.element_counter = 0
+        for position, atom in enumerate(graph.inputs):
+            self.text[atom] = f"i{position}"
+            self.has_lead[atom] = True
+            self.core_ndim[atom] = len(atom.shape) if atom.__class__ is ArrayInput else 0
+        self.element_parent = {}
+        for atom in graph.inputs:
+            if atom.__class__ is ArrayInput:
+                for symbol in atom.made_elements():
+                    self.element_parent[symbol] = (atom, atom.element_index(symbol))
+        uses: dict = {}
+        for node in graph.nodes:
+            for operand in node.args:
+                if operand.is_Symbol:
+                    uses[operand] = uses.get(operand, 0) + 1
+        for atom in graph.outputs:
+            if atom.is_Symbol:
+                uses[atom] = uses.get(atom, 0) + 2  # an output is stored: never inlined
+        self.uses = uses
+        self.inlined: dict = {}  # node -> its numexpr expression tree, not yet written
+
+    # -- operands -------------------------------------------------------------------
+
+    def operand(self, atom) -> str:
+        """The module's name for ``atom`` (written out first if it is an element or a leftover)."""
+        if not atom.is_Symbol:
+            return literal(_constant_value(atom))
+        name = self.text.get(atom)
+        if name is not None:
+            return name
+        parent = self.element_parent.get(atom)
+        if parent is not None:
+            array_input, index = parent
+            name = f"e{self.element_counter}"
+            self.element_counter += 1
+            self.lines.append(f"    {name} = {self.text[array_input]}[:, {', '.join(map(str, index))}]")
+            self.text[atom] = name
+            self.has_lead[atom] = True
+            self.core_ndim[atom] = 0
+            return name
+        if atom in self.inlined:  # a fused value needed on its own after all
+            return self.write_inlined(atom)
+        raise CompileError(f"{self.name}: the graph reads {atom}, which is neither an input nor a "
+                           "node before it (a value of an enclosing trace?)")
+
+    def lead_of(self, atom) -> bool:
+        """True if ``atom`` varies over the batch of points."""
+        if not atom.is_Symbol:
+            return False
+        if atom not in self.has_lead:
+            self.operand(atom)  # an element symbol gets its entry when first named
+        return self.has_lead.get(atom, False)
+
+    def aligned(self, atom, rank: int) -> str:
+        """``atom`` viewed so its core lines up with a result of core rank ``rank``."""
+        text = self.operand(atom)
+        if not atom.is_Symbol or not self.has_lead.get(atom, False):
+            return text
+        missing = rank - self.core_ndim[atom]
+        if missing <= 0:
+            return text
+        return f"{text}[:, {', '.join(['None'] * missing)}]"
+
+    # -- nodes --------------------------------------------------------------------------
+
+    def node(self, node) -> None:
+        primitive = node.primitive
+        if primitive.elementwise:
+            self.elementwise(node)
+        else:
+            self.array_node(node)
+
+    def _fusible(self, node) -> bool:
+        if self.backend != "numexpr" or not node.primitive.elementwise:
+            return False
+        return _numexpr_form(node) is not None
+
+    def elementwise(self, node) -> None:
+        lead = any(self.lead_of(a) for a in node.args)
+        self.has_lead[node] = lead
+        self.core_ndim[node] = len(node.shape)
+        if self._fusible(node):
+            tree = ("op", node, [self._leaf_or_tree(a) for a in node.args])
+            leaves = _tree_leaves(tree)
+            if self.uses.get(node, 0) == 1 and len(leaves) <= MAX_FUSED_LEAVES:
+                self.inlined[node] = tree  # written into its consumer's expression
+                return
+            self.write_tree(node, tree)
+            return
+        rank = len(node.shape)
+        args = [self.aligned(a, rank) for a in node.args]
+        spelling = numpy_spelling(_instruction(node))
+        if spelling is None:
+            index = self._external(node.primitive.numpy_impl, f"the numeric implementation of "
+                                   f"{safe_comment(node.primitive.name)!r}")
+            call = f"EXTERNALS[{index}]({', '.join(args)})"
+        else:
+            call = spelling(args)
+        self.assign(node, call)
+
+    def _leaf_or_tree(self, atom):
+        if atom.is_Symbol and atom in self.inlined:
+            return self.inlined.pop(atom)
+        return ("leaf", atom)
+
+    def write_tree(self, node, tree) -> str:
+        """One ``ne.evaluate`` call for a fused expression tree rooted at ``node``."""
+        rank = len(node.shape)
+        names: dict = {}
+        local = []
+
+        def render(part) -> str:
+            if part[0] == "leaf":
+                atom = part[1]
+                if not atom.is_Symbol:
+                    return literal(_constant_value(atom))
+                if atom not in names:
+                    names[atom] = f"a{len(names)}"
+                    local.append(f"{names[atom]}={self.aligned(atom, rank)}")
+                return names[atom]
+            _, inner, parts = part
+            return _numexpr_form(inner)([render(p) for p in parts])
+
+        expression = render(tree)
+        if not local:  # a constant expression (unusual): NumPy evaluates it
+            call = f"np.asarray(ne.evaluate({expression!r}))"
+        else:
+            call = f"ne.evaluate({expression!r}, local_dict=dict({', '.join(local)}))"
+        return self.assign(node, call)
+
+    def write_inlined(self, node) -> str:
+        return self.write_tree(node, self.inlined.pop(node))
+
+    def assign(self, node, call: str) -> str:
+        name = f"v{len(self.text)}"
+        self.lines.append(f"    {name} = {call}")
+        self.text[node] = name
+        return name
+
+    def array_node(self, node) -> None:
+        from symad import array_primitives as A
+
+        primitive = node.primitive
+        params = dict(node.params)
+        self.core_ndim[node] = len(node.shape)
+        if primitive is A.constant_p:
+            self.has_lead[node] = False
+            self.text[node] = self.constant_array(params["value"].array)
+            return
+        args = [self.operand(a) for a in node.args]
+        self.has_lead[node] = any(self.lead_of(a) for a in node.args)
+        name = primitive.name
+        if primitive is A.reduce_sum_p:
+            call = f"np.sum({args[0]}, axis={params['axes']!r})"
+        elif primitive is A.amax_p:
+            call = f"np.max({args[0]}, axis={params['axes']!r})"
+        elif primitive is A.amin_p:
+            call = f"np.min({args[0]}, axis={params['axes']!r})"
+        elif primitive is A.reduce_logsumexp_p:
+            call = f"rt_logsumexp({args[0]}, {params['axes']!r})"
+        elif primitive is A.einsum_p:
+            call = f"rt_einsum({args[0]}, {args[1]}, {params['subscripts']!r})"
+        elif primitive is A.reshape_p:
+            call = f"rt_reshape({args[0]}, {params['in_shape']!r}, {params['shape']!r})"
+        elif primitive is A.transpose_p:
+            call = f"rt_transpose({args[0]}, {params['perm']!r})"
+        elif primitive is A.broadcast_p:
+            call = f"rt_broadcast({args[0]}, {params['in_shape']!r}, {params['shape']!r})"
+        elif primitive is A.slice_p:
+            call = f"{args[0]}[{_index_source(params['index'])}]"
+        elif primitive is A.unslice_p:
+            call = f"rt_unslice({args[0]}, {params['in_shape']!r}, {params['index']!r})"
+        elif primitive in (A.take_p, A.take_add_p):
+            indices = self.constant_array(params["indices"].array, integer=True)
+            call = f"rt_{name}({args[0]}, {params['in_shape']!r}, {indices}, {params['axis']!r})"
+        elif primitive is A.concatenate_p:
+            call = f"rt_concatenate([{', '.join(args)}], {params['axis']!r}, {params['in_shapes']!r})"
+        elif primitive is A.cumsum_p:
+            call = f"rt_cumsum({args[0]}, {params['axis']!r}, {params['reverse']!r})"
+        elif primitive is A.pack_p:
+            # Scalars with a batch are (points,); without one they are numbers.
+            call = (f"rt_pack([{', '.join(args)}], {params['shape']!r}, {params['positions']!r}, "
+                    f"{params['has_base']!r})")
+        elif primitive is A.scatter_p:
+            call = f"rt_scatter({args[0]}, {args[1]}, {params['in_shape']!r}, {params['index']!r})"
+        else:
+            index = self._external(primitive.numpy_impl, f"the numeric implementation of "
+                                   f"{safe_comment(name)!r}")
+            keywords = ", ".join(f"{k}={v!r}" for k, v in params.items())
+            call = f"EXTERNALS[{index}]({', '.join(args)}{', ' if keywords else ''}{keywords})"
+        self.assign(node, call)
+
+    def constant_array(self, array: np.ndarray, integer: bool = False) -> str:
+        """A module-level name for a constant array: a literal if small, else an external."""
+        name = f"C{len(self.prelude)}"
+        dtype = "np.intp" if integer else "DTYPE"
+        base = array
+        if array.ndim and array.size and np.all(array == array.reshape(-1)[0]):
+            value = array.reshape(-1)[0]
+            self.prelude.append(f"{name} = np.full({array.shape!r}, {_number_literal(value, integer)}, "
+                                f"dtype={dtype})")
+        elif array.size <= MAX_LITERAL_ELEMENTS:
+            values = ", ".join(_number_literal(v, integer) for v in np.asarray(base).reshape(-1).tolist())
+            self.prelude.append(f"{name} = np.array([{values}], dtype={dtype}).reshape({array.shape!r})")
+        else:
+            index = self._external(
+                np.ascontiguousarray(array, dtype=np.intp if integer else self.dtype),
+                f"a constant array of shape {array.shape}")
+            self.prelude.append(f"{name} = EXTERNALS[{index}]  # bound when the module is loaded")
+        return name
+
+    def _external(self, value, note: str) -> int:
+        self.externals.append(value)
+        self.external_notes.append(note)
+        return len(self.externals) - 1
+
+    # -- the whole module ---------------------------------------------------------------
+
+    def module(self) -> ArrayModule:
+        for node in self.graph.nodes:
+            self.node(node)
+        outputs = []
+        for atom in self.graph.outputs:
+            if atom.is_Symbol and atom in self.inlined:
+                self.write_inlined(atom)
+            outputs.append(self.operand(atom) if atom.is_Symbol else
+                           f"np.asarray({literal(_constant_value(atom))})")
+        boolean = tuple(bool(atom.__class__ is Node and atom.primitive.returns_boolean)
+                        or _is_boolean_constant(atom) for atom in self.graph.outputs)
+        header = [
+            f"# Generated by symad: the {self.backend} evaluator of array program "
+            f"{safe_comment(self.name)} ({self.dtype.name}).",
+            "# Standalone: it needs NumPy, SciPy" + (" and numexpr" if self.backend == "numexpr" else "")
+            + ", not symad. run(*inputs): each input as (points,) + its core shape (or (1,) + core",
+            "# when the same at every point), in the order of the graph's inputs.",
+            "import numpy as np",
+            "import scipy.special",
+            "from scipy import special",
+        ]
+        if self.backend == "numexpr":
+            header.append("import numexpr as ne")
+        header.append(f"DTYPE = np.{self.dtype.name}")
+        header.append(f"EXTERNALS = [None] * {len(self.externals)}")
+        for index, note in enumerate(self.external_notes):
+            header.append(f"# EXTERNALS[{index}]: {note}")
+        header.append(f"OUTPUT_IS_BOOLEAN = {boolean!r}")
+        header.append("")
+        header.append(runtime_source())
+        inputs = ", ".join(f"i{k}" for k in range(len(self.graph.inputs)))
+        body = [f"def run({inputs}):"]
+        body.extend(f"    {line}" for line in self.prelude)
+        body.extend(self.lines)
+        body.append(f"    return ({', '.join(outputs)}{',' if len(outputs) == 1 else ''})")
+        source = "\n".join(header + [""] + body) + "\n"
+        per_point = sum(max(1, math.prod(node.shape)) for node in self.graph.nodes) * self.dtype.itemsize
+        return ArrayModule(source, self.externals, self.backend, self.dtype, "", boolean, per_point)
+
+
+def _is_boolean_constant(atom) -> bool:
+    import sympy
+
+    return isinstance(atom, sympy.logic.boolalg.BooleanAtom)
+
+
+def _constant_value(atom):
+    from symad.atoms import constant_value
+
+    return constant_value(atom)
+
+
+def _number_literal(value, integer: bool) -> str:
+    return repr(int(value)) if integer else literal(value)
+
+
+def _index_source(index: tuple) -> str:
+    parts = ["..."]
+    for item in index:
+        if item[0] == "i":
+            parts.append(str(item[1]))
+        elif item[0] == "s":
+            parts.append(f"{item[1]}:{item[2]}:{item[3]}")
+        else:
+            parts.append("None")
+    return ", ".join(parts)
+
+
+def _instruction(node) -> Instruction:
+    """The scalar compiler's view of an elementwise node, for its spelling tables."""
+    operands = tuple(Constant(_constant_value(a)) if not a.is_Symbol else position
+                     for position, a in enumerate(node.args))
+    return Instruction(0, node.primitive, operands, node.params, node.primitive.returns_boolean)
+
+
+def _numexpr_form(node):
+    from symad.compile.numexpr_backend import numexpr_form
+
+    return numexpr_form(_instruction(node))
+
+
+def _tree_leaves(tree) -> set:
+    if tree[0] == "leaf":
+        return {tree[1]} if tree[1].is_Symbol else set()
+    return set().union(*[_tree_leaves(part) for part in tree[2]]) if tree[2] else set()
+
+
+def generate_array_module(graph, backend: str, dtype="float64", name: str = "function") -> ArrayModule:
+    """Lower an array program to the source of its evaluator (not yet loaded)."""
+    note = ""
+    if backend == "numba":
+        # numba compiles loops over scalars; an array program is already whole-array
+        # calls, which numexpr and BLAS run on every thread.
+        note = ("numba compiles scalar graphs; this array program runs whole-array operations "
+                "with numexpr and NumPy (BLAS) instead")
+        backend = "numexpr"
+    if backend == "numexpr" and not _numexpr_usable():
+        backend = "numpy"
+    if backend not in ("numexpr", "numpy"):
+        raise CompileError(f"unknown backend {backend!r} for an array program")
+    module = _Lowering(graph, backend, dtype, name).module()
+    module.note = note
+    return module
+
+
+class ArrayEvaluator:
+    """A loaded array-program evaluator: ``evaluate_arrays(values, points)``."""
+
+    def __init__(self, module: ArrayModule, namespace: dict):
+        self.module = module
+        self.backend = module.backend
+        self.dtype = module.dtype
+        self.source = module.source
+        self.note = module.note
+        self.cached_at = None
+        self.block_size = None
+        self.output_is_boolean = module.output_is_boolean
+        self.run = namespace["run"]
+
+    def evaluate_arrays(self, values: list, points: int, *, num_threads: int | None = None,
+                        block_size: int | None = None) -> list:
+        """Every output as ``(points or 1,) + shape``, from inputs ``(points or 1,) + core``.
+
+        The batch is cut into blocks so the values live at once stay near
+        :data:`WORKING_SET_BYTES`; one point (the usual case of an array
+        program) is one block.
+        """
+        if block_size is None:
+            block_size = max(1, WORKING_SET_BYTES // max(1, self.module.bytes_per_point))
+        block_size = max(1, min(int(block_size), points))
+        with threads.numexpr_threads(num_threads, points * max(1, self.module.bytes_per_point // 8)), \
+                np.errstate(all="ignore"):
+            if block_size >= points:
+                return [self._typed(v, boolean) for v, boolean
+                        in zip(self.run(*values), self.output_is_boolean)]
+            pieces = []
+            for start in range(0, points, block_size):
+                stop = min(start + block_size, points)
+                pieces.append(self.run(*[v if v.shape[0] == 1 else v[start:stop] for v in values]))
+        outputs = []
+        for position in range(len(pieces[0])):
+            parts = [np.asarray(piece[position]) for piece in pieces]
+            if all(part.ndim and part.shape[0] == stop - start
+                   for part, (start, stop) in zip(parts, _blocks(points, block_size))):
+                outputs.append(np.concatenate(parts, axis=0))
+            else:
+                outputs.append(parts[0])  # the same at every point
+        return [self._typed(v, boolean) for v, boolean in zip(outputs, self.output_is_boolean)]
+
+    def _typed(self, value, boolean: bool) -> np.ndarray:
+        """An output in the evaluator's dtype (a float64 literal must not widen float32)."""
+        value = np.asarray(value)
+        if boolean or value.dtype == self.dtype:
+            return value
+        return value.astype(self.dtype)
+
+    def __repr__(self) -> str:
+        return f"<symad array evaluator: {self.backend}, {self.dtype.name}>"
+
+
+def _blocks(points: int, block_size: int):
+    return [(start, min(start + block_size, points)) for start in range(0, points, block_size)]
+
+
+def array_program_leaves(evaluator, values: list, count: int, out_shapes, out_whole,
+                         options: dict) -> list[np.ndarray]:
+    """Run an array program's evaluator on ``values`` (each ``(count or 1,) + core``); each
+    output leaf as ``(count,) + its shape`` (an element-built leaf stacked from its scalars)."""
+    outputs = evaluator.evaluate_arrays(values, count, **options)
+    leaves, start = [], 0
+    for shape, whole in zip(out_shapes, out_whole):
+        if whole or not shape:
+            value = outputs[start]
+            start += 1
+        else:
+            size = math.prod(shape)
+            value = (np.stack([np.broadcast_to(v, (count,)) for v in outputs[start:start + size]],
+                              axis=-1) if size else np.zeros((count, 0), evaluator.dtype))
+            start += size
+        leaves.append(np.broadcast_to(value, (count,) + tuple(shape)))
+    return leaves
+
+
+def make_array_evaluator(graph, backend: str, dtype="float64", name: str = "function") -> ArrayEvaluator:
+    """Generate, load and wrap the evaluator of an array program."""
+    from symad.compile import _check_backend
+
+    _check_backend(backend)
+    module = generate_array_module(graph, backend, dtype, name)
+    namespace = {"__name__": f"symad_generated_array_{module.backend}"}
+    code = compile(module.source, f"<symad array {module.backend} evaluator>", "exec")
+    exec(code, namespace)  # noqa: S102 - our own generated text; user text only in comments
+    namespace["EXTERNALS"][:] = module.externals
+    return ArrayEvaluator(module, namespace)

@@ -1,0 +1,238 @@
+"""Reverse mode of the array primitives: one rule per primitive, registered onto it.
+
+A linear primitive's reverse mode is its transpose, as in JAX's
+``ad.deflinear``: the cotangent of a ``reshape`` is reshaped back, that of a
+``broadcast_to`` summed over the broadcast axes, a ``slice`` puts its cotangent
+back into zeros (``unslice``) and ``unslice`` slices it out, ``take`` adds its
+cotangent at the indices (``take_add``, repeated indices add up) and
+``take_add`` takes, ``einsum`` contracts the cotangent with the other operand
+(``ij,jk->ik``: ``ik,jk->ij`` for the first), ``concatenate`` slices, ``cumsum``
+sums from the other end. Each pair of rules maps onto the other, so second and
+higher derivatives stay within the same small set of primitives.
+
+The non-linear reductions have rules of the same shape: ``amax``/``amin``
+share the cotangent equally among the elements equal to the extremum (JAX's
+convention at ties) and ``logsumexp`` weighs it by the softmax ``exp(x - out)``.
+
+Every rule is ``rule(builder, cotangent, node, index, lead)``: the cotangent
+of operand ``index`` of ``node``, given the node's cotangent (its full shape,
+behind ``lead`` leading dimensions of seeds), recorded with the helpers of
+:mod:`symad.array_primitives` so the result is a graph again. ``None`` means a
+structural zero (a constant operand).
+
+>>> from symad import array_primitives as A
+>>> A.reshape_p.transpose is not None and A.einsum_p.transpose is not None
+True
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import sympy
+
+from symad import array_primitives as A
+from symad import primitives as P
+from symad.graph import atom_shape
+
+__all__ = ["TRANSPOSES", "unbroadcast", "array_weights", "broadcast_full"]
+
+
+def _params(node) -> dict:
+    return dict(node.params)
+
+
+def unbroadcast(builder, value, shape: tuple, lead: int = 0):
+    """``value`` summed over the axes where broadcasting against ``shape`` repeated it.
+
+    The reverse of NumPy's broadcasting: the cotangent of an operand of shape
+    ``shape`` that was broadcast in an elementwise operation. The result
+    broadcasts to ``shape`` (axes where ``value`` has size 1, or that it lacks,
+    are left as they are: it is constant along them).
+    """
+    core = atom_shape(value)[lead:]
+    shape = tuple(shape)
+    rank = max(len(core), len(shape))
+    padded_value = (1,) * (rank - len(core)) + core
+    padded_shape = (1,) * (rank - len(shape)) + shape
+    summed = tuple(axis - rank for axis in range(rank)
+                   if padded_value[axis] != 1 and padded_shape[axis] == 1)
+    if not summed:
+        return value
+    value = A.record_reduction(builder, A.reduce_sum_p, value,
+                               tuple(a for a in summed if a >= -len(core)))
+    kept = tuple(1 if axis - rank in summed else size for axis, size in enumerate(padded_value))
+    kept = kept[rank - len(shape):] if len(shape) < rank else kept
+    if atom_shape(value)[lead:] != kept:
+        value = A.record_reshape(builder, value, kept, lead)
+    return value
+
+
+def _keepdims(builder, value, in_core: tuple, axes: tuple, lead: int):
+    """A reduction's cotangent reshaped with size-1 axes where the reduction removed them."""
+    kept = tuple(1 if axis - len(in_core) in axes else size for axis, size in enumerate(in_core))
+    return A.record_reshape(builder, value, kept, lead)
+
+
+def broadcast_full(builder, value, shape: tuple, lead: int):
+    """``value`` (its core broadcastable to ``shape``) materialised to ``shape``."""
+    core = atom_shape(value)[lead:]
+    if core == shape:
+        return value
+    if not value.is_Symbol:  # a constant seed: a constant array
+        return builder.broadcast(value, shape)
+    if lead:
+        value = A.record_reshape(builder, value, (1,) * (len(shape) - len(core)) + core, lead)
+    return A.record_broadcast(builder, value, shape, lead)
+
+
+# -- the rules -----------------------------------------------------------------------
+
+
+def _reduce_sum(builder, ct, node, index, lead):
+    in_core = atom_shape(node.args[0])
+    if lead == 0:
+        if not node.shape:  # a total: the operand's cotangent is ct itself, broadcast
+            return ct
+        # Size-1 axes where the sum removed them: the cotangent broadcasts from there.
+        return _keepdims(builder, ct, in_core, _params(node)["axes"], lead)
+    return broadcast_full(builder, _keepdims(builder, ct, in_core, _params(node)["axes"], lead),
+                           in_core, lead)
+
+
+def array_weights(builder, node):
+    """The partial derivative of a non-linear reduction w.r.t. each element of its operand.
+
+    ``amax``/``amin``: the elements equal to the extremum share the derivative
+    equally (JAX's convention at ties); ``reduce_logsumexp``: the softmax
+    ``exp(x - out)``, never ``exp(x) / sum``, which overflows. Reverse mode
+    multiplies the spread cotangent by these weights, forward mode sums the
+    weighted tangent.
+    """
+    x = node.args[0]
+    in_core = atom_shape(x)
+    axes = _params(node)["axes"]
+    out = _keepdims(builder, node, in_core, axes, 0)
+    if node.primitive is A.reduce_logsumexp_p:
+        return builder.record(P.exp_p, (builder.record(P.sub_p, (x, out)),))
+    indicator = builder.record(P.select_p, (builder.record(P.equal_p, (x, out)),
+                                            sympy.Integer(1), sympy.Integer(0)))
+    count = _keepdims(builder, A.record_reduction(builder, A.reduce_sum_p, indicator, axes),
+                      in_core, axes, 0)
+    return builder.record(P.div_p, (indicator, count))
+
+
+def _weighted_reduction(builder, ct, node, index, lead):
+    spread = _keepdims(builder, ct, atom_shape(node.args[0]), _params(node)["axes"], lead)
+    return builder.record(P.mul_p, (spread, array_weights(builder, node)))
+
+
+def _einsum(builder, ct, node, index, lead):
+    (sa, sb), sc = A.parse_subscripts(_params(node)["subscripts"])
+    a, b = node.args
+    if index == 0:
+        return A.record_einsum(builder, f"{sc},{sb}->{sa}", ct, b)
+    return A.record_einsum(builder, f"{sa},{sc}->{sb}", a, ct)
+
+
+def _reshape(builder, ct, node, index, lead):
+    return A.record_reshape(builder, ct, _params(node)["in_shape"], lead)
+
+
+def _transpose(builder, ct, node, index, lead):
+    perm = _params(node)["perm"]
+    inverse = tuple(int(i) for i in np.argsort(perm))
+    return A.record_transpose(builder, ct, inverse)
+
+
+def _broadcast(builder, ct, node, index, lead):
+    params = _params(node)
+    in_shape, shape = params["in_shape"], params["shape"]
+    extra = len(shape) - len(in_shape)
+    axes = [axis for axis in range(extra)]
+    axes += [extra + axis for axis, size in enumerate(in_shape) if size == 1 and shape[extra + axis] != 1]
+    summed = A.record_reduction(builder, A.reduce_sum_p, ct, tuple(a - len(shape) for a in axes))
+    return A.record_reshape(builder, summed, in_shape, lead)
+
+
+def _slice(builder, ct, node, index, lead):
+    params = _params(node)
+    return A.record_unslice(builder, ct, params["in_shape"], params["index"])
+
+
+def _unslice(builder, ct, node, index, lead):
+    params = _params(node)
+    return A.record_slice(builder, ct, params["index"], lead)
+
+
+def _take(builder, ct, node, index, lead):
+    params = _params(node)
+    return A.record_take_add(builder, ct, params["in_shape"], params["indices"], params["axis"])
+
+
+def _take_add(builder, ct, node, index, lead):
+    params = _params(node)
+    return A.record_take(builder, ct, params["indices"].array, params["axis"], lead)
+
+
+def _concatenate(builder, ct, node, index, lead):
+    params = _params(node)
+    axis, in_shapes = params["axis"], params["in_shapes"]
+    ndim = len(in_shapes[0])
+    start = sum(shape[axis] for shape in in_shapes[:index])
+    stop = start + in_shapes[index][axis]
+    items = tuple(("s", start, stop, 1) if i == ndim + axis else ("s", 0, size, 1)
+                  for i, size in enumerate(in_shapes[index]))
+    return A.record_slice(builder, ct, items, lead)
+
+
+def _cumsum(builder, ct, node, index, lead):
+    params = _params(node)
+    return A.record_cumsum(builder, ct, params["axis"], not params["reverse"])
+
+
+def _pack(builder, ct, node, index, lead):
+    params = _params(node)
+    if params["has_base"]:
+        if index == 0:
+            return None  # the constant base
+        index -= 1
+    position = params["positions"][index]
+    element = np.unravel_index(position, params["shape"])
+    return A.record_slice(builder, ct, tuple(("i", int(i)) for i in element), lead)
+
+
+def _scatter(builder, ct, node, index, lead):
+    params = _params(node)
+    in_shape, item_index = params["in_shape"], params["index"]
+    if index == 0:  # x: the cotangent, with zeros where v replaced x
+        return builder.record(A.scatter_p, (ct, sympy.Integer(0)),
+                              (("in_shape", in_shape), ("index", item_index)))
+    taken = A.record_slice(builder, ct, item_index, lead)
+    return unbroadcast(builder, taken, atom_shape(node.args[1])[lead:] if lead else atom_shape(node.args[1]), lead)
+
+
+TRANSPOSES = {
+    A.reduce_sum_p: _reduce_sum,
+    A.amax_p: _weighted_reduction,
+    A.amin_p: _weighted_reduction,
+    A.reduce_logsumexp_p: _weighted_reduction,
+    A.einsum_p: _einsum,
+    A.reshape_p: _reshape,
+    A.transpose_p: _transpose,
+    A.broadcast_p: _broadcast,
+    A.slice_p: _slice,
+    A.unslice_p: _unslice,
+    A.take_p: _take,
+    A.take_add_p: _take_add,
+    A.concatenate_p: _concatenate,
+    A.cumsum_p: _cumsum,
+    A.pack_p: _pack,
+    A.scatter_p: _scatter,
+}
+
+for _primitive, _rule in TRANSPOSES.items():
+    _primitive.transpose = _rule
+
+#: Array primitives whose result is finite wherever their operands are (the reverse
+#: sweep's masks, symad.transforms.reverse, keep a mask applied across them).
+FINITE_ARRAY_PRIMITIVES = frozenset(p.name for p in TRANSPOSES)
