@@ -916,7 +916,17 @@ class _IndexUpdate:
         return updated
 
     def add(self, value) -> Tracer:
-        return self.set(self.get() + value)
+        """``value`` added at ``index``; a repeated index adds once per occurrence (as JAX)."""
+        tracer = self._tracer
+        if tracer.is_whole or _holds_whole_array(value):
+            return _numpy_namespace().add_at(tracer, self._index, value)
+        updated = tracer.copy()
+        positions = np.arange(updated.size).reshape(updated.shape)[self._index]
+        values = np.broadcast_to(as_atoms(value), np.shape(positions))
+        flat = updated.ravel()
+        for position, element in zip(np.ravel(positions).tolist(), values.reshape(-1)):
+            flat[position] = flat[position] + Tracer.of_atom(element)
+        return flat.reshape(updated.shape)
 
     def subtract(self, value) -> Tracer:
         return self.set(self.get() - value)

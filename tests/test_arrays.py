@@ -1,0 +1,292 @@
+"""Array programs: one node per whole-array operation, every transform at array level.
+
+Each array primitive is checked through the programs below against JAX's gradients
+(hard-coded: ``jax.grad`` of the same definitions with ``jax.numpy``, JAX 0.10.2 with
+x64 enabled, 2026-11-25) and against central differences; shapes cover broadcasting,
+0-d, size-1 and empty axes. Graph sizes do not depend on the data size, and random
+array programs agree with their per-element versions (``F.expand()``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import symad as sd
+import symad.numpy as snp
+
+onp = np  # the programs below are written against a NumPy-like namespace `np`
+
+
+A = onp.array([[0.3, -1.2, 0.7], [1.1, 0.4, -0.5]])        # (2, 3)
+V = onp.array([0.2, -0.7, 1.3])                              # (3,)
+S = onp.array(0.6)                                           # 0-d
+C = onp.array([[0.5], [-1.5]])                               # (2, 1)
+M = onp.array([[0.9, -0.3], [0.2, 0.8], [-0.6, 0.4]])       # (3, 2)
+
+def cases(np, logsumexp):
+    """The programs, written with the namespace ``np`` (NumPy here, jax.numpy for the references)."""
+    return {
+        "sum_axis0": (lambda a: np.sum(np.sin(a).sum(axis=0) ** 2), (A,)),
+        "mean_keepdims": (lambda a: np.sum(np.exp(a - np.mean(a, axis=1, keepdims=True))), (A,)),
+        "prod_axis1": (lambda a: np.sum(np.prod(a + 2.0, axis=1)), (A,)),
+        "max_axis1": (lambda a: np.sum(np.max(a, axis=1) * np.array([1.0, -2.0])), (A,)),
+        "min_all": (lambda a: np.min(a) ** 2, (A,)),
+        "logsumexp_axis0": (lambda a: np.sum(logsumexp(a, axis=0) * V), (A,)),
+        "norm": (lambda a: np.linalg.norm(a) * np.sum(a), (A,)),
+        "matmul": (lambda a, m: np.sum(np.tanh(a @ m)), (A, M)),
+        "matvec": (lambda a, v: np.sum((a @ v) ** 2), (A, V)),
+        "vecmat": (lambda v, m: np.sum(np.cos(v @ m)), (V, M)),
+        "dot_vectors": (lambda v: np.dot(v, v[::-1]), (V,)),
+        "einsum_trace": (lambda m, a: np.einsum("ij,ji->", m, a), (M, A)),
+        "einsum_outer": (lambda v: np.sum(np.einsum("i,j->ij", v, v) ** 2), (V,)),
+        "tensordot": (lambda a, m: np.sum(np.tensordot(a, m, axes=([1], [0])) ** 3), (A, M)),
+        "transpose": (lambda a: np.sum(a.T * M), (A,)),
+        "reshape": (lambda a: np.sum(a.reshape(3, 2) * M), (A,)),
+        "broadcast_to": (lambda v: np.sum(np.broadcast_to(v, (4, 3)) ** 2 * np.arange(12.0).reshape(4, 3)), (V,)),
+        "broadcast_column": (lambda c, a: np.sum(np.sin(c * a)), (C, A)),
+        "broadcast_scalar": (lambda s, a: np.sum(np.exp(s * a)), (S, A)),
+        "slice_steps": (lambda a: np.sum(a[:, ::2] ** 2) + np.sum(a[::-1, 1:] * 3.0), (A,)),
+        "integer_index": (lambda v: np.sum(v[np.array([2, 0, 2])] ** 3), (V,)),
+        "rows_and_labels": (lambda a: np.sum(np.log(np.exp(a)[np.arange(2), np.array([2, 0])])), (A,)),
+        "concatenate": (lambda a, v: np.sum(np.concatenate([a, v[None, :]], axis=0) ** 2 * np.arange(9.0).reshape(3, 3)), (A, V)),
+        "stack": (lambda v: np.sum(np.stack([v, v ** 2], axis=1) * np.arange(6.0).reshape(3, 2)), (V,)),
+        "pad_constant": (lambda v: np.sum(np.pad(v, 1) * np.arange(5.0)), (V,)),
+        "pad_edge": (lambda a: np.sum(np.pad(a, 1, mode="edge") ** 2), (A,)),
+        "roll": (lambda v: np.sum(np.roll(v, 1) * np.arange(3.0)), (V,)),
+        "cumsum": (lambda a: np.sum(np.cumsum(a, axis=1) ** 2), (A,)),
+        "diff": (lambda v: np.sum(np.diff(v) ** 2), (V,)),
+        "flip": (lambda a: np.sum(np.flip(a, axis=1) * A), (A,)),
+        "where": (lambda a: np.sum(np.where(a > 0, a ** 2, np.sin(a))), (A,)),
+        "maximum": (lambda a: np.sum(np.maximum(a, 0.1 * a)), (A,)),
+        "clip": (lambda a: np.sum(np.clip(a, -0.5, 0.8) ** 2), (A,)),
+        "var": (lambda a: np.var(a, axis=0).sum(), (A,)),
+    }
+
+
+#: jax.grad of each program w.r.t. every argument (see the module docstring).
+JAX_GRADIENTS = {
+    'sum_axis0': [[[2.2674482942830183, -0.39324566840916847, 0.252079974816295], [1.0765900429085276, -0.9995736030415049, 0.289237431954391]]],
+    'mean_keepdims': [[[0.13709881448447048, -0.9838597806331908, 0.8467609661487203], [0.9338735741282835, -0.1497663384440575, -0.7841072356842256]]],
+    'prod_axis1': [[[2.16, 6.21, 1.8399999999999999], [3.5999999999999996, 4.65, 7.4399999999999995]]],
+    'max_axis1': [[[0.0, 0.0, 1.0], [-2.0, -0.0, -0.0]]],
+    'min_all': [[[-0.0, -2.4, -0.0], [-0.0, -0.0, -0.0]]],
+    'logsumexp_axis0': [[[0.06200510377447751, -0.11758713040625285, 0.9990822185487229], [0.1379948962255225, -0.582412869593747, 0.3009177814512771]]],
+    'norm': [[[2.0336725832405214, 1.4047016812073707, 2.2013981571160284], [2.3691237309915354, 2.0756039767093983, 1.6982214354895078]]],
+    'matmul': [[[0.6014377371910231, 0.6376041451511929, -0.2846620342304593], [-0.08203943401530198, 0.8113119002543729, 0.24612592960814905]], [[0.5093175065896541, 1.2273260406340465], [-0.9433498856566457, -0.3149127961854413], [0.4895140921496004, -0.07154483368908948]]],
+    'matvec': [[[0.724, -2.534, 4.7059999999999995], [-0.284, 0.9939999999999999, -1.8459999999999999]], [-0.4760000000000002, -4.911999999999999, 3.2439999999999998]],
+    'vecmat': [[0.5769090954712821, 0.21472431564309152, -0.36463938031815574], [[0.13485758232562903, 0.01996668332936562], [-0.4720015381397015, -0.06988339165277967], [0.8765742851165886, 0.12978344164087655]]],
+    'dot_vectors': [[2.6, -1.4, 0.4]],
+    'einsum_trace': [[[0.3, 1.1], [-1.2, 0.4], [0.7, -0.5]], [[0.9, 0.2, -0.6], [-0.3, 0.8, 0.4]]],
+    'einsum_outer': [[1.776, -6.215999999999999, 11.544]],
+    'tensordot': [[[-0.12294000000000009, 1.5142200000000001, 0.4377000000000001], [5.027940000000001, 1.23198, -3.325500000000001]], [[6.330660000000002, 0.6791399999999999], [1.7047200000000007, -2.08152], [-2.4959400000000005, 1.1789399999999999]]],
+    'transpose': [[[0.9, 0.2, -0.6], [-0.3, 0.8, 0.4]]],
+    'reshape': [[[0.9, -0.3, 0.2], [0.8, -0.6, 0.4]]],
+    'broadcast_to': [[7.200000000000001, -30.799999999999997, 67.6]],
+    'broadcast_column': [[[-0.0362105155176361], [-0.12274316616044664]], [[0.4943855389680211, 0.41266780745483916, 0.46968635642368944], [0.11868133321010113, -1.2380034223645173, -1.0975333033107313]]],
+    'broadcast_scalar': [3.1067977083475586, [[0.718330417873086, 0.292051353575983, 0.9131769333711803], [1.160875400641219, 0.7627494901928428, 0.4444909324090307]]],
+    'slice_steps': [[[0.6, 3.0, 4.4], [2.2, 3.0, 2.0]]],
+    'integer_index': [[0.12000000000000002, 0.0, 10.14]],
+    'rows_and_labels': [[[0.0, 0.0, 1.0], [0.9999999999999999, 0.0, 0.0]]],
+    'concatenate': [[[0.0, -2.4, 2.8], [6.6000000000000005, 3.2, -5.0]], [2.4000000000000004, -9.799999999999999, 20.8]],
+    'stack': [[0.4, -2.1999999999999993, 17.0]],
+    'pad_constant': [[1.0, 2.0, 3.0]],
+    'pad_edge': [[[2.4, -4.8, 5.6], [8.8, 1.6, -4.0]]],
+    'roll': [[1.0, 2.0, 0.0]],
+    'cumsum': [[[-1.5999999999999996, -2.1999999999999997, -0.3999999999999999], [7.2, 5.0, 2.0]]],
+    'diff': [[1.7999999999999998, -5.8, 4.0]],
+    'flip': [[[0.7, -1.2, 0.3], [-0.5, 0.4, 1.1]]],
+    'where': [[[0.6, 0.3623577544766736, 1.4], [2.2, 0.8, 0.8775825618903728]]],
+    'maximum': [[[1.0, 0.1, 1.0], [1.0, 1.0, 0.1]]],
+    'clip': [[[0.6, -0.0, 1.4], [0.0, 0.8, -0.5]]],
+    'var': [[[-0.4, -0.8, 0.6], [0.4, 0.8, -0.6]]],
+}
+
+
+CASES = cases(np, snp.logsumexp)
+
+
+def central_differences(f, args, position, h=1e-6):
+    x = np.array(args[position], dtype=float)
+    gradient = np.zeros_like(x)
+    for index in np.ndindex(x.shape):
+        up, down = x.copy(), x.copy()
+        up[index] += h
+        down[index] -= h
+        plus = list(args)
+        plus[position] = up
+        minus = list(args)
+        minus[position] = down
+        gradient[index] = (f(*plus) - f(*minus)) / (2 * h)
+    return gradient
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_gradient_of_every_array_primitive_matches_jax_and_central_differences(name):
+    f, args = CASES[name]
+    positions = tuple(range(len(args)))
+    gradients = sd.grad(f, argnums=positions)(*args)
+    for position, (gradient, expected) in enumerate(zip(gradients, JAX_GRADIENTS[name])):
+        assert gradient.shape == np.shape(args[position])
+        np.testing.assert_allclose(gradient, expected, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(gradient, central_differences(f, args, position), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(sd.trace(f, *args)(*args), f(*args), rtol=1e-14)
+
+
+@pytest.mark.parametrize("name", ["matmul", "logsumexp_axis0", "where", "cumsum", "slice_steps",
+                                  "rows_and_labels", "pad_edge", "prod_axis1"])
+def test_forward_mode_and_both_jacobians_agree_with_the_gradient(name):
+    f, args = CASES[name]
+    gradient = sd.grad(f)(*args)
+    direction = np.random.default_rng(5).normal(size=np.shape(args[0]))
+    _, tangent = sd.jvp(f, args, (direction,) + tuple(np.zeros_like(a) for a in args[1:]))
+    np.testing.assert_allclose(tangent, np.sum(gradient * direction), rtol=1e-12)
+    np.testing.assert_allclose(sd.jacfwd(f)(*args), gradient, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(sd.jacrev(f)(*args), gradient, rtol=1e-12, atol=1e-14)
+
+
+def test_jacobians_of_array_outputs_and_the_hessian():
+    f = lambda a, m: np.tanh(a @ m)  # noqa: E731
+    a, m = CASES["matmul"][1]
+    reverse, forward = sd.jacrev(f, argnums=1)(a, m), sd.jacfwd(f, argnums=1)(a, m)
+    assert reverse.shape == (2, 2, 3, 2)
+    h = 1e-6
+    for index in np.ndindex(m.shape):
+        up, down = m.copy(), m.copy()
+        up[index] += h
+        down[index] -= h
+        column = (f(a, up) - f(a, down)) / (2 * h)
+        np.testing.assert_allclose(reverse[(...,) + index], column, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(forward, reverse, rtol=1e-13, atol=1e-15)
+    energy = lambda v: np.sum(np.sin(v) * np.exp(-v ** 2)) + np.sum(v[1:] * v[:-1])  # noqa: E731
+    v = np.linspace(-1.0, 1.2, 5)
+    hessian = sd.hessian(energy)(v)
+    d2 = (-np.sin(v) * (1 + 2 * 1 - 4 * v ** 2) - 4 * v * np.cos(v)) * np.exp(-v ** 2)
+    expected = np.diag(d2) + np.diag(np.ones(4), 1) + np.diag(np.ones(4), -1)
+    # d2/dv2 sin(v) e^{-v^2} = (-sin v (1 + 2 - 4 v^2) - 4 v cos v) e^{-v^2}
+    np.testing.assert_allclose(hessian, expected, rtol=1e-12, atol=1e-14)
+
+
+def test_graph_sizes_do_not_depend_on_the_data_size():
+    energy = lambda x: np.sum(np.sin(x) * np.exp(-x ** 2))  # noqa: E731
+    sizes = {n: sd.grad(energy).trace(np.zeros(n)).stats()["nodes"] for n in (10, 1000, 10 ** 6)}
+    assert len(set(sizes.values())) == 1 and sizes[10] <= 11
+    x = np.linspace(-2.0, 2.0, 10 ** 6)
+    np.testing.assert_allclose(sd.grad(energy)(x), (np.cos(x) - 2 * x * np.sin(x)) * np.exp(-x ** 2),
+                               rtol=1e-12, atol=1e-15)
+    mlp_nodes = []
+    for width in (4, 64):
+        rng = np.random.default_rng(0)
+        data = rng.normal(size=(32, 7))
+
+        def loss(p, data=data):
+            return np.mean((np.tanh(data @ p["w"] + p["b"]) @ p["v"]) ** 2)
+
+        params = {"w": rng.normal(size=(7, width)), "b": np.zeros(width), "v": rng.normal(size=width)}
+        mlp_nodes.append(sd.grad(loss).trace(params).stats()["nodes"])
+    assert mlp_nodes[0] == mlp_nodes[1]
+
+
+def test_zero_dimensional_size_one_and_empty_axes():
+    s, one, empty = np.array(0.7), np.ones((1, 3)), np.zeros((0, 3))
+    assert float(sd.grad(lambda s: np.sum(s * np.arange(3.0)))(s)) == 3.0
+    np.testing.assert_allclose(sd.grad(lambda a: np.sum(np.sin(a) * np.ones((4, 3))))(one),
+                               4 * np.cos(one))
+    assert sd.grad(lambda e: np.sum(e ** 2))(empty).shape == (0, 3)
+    assert float(sd.trace(lambda e: np.sum(e, axis=0), empty)(empty).sum()) == 0.0
+    assert sd.trace(lambda e: np.sum(e, axis=0), empty)(empty).shape == (3,)
+    with pytest.raises(sd.TracingError, match="empty"):
+        sd.trace(lambda e: np.max(e, axis=0), empty)
+
+
+def test_element_level_code_and_whole_arrays_mix():
+    def f(x):
+        out = snp.zeros(3)          # filled element by element, then used whole
+        out[0] = x[0] * x[1]
+        out[2] = np.sin(x[2])
+        return np.sum(out * x) + x[1] ** 3
+
+    x = np.array([0.5, -1.0, 2.0])
+    expected = np.array([2 * x[0] * x[1], x[0] ** 2 + 3 * x[1] ** 2, np.sin(x[2]) + x[2] * np.cos(x[2])])
+    np.testing.assert_allclose(sd.grad(f)(x), expected, rtol=1e-14)
+    y = x.copy()
+
+    def g(x):
+        z = x.at[1].set(x[0] ** 2)  # a scatter on a whole array; x is unchanged
+        z = z.at[np.array([0, 0])].add(1.0)
+        return np.sum(z * x)
+
+    # z = [x0 + 2, x0**2, x2]: g = (x0 + 2) x0 + x0**2 x1 + x2**2
+    np.testing.assert_allclose(sd.grad(g)(y), [2 * y[0] + 2 + 2 * y[0] * y[1], y[0] ** 2, 2 * y[2]],
+                               rtol=1e-14)
+
+    def assign(x):
+        y = x.copy()
+        y[1:] = y[1:] * 3.0
+        return np.sum(y ** 2)
+
+    np.testing.assert_allclose(sd.grad(assign)(x), [2 * x[0], 18 * x[1], 18 * x[2]], rtol=1e-14)
+
+
+def test_vmap_inside_a_trace_records_the_function_once():
+    rng = np.random.default_rng(2)
+    points, w = rng.normal(size=(50, 3)), rng.normal(size=(3, 4))
+    f = lambda x, w: np.sum(np.tanh(x @ w) ** 2)  # noqa: E731
+
+    def loss(w):
+        return np.mean(sd.vmap(f, in_axes=(0, None))(points, w))
+
+    G = sd.grad(loss).trace(w)
+    expected = sum(sd.grad(f, argnums=1)(x, w) for x in points) / len(points)
+    np.testing.assert_allclose(G(w), expected, rtol=1e-12)
+    assert G.stats()["nodes"] < 20  # one copy of f's graph for 50 points
+
+
+def test_bad_shapes_and_subscripts_name_the_operation_and_the_fix():
+    with pytest.raises(sd.TracingError) as info:
+        sd.trace(lambda a, b: a + b, np.zeros((2, 3)), np.zeros(4))
+    assert "(2, 3)" in info.value.args[0] and "(4,)" in info.value.args[0] and "add" in info.value.args[0]
+    assert "<lambda>" in info.value.args[0]
+    with pytest.raises(sd.TracingError, match="do not align"):
+        sd.trace(lambda a, b: a @ b, np.zeros((2, 3)), np.zeros((2, 3)))
+    with pytest.raises(sd.TracingError, match="einsum"):
+        sd.trace(lambda a: snp.einsum("ij,j", a), np.zeros((2, 3)))
+    with pytest.raises(sd.TracingError, match="index 3 has sizes|sizes 3 and 2"):
+        sd.trace(lambda a, b: snp.einsum("ij,kj->ik", a, b), np.zeros((2, 3)), np.zeros((2, 2)))
+    with pytest.raises(sd.TracingError, match="out of bounds"):
+        sd.trace(lambda a: a[5], np.zeros(3))
+    with pytest.raises(sd.TracingError, match="index"):
+        sd.trace(lambda a: a[np.array([0, 7])], np.zeros(3))
+
+
+OPERATIONS = {
+    "sin": lambda a: np.sin(a),
+    "square": lambda a: a * a,
+    "sum0": lambda a: np.sum(a, axis=0, keepdims=True) * a,
+    "max1": lambda a: np.max(a, axis=1, keepdims=True) - a,
+    "transpose": lambda a: (a.T @ a)[: a.shape[0], : a.shape[1]] if a.shape[0] <= a.shape[1] else a,
+    "roll": lambda a: np.roll(a, 1, axis=1),
+    "flip": lambda a: a[::-1],
+    "cumsum": lambda a: np.cumsum(a, axis=0),
+    "where": lambda a: np.where(a > 0, a, 0.5 * a),
+    "exp_norm": lambda a: np.exp(a - snp.logsumexp(a, axis=1, keepdims=True)),
+}
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(sorted(OPERATIONS)), min_size=1, max_size=5),
+       st.integers(min_value=1, max_value=3), st.integers(min_value=1, max_value=3),
+       st.integers(min_value=0, max_value=2 ** 31))
+def test_random_array_programs_agree_with_their_per_element_versions(names, rows, columns, seed):
+    def program(a):
+        for name in names:
+            a = OPERATIONS[name](a)
+        return np.sum(a * np.arange(a.size).reshape(a.shape) / a.size)
+
+    a = np.random.default_rng(seed).normal(size=(rows, columns))
+    whole = sd.trace(program, a)
+    elements = whole.expand()
+    np.testing.assert_allclose(whole(a), elements(a), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(sd.grad(whole)(a), sd.grad(elements)(a), rtol=1e-10, atol=1e-12)
