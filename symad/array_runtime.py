@@ -139,6 +139,30 @@ def rt_unslice(v, in_shape, index):
     return out
 
 
+def rt_accumulate(base, parts, fresh=False):
+    """``base`` plus each unslice ``(v, in_shape, index, sign)`` of ``parts``: ``v`` added
+    (or, with sign -1, subtracted) into its region, in place where ``base`` is a fresh
+    array of the full (broadcast) shape -- the sum of a slice's cotangents, without the
+    arrays of zeros around each."""
+    base = np.asarray(base)
+    shapes = [base.shape]
+    for value, in_shape, index, _ in parts:
+        value = np.asarray(value)
+        shapes.append(tuple(rt_lead(value, rt_part_ndim(in_shape, index))) + tuple(in_shape))
+    full = tuple(np.broadcast_shapes(*shapes))
+    if fresh and base.shape == full and base.flags.writeable:
+        out = base
+    else:
+        out = np.empty(full, dtype=np.result_type(base.dtype, np.float32))
+        out[...] = base
+    for value, _, index, sign in parts:
+        if sign < 0:
+            out[rt_index(index)] -= value
+        else:
+            out[rt_index(index)] += value
+    return out
+
+
 def rt_take(x, in_shape, indices, axis):
     return np.take(x, indices, axis=axis)
 

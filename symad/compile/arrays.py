@@ -117,6 +117,10 @@ class _Lowering:
                 uses[atom] = uses.get(atom, 0) + 2  # an output is stored: never inlined
         self.uses = uses
         self.inlined: dict = {}  # node -> its numexpr expression tree, not yet written
+        # Single-use unslices (the cotangent of a slice), kept unwritten: a sum that adds
+        # them adds each into its region in place (rt_accumulate) instead of adding a
+        # full-size array of zeros around it.
+        self.deferred: dict = {}
 
     # -- operands -------------------------------------------------------------------
 
@@ -139,6 +143,10 @@ class _Lowering:
             return name
         if atom in self.inlined:  # a fused value needed on its own after all
             return self.write_inlined(atom)
+        if atom in self.deferred:  # an unslice needed on its own after all
+            value, params = self.deferred.pop(atom)
+            return self.assign(atom, f"rt_unslice({self.operand(value)}, {params['in_shape']!r}, "
+                                     f"{params['index']!r})")
         raise CompileError(f"{self.name}: the graph reads {atom}, which is neither an input nor a "
                            "node before it (a value of an enclosing trace?)")
 
@@ -178,6 +186,9 @@ class _Lowering:
         lead = any(self.lead_of(a) for a in node.args)
         self.has_lead[node] = lead
         self.core_ndim[node] = len(node.shape)
+        if node.primitive.name == "add" and any(a in self.deferred for a in node.args if a.is_Symbol):
+            self.accumulate(node)
+            return
         if self._fusible(node):
             tree = ("op", node, [self._leaf_or_tree(a) for a in node.args])
             leaves = _tree_leaves(tree)
@@ -196,6 +207,42 @@ class _Lowering:
         else:
             call = spelling(args)
         self.assign(node, call)
+
+    def accumulate(self, node) -> None:
+        """A sum holding unslices: the other terms, then each unslice added into its region."""
+        parts = [a for a in node.args if a.is_Symbol and a in self.deferred]
+        rest = [a for a in node.args if not (a.is_Symbol and a in self.deferred)]
+        if not rest:
+            base, fresh = "0.0", False
+        elif len(rest) == 1:
+            if rest[0].is_Symbol and rest[0] in self.inlined:  # written now: a fresh array
+                base, fresh = self.write_inlined(rest[0]), True
+            else:
+                base = self.aligned(rest[0], len(node.shape))
+                # A value computed here by an elementwise NumPy call, used by this sum alone,
+                # is a new array nothing else reads: it may be written in place.
+                fresh = (rest[0].__class__ is Node and rest[0].primitive.elementwise
+                         and self.uses.get(rest[0], 0) == 1)
+        else:
+            terms = [self._leaf_or_tree(a) for a in rest]
+            if self.backend == "numexpr" and all(t[0] == "op" or _numexpr_ready(t) for t in terms):
+                base = self.write_tree(node, ("op", _SUM, terms))
+                self.text.pop(node)  # written under the node's name below, not as the node
+            else:
+                base = " + ".join(self.aligned(a, len(node.shape)) for a in rest)
+            fresh = True
+        pieces = []
+        for part in parts:
+            value, params = self.deferred.pop(part)
+            sign = 1.0
+            if (value.__class__ is Node and value.primitive.name == "negative"
+                    and self.uses.get(value, 0) == 1 and value in self.inlined):
+                # -v added into a region: v subtracted there, no negated copy.
+                self.inlined.pop(value)
+                value, sign = value.args[0], -1.0
+            pieces.append(f"({self.operand(value)}, {params['in_shape']!r}, {params['index']!r}, "
+                          f"{sign!r})")
+        self.assign(node, f"rt_accumulate({base}, [{', '.join(pieces)}], fresh={fresh})")
 
     def _leaf_or_tree(self, atom):
         if atom.is_Symbol and atom in self.inlined:
@@ -218,6 +265,8 @@ class _Lowering:
                     local.append(f"{names[atom]}={self.aligned(atom, rank)}")
                 return names[atom]
             _, inner, parts = part
+            if inner is _SUM:
+                return "(" + " + ".join(render(p) for p in parts) + ")"
             return _numexpr_form(inner)([render(p) for p in parts])
 
         expression = render(tree)
@@ -245,6 +294,10 @@ class _Lowering:
         if primitive is A.constant_p:
             self.has_lead[node] = False
             self.text[node] = self.constant_array(params["value"].array)
+            return
+        if primitive is A.unslice_p and self.uses.get(node, 0) == 1:
+            self.has_lead[node] = self.lead_of(node.args[0])
+            self.deferred[node] = (node.args[0], params)
             return
         args = [self.operand(a) for a in node.args]
         self.has_lead[node] = any(self.lead_of(a) for a in node.args)
@@ -353,6 +406,21 @@ class _Lowering:
         source = "\n".join(header + [""] + body) + "\n"
         per_point = sum(max(1, math.prod(node.shape)) for node in self.graph.nodes) * self.dtype.itemsize
         return ArrayModule(source, self.externals, self.backend, self.dtype, "", boolean, per_point)
+
+
+class _Sum:
+    """A stand-in node for the sum of an accumulation's other terms (rendered like add)."""
+
+    from symad.primitives import add_p as primitive
+    args = ()
+    params = ()
+
+
+_SUM = _Sum()
+
+
+def _numexpr_ready(part) -> bool:
+    return part[0] == "leaf"
 
 
 def _is_boolean_constant(atom) -> bool:
