@@ -142,9 +142,12 @@ def _check_float_weights(weights, transform: str, name: str) -> None:
 
 def _check_differentiable(args: tuple, positions: Sequence[int], transform: str, fun) -> None:
     """Integer inputs in a differentiated position are an error, as in JAX."""
-    names = argument_names(fun, len(args))
     for position in positions:
         leaves, treedef = tree_flatten(args[position])
+        if all(getattr(leaf, "dtype", None) is not None and leaf.dtype.kind in "fc"
+               for leaf in leaves if not isinstance(leaf, (Tracer, Parameter))):
+            continue  # every call of a working program: no names needed
+        names = argument_names(fun, len(args))
         root = f"argument {names[position]!r} (position {position})"
         for path, leaf in zip(leaf_paths(treedef, root), leaves):
             if isinstance(leaf, (Tracer, Parameter)):

@@ -621,7 +621,7 @@ def _flat_positions(x_shape: tuple, index) -> _np.ndarray:
                            f"{x_shape} with {index!r}: {error}") from None
 
 
-def getitem(x, index) -> Tracer:
+def _getitem(x, index) -> Tracer:
     """``x[index]`` of a whole traced array: a slice node for basic indices, a gather (``take``)
     of the selected flat positions for integer-array and boolean indices."""
     atom = as_atom(x)
@@ -642,7 +642,7 @@ def getitem(x, index) -> Tracer:
     return _wrap(A.record_take(builder, flat, positions, -1))
 
 
-def set_items(x, index, value) -> Tracer:
+def _set_items(x, index, value) -> Tracer:
     """``x`` with ``x[index] = value`` (x unchanged): one scatter node for a basic index."""
     atom = as_atom(x)
     x_shape = atom_shape(atom)
@@ -677,12 +677,12 @@ def set_items(x, index, value) -> Tracer:
     mask = _np.ones(size)
     mask[reversed_unique] = 0.0
     kept = multiply(reshape(x, (size,)), mask)
-    placed = A.record_take_add(builder, as_atom(getitem(values, last)), (size,),
+    placed = A.record_take_add(builder, as_atom(_getitem(values, last)), (size,),
                                A.ConstantArray(reversed_unique, _np.intp), -1)
     return reshape(add(kept, _wrap(placed)), x_shape)
 
 
-def add_at(x, index, value) -> Tracer:
+def _add_at(x, index, value) -> Tracer:
     """``x`` with ``value`` added at ``index``; repeated indices add up (``np.add.at``)."""
     x_shape = shape(x)
     items = _index_items(index)
@@ -1291,7 +1291,12 @@ def diff(x, n=1, axis=-1):
 
 @_numpy_when_concrete(_np.flip)
 def flip(x, axis=None):
-    """``np.flip``: the order of elements reversed along ``axis`` (every axis if None)."""
+    """``np.flip``: the order of elements reversed along ``axis`` (every axis if None).
+
+    >>> import symad as sd, symad.numpy as snp, numpy as np
+    >>> sd.grad(lambda x: np.sum(snp.flip(x) * np.arange(3.0)))(np.zeros(3)).tolist()
+    [2.0, 1.0, 0.0]
+    """
     x = asarray(x)
     axes = A.normalize_axes(axis, ndim(x), "flip")
     index = [slice(None)] * ndim(x)
@@ -1301,18 +1306,33 @@ def flip(x, axis=None):
 
 
 def fliplr(x):
-    """``np.fliplr``: columns reversed."""
+    """``np.fliplr``: columns reversed.
+
+    >>> import symad as sd, symad.numpy as snp, numpy as np
+    >>> sd.trace(snp.fliplr, np.zeros((1, 2)))(np.array([[1.0, 2.0]])).tolist()
+    [[2.0, 1.0]]
+    """
     return flip(x, 1)
 
 
 def flipud(x):
-    """``np.flipud``: rows reversed."""
+    """``np.flipud``: rows reversed.
+
+    >>> import symad as sd, symad.numpy as snp, numpy as np
+    >>> sd.trace(snp.flipud, np.zeros((2, 1)))(np.array([[1.0], [2.0]])).tolist()
+    [[2.0], [1.0]]
+    """
     return flip(x, 0)
 
 
 @_numpy_when_concrete(_np.take)
 def take(x, indices, axis=None):
-    """``np.take``: elements at integer ``indices`` along ``axis`` (of the flattened array if None)."""
+    """``np.take``: elements at integer ``indices`` along ``axis`` (of the flattened array if None).
+
+    >>> import symad as sd, symad.numpy as snp, numpy as np
+    >>> sd.grad(lambda x: np.sum(snp.take(x, [2, 0, 2])))(np.zeros(3)).tolist()
+    [1.0, 0.0, 2.0]
+    """
     x = asarray(x)
     if axis is None:
         return ravel(x)[_np.asarray(indices)]
@@ -1326,7 +1346,12 @@ def take(x, indices, axis=None):
 
 @_numpy_when_concrete(_np.tile)
 def tile(x, reps):
-    """``np.tile``: ``x`` repeated ``reps`` times along each axis."""
+    """``np.tile``: ``x`` repeated ``reps`` times along each axis.
+
+    >>> import symad as sd, symad.numpy as snp, numpy as np
+    >>> sd.trace(lambda x: snp.tile(x, 2), np.zeros(2))(np.array([1.0, 2.0])).tolist()
+    [1.0, 2.0, 1.0, 2.0]
+    """
     x = asarray(x)
     reps = (reps,) if _np.ndim(reps) == 0 else tuple(reps)
     x_shape = (1,) * (len(reps) - ndim(x)) + shape(x)
@@ -1339,7 +1364,12 @@ def tile(x, reps):
 
 @_numpy_when_concrete(_np.repeat)
 def repeat(x, repeats, axis=None):
-    """``np.repeat``: each element repeated ``repeats`` times along ``axis`` (flattened if None)."""
+    """``np.repeat``: each element repeated ``repeats`` times along ``axis`` (flattened if None).
+
+    >>> import symad as sd, symad.numpy as snp, numpy as np
+    >>> sd.trace(lambda x: snp.repeat(x, 2), np.zeros(2))(np.array([1.0, 2.0])).tolist()
+    [1.0, 1.0, 2.0, 2.0]
+    """
     x = asarray(x)
     if axis is None:
         x, axis = ravel(x), 0

@@ -558,7 +558,7 @@ class Tracer(CantSympify):
     def __getitem__(self, index) -> Tracer:
         _check_concrete_index(index)
         if self.is_whole:
-            return _numpy_namespace().getitem(self, index)
+            return _numpy_namespace()._getitem(self, index)
         try:
             selected = self._atoms[index]
         except (IndexError, ValueError, TypeError) as error:
@@ -590,7 +590,7 @@ class Tracer(CantSympify):
         """
         if self.is_whole or (_holds_whole_array(value) and self.ndim > 0):
             # A whole array (or a whole value into an element array): one scatter node.
-            updated = _numpy_namespace().set_items(self, index, value)
+            updated = _numpy_namespace()._set_items(self, index, value)
             self._atom, self._array, self._private = updated._atom, updated._array, False
             return
         if not self._private:
@@ -919,7 +919,7 @@ class _IndexUpdate:
         """``value`` added at ``index``; a repeated index adds once per occurrence (as JAX)."""
         tracer = self._tracer
         if tracer.is_whole or _holds_whole_array(value):
-            return _numpy_namespace().add_at(tracer, self._index, value)
+            return _numpy_namespace()._add_at(tracer, self._index, value)
         updated = tracer.copy()
         positions = np.arange(updated.size).reshape(updated.shape)[self._index]
         values = np.broadcast_to(as_atoms(value), np.shape(positions))
