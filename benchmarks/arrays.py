@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 import tracemalloc
 
 import numpy as np
@@ -183,7 +182,7 @@ def case_sparse(rows):
         u = np.random.default_rng(1).normal(size=(n, n))
         energy = grid_energy(np)
         first = time_repeatedly(lambda: sd.hessian(grid_energy(np), sparse=True),
-                                lambda h: h(u), REPETITIONS, budget_s=30, step_limit_s=120)
+                                lambda h, u=u: h(u), REPETITIONS, budget_s=30, step_limit_s=120)
         matrix = sd.hessian(energy, sparse=True)(u)
         casadi_timing = casadi_sparse_hessian(n, u) if n <= 100 else None
         rows.append([f"sparse Hessian {n}x{n} ({matrix.nnz:,} nnz)", _ms(first), "—", "—", "—", "—",
