@@ -307,10 +307,14 @@ class Function:
         """
         from symad.inlining import check_budget
 
-        if expand or self.is_array_program:
+        if expand:
             expanded = self.expand()
             if expanded is not self:
                 return expanded.formula(max_size=max_size, max_depth=max_depth)
+        elif self.is_array_program:
+            from symad.export.index_notation import index_formula
+
+            return index_formula(self, max_size=max_size, max_depth=max_depth)
         check_budget(
             f"formula({self.name})", self.graph, max_size, max_depth,
             "Use F.cse() for the program with shared values kept as assignments, or "
@@ -343,10 +347,14 @@ class Function:
         """
         from symad.inlining import MAX_FORMULA_DEPTH
 
-        if expand or self.is_array_program:
+        if expand:
             expanded = self.expand()
             if expanded is not self:
                 return expanded.cse()
+        elif self.is_array_program:
+            from symad.export.index_notation import index_cse
+
+            return index_cse(self)
         uses = self.graph.use_counts()
         names = _fresh_symbols(self.graph.inputs)
         assignments: list = []
@@ -367,6 +375,38 @@ class Function:
                   for atoms in self._output_atoms()]
         return assignments, leaves
 
+    @property
+    def index_symbols(self) -> Any:
+        """The free index symbols of an array program's ``formula()``, per output leaf.
+
+        A whole array output is one indexed expression in ``i, j, ...`` (one
+        per axis, in order; integer SymPy symbols, so substitute these, not
+        ``sympy.Symbol("i")``); a scalar output, or one built element by
+        element, has ``()``. See :mod:`symad.export.index_notation`.
+
+        >>> import symad as sd, numpy as np
+        >>> F = sd.trace(lambda x: np.sin(x[1:]), np.zeros(4))
+        >>> (i,) = F.index_symbols
+        >>> F.formula(), F.formula().subs(i, 0)
+        (sin(x[i + 1]), sin(x[1]))
+        """
+        from symad.export.index_notation import index_symbols
+
+        return index_symbols(self)
+
+    @property
+    def formula_constants(self) -> dict:
+        """``{IndexedBase: ndarray}``: the constant arrays an array program's ``formula()`` names.
+
+        >>> import symad as sd, numpy as np
+        >>> sd.trace(lambda x: x @ np.array([[1.0, 2.0], [3.0, 4.0]]), np.zeros(2)).formula_constants
+        {c: array([[1., 2.],
+               [3., 4.]])}
+        """
+        from symad.export.index_notation import formula_constants
+
+        return formula_constants(self)
+
     def latex(self, **options) -> str:
         """LaTeX of the program: one ``aligned`` block, shared temporaries then outputs.
 
@@ -384,9 +424,7 @@ class Function:
         from symad.export.latex import function_latex
 
         expand = options.pop("expand", False)
-        if expand or self.is_array_program:
-            return function_latex(self.expand(), **options)
-        return function_latex(self, **options)
+        return function_latex(self.expand() if expand else self, **options)
 
     def _repr_latex_(self) -> str:
         """The LaTeX for notebooks (Jupyter renders ``aligned`` in display math)."""
@@ -920,7 +958,7 @@ def trace(fun: Callable, *example_args, name: str | None = None) -> Function:
     >>> import symad as sd
     >>> import numpy as np
     >>> F = sd.trace(lambda w: np.sum(w ** 2), np.zeros(2))
-    >>> F.formula(), F(np.array([3.0, 4.0]))
+    >>> F.formula(expand=True), F(np.array([3.0, 4.0]))
     (w[0]**2 + w[1]**2, np.float64(25.0))
     """
     if isinstance(fun, Function):

@@ -78,11 +78,11 @@ def test_derivative_labels():
 
     def loss(w):
         return np.sum(w ** 3)
-    assert lines(sd.grad(loss).trace(np.ones(2)).latex()) == [
+    assert lines(sd.grad(loss).trace(np.ones(2)).latex(expand=True)) == [
         r"\nabla_{w} \mathrm{loss} &= \begin{bmatrix}3 w_{0}^{2} \\ 3 w_{1}^{2}\end{bmatrix}"]
-    assert lines(sd.hessian(loss).trace(np.ones(2)).latex()) == [
+    assert lines(sd.hessian(loss).trace(np.ones(2)).latex(expand=True)) == [
         r"\nabla^{2} \mathrm{loss} &= \begin{bmatrix}6 w_{0} & 0 \\ 0 & 6 w_{1}\end{bmatrix}"]
-    assert lines(sd.jacobian(lambda w: w ** 2).trace(np.ones(2)).latex(matrix="pmatrix")) == [
+    assert lines(sd.jacobian(lambda w: w ** 2).trace(np.ones(2)).latex(matrix="pmatrix", expand=True)) == [
         r"J_{f} &= \begin{pmatrix}2 w_{0} & 0 \\ 0 & 2 w_{1}\end{pmatrix}"]
     assert lines(sd.derivative(lambda t: t ** 4, 3).trace(1.0).latex()) == [
         r"\frac{d^{3} f}{d t^{3}} &= 24 t"]

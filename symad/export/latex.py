@@ -361,14 +361,22 @@ def _node_expression(node, atoms: dict, max_denominator: int) -> sympy.Basic:
         else:
             value = atoms.get(atom)  # a node of this graph, else an input or an enclosing trace's value
             args.append(sympy_form(atom) if value is None else value)
-    primitive = node.primitive
+    return printed_expression(node.primitive, args, node.params)
+
+
+def printed_expression(primitive, args: list, params: tuple = ()) -> sympy.Basic:
+    """``primitive`` applied to SymPy ``args`` the way LaTeX shows it (factors kept, no rewrites).
+
+    The scalar program (:func:`latex_program`) and index notation
+    (:mod:`symad.export.index_notation`) build each printed operation with it.
+    """
     function = getattr(primitive, "_to_sympy", None)
-    if (isinstance(function, type) and issubclass(function, sympy.Function) and not node.params
+    if (isinstance(function, type) and issubclass(function, sympy.Function) and not params
             and not any(a.is_Number for a in args)):
         # sin(t) as it stands: SymPy's eval would only look for rewrites (sin(-t) = -sin(t),
         # I*t as a coefficient...), which cost more than printing; numbers are still evaluated.
         return function(*args, evaluate=False)
-    return _keep_factored(primitive, args) or primitive.to_sympy(args, dict(node.params))
+    return _keep_factored(primitive, args) or primitive.to_sympy(args, dict(params))
 
 
 def _keep_factored(primitive, args: list) -> sympy.Basic | None:
@@ -546,10 +554,16 @@ def function_latex(
         raise ExportError(f"latex({function.name}): the SymPy latex() settings "
                           f"{sorted(settings)} were not accepted ({error}); see sympy.latex for "
                           "their values") from None
+    labels = _output_labels(function, len(function.out_shapes), output_names)
+    if getattr(function, "is_array_program", False):
+        from symad.export.index_notation import index_latex
+
+        return index_latex(function, labels, settings, temporaries=temporaries,
+                           inline_below=inline_below, max_inline=max_inline, matrix=matrix,
+                           max_denominator=max_denominator)
     assignments, outputs = latex_program(
         function.graph, inline_below=inline_below, max_inline=max_inline,
         max_denominator=max_denominator)
-    labels = _output_labels(function, len(function.out_shapes), output_names)
     # Temporaries must not read like an input or an output label (output_names=["t_1"]).
     taken = {symbol_latex(symbol.name) for symbol in function.graph.inputs} | set(labels)
     base = _temporary_base(temporaries, taken)
