@@ -111,6 +111,18 @@ def exported_samples():
             ("diff", "log(x) + x*y - sin(y)", "x", "y"), ("hessian", "x**2*y + y**3/3", "x", "y"),
             ("taylor", "exp(sin(x))", "x")]),
     ]
+    # Array programs in index notation: temporaries, sums, limits, pieces, deltas, constants.
+    v, m = np.arange(5.0), np.ones((3, 4))
+    samples += [
+        sd.grad(lambda v: np.sum(np.sin(v) * np.exp(-v ** 2))).trace(v).latex(),
+        sd.grad(lambda m, w: np.sum(np.tanh(m @ w)), (0, 1)).trace(m, np.ones((4, 2))).latex(),
+        sd.trace(lambda v: (np.cumsum(v), np.roll(v, 2) * v, np.pad(v[::2], (1, 0)),
+                            np.concatenate([v, v[:2]]), np.max(m, axis=0), snp.logsumexp(m)), v).latex(),
+        sd.grad(lambda v: np.sum(v[[0, 2, 2, 4]] * np.array([0.5, 2.0, 3.0, 1.0]) + np.diff(v) ** 2)).trace(v).latex(),
+        sd.jacobian(lambda v: np.sin(v) * v[0]).trace(v).latex(),
+        sd.hessian(lambda m: np.sum(np.sin(m.reshape(-1)) ** 2)).trace(m).latex(),
+        sd.trace(lambda v: np.where(v > 0, v, -v) + np.arange(25.0).reshape(5, 5) @ v, v).latex(),
+    ]
     for name in ["}\\input{/etc/passwd}", "a'b\"c", "x\ny", "$x$", "50%", "#1", "~^_&", "__"]:
         symbol = sympy.Symbol(name)
         F = sd.from_sympy(sympy.sin(symbol) * symbol, [symbol])
@@ -118,7 +130,8 @@ def exported_samples():
         custom = sd.primitive(lambda y: y, name=name)
         p = sd.Parameter(2.0, name=name)
         samples += [F.latex(), sd.grad(F).trace(1.0).latex(),
-                    sd.trace(lambda y, c=custom, q=p: c(y) ** 2 + y * q, 1.0, name=name).latex()]
+                    sd.trace(lambda y, c=custom, q=p: c(y) ** 2 + y * q, 1.0, name=name).latex(),
+                    sd.grad(lambda d, key=name: np.sum(np.sin(d[key]) ** 2)).trace({name: v}).latex()]
     return samples
 
 

@@ -46,9 +46,9 @@ Conventions (docs/formulas.md, "Index notation", says the same for users):
   any other is named ``c`` (several: ``c1, c2, ...``) with its values in
   ``F.formula_constants`` (the LaTeX lists small ones in full).
 
-Everything stays exact: at integer indices, :func:`evaluate_element` (``doit``
-and the arrays' values) gives the function's value there, which the tests check
-for every primitive.
+Everything stays exact: at integer indices, :func:`evaluate_element` (sums
+written out, the arrays' values read) gives the function's value there, which
+the tests check for every primitive and its gradient.
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ from symad.export.latex import (
     SymadLatexPrinter,
     _array_latex,
     _temporary_base,
+    check_inline_budget,
     printed_expression,
     rational_constant,
     symbol_latex,
@@ -369,9 +370,9 @@ class _PrintedElement(Indexed):
         return sympy.Symbol.class_key()
 
     def sort_key(self, order=None):
-        keys = tuple(sympy.default_sort_key(k, order) for k in self.indices)
-        return self.class_key(), (2 + len(keys), keys + ((str(self.base),),)), \
-            sympy.S.One.sort_key(), sympy.S.One
+        # After symbols (1, ...) and dummies (2, ...); then by the indices, then the name.
+        keys = tuple((0, sympy.default_sort_key(k, order)) for k in self.indices)
+        return self.class_key(), (3, keys + ((1, str(self.base)),)), sympy.S.One.sort_key(), sympy.S.One
 
 
 def _sparse_constant(array: np.ndarray):
@@ -437,7 +438,6 @@ class IndexNotation:
     def __init__(self, function, *, latex: bool = False, max_denominator: int = 1000):
         self.function = function
         self.graph = function.graph
-        self.latex = latex
         self.element = _PrintedElement if latex else Indexed
         if latex:
             self._apply = printed_expression
@@ -447,7 +447,7 @@ class IndexNotation:
             self._number = lambda atom: atom
         self.nodes = set(self.graph.nodes)
         self.temporaries: dict = {}  # node -> IndexedBase (array) or Symbol (scalar)
-        self.used_constants: dict = {}  # name -> IndexedBase, in the order first used
+        self.used_constants: dict = {}  # name -> IndexedBase of the constants read so far
         self._memo: dict = {}
         self._ranges: dict = {}  # the current line's free index -> its axis size
         self._line_names: set = set()
@@ -486,7 +486,7 @@ class IndexNotation:
                 if key not in index_arrays:
                     array = _IndexArray(params["indices"].array, key[1])
                     index_arrays[key] = array
-        for value, name in zip(list(data), _name_all(list(data), ("c", "C", "a", "b"), taken)):
+        for value, name in zip(list(data), _name_all(list(data), ("c", "a", "b", "C"), taken)):
             data[value] = IndexedBase(name, shape=value.shape)
         named = [a for a in index_arrays.values() if a.kind == "named"]
         for array, name in zip(named, _name_all(named, ("p", "P", "idx"), taken | {
@@ -1034,14 +1034,6 @@ def _lines(nb: IndexNotation, temporaries: list, make_name):
 # ---------------------------------------------------------------------------
 
 
-def _notation(function) -> IndexNotation:
-    """The Function's formula-side IndexNotation (its names), made once."""
-    cached = function.__dict__.get("_index_notation")
-    if cached is None:
-        cached = function.__dict__["_index_notation"] = IndexNotation(function)
-    return cached
-
-
 def index_formula(function, *, max_size=None, max_depth=None):
     """``function.formula()`` of an array program: one indexed expression per output leaf.
 
@@ -1073,7 +1065,7 @@ def index_symbols(function):
     """
     from symad.pytree import tree_unflatten
 
-    nb = _notation(function)
+    nb = IndexNotation(function)
     leaves = [() if isinstance(leaf, np.ndarray) else nb.free_indices(atom_shape(leaf))
               for leaf in function._output_atoms()]
     return tree_unflatten(function.out_treedef, leaves)
@@ -1087,7 +1079,7 @@ def formula_constants(function) -> dict:
     >>> F.formula(), F.formula_constants
     (c[i]*x[i], {c: array([1., 2., 3.])})
     """
-    return _notation(function).constant_values()
+    return IndexNotation(function).constant_values()
 
 
 def index_cse(function):
@@ -1110,14 +1102,35 @@ def index_cse(function):
     return [(lhs, rhs) for lhs, rhs, _ in assignments], leaves
 
 
+def _expand_reductions(expr):
+    """Sums, maxima and minima with integer limits written out term by term, outermost first.
+
+    SymPy's own ``Sum.doit`` looks for closed forms (of sums over Kronecker
+    deltas, say), which can leave conditions on the summation indices behind;
+    writing the terms out is plain and exact.
+    """
+    if isinstance(expr, (sympy.Sum, _IndexedReduction)) and all(
+            lower.is_Integer and upper.is_Integer for _, lower, upper in expr.limits):
+        variables = [limit[0] for limit in expr.limits]
+        ranges = [range(int(lower), int(upper) + 1) for _, lower, upper in expr.limits]
+        terms = [_expand_reductions(expr.function.xreplace(dict(zip(variables, map(sympy.Integer, point)))))
+                 for point in itertools.product(*ranges)]
+        combine = sympy.Add if isinstance(expr, sympy.Sum) else expr._combine
+        return combine(*terms)
+    if not expr.args or isinstance(expr, IndexedBase):
+        return expr
+    return expr.func(*[_expand_reductions(arg) for arg in expr.args])
+
+
 def evaluate_element(expr, indices: dict, arrays: dict):
     """The number an indexed expression stands for at integer ``indices``, given the ``arrays``.
 
     ``indices`` maps index symbols to integers; ``arrays`` maps ``IndexedBase``
     objects (or their names) to NumPy arrays (inputs, and
     ``F.formula_constants``); scalar symbols may be given there too.
-    Sums, maxima and pieces are evaluated exactly with SymPy (``doit``),
-    then each element read from its array: a check, not a fast evaluator.
+    Sums, maxima and minima are written out term by term, pieces and index
+    expressions evaluated by SymPy, then each element read from its array: a
+    check, not a fast evaluator.
 
     >>> import symad as sd, numpy as np
     >>> F = sd.trace(lambda x: np.cumsum(x ** 2), np.zeros(4))
@@ -1128,7 +1141,7 @@ def evaluate_element(expr, indices: dict, arrays: dict):
     by_name = {getattr(key, "name", None) or str(getattr(key, "label", key)): value
                for key, value in arrays.items()}
     expr = sympy.sympify(expr).xreplace({symbol: sympy.Integer(v) for symbol, v in indices.items()})
-    expr = expr.doit()
+    expr = _expand_reductions(expr)
 
     def element(indexed):
         array = by_name.get(str(indexed.base.label))
@@ -1236,6 +1249,7 @@ def index_latex(function, labels: list, settings: dict, *, temporaries: str, inl
     f &= \sum_{i, j} \tanh{\left(\sum_{k} X_{i k} W_{k j} \right)}
     \end{aligned}
     """
+    check_inline_budget(inline_below, max_inline)
     nb = IndexNotation(function, latex=True, max_denominator=max_denominator)
     planned = _plan_temporaries(function.graph, inline_below=inline_below, max_inline=max_inline)
     dummies: list = []
@@ -1253,8 +1267,9 @@ def index_latex(function, labels: list, settings: dict, *, temporaries: str, inl
     printer = IndexLatexPrinter(settings, dict(zip(dummies, names)))
 
     values = nb.constant_values()
+    used = set(nb.used_constants.values())
     lines = [_constant_line(printer, constant, values[constant], matrix, max_denominator)
-             for constant in nb.used_constants.values()]
+             for constant in nb.constant_bases() if constant in used]
     lines += [f"{printer.doprint(lhs)} &= {printer.doprint(rhs)}" for lhs, rhs, _ in assignments]
     for label, leaf, free in zip(labels, leaves, indices):
         if isinstance(leaf, sympy.NDimArray):

@@ -398,6 +398,20 @@ def _keep_factored(primitive, args: list) -> sympy.Basic | None:
     return None
 
 
+def check_inline_budget(inline_below: int, max_inline: int) -> None:
+    """Refuse inlining options past ``symad.inlining.MAX_FORMULA_SIZE`` before any work."""
+    from symad.inlining import MAX_FORMULA_SIZE
+
+    if max_inline > MAX_FORMULA_SIZE or inline_below > MAX_FORMULA_SIZE:
+        # The operation counts are the budget: past this, SymPy would spend
+        # seconds per line (and an exponential tree can hide behind a large
+        # inline_below), so the request is refused before any work.
+        raise ExportError(
+            f"latex: max_inline={max_inline} and inline_below={inline_below} may be at most "
+            f"symad.inlining.MAX_FORMULA_SIZE ({MAX_FORMULA_SIZE:,}) operations per line; "
+            "shared values are printed once as temporaries, so smaller values lose nothing")
+
+
 def latex_program(graph, *, inline_below: int = 0, max_inline: int = 30, max_denominator: int = 1000):
     """``(assignments, outputs, size)``: the lines to print for ``graph``.
 
@@ -408,16 +422,9 @@ def latex_program(graph, *, inline_below: int = 0, max_inline: int = 30, max_den
     ``symad.inlining.MAX_FORMULA_DEPTH`` operations deep gets its own line
     too (SymPy prints recursively). Temporaries are ``sympy.Dummy`` symbols.
     """
-    from symad.inlining import MAX_FORMULA_DEPTH, MAX_FORMULA_SIZE
+    from symad.inlining import MAX_FORMULA_DEPTH
 
-    if max_inline > MAX_FORMULA_SIZE or inline_below > MAX_FORMULA_SIZE:
-        # The operation counts below are the budget: past this, SymPy would
-        # spend seconds per line (and an exponential tree can hide behind a
-        # large inline_below), so the request is refused before any work.
-        raise ExportError(
-            f"latex: max_inline={max_inline} and inline_below={inline_below} may be at most "
-            f"symad.inlining.MAX_FORMULA_SIZE ({MAX_FORMULA_SIZE:,}) operations per line; "
-            "shared values are printed once as temporaries, so smaller values lose nothing")
+    check_inline_budget(inline_below, max_inline)
     uses = graph.use_counts()
     atoms: dict = {}  # node -> what consumers see: a temporary or the inlined expression
     size: dict = {}   # node -> operations in that inlined expression
