@@ -278,7 +278,12 @@ class Function:
         """The outputs as SymPy expressions, shared subexpressions inlined.
 
         A scalar output is a ``sympy.Expr``, an array output a ``sympy.Array``
-        of the same shape; several outputs keep the function's structure.
+        of the same shape; several outputs keep the function's structure. An
+        array program (:attr:`is_array_program`) gives each whole array output
+        as one expression in index notation instead (``Indexed`` elements, free
+        indices :attr:`index_symbols`, ``Sum`` over bound ones; see
+        :mod:`symad.export.index_notation`); ``expand=True`` gives its
+        per-element view, a ``sympy.Array`` of the elements' formulas.
 
         Inlining copies every shared value into each of its uses, so the tree
         can be exponentially larger than the graph. Its size is estimated
@@ -338,7 +343,10 @@ class Function:
         Returns ``(assignments, outputs)``: ``assignments`` a list of
         ``(symbol, expression)`` pairs in order, ``outputs`` a list with one
         entry per output leaf (an expression, or a ``sympy.Array``), exactly
-        as ``sympy.cse`` returns for a list of expressions.
+        as ``sympy.cse`` returns for a list of expressions. In an array
+        program a shared array is an indexed assignment ``(x0[i], ...)`` and
+        the outputs are as :meth:`formula` gives them; ``expand=True`` gives
+        the per-element program.
 
         >>> import symad as sd
         >>> import numpy as np
@@ -413,6 +421,9 @@ class Function:
         Options (see :func:`symad.export.latex.function_latex`): ``output_names``,
         ``temporaries="t"``, ``inline_below``, ``max_inline``, ``matrix="bmatrix"``,
         ``max_denominator``, plus SymPy ``latex()`` settings (``mul_symbol="dot"``).
+        An array program prints in index notation, one line per kept array
+        node (``t_{i} = ...``, ``\\sum_{k} X_{i k} W_{k j}``); ``expand=True``
+        prints its elements one by one.
 
         >>> import symad as sd
         >>> import numpy as np

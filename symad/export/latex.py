@@ -533,6 +533,9 @@ def function_latex(
 ) -> str:
     """LaTeX of ``function``: temporaries, then outputs, in one ``aligned`` block.
 
+    An array program prints in index notation, with the same options
+    (:func:`symad.export.index_notation.index_latex`).
+
     Args:
         output_names: labels for the output leaves (default: the function's
             name, or derivative labels such as ``\\frac{\\partial f}{\\partial x}``).
