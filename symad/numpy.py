@@ -834,7 +834,7 @@ def copy(x, order="K", subok=False):
     ...     y = np.copy(x)
     ...     y[0] = 0.0
     ...     return x + y
-    >>> sd.trace(f, np.zeros(2)).formula()
+    >>> sd.trace(f, np.zeros(2)).formula(expand=True)
     [x[0], 2*x[1]]
     """
     if isinstance(x, Tracer):

@@ -784,7 +784,7 @@ class Tracer(CantSympify):
         ...     y = x.copy()
         ...     y[1] = 5.0
         ...     return x + y
-        >>> sd.trace(f, np.zeros(2)).formula()
+        >>> sd.trace(f, np.zeros(2)).formula(expand=True)
         [2*x[0], x[1] + 5.0]
         """
         if self._atom is not None:  # a traced value is never changed in place: share the atom
@@ -799,7 +799,7 @@ class Tracer(CantSympify):
         ...     y = x.copy()
         ...     y.fill(x[0])
         ...     return y
-        >>> sd.trace(f, np.zeros(2)).formula()
+        >>> sd.trace(f, np.zeros(2)).formula(expand=True)
         [x[0], x[0]]
         """
         self[...] = value
@@ -811,7 +811,7 @@ class Tracer(CantSympify):
         """``x`` with two axes interchanged.
 
         >>> import symad as sd, numpy as np
-        >>> sd.trace(lambda x: x.swapaxes(0, 1), np.zeros((1, 2))).formula()
+        >>> sd.trace(lambda x: x.swapaxes(0, 1), np.zeros((1, 2))).formula(expand=True)
         [[x[0, 0]], [x[0, 1]]]
         """
         return _numpy_namespace().swapaxes(self, axis1, axis2)
@@ -820,7 +820,7 @@ class Tracer(CantSympify):
         """Cumulative sum (``snp.cumsum``).
 
         >>> import symad as sd, numpy as np
-        >>> sd.trace(lambda x: x.cumsum(), np.zeros(2)).formula()
+        >>> sd.trace(lambda x: x.cumsum(), np.zeros(2)).formula(expand=True)
         [x[0], x[0] + x[1]]
         """
         snp = _numpy_namespace()
@@ -831,7 +831,7 @@ class Tracer(CantSympify):
         """A diagonal (``snp.diagonal``).
 
         >>> import symad as sd, numpy as np
-        >>> sd.trace(lambda x: x.diagonal(), np.zeros((2, 2))).formula()
+        >>> sd.trace(lambda x: x.diagonal(), np.zeros((2, 2))).formula(expand=True)
         [x[0, 0], x[1, 1]]
         """
         snp = _numpy_namespace()
@@ -842,7 +842,7 @@ class Tracer(CantSympify):
         """Sum along a diagonal (``snp.trace``).
 
         >>> import symad as sd, numpy as np
-        >>> sd.trace(lambda x: x.trace(), np.zeros((2, 2))).formula()
+        >>> sd.trace(lambda x: x.trace(), np.zeros((2, 2))).formula(expand=True)
         x[0, 0] + x[1, 1]
         """
         snp = _numpy_namespace()
@@ -856,7 +856,7 @@ class Tracer(CantSympify):
         Each returns a new array and leaves ``x`` unchanged.
 
         >>> import symad as sd, numpy as np
-        >>> sd.trace(lambda v: v.at[0].add(1.0), np.zeros(2)).formula()
+        >>> sd.trace(lambda v: v.at[0].add(1.0), np.zeros(2)).formula(expand=True)
         [v[0] + 1.0, v[1]]
         """
         return _IndexUpdates(self)

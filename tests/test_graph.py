@@ -463,8 +463,8 @@ def test_recording_differentiating_and_evaluating_make_no_sympy_object_per_node(
     nodes = G.graph.nodes
     assert all(node._symbol is None and node._expr is None for node in nodes)
     # Formulas and programs are built from the operands' expressions, not from node symbols.
-    assignments, (gradient,) = G.cse()
-    values = dict(zip(G.graph.inputs, point.tolist()))
+    assignments, (gradient,) = G.cse(expand=True)
+    values = dict(zip(G.expand().graph.inputs, point.tolist()))
     program = {}
     for name, expression in assignments:
         program[name] = float(expression.xreplace(program).xreplace(values))

@@ -119,7 +119,7 @@ def test_item_assignment_is_copy_on_write():
 
     F = sd.trace(f, np.ones(3))
     v0, v1, v2 = F.inputs[0]
-    original, row, copy, updated = F.formula()
+    original, row, copy, updated = F.formula(expand=True)
     assert list(original) == [v0, v1, v2]
     assert list(row) == [v0, v1]
     assert list(copy) == [sympy.Float(10.0), v1, v2]
