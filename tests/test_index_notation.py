@@ -292,6 +292,16 @@ def _scatter(x):
 PROGRAMS["scatter"] = (_scatter, x5)
 
 
+def _scatter_reversed(x):
+    y = snp.zeros_like(x)
+    y[3::-2] = x[:2]  # positions 3, 1: a reversed slice that runs through the start
+    return y * x + x[::-2].sum()
+
+
+PROGRAMS["scatter reversed"] = (_scatter_reversed, x5)
+PROGRAMS["reversed take"] = (lambda x: x[[4, 3, 2]] * x[[1, 0, 3]], x5)
+
+
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_each_formula_is_exact_at_every_element(name):
     f, *args = PROGRAMS[name]
@@ -302,7 +312,8 @@ def test_each_formula_is_exact_at_every_element(name):
 
 GRADIENTS = ["sum axis", "max", "logsumexp", "matmul", "batched einsum", "reshape odd", "slices", "reverse",
              "fancy", "fancy 2d", "concatenate", "stack", "pad", "roll", "cumsum", "diff", "flip",
-             "broadcasting", "where", "tile repeat", "diagonal trace", "constants", "scatter", "prod"]
+             "broadcasting", "where", "tile repeat", "diagonal trace", "constants", "scatter", "prod",
+             "scatter reversed", "reversed take"]
 
 
 @pytest.mark.parametrize("name", GRADIENTS)

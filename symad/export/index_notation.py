@@ -758,19 +758,30 @@ def _placed(nb: IndexNotation, basic_index: tuple, core: tuple, in_shape: tuple,
         if item[0] == "i":
             conditions.append(sympy.Eq(at, item[1]))
             continue
-        start, stop, step = item[1:]
-        positions = range(start, stop, step)
-        if not positions:
+        placed = _placement(at, range(size)[slice(*item[1:])], size)
+        if placed is None:
             return None
-        low, high = min(positions[0], positions[-1]), max(positions[0], positions[-1])
-        part.append(at - start if step == 1 else start - at if step == -1 else (at - start) / step)
-        if low > 0:
-            conditions.append(sympy.Ge(at, low))
-        if high < size - 1:
-            conditions.append(sympy.Le(at, high))
-        if abs(step) > 1:
-            conditions.append(sympy.Eq(sympy.Mod(at - start, abs(step)), 0))
+        part.append(placed[0])
+        conditions += placed[1]
     return tuple(part), nb.condition(sympy.And(*conditions), scope)
+
+
+def _placement(at, positions: range, size: int):
+    """``(index into the placed part, conditions on at)`` for the ``positions`` of an axis of
+    ``size`` that hold the part's elements in order, or None if there are none."""
+    if not positions:
+        return None
+    start, step = positions[0], positions.step
+    low, high = min(start, positions[-1]), max(start, positions[-1])
+    conditions = []
+    if low > 0:
+        conditions.append(sympy.Ge(at, low))
+    if high < size - 1:
+        conditions.append(sympy.Le(at, high))
+    if abs(step) > 1:
+        conditions.append(sympy.Eq(sympy.Mod(at - start, abs(step)), 0))
+    part = at - start if step == 1 else start - at if step == -1 else (at - start) / step
+    return part, conditions
 
 
 def _unslice(nb: IndexNotation, node, index: tuple, scope: tuple):
@@ -835,10 +846,9 @@ def _take_add(nb: IndexNotation, node, index: tuple, scope: tuple):
         return sympy.Piecewise((nb.operand(v, before + after, scope), condition), (ZERO, True))
     if indices.kind == "affine" and indices.array.ndim == 1 and indices.form[1][0] != 0:
         first, (step,) = indices.form
-        stop = first + step * len(indices.array)
-        placed = _placed(nb, (("s", first, stop if stop >= 0 else -in_shape[axis] - 1, step),),
-                         (target,), (in_shape[axis],), scope)
-        (part,), condition = placed
+        positions = range(first, first + step * len(indices.array), step)
+        part, conditions = _placement(target, positions, in_shape[axis])
+        condition = nb.condition(sympy.And(*conditions), scope)
         return sympy.Piecewise((nb.operand(v, before + (part,) + after, scope), condition),
                                (ZERO, True))
     # Any other index array: sum the slices whose index is the target.
