@@ -9,7 +9,6 @@ the unit every transform takes and returns.
 from __future__ import annotations
 
 import inspect
-import itertools
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -30,6 +29,7 @@ from symad.graph import (
     Node,
     atom_shape,
     current_builder,
+    fresh_symbols,
     replay,
     scalar_input_graph,
     sympy_form,
@@ -51,7 +51,6 @@ from symad.tracer import (
     fresh_input,
     fresh_symbol_array,
     substitute_atoms,
-    uncached_symbol,
 )
 
 __all__ = ["Function", "trace", "MAX_SYMBOLIC_ELEMENTS", "function_name"]
@@ -364,7 +363,7 @@ class Function:
 
             return index_cse(self)
         uses = self.graph.use_counts()
-        names = _fresh_symbols(self.graph.inputs)
+        names = fresh_symbols(self.graph.inputs)
         assignments: list = []
         replacement: dict = {}
         depth: dict = {}  # nesting of each inlined node's expression (assignments are 0)
@@ -930,28 +929,6 @@ def _common_batch(batch_shapes: list, arrays: list, core_shapes: tuple, name: st
             "dimensions beyond the traced core shapes are a batch and must broadcast like NumPy "
             "arrays: give them equal sizes, or size 1 where one argument is shared"
         ) from None
-
-
-def _fresh_symbols(inputs: Sequence[sympy.Symbol]):
-    """``x0, x1, ...`` with a prefix no input uses, in SymPy or in LaTeX.
-
-    ``x0`` and the array element ``x[0]`` both print as ``x_{0}``, so a prefix
-    is free only if no input's base name is the prefix or the prefix plus digits.
-    """
-    bases = {symbol.name.split("[")[0] for symbol in inputs}
-
-    def taken(prefix: str) -> bool:
-        return any(base == prefix or (base.startswith(prefix) and base[len(prefix):].isdigit())
-                   for base in bases)
-
-    prefix = next((p for p in ("x", "t", "c", "u", "v", "w") if not taken(p)), None)
-    if prefix is None:
-        prefix = "x" + "_" * max(len(b) for b in bases)
-    # Symbols equal to sympy.Symbol(name), made without SymPy's cache: a program of
-    # 10^4 assignments would evict the user's cache and build each symbol's assumptions.
-    names = {symbol.name for symbol in inputs}
-    return (uncached_symbol(f"{prefix}{index}") for index in itertools.count()
-            if f"{prefix}{index}" not in names)
 
 
 def trace(fun: Callable, *example_args, name: str | None = None) -> Function:

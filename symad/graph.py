@@ -370,6 +370,28 @@ def uncached_symbol(name: str) -> sympy.Symbol:
     return symbol
 
 
+def fresh_symbols(inputs: Sequence[sympy.Symbol]):
+    """``x0, x1, ...`` with a prefix no input uses, in SymPy or in LaTeX.
+
+    ``x0`` and the array element ``x[0]`` both print as ``x_{0}``, so a prefix
+    is free only if no input's base name is the prefix or the prefix plus digits.
+    """
+    bases = {symbol.name.split("[")[0] for symbol in inputs}
+
+    def taken(prefix: str) -> bool:
+        return any(base == prefix or (base.startswith(prefix) and base[len(prefix):].isdigit())
+                   for base in bases)
+
+    prefix = next((p for p in ("x", "t", "c", "u", "v", "w") if not taken(p)), None)
+    if prefix is None:
+        prefix = "x" + "_" * max(len(b) for b in bases)
+    # Symbols equal to sympy.Symbol(name), made without SymPy's cache: a program of
+    # 10^4 assignments would evict the user's cache and build each symbol's assumptions.
+    names = {symbol.name for symbol in inputs}
+    return (uncached_symbol(f"{prefix}{index}") for index in itertools.count()
+            if f"{prefix}{index}" not in names)
+
+
 def element_name(name: str, index: tuple) -> str:
     """The name of one element of an array called ``name``: ``x[3]``, ``w[0, 1]``."""
     return f"{name}[{', '.join(map(str, index))}]"

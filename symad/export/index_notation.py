@@ -65,6 +65,7 @@ from sympy.tensor.indexed import Indexed, IndexedBase
 
 from symad import array_primitives as A
 from symad.atoms import number_atom
+from symad.export import latex as _latex_module
 from symad.export.latex import (
     SymadLatexPrinter,
     _array_latex,
@@ -74,7 +75,7 @@ from symad.export.latex import (
     rational_constant,
     symbol_latex,
 )
-from symad.graph import ArrayInput, Node, atom_shape, sympy_form
+from symad.graph import ArrayInput, Node, atom_shape, fresh_symbols, sympy_form
 
 __all__ = [
     "Maximum",
@@ -572,7 +573,8 @@ class IndexNotation:
             return self._number(atom)
         if index:
             ranges = self.ranges(scope)
-            index = tuple(_tidy_index(sympy.sympify(e), ranges) for e in index)
+            index = tuple(_tidy_index(sympy.Integer(e) if isinstance(e, int) else e, ranges)
+                          for e in index)
         cls = atom.__class__
         if cls is ArrayInput:
             return self.element(atom.indexed, *index)
@@ -1103,10 +1105,9 @@ def index_cse(function):
     >>> sd.grad(lambda x: np.sum(np.sin(x) * np.exp(-x ** 2))).trace(np.zeros(3)).cse()
     ([(t0[i], exp(-x[i]**2))], [-2*sin(x[i])*t0[i]*x[i] + cos(x[i])*t0[i]])
     """
-    from symad.function import _fresh_symbols
 
     nb = IndexNotation(function)
-    names = _fresh_symbols(list(function.graph.inputs) + [base.label for base in nb.constant_bases()])
+    names = fresh_symbols(list(function.graph.inputs) + [base.label for base in nb.constant_bases()])
     temporaries = _plan_temporaries(function.graph, inline_below=None, max_inline=math.inf)
     assignments, leaves, _ = _lines(nb, temporaries, lambda: next(names))
     return [(lhs, rhs) for lhs, rhs, _ in assignments], leaves
@@ -1150,7 +1151,9 @@ def evaluate_element(expr, indices: dict, arrays: dict):
     """
     by_name = {getattr(key, "name", None) or str(getattr(key, "label", key)): value
                for key, value in arrays.items()}
-    expr = sympy.sympify(expr).xreplace({symbol: sympy.Integer(v) for symbol, v in indices.items()})
+    if not isinstance(expr, sympy.Basic):  # a number: itself
+        return float(expr)
+    expr = expr.xreplace({symbol: sympy.Integer(v) for symbol, v in indices.items()})
     expr = _expand_reductions(expr)
 
     def element(indexed):
@@ -1288,3 +1291,6 @@ def index_latex(function, labels: list, settings: dict, *, temporaries: str, inl
             value = printer.doprint(leaf)
         lines.append(f"{_indexed_label(label, free)} &= {value}")
     return "\\begin{aligned}\n" + " \\\\\n".join(lines) + "\n\\end{aligned}"
+
+
+_latex_module.ARRAY_PRINTER[:] = [index_latex]

@@ -520,6 +520,11 @@ def _check_options(name, output_names, temporaries, inline_below, max_inline, ma
                "string for a function with one output)")
 
 
+#: The LaTeX printer of array programs, in index notation. symad.export.index_notation builds
+#: on this module, so this module cannot import it back: it registers itself here instead.
+ARRAY_PRINTER: list = []
+
+
 def function_latex(
     function,
     output_names=None,
@@ -566,9 +571,11 @@ def function_latex(
                           "their values") from None
     labels = _output_labels(function, len(function.out_shapes), output_names)
     if getattr(function, "is_array_program", False):
-        from symad.export.index_notation import index_latex
+        if not ARRAY_PRINTER:  # registered when symad.export.index_notation loads
+            import importlib
 
-        return index_latex(function, labels, settings, temporaries=temporaries,
+            importlib.import_module("symad.export.index_notation")
+        return ARRAY_PRINTER[0](function, labels, settings, temporaries=temporaries,
                            inline_below=inline_below, max_inline=max_inline, matrix=matrix,
                            max_denominator=max_denominator)
     assignments, outputs = latex_program(
