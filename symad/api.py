@@ -45,12 +45,13 @@ from symad.tracer import (
     active_input_names,
     constant_atom,
     element_atom,
+    element_atoms,
     substitute_atoms,
 )
 from symad.transforms import backpropagate, push_forward
 from symad.transforms.forward import consumer_index
 from symad.transforms.reverse import full_shape
-from symad.transforms.sparsity import dependency_masks, set_bits
+from symad.transforms.sparsity import array_patterns, set_bits, sparsity_pattern
 from symad.transforms.taylor import taylor_series
 
 __all__ = [
@@ -791,12 +792,19 @@ def _identity_seeds(builder, leaf, size: int) -> list:
 
 def _identity_tangents(builder, atom, size: int) -> dict:
     """Seeds for the columns of a Jacobian: the identity over one input's elements."""
-    identity = np.eye(size)
-    tangents = {atom: constant_atom(builder, identity.reshape((size,) + atom_shape(atom)))}
-    if atom.__class__ is ArrayInput:  # element-level code reads its elements' symbols
-        for symbol in atom.made_elements():
-            flat = int(np.ravel_multi_index(atom.element_index(symbol), atom.shape))
-            tangents[symbol] = constant_atom(builder, identity[:, flat])
+    return _seed_tangents(builder, atom, np.eye(size))
+
+
+def _seed_tangents(builder, leaf, seeds: np.ndarray) -> dict:
+    """Tangents of one input leaf carrying a leading axis of seeds: ``seeds`` is ``(count, elements)``."""
+    count = seeds.shape[0]
+    if isinstance(leaf, np.ndarray):  # scalar atoms: each its column of seeds
+        return {atom: constant_atom(builder, seeds[:, k]) for k, atom in enumerate(leaf.reshape(-1).tolist())}
+    tangents = {leaf: constant_atom(builder, seeds.reshape((count,) + atom_shape(leaf)))}
+    if leaf.__class__ is ArrayInput:  # element-level code reads its elements' symbols
+        for symbol in leaf.made_elements():
+            flat = int(np.ravel_multi_index(leaf.element_index(symbol), leaf.shape))
+            tangents[symbol] = constant_atom(builder, seeds[:, flat])
     return tangents
 
 
@@ -921,34 +929,45 @@ def _to_sparse_matrix(function: Function, values) -> Any:
     return scipy.sparse.csr_matrix((values, (rows, columns)), shape=shape)
 
 
-def sparse_jacobian_function(function: Function, argnum: int, symmetric: bool = False) -> Function:
+def sparse_jacobian_function(function: Function, argnum: int, symmetric: bool = False,
+                             compressed: bool | None = None) -> Function:
     """The structural non-zeros of ``function``'s Jacobian w.r.t. one argument, as a Function.
 
     Outputs one vector: the non-zero values in row-major (CSR) order; the
     Function's ``sparse_layout`` is ``(rows, columns, shape)``. With
-    ``symmetric`` (a Hessian), an entry below the diagonal is the same atom
-    as its mirror above it.
+    ``symmetric`` (a Hessian: ``function`` is a gradient), ``(i, j)`` and
+    ``(j, i)`` are one value, computed once.
+
+    ``compressed`` (default: for array programs) computes them from a few
+    directional derivatives chosen by graph colouring, in one forward sweep
+    (:func:`_compressed_jacobian_function`); its ``sparse_colouring`` says
+    which colouring and how many colours. Otherwise each input element gets
+    its own forward sweep over its cone of influence, and each non-zero is a
+    scalar atom with its own formula, as for scalar programs, whose graphs
+    stay scalar this way (``sparse_colouring`` is None).
     """
     transform = "hessian" if symmetric else "jacobian"
-    if function.is_array_program:  # element by element (interim: until sparse array sweeps)
-        function = function.expand()
     (position,) = _resolve_argnums(argnum, len(function.in_treedef.children), transform, function.name)
     leaf_range = _input_leaf_ranges(function)[position]
     if len(leaf_range) != 1:
         raise DifferentiationError(
             f"{transform}({function.name}, sparse=True): argument {position} is a pytree; sparse "
             "Jacobians and Hessians take one array argument (concatenate the parameters)")
-    wrt = list(leaf_elements(function.in_symbols[leaf_range.start]).reshape(-1))
+    wrt_leaf = function.in_symbols[leaf_range.start]
+    if function.is_array_program if compressed is None else compressed:
+        return _compressed_jacobian_function(function, wrt_leaf, transform, symmetric)
+    wrt = leaf_elements(wrt_leaf).reshape(-1).tolist()
     layout = {}
 
     def build(builder, primal_nodes, outputs):
         _check_real_outputs(builder, outputs, transform, function.name)
-        out_atoms = [atom for leaf in outputs for atom in leaf.reshape(-1)]
-        masks = dependency_masks(primal_nodes, wrt)
+        out_atoms = [atom for leaf in outputs for atom in
+                     (leaf if isinstance(leaf, np.ndarray) else element_atoms(leaf)).reshape(-1).tolist()]
+        masks = array_patterns(primal_nodes, wrt, out_atoms)
         consumers = consumer_index(primal_nodes)
         rows_of_column: dict = {}
         for row, out in enumerate(out_atoms):
-            for column in set_bits(masks.get(out, 0)):
+            for column in set_bits((masks[out] if out.is_Symbol else None) or 0):
                 rows_of_column.setdefault(column, []).append(row)
         entries = {}
         for column, rows in sorted(rows_of_column.items()):
@@ -968,13 +987,71 @@ def sparse_jacobian_function(function: Function, argnum: int, symmetric: bool = 
 
     result = derive(function, f"{transform}({function.name}, sparse)", build)
     result.sparse_layout = layout["value"]
+    result.sparse_colouring = None
+    return result
+
+
+def _compressed_jacobian_function(function: Function, wrt_leaf, transform: str, symmetric: bool) -> Function:
+    """The structural non-zeros of an array program's Jacobian from compressed directional derivatives.
+
+    The pattern comes from the graph (:mod:`symad.transforms.sparsity`, no
+    unrolling); the columns are coloured (:mod:`symad.transforms.colouring`:
+    distance-2 for a Jacobian, star or distance-2 for a Hessian) and one
+    forward sweep pushes the ``k`` seeds ``S[:, c]`` (ones on the columns of
+    colour ``c``) at once, as a leading axis of seeds: the compressed ``J S``,
+    ``k`` rows of every output. One ``take`` node reads each non-zero from it.
+    """
+    import scipy.sparse
+
+    from symad.transforms.colouring import (
+        column_colouring,
+        hessian_colouring,
+        hessian_sources,
+        jacobian_sources,
+    )
+
+    layout = {}
+
+    def build(builder, primal_nodes, outputs):
+        _check_real_outputs(builder, outputs, transform, function.name)
+        pattern = sparsity_pattern(primal_nodes, leaf_atoms(wrt_leaf), outputs)
+        if symmetric:
+            pattern = scipy.sparse.csr_matrix(pattern + pattern.T, dtype=bool)
+            pattern.sort_indices()
+            colouring = hessian_colouring(pattern)
+            sources = hessian_sources(pattern, colouring)
+        else:
+            colouring = column_colouring(pattern)
+            sources = jacobian_sources(pattern, colouring)
+        rows = np.repeat(np.arange(pattern.shape[0], dtype=np.intp), np.diff(pattern.indptr))
+        layout["value"] = (rows, pattern.indices.astype(np.intp), pattern.shape)
+        layout["colouring"] = colouring
+        if not sources.size:
+            return constant_atom(builder, np.zeros(0))
+        seeds = np.zeros((colouring.count, pattern.shape[1]))
+        seeds[colouring.colours, np.arange(pattern.shape[1])] = 1.0
+        tangent_of = push_forward(builder, primal_nodes, _seed_tangents(builder, wrt_leaf, seeds),
+                                  function.name, consumer_index(primal_nodes), lead=1)
+        blocks = [A.record_reshape(builder, _leaf_tangent(builder, leaf, tangent_of, colouring.count),
+                                   (math.prod(leaf_shape(leaf)),), lead=1) for leaf in outputs]
+        compressed = A.record_concatenate(builder, blocks, -1, lead=1)
+        flat = A.record_reshape(builder, compressed, (colouring.count * pattern.shape[0],))
+        return A.record_take(builder, flat, sources, -1)
+
+    result = derive(function, f"{transform}({function.name}, sparse)", build)
+    result.sparse_layout = layout["value"]
+    result.sparse_colouring = layout["colouring"]
     return result
 
 
 def sparse_hessian_function(function: Function, argnum: int) -> Function:
-    """The structural non-zeros of the Hessian: a sparse Jacobian of the gradient, symmetric."""
+    """The structural non-zeros of the Hessian: a sparse Jacobian of the gradient, symmetric.
+
+    Compressed (star colouring) when ``function`` is an array program; a
+    scalar program's gradient keeps one sweep per column.
+    """
     gradient = grad_function(function, argnum)
-    return sparse_jacobian_function(gradient, argnum, symmetric=True)
+    return sparse_jacobian_function(gradient, argnum, symmetric=True, compressed=function.is_array_program)
 
 
 def hessian(fun: Callable, argnums=0, has_aux: bool = False, *, sparse: bool = False) -> Transformed:

@@ -446,7 +446,10 @@ class Function:
         Rows are the flattened outputs, columns the flattened inputs (in the
         order of ``graph.inputs``: the arguments, then any Parameters); entry
         ``(o, i)`` is 1 where output ``o`` depends on input ``i`` at all,
-        read off the graph without evaluating anything.
+        read off the graph without evaluating anything. Array nodes pass
+        their patterns on whole, through their index maps
+        (:mod:`symad.transforms.sparsity`): nothing is unrolled, so the
+        pattern of a 200 x 200 grid's gradient comes from its 20 nodes.
 
         >>> import symad as sd
         >>> import numpy as np
@@ -455,10 +458,7 @@ class Function:
         """
         from symad.transforms.sparsity import sparsity_pattern
 
-        if self.is_array_program:
-            expanded = self.expand()
-            return sparsity_pattern(expanded.graph.nodes, expanded.graph.inputs, expanded.graph.outputs)
-        return sparsity_pattern(self.graph.nodes, self.graph.inputs, self.graph.outputs)
+        return sparsity_pattern(self.graph.nodes, self.graph.inputs, self._output_atoms())
 
     def to_c(self, name: str | None = None):
         """C99 source and header of a function computing every output (see :mod:`symad.export.c`).
