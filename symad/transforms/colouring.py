@@ -70,10 +70,12 @@ def _boolean(pattern):
 
 
 def _without_diagonal(graph):
-    graph = graph.tocsr(copy=True)
-    graph.setdiag(False)
-    graph.eliminate_zeros()
-    return graph
+    """The adjacency of a pattern: its off-diagonal entries (as CSR)."""
+    import scipy.sparse
+
+    entries = graph.tocoo()
+    off = entries.row != entries.col
+    return scipy.sparse.csr_matrix((entries.data[off], (entries.row[off], entries.col[off])), shape=graph.shape)
 
 
 def _order(graph) -> list[int]:
@@ -211,8 +213,8 @@ def hessian_sources(pattern, colouring: Colouring) -> np.ndarray:
     size = pattern.shape[0]
     rows, columns = _positions(pattern)
     colours, count = colouring.colours, max(colouring.count, 1)
-    occurrences = np.bincount(rows * count + colours[columns], minlength=size * count)
-    alone = occurrences[rows * count + colours[columns]] == 1  # B[row, colour(column)] is H[row, column]
+    _, where, occurrences = np.unique(rows * count + colours[columns], return_inverse=True, return_counts=True)
+    alone = occurrences[where] == 1  # B[row, colour(column)] is H[row, column] alone
     # The entry (j, i) of each (i, j): the CSR position of the transposed pattern's entries.
     mirror = np.empty(rows.size, dtype=np.intp)
     mirror[np.lexsort((rows, columns))] = np.arange(rows.size)
