@@ -44,12 +44,23 @@ def test_sparse_hessian_of_rosenbrock_matches_scipy(size):
     np.testing.assert_allclose(H.toarray(), scipy.optimize.rosen_hess(x), rtol=1e-13, atol=1e-12)
 
 
+def rosenbrock_by_elements(x):
+    return sum(100 * (x[i + 1] - x[i] ** 2) ** 2 + (1 - x[i]) ** 2 for i in range(len(x) - 1))
+
+
 def test_sparse_hessian_mirrors_the_upper_triangle():
-    H = sd.hessian(rosenbrock, sparse=True).trace(np.zeros(5))
+    # A scalar program: each entry is one atom, the lower triangle's the upper's.
+    H = sd.hessian(rosenbrock_by_elements, sparse=True).trace(np.zeros(5))
     rows, columns, shape = H.sparse_layout
     assert shape == (5, 5)
     atoms = dict(zip(zip(rows.tolist(), columns.tolist()), H.graph.outputs))
+    assert len(atoms) == 13
     assert all(atoms[r, c] is atoms[c, r] for r, c in atoms)
+    # An array program: both triangles read one entry of the compressed product.
+    x = np.random.default_rng(0).uniform(-1, 1, 7)
+    H = sd.hessian(rosenbrock, sparse=True)(x)
+    assert H.nnz == 19
+    np.testing.assert_array_equal((H - H.T).toarray(), 0.0)
 
 
 def test_sparse_jacobian_matches_the_dense_one():
