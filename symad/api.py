@@ -887,10 +887,13 @@ def jacobian(fun: Callable, argnums=0, has_aux: bool = False, *, sparse: bool = 
     With ``sparse=True`` the argument ``argnums`` (an int) must be one array
     or scalar; the call returns a ``scipy.sparse.csr_matrix`` of shape
     ``(out.size, in.size)`` holding exactly the structural non-zeros (from
-    the graph's dependencies), and only those are computed: a forward sweep
-    per input visits only the nodes that input reaches. ``.trace(x)`` gives
-    the Function of the non-zero values, with ``.sparse_layout``
-    ``(rows, columns, shape)``.
+    the graph's dependencies, :meth:`Function.sparsity`), and only those are
+    computed. For an array program the columns are coloured (no two columns
+    sharing a row alike) and one forward sweep pushes one seed per colour;
+    for a graph of scalars a forward sweep per input visits only the nodes
+    that input reaches. ``.trace(x)`` gives the Function of the non-zero
+    values, with ``.sparse_layout`` ``(rows, columns, shape)`` and
+    ``.sparse_colouring`` (the colouring used; None for a graph of scalars).
 
     >>> import symad as sd
     >>> import numpy as np
@@ -1060,7 +1063,8 @@ def hessian(fun: Callable, argnums=0, has_aux: bool = False, *, sparse: bool = F
     With ``has_aux`` the call returns ``(hessian, aux)``. With ``sparse=True``
     (a scalar function of one array argument) the call returns a
     ``scipy.sparse.csr_matrix`` of the structural non-zeros, computing only
-    those (see :func:`jacobian`).
+    those (see :func:`jacobian`); for an array program from a few
+    Hessian-vector products chosen by star colouring, exactly symmetric.
 
     >>> import symad as sd
     >>> import numpy as np

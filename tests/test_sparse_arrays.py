@@ -332,3 +332,14 @@ def test_grid_hessian_colouring():
     pattern = scipy.sparse.csr_matrix((np.ones(rows.size), (rows, columns)), shape=shape)
     assert_star(pattern, HF.sparse_colouring.colours)
     assert HF.sparse_colouring.count <= 7  # the 5-point stencil needs at least 5
+
+
+def test_sparse_jacobian_of_element_reads_beside_whole_arrays():
+    def f(x):  # x[0], x[2] are element symbols; np.sin(x), x[1:] whole-array nodes
+        return np.sin(x) * x[0] + snp.concatenate([x[1:] * x[2], snp.stack([x[0] ** 2])])
+
+    x = np.array([0.3, -1.2, 0.7, 2.0])
+    J = sd.jacobian(f, sparse=True)(x)
+    np.testing.assert_allclose(J.toarray(), central_jacobian(f, x), rtol=1e-8, atol=1e-9)
+    F = sd.trace(f, x)
+    np.testing.assert_array_equal(J.toarray() != 0, F.expand().sparsity().toarray() != 0)
