@@ -133,7 +133,7 @@ def colouring_rows(n: int, reps: int) -> list[list[str]]:
     rows = []
     for name, run, argument in [("symad distance-2 (incl. P^T P)", column_colouring, pattern),
                                 ("symad star", star_colouring, pattern),
-                                ("networkx greedy_color, largest_first (graph given)", networkx_colouring,
+                                ("networkx: graph from the matrix, greedy_color largest_first", networkx_colouring,
                                  intersection)]:
         timing = time_repeatedly(lambda argument=argument: argument, run, reps, budget_s=20.0, step_limit_s=STEP_LIMIT_S)
         result = run(argument)

@@ -23,11 +23,12 @@ of seeds.
 Both colourings are greedy, visiting vertices by decreasing degree (ties in
 natural order), which gives fewer colours than natural order on irregular
 patterns. They are written here, a few lines over the CSR arrays, rather than
-with ``networkx.greedy_color``: building a ``networkx.Graph`` from the column
-intersection graph of a 100 x 100 grid Hessian took 0.28-0.64 s and of a
-200 x 200 grid 3.9 s (measured 2025-06, this project's 2-core machine), while
-the whole greedy pass here takes 0.02-0.07 s and 0.25 s; networkx has no star
-colouring either.
+with ``networkx.greedy_color``: on the column intersection graph of a grid
+Hessian, networkx (its graph built from the scipy matrix, then coloured)
+took 425 ms at 100 x 100 and 1.9 s at 200 x 200, against 42 ms and 237 ms for
+:func:`column_colouring` (intersection graph included) and 59 ms and 304 ms
+for :func:`star_colouring` (``benchmarks/sparse.py``, 2026-11-25, this
+project's 2-core machine, shared); and networkx has no star colouring.
 
 >>> import numpy as np, scipy.sparse
 >>> tridiagonal = scipy.sparse.diags([1.0, 1.0, 1.0], [-1, 0, 1], shape=(6, 6), format="csr")
@@ -83,6 +84,12 @@ def _order(graph) -> list[int]:
     return np.argsort(-np.diff(graph.indptr), kind="stable").tolist()
 
 
+def _neighbours(graph) -> list[list[int]]:
+    """Each vertex's neighbours as a Python list (the greedy passes index them in Python loops)."""
+    indptr, indices = graph.indptr.tolist(), graph.indices.tolist()
+    return [indices[indptr[v]:indptr[v + 1]] for v in range(graph.shape[0])]
+
+
 def _greedy(graph) -> np.ndarray:
     """A distance-1 colouring of ``graph`` (a CSR adjacency without diagonal): each vertex, in
     :func:`_order`, takes the smallest colour none of its neighbours has."""
@@ -113,11 +120,6 @@ def column_colouring(pattern) -> Colouring:
     if pattern.nnz and np.diff(pattern.indptr).max() == columns:
         return _colouring("distance-2", np.arange(columns, dtype=np.intp))
     return _colouring("distance-2", _greedy(_without_diagonal(pattern.T.tocsr() @ pattern)))
-
-
-def _neighbours(graph) -> list[list[int]]:
-    indptr, indices = graph.indptr.tolist(), graph.indices.tolist()
-    return [indices[indptr[v]:indptr[v + 1]] for v in range(graph.shape[0])]
 
 
 def star_colouring(pattern) -> Colouring:
@@ -170,9 +172,10 @@ def hessian_colouring(pattern) -> Colouring:
     ``sum_i nnz(row i)^2``. The colours only set the length of the leading axis
     of one vectorised sweep, so a few more cost little at evaluation; star
     colouring is used while its work is at most ``STAR_WORK_FACTOR`` times the
-    distance-2 work (every band of half-width up to 4, grid stencils, arrowheads;
-    not dense or wide-band patterns, where both need about one colour per
-    column of a row).
+    distance-2 work: bands of half-width up to 4, grid stencils, arrowheads;
+    not dense or wider-band patterns, where the greedy star colouring finds
+    no fewer colours anyway (a band of half-width ``b``: ``2b + 1`` from both;
+    a dense ``n x n`` pattern: ``n``).
 
     >>> import scipy.sparse
     >>> arrow = scipy.sparse.lil_matrix((50, 50)); arrow.setdiag(1); arrow[0, :] = 1; arrow[:, 0] = 1
