@@ -148,7 +148,7 @@ def star_colouring(pattern) -> Colouring:
             colour_w = colour[w]
             for x in neighbours[w]:
                 colour_x = colour[x]
-                if x == v or colour_x < 0 or forbidden[colour_x] == v:
+                if colour_x < 0 or forbidden[colour_x] == v:  # (v itself is not coloured yet)
                     continue
                 # w uncoloured: x is two steps away; else y ~ x (y != w) coloured like w?
                 if colour_w < 0 or around[x].get(colour_w, 0) >= 2:
