@@ -305,7 +305,10 @@ def test_colourings_are_valid(seed):
     jacobian_pattern = scipy.sparse.random(60, 40, density=0.08, random_state=seed, format="csr") != 0
     colouring = column_colouring(jacobian_pattern)
     assert_distance_2(jacobian_pattern.tocsr(), colouring.colours)
-    symmetric = random_symmetric(50, 3, seed)
+    symmetric = random_symmetric(50, 3, seed).tolil()
+    symmetric[seed, :] = True  # a hub: adjacent to every vertex
+    symmetric[:, seed] = True
+    symmetric = symmetric.tocsr()
     star = star_colouring(symmetric)
     assert_star(symmetric, star.colours)
     assert star.count <= column_colouring(symmetric).count
@@ -322,8 +325,14 @@ def test_colourings_of_known_patterns():
     arrow[:, 0] = 1
     assert hessian_colouring(arrow).count == 2  # star: the hub, then every other vertex
     assert column_colouring(arrow).count == 40  # a full row: every column its own colour
-    dense = np.ones((6, 6))
-    assert hessian_colouring(dense).count == 6
+    large_arrow = scipy.sparse.lil_matrix((20_000, 20_000))
+    large_arrow.setdiag(1)
+    large_arrow[0, :] = 1
+    large_arrow[:, 0] = 1
+    assert hessian_colouring(large_arrow.tocsr()).count == 2
+    assert hessian_colouring(np.ones((6, 6))).count == 6
+    dense = hessian_colouring(np.ones((30, 30)))
+    assert (dense.method, dense.count) == ("distance-2", 30)  # star would cost 30^3 / 6 steps for as many
 
 
 def test_grid_hessian_colouring():

@@ -17,8 +17,8 @@ of seeds.
   once in row ``i`` or ``colour(i)`` occurs once in row ``j``, and symmetry gives
   ``H[i, j] = H[j, i]`` from that row of ``B = H S``. It needs fewer colours than
   distance-2 colouring (an arrowhead matrix: 2 instead of ``n``; a 5-point grid
-  stencil: 6 against 7 here), at a higher cost to compute. :func:`hessian_colouring`
-  chooses between the two.
+  stencil: 6 against 7 here), at a higher cost to compute on dense patterns.
+  :func:`hessian_colouring` chooses between the two.
 
 Both colourings are greedy, visiting vertices by decreasing degree (ties in
 natural order), which gives fewer colours than natural order on irregular
@@ -127,66 +127,86 @@ def star_colouring(pattern) -> Colouring:
 
     Greedy (Gebremedhin, Manne and Pothen, *What color is your Jacobian?*,
     SIAM Review 47 (2005), Algorithm 4.1): a vertex ``v`` may not take the colour
-    of a neighbour, nor of a vertex two steps away through a neighbour not yet
-    coloured, nor the colour of ``x`` on a path ``v - w - x - y`` whose ``w``
-    and ``y`` already share a colour (which would make that path two-coloured).
-    That last test counts, per vertex, its coloured neighbours of each colour
-    (kept up to date as vertices are coloured), so each path costs one look-up
-    instead of a walk over ``x``'s neighbours.
+    of a neighbour ``w``, nor, through a ``w`` not yet coloured, the colour of
+    any vertex two steps away, nor, through a coloured ``w``, the colour of an
+    ``x ~ w`` on a path ``v - w - x - y`` whose ``y`` is coloured like ``w``
+    (which would make that path two-coloured).
+
+    Those colours are kept per vertex as vertices are coloured, instead of
+    walking ``w``'s neighbours for every ``v``: ``around[w]``, the colours of
+    ``w``'s coloured neighbours (with counts), and ``centres[w]``, the colours
+    of the coloured ``x ~ w`` that have two neighbours coloured like ``w``. So a
+    vertex costs its neighbours' colour sets, not their neighbourhoods: an
+    arrowhead's hub, adjacent to every vertex, costs a few colours per vertex
+    rather than a pass over all of them.
     """
     graph = _without_diagonal(_boolean(pattern))
     neighbours = _neighbours(graph)
     colour = [-1] * graph.shape[0]
     forbidden = [-1] * (graph.shape[0] + 1)  # forbidden[c] == v: v may not take colour c
-    around: list[dict] = [{} for _ in neighbours]  # around[x][c]: neighbours of x coloured c
+    around: list[dict] = [{} for _ in neighbours]  # around[x][c]: x's neighbours coloured c
+    centres: list[set] = [set() for _ in neighbours]  # see the docstring
     for v in _order(graph):
         near = neighbours[v]
         for w in near:
-            if colour[w] >= 0:
-                forbidden[colour[w]] = v
-        for w in near:
             colour_w = colour[w]
-            for x in neighbours[w]:
-                colour_x = colour[x]
-                if colour_x < 0 or forbidden[colour_x] == v:  # (v itself is not coloured yet)
-                    continue
-                # w uncoloured: x is two steps away; else y ~ x (y != w) coloured like w?
-                if colour_w < 0 or around[x].get(colour_w, 0) >= 2:
-                    forbidden[colour_x] = v
+            if colour_w < 0:
+                for taken in around[w]:
+                    forbidden[taken] = v
+            else:
+                forbidden[colour_w] = v
+                for taken in centres[w]:
+                    forbidden[taken] = v
         chosen = 0
         while forbidden[chosen] == v:
             chosen += 1
         colour[v] = chosen
+        # Keep around and centres up to date: v's neighbours now have one more neighbour coloured chosen.
+        own = around[v]
         for u in near:
+            colour_u = colour[u]
             counts = around[u]
-            counts[chosen] = counts.get(chosen, 0) + 1
+            count = counts[chosen] = counts.get(chosen, 0) + 1
+            if colour_u < 0:
+                continue
+            if count == 2:  # u is now a centre for every neighbour coloured chosen (v among them)
+                for w in neighbours[u]:
+                    if colour[w] == chosen:
+                        centres[w].add(colour_u)
+            elif count > 2:
+                centres[v].add(colour_u)
+            if own.get(colour_u, 0) >= 2:  # v is a centre for its neighbours coloured like u
+                centres[u].add(chosen)
     return _colouring("star", np.array(colour, dtype=np.intp))
 
 
 def hessian_colouring(pattern) -> Colouring:
     """Star colouring of the symmetric ``pattern``, or distance-2 colouring where star is not worth it.
 
-    The greedy star colouring visits, per vertex, the neighbours of its
-    neighbours' neighbours: about ``sum_w deg(w) * sum_{x ~ w} deg(x)`` steps,
-    cubic in the row length, against the distance-2 colouring's
-    ``sum_i nnz(row i)^2``. The colours only set the length of the leading axis
-    of one vectorised sweep, so a few more cost little at evaluation; star
-    colouring is used while its work is at most ``STAR_WORK_FACTOR`` times the
-    distance-2 work: bands of half-width up to 4, grid stencils, arrowheads;
-    not dense or wider-band patterns, where the greedy star colouring finds
-    no fewer colours anyway (a band of half-width ``b``: ``2b + 1`` from both;
-    a dense ``n x n`` pattern: ``n``).
+    The star colouring visits, per vertex, the colour sets of its neighbours:
+    about ``sum_w deg(w) * min(deg(w), r)`` steps (``r`` the longest row),
+    against the distance-2 colouring's pass over the column intersection graph,
+    at most ``min(sum_i nnz(row i)^2, n^2)`` entries. The colours only set the
+    length of the leading axis of one vectorised sweep, so a few more cost
+    little at evaluation: star colouring is used while its work is at most
+    ``STAR_WORK_FACTOR`` times the distance-2 work. It is on sparse patterns
+    (bands, grid stencils, arrowheads: a few colours per vertex); not on dense
+    ones, whose rows all meet and where both need one colour per column (a
+    dense ``n x n`` pattern: ``n^3`` steps of star colouring for nothing).
 
     >>> import scipy.sparse
     >>> arrow = scipy.sparse.lil_matrix((50, 50)); arrow.setdiag(1); arrow[0, :] = 1; arrow[:, 0] = 1
     >>> hessian_colouring(arrow).count, column_colouring(arrow).count
     (2, 50)
+    >>> hessian_colouring(np.ones((30, 30))).method
+    'distance-2'
     """
     pattern = _boolean(pattern)
     graph = _without_diagonal(pattern)
     degrees = np.diff(graph.indptr).astype(np.float64)
-    star_work = float(degrees @ (graph @ degrees))
-    distance_2_work = float((np.diff(pattern.indptr).astype(np.float64) ** 2).sum())
+    rows = np.diff(pattern.indptr).astype(np.float64)
+    star_work = float(degrees @ np.minimum(degrees, rows.max(initial=0.0)))
+    distance_2_work = min(float((rows ** 2).sum()), float(pattern.shape[1]) ** 2)
     if star_work <= STAR_WORK_FACTOR * distance_2_work:
         return star_colouring(pattern)
     return column_colouring(pattern)
