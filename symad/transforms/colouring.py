@@ -25,8 +25,8 @@ natural order), which gives fewer colours than natural order on irregular
 patterns. They are written here, a few lines over the CSR arrays, rather than
 with ``networkx.greedy_color``: on the column intersection graph of a grid
 Hessian, networkx (its graph built from the scipy matrix, then coloured)
-took 425 ms at 100 x 100 and 1.9 s at 200 x 200, against 42 ms and 237 ms for
-:func:`column_colouring` (intersection graph included) and 59 ms and 304 ms
+took 271 ms at 100 x 100 and 1.4 s at 200 x 200, against 30 ms and 102 ms for
+:func:`column_colouring` (intersection graph included) and 42 ms and 177 ms
 for :func:`star_colouring` (``benchmarks/sparse.py``, 2026-11-25, this
 project's 2-core machine, shared); and networkx has no star colouring.
 
