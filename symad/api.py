@@ -957,7 +957,7 @@ def sparse_jacobian_function(function: Function, argnum: int, symmetric: bool = 
             f"{transform}({function.name}, sparse=True): argument {position} is a pytree; sparse "
             "Jacobians and Hessians take one array argument (concatenate the parameters)")
     wrt_leaf = function.in_symbols[leaf_range.start]
-    if function.is_array_program if compressed is None else compressed:
+    if (function.is_array_program if compressed is None else compressed):
         return _compressed_jacobian_function(function, wrt_leaf, transform, symmetric)
     wrt = leaf_elements(wrt_leaf).reshape(-1).tolist()
     layout = {}
