@@ -529,8 +529,10 @@ def record_reshape(builder, atom, shape: tuple, lead: int = 0):
     constant = _constant_of(atom)
     if constant is not None:
         return _record_constant(builder, constant.array.reshape(full[:lead] + shape))
-    if getattr(atom, "primitive", None) is reshape_p and len(dict(atom.params)["in_shape"]) == len(core):
-        inner = atom.args[0]  # a reshape of a reshape: one reshape of the original
+    if getattr(atom, "primitive", None) is reshape_p and len(dict(atom.params)["shape"]) == len(core):
+        # A reshape of a reshape over the same core (the same leading dimensions): one
+        # reshape of the original.
+        inner = atom.args[0]
         return record_reshape(builder, inner, shape, len(_shape(inner)) - len(dict(atom.params)["in_shape"]))
     if not core and not shape:
         return atom

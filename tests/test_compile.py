@@ -223,8 +223,9 @@ def test_steps_of_the_same_shape_share_one_numexpr_program(assembled, monkeypatc
     # program per entry made compiling Rosenbrock's (N = 1000) take seconds.
     if not assembled:
         monkeypatch.setattr(numexpr_backend, "_VM_USABLE", False)
-    H = sd.hessian(lambda x: np.sum(100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2),
-                   sparse=True).trace(np.zeros(8))
+    rosenbrock = element_trace(lambda x: np.sum(100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2),
+                               np.zeros(8))
+    H = sd.hessian(rosenbrock, sparse=True).trace(np.zeros(8))
     source = H.source("numexpr")
     programs = [line for line in source.splitlines() if line.startswith("_E")]
     calls = [line for line in source.splitlines() if line.strip().startswith("_E") and "out=" in line]

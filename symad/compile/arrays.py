@@ -98,6 +98,7 @@ class _Lowering:
         self.has_lead: dict = {}  # atom -> True if it varies over the batch of points
         self.core_ndim: dict = {}
         self.element_counter = 0
+        self.value_counter = len(graph.inputs)  # names v<k>, never reused
         for position, atom in enumerate(graph.inputs):
             self.text[atom] = f"i{position}"
             self.has_lead[atom] = True
@@ -186,7 +187,8 @@ class _Lowering:
         lead = any(self.lead_of(a) for a in node.args)
         self.has_lead[node] = lead
         self.core_ndim[node] = len(node.shape)
-        if node.primitive.name == "add" and any(a in self.deferred for a in node.args if a.is_Symbol):
+        if node.primitive.name == "add" and any(a in self.deferred and a.shape == node.shape
+                                                for a in node.args if a.is_Symbol):
             self.accumulate(node)
             return
         if self._fusible(node):
@@ -210,8 +212,10 @@ class _Lowering:
 
     def accumulate(self, node) -> None:
         """A sum holding unslices: the other terms, then each unslice added into its region."""
-        parts = [a for a in node.args if a.is_Symbol and a in self.deferred]
-        rest = [a for a in node.args if not (a.is_Symbol and a in self.deferred)]
+        # Unslices of the sum's own shape add into their region; one broadcast by the
+        # sum (a size-1 axis repeated) is a term like any other.
+        parts = [a for a in node.args if a.is_Symbol and a in self.deferred and a.shape == node.shape]
+        rest = [a for a in node.args if not (a.is_Symbol and a in parts)]
         if not rest:
             base, fresh = "0.0", False
         elif len(rest) == 1:
@@ -280,7 +284,8 @@ class _Lowering:
         return self.write_tree(node, self.inlined.pop(node))
 
     def assign(self, node, call: str) -> str:
-        name = f"v{len(self.text)}"
+        name = f"v{self.value_counter}"
+        self.value_counter += 1
         self.lines.append(f"    {name} = {call}")
         self.text[node] = name
         return name
