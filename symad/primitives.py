@@ -197,9 +197,12 @@ def evalf_by_mpmath(function, mpmath_impl: Callable, prec: int):
         return None
     with mpmath.workprec(prec + 20):
         result = mpmath_impl(*(value._to_mpmath(prec + 20) for value in values))
-    if isinstance(result, mpmath.mpc):
-        return None
-    return sympy.Float._new(mpmath.mpf(result)._mpf_, prec)
+        if isinstance(result, mpmath.mpc):
+            return None
+        # Made an mpf here, at the working precision: outside, mpmath.mpf rounds to mpmath's
+        # global precision (53 bits by default), and evalf(50) kept 16 digits.
+        result = mpmath.mpf(result)
+    return sympy.Float._new(result._mpf_, prec)
 
 
 def _mpmath_sigmoid(x):

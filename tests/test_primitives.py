@@ -629,9 +629,10 @@ def test_formulas_with_sigmoid_and_softplus_evaluate_in_sympy(function):
              "softplus": lambda v: mpmath.log(1 + mpmath.exp(v))}[function.__name__]
     value = formula.subs(x, 0.37).evalf()
     assert value.is_Float and float(value) == pytest.approx(float(exact(0.37)), rel=1e-15)
+    # evalf(40) at mpmath's default precision (evalf rounded to it, keeping 16 digits, before).
+    precise = formula.subs(x, sympy.Rational(37, 100)).evalf(40)
     with mpmath.workdps(50):
-        assert abs(formula.subs(x, sympy.Rational(37, 100)).evalf(40)
-                   - sympy.Float(exact(mpmath.mpf(37) / 100), 45)) < sympy.Float("1e-38")
+        assert abs(precise - sympy.Float(exact(mpmath.mpf(37) / 100), 45)) < sympy.Float("1e-38")
     for module in ("numpy", "math", "scipy"):
         assert float(sympy.lambdify(x, formula, module)(0.37)) == pytest.approx(float(function(0.37)),
                                                                                 rel=1e-15)
