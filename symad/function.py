@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import sympy
 
-from symad.compile import DEFAULT_BACKEND, make_evaluator
+from symad.compile import DEFAULT_BACKEND, PRECISION_BACKENDS, make_evaluator, make_precise_function
 from symad.compile.batch import batch_shape as _batch_shape
 from symad.compile.dask_support import evaluate_dask, is_dask_array
 from symad.compile.memory import output_array
@@ -491,14 +491,20 @@ class Function:
     # -- the numeric side ---------------------------------------------------------
 
     def compile(self, backend: str = DEFAULT_BACKEND, *, num_threads: int | None = None,
-                block_size: int | None = None) -> Callable:
+                block_size: int | None = None, dps: int | None = None) -> Callable:
         """An evaluator of this function with ``backend`` (see ``sd.available_backends()``).
 
         Args:
-            backend: ``"numexpr"`` (default), ``"numpy"``, or ``"numba"`` where installed.
+            backend: ``"numexpr"`` (default), ``"numpy"``, or ``"numba"`` where installed;
+                or a precision backend, which evaluates the same graph node by node:
+                ``"mpmath"`` (results ``mpmath.mpf`` correct to ``dps`` digits at every
+                node, object arrays for arrays) or ``"interval"`` (``mpmath.iv``
+                intervals guaranteed to contain the exact values).
             num_threads: threads for this evaluator (default: ``sd.get_num_threads()``).
             block_size: points per block of the batch (default: chosen from the graph so
                 all live temporaries of a block fit in 64 MiB).
+            dps: the working precision of ``"mpmath"`` and ``"interval"``, in decimal
+                digits (default: mpmath's current ``mp.dps``).
 
         The returned function has ``.note``: why its evaluator differs from what was
         asked, or ``""`` (numba falls back to numexpr for a primitive it cannot spell
@@ -514,6 +520,16 @@ class Function:
         >>> f(np.array([0.0, np.pi / 2, np.pi / 2]))
         array([0., 1., 1.])
         """
+        if backend in PRECISION_BACKENDS:
+            if num_threads is not None or block_size is not None:
+                raise CompileError(
+                    f"{self.name}: num_threads and block_size are options of the float64 "
+                    f"backends; the {backend} backend evaluates one point at a time")
+            return make_precise_function(self, backend, dps)
+        if dps is not None:
+            raise CompileError(
+                f"{self.name}: dps={dps} is the precision of the 'mpmath' and 'interval' "
+                f"backends; the {backend} backend computes in float64 (or float32)")
         evaluator = self._evaluator(backend, np.float64)  # compile now, so errors surface here
         compiled = CompiledFunction(self, backend, num_threads, block_size)
         #: why the evaluator differs from what was asked ("" if it does not), e.g. numba

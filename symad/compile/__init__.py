@@ -11,7 +11,7 @@ from __future__ import annotations
 from symad.compile.threads import get_num_threads, set_num_threads
 
 __all__ = ["available_backends", "make_evaluator", "generate_module", "DEFAULT_BACKEND",
-           "set_num_threads", "get_num_threads"]
+           "set_num_threads", "get_num_threads", "PRECISION_BACKENDS", "make_precise_function"]
 
 #: The backend ``F(...)`` and every transform evaluate with.
 DEFAULT_BACKEND = "numexpr"
@@ -39,6 +39,39 @@ def available_backends() -> list[str]:
     return backends
 
 
+#: Backends that evaluate the graph node by node in another arithmetic, at ``dps`` digits
+#: (``F.compile("mpmath", dps=50)``); they are not among ``available_backends()``, which
+#: evaluate in float64 on whole batches.
+PRECISION_BACKENDS = ("mpmath", "interval")
+
+
+def make_precise_function(function, backend: str, dps: int | None):
+    """``function`` evaluated with a precision backend at ``dps`` digits (mpmath's current ones if None).
+
+    ``"mpmath"``: :mod:`symad.compile.mpmath_backend`; ``"interval"``:
+    :mod:`symad.compile.interval_backend`.
+    """
+    import numbers
+
+    import mpmath
+
+    from symad.errors import CompileError
+
+    if dps is None:
+        dps = mpmath.mp.dps
+    if isinstance(dps, bool) or not isinstance(dps, numbers.Integral) or dps < 1:
+        raise CompileError(f"{function.name}: dps must be a positive integer (decimal digits), got {dps!r}")
+    if backend == "mpmath":
+        from symad.compile.interpret import PreciseFunction
+        from symad.compile.mpmath_backend import MpmathArithmetic
+
+        return PreciseFunction(function, MpmathArithmetic(int(dps)))
+    from symad.compile.interpret import PreciseFunction
+    from symad.compile.interval_backend import IntervalArithmetic
+
+    return PreciseFunction(function, IntervalArithmetic(int(dps)))
+
+
 def _check_backend(backend: str) -> None:
     from symad.errors import CompileError
 
@@ -46,6 +79,10 @@ def _check_backend(backend: str) -> None:
     # the backends costs about 0.4 s, which the default backend must not pay.
     if backend in ("numexpr", "numpy"):
         return
+    if backend in PRECISION_BACKENDS:
+        raise CompileError(
+            f"the {backend!r} backend evaluates the graph node by node and generates no module "
+            f"or source; use F.compile({backend!r}, dps=...)")
     if backend not in available_backends():
         known = ("numexpr", "numpy", "numba")
         why = " (numba is not installed: pip install numba)" if backend == "numba" else ""
