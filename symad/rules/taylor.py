@@ -1,7 +1,12 @@
 """Taylor-coefficient recurrences: ``rule(sweep, node, k) -> y[k]``, one line of table per primitive.
 
 Notation: ``y`` is the node's output, ``u``/``a``/``b`` its operands, ``x[k]``
-the k-th normalised Taylor coefficient. A primitive missing from
+the k-th normalised Taylor coefficient. With several variables ``k`` is a
+multi-index, a sum ``sum_{j=1..k} x[j] y[k-j]`` runs over the splits ``k = l + m``
+(``sweep.index.splits(k)``) with ``l`` not zero, and a factor ``j`` that a
+derivative brings down is ``l``'s entry along the axis the recurrence
+differentiates on (``sweep.index.axis(k)``, ``sweep.index.weight(l, axis)``):
+every rule below is written once for both (see :mod:`symad.transforms.taylor`). A primitive missing from
 :data:`TAYLOR_RULES` uses the generic chain rule on series
 (:meth:`symad.transforms.taylor.TaylorSweep.chain_rule`) through its
 symbolic partials; with partial rules that reuse their output, that *is* the
@@ -84,16 +89,38 @@ def _divide(sweep, node, k):
     if not sweep.is_varying(b):
         return sweep.quotient(sweep.coefficient(a, k), b)
     y = _output(sweep, node)
-    correction = sweep.total([sweep.product(sweep.coefficient(b, j), y(k - j)) for j in range(1, k + 1)])
+    correction = sweep.total([sweep.product(sweep.coefficient(b, l), y(rest))
+                              for l, rest in _nonzero_splits(sweep, k)])
     return sweep.quotient(sweep.difference(sweep.coefficient(a, k), correction), b)
+
+
+def _nonzero_splits(sweep, k):
+    """The splits ``(l, k - l)`` of ``k`` with ``l`` not zero (``j = 1..k`` of one variable)."""
+    zero = sweep.zero
+    return [(l, rest) for l, rest in sweep.index.splits(k) if l != zero]
+
+
+def _differentiated_splits(sweep, k, below_k: bool = False):
+    """``(l, k - l, l_a)`` for the splits whose ``l`` has a positive entry ``l_a`` along the axis
+    the recurrence at ``k`` differentiates on (``j = 1..k`` of one variable, ``1..k-1`` with
+    ``below_k``), and ``k_a``, the factor ``1/k_a`` of the recurrence divides by."""
+    index = sweep.index
+    axis = index.axis(k)
+    terms = []
+    for l, rest in index.splits(k):
+        weight = index.weight(l, axis)
+        if weight and not (below_k and rest == sweep.zero):
+            terms.append((l, rest, weight))
+    return terms, axis, index.weight(k, axis)
 
 
 def _log(sweep, node, k):
     # y = log(u):  y[k] = (u[k] - (1/k) sum_{j=1..k-1} j y[j] u[k-j]) / u[0]
     (u,) = node.args
-    inner = sweep.total([sweep.product(sweep.weighted(node, j), sweep.coefficient(u, k - j))
-                         for j in range(1, k)])
-    numerator = sweep.difference(sweep.coefficient(u, k), sweep.scaled(sympy.Rational(1, k), inner))
+    splits, axis, k_axis = _differentiated_splits(sweep, k, below_k=True)
+    inner = sweep.total([sweep.product(sweep.weighted(node, l, axis), sweep.coefficient(u, rest))
+                         for l, rest, _ in splits])
+    numerator = sweep.difference(sweep.coefficient(u, k), sweep.scaled(sympy.Rational(1, k_axis), inner))
     return sweep.quotient(numerator, u)
 
 
@@ -107,13 +134,20 @@ def _sqrt(sweep, node, k):
 
 
 def _symmetric_convolution(sweep, a, k, start=0):
-    """``sum_{j=start..k-start} a[j] a[k-j]``, each product recorded once."""
+    """``sum_{j=start..k-start} a[j] a[k-j]``, each product recorded once.
+
+    ``start`` is 0 or 1: 1 leaves out the two terms holding ``a[0]``. Each
+    unordered pair ``{l, k - l}`` is one product (doubled unless ``l = k - l``).
+    """
     terms = []
-    for j in range(start, k - start + 1):
-        if j > k - j:
-            break
-        product = sweep.product(a(j), a(k - j))
-        terms.append(product if j == k - j else sweep.product(sympy.Integer(2), product))
+    zero = sweep.zero
+    for l, rest in sweep.index.splits(k):
+        if l > rest:
+            continue  # the pair was met as (rest, l)
+        if start and l == zero:
+            continue
+        product = sweep.product(a(l), a(rest))
+        terms.append(product if l == rest else sweep.product(sympy.Integer(2), product))
     return sweep.total(terms)
 
 
@@ -123,27 +157,31 @@ class _AuxiliarySeries:
     ``next_coefficient(series, k)`` gets the series itself, so a recurrence on its own
     earlier coefficients (the logarithm's) needs no closure over it: such a closure and
     the series would hold each other, a cycle keeping the whole trace alive until the
-    cyclic collector runs.
+    cyclic collector runs. Coefficients are made in the order of the sweep's keys
+    (total order first), so each one's recurrence finds those below it.
     """
 
-    def __init__(self, first, next_coefficient):
+    def __init__(self, sweep, first, next_coefficient):
         self.coefficients = [first]
+        self._keys = sweep.index.keys
+        self._positions = sweep.index.positions
         self._next = next_coefficient
 
     def __call__(self, k):
-        while len(self.coefficients) <= k:
-            self.coefficients.append(self._next(self, len(self.coefficients)))
-        return self.coefficients[k]
+        position = k if self._positions is None else self._positions[k]
+        while len(self.coefficients) <= position:
+            self.coefficients.append(self._next(self, self._keys[len(self.coefficients)]))
+        return self.coefficients[position]
 
 
 def _square_series(sweep, base):
-    first = sweep.builder.record(P.pow_p, (base(0), sympy.Integer(2)))
-    return _AuxiliarySeries(first, lambda _, k: _symmetric_convolution(sweep, base, k))
+    first = sweep.builder.record(P.pow_p, (base(sweep.zero), sympy.Integer(2)))
+    return _AuxiliarySeries(sweep, first, lambda _, k: _symmetric_convolution(sweep, base, k))
 
 
 def _product_series(sweep, a, b):
-    first = sweep.product(a(0), b(0))
-    return _AuxiliarySeries(first, lambda _, k: sweep.convolution(a, b, k))
+    first = sweep.product(a(sweep.zero), b(sweep.zero))
+    return _AuxiliarySeries(sweep, first, lambda _, k: sweep.convolution(a, b, k))
 
 
 def _integer_power_series(sweep, base, exponent: int):
@@ -165,12 +203,13 @@ def _log_series(sweep, base_atom):
 
     def next_coefficient(log, k):
         # log(u)[k] = (u[k] - (1/k) sum_{j=1..k-1} j log[j] u[k-j]) / u[0]
-        inner = sweep.total([sweep.product(sweep.product(sympy.Integer(j), log(j)), base(k - j))
-                             for j in range(1, k)])
-        numerator = sweep.difference(base(k), sweep.scaled(sympy.Rational(1, k), inner))
+        splits, _, k_axis = _differentiated_splits(sweep, k, below_k=True)
+        inner = sweep.total([sweep.product(sweep.product(sympy.Integer(weight), log(l)), base(rest))
+                             for l, rest, weight in splits])
+        numerator = sweep.difference(base(k), sweep.scaled(sympy.Rational(1, k_axis), inner))
         return sweep.quotient(numerator, base_atom)
 
-    return _AuxiliarySeries(sweep.builder.record(P.log_p, (base_atom,)), next_coefficient)
+    return _AuxiliarySeries(sweep, sweep.builder.record(P.log_p, (base_atom,)), next_coefficient)
 
 
 def _power(sweep, node, k):
@@ -187,15 +226,17 @@ def _power_plan(sweep, node):
     y = _output(sweep, node)
     if sweep.is_varying(exponent_atom):
         # y = exp(b log a):  y[k] = (1/k) sum_{j=1..k} j w[j] y[k-j], with w = b log a.
+        zero = sweep.zero
         log_base = _log_series(sweep, base_atom) if sweep.is_varying(base_atom) else (
-            lambda j: sweep.builder.record(P.log_p, (base_atom,)) if j == 0 else sympy.Integer(0))
+            lambda j: sweep.builder.record(P.log_p, (base_atom,)) if j == zero else sympy.Integer(0))
         exponent = lambda j: sweep.coefficient(exponent_atom, j)  # noqa: E731
         w = _product_series(sweep, exponent, log_base)
 
         def exponential(k):
-            terms = [sweep.product(sweep.product(sympy.Integer(j), w(j)), y(k - j))
-                     for j in range(1, k + 1)]
-            return sweep.scaled(sympy.Rational(1, k), sweep.total(terms))
+            splits, _, k_axis = _differentiated_splits(sweep, k)
+            terms = [sweep.product(sweep.product(sympy.Integer(weight), w(l)), y(rest))
+                     for l, rest, weight in splits]
+            return sweep.scaled(sympy.Rational(1, k_axis), sweep.total(terms))
         return exponential
     if is_constant(exponent_atom) and exponent_atom.is_Number and float(exponent_atom).is_integer():
         power = int(exponent_atom)
@@ -251,7 +292,7 @@ def _real_power_series(sweep, base_atom, r):
 
     def real_power(k):
         return sweep.total([sweep.product(derivative_term(m), power_of_increment(m, k))
-                            for m in range(1, k + 1)
+                            for m in range(1, sweep.index.grade(k) + 1)
                             if not is_zero_constant(power_of_increment(m, k))])
     return real_power
 
@@ -266,23 +307,26 @@ class _IncrementPowers:
     def __init__(self, sweep, base):
         self.sweep, self.base, self.known = sweep, base, {}
 
-    def __call__(self, m: int, k: int):
-        if k < m:
+    def __call__(self, m: int, k):
+        sweep = self.sweep
+        if sweep.index.grade(k) < m:
             return ZERO
         if m == 1:
             return self.base(k)
         value = self.known.get((m, k))
         if value is None:
-            sweep = self.sweep
+            # d**m = d * d**(m-1): sum over l != 0 (d[0] = 0) with |k - l| >= m - 1 (else zero)
+            grade = sweep.index.grade
             value = self.known[(m, k)] = sweep.total([
-                sweep.product(self.base(j), self(m - 1, k - j)) for j in range(1, k - m + 2)])
+                sweep.product(self.base(l), self(m - 1, rest))
+                for l, rest in _nonzero_splits(sweep, k) if grade(rest) >= m - 1])
         return value
 
 
 def _reciprocal_coefficient(sweep, v, y, k):
     """``y[k]`` of ``y = 1/v``: ``-(sum_{j=1..k} v[j] y[k-j]) / v[0]``."""
-    terms = [sweep.product(v(j), y(k - j)) for j in range(1, k + 1)]
-    return sweep.negate(sweep.quotient(sweep.total(terms), v(0)))
+    terms = [sweep.product(v(l), y(rest)) for l, rest in _nonzero_splits(sweep, k)]
+    return sweep.negate(sweep.quotient(sweep.total(terms), v(sweep.zero)))
 
 
 # -- the table --------------------------------------------------------------------

@@ -18,16 +18,36 @@ sigmoid and the rest, and it serves custom primitives too. The cost of order
 ``n`` is O(n**2) operations per primitive, where nesting reverse mode grows
 exponentially.
 
-Why order by order: ``y[k]`` needs ``p[k-1]`` at most, and a partial may
-depend on ``y`` itself (exp' = exp), so all nodes get coefficient ``k``
-before any gets ``k + 1``. Within one order the builder's recording order is
-a valid schedule: each node's operands were recorded before it. Nothing here
-recurses along the graph, so a 10**5-deep chain is fine.
+Several variables: the coefficients are indexed by multi-indices ``k = (k_1,
+..., k_d)`` (``u[k]`` is the coefficient of ``dx_1**k_1 ... dx_d**k_d``), and
+every recurrence is the one-variable recurrence read on them: a Cauchy
+product sums over the splits ``k = l + m`` with ``l <= k`` componentwise, and
+the derivative that the one-variable rules take (``y' = sum_i p_i u_i'``)
+becomes the partial derivative along one axis ``a`` with ``k_a > 0``,
+
+    y[k] = (1/k_a) * sum_i sum_{l <= k, l_a >= 1} l_a * u_i[l] * p_i[k - l],
+
+the way TaylorSeries.jl and GTPSA propagate truncated multivariate series.
+The axis is the one with the smallest positive ``k_a``: the sum skips every
+split with ``l_a = 0``, a fraction ``1/(k_a + 1)`` of them. Which
+coefficients are computed is a :class:`Multivariate` index set closed
+downwards (every ``l <= k`` of a key is a key): all total orders up to ``n``
+for a Taylor map, the box ``l <= (a, b, ...)`` for one mixed partial. With
+one variable the index set is :class:`Univariate` and every rule records
+exactly what it recorded before multi-indices existed.
+
+Why order by order: ``y[k]`` needs ``p`` at total orders below ``|k|``, and
+a partial may depend on ``y`` itself (exp' = exp), so all nodes get the
+coefficients of total order ``g`` before any gets ``g + 1``. Within one order
+the builder's recording order is a valid schedule: each node's operands were
+recorded before it. Nothing here recurses along the graph, so a 10**5-deep
+chain is fine.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterable, Sequence
 
 import sympy
 
@@ -37,7 +57,7 @@ from symad.primitives import add_p, div_p, mul_p, neg_p, sub_p
 from symad.rules.taylor import TAYLOR_RULES, needs_partials
 from symad.transforms.terms import partial_atoms
 
-__all__ = ["TaylorSweep", "taylor_series"]
+__all__ = ["TaylorSweep", "taylor_series", "Univariate", "Multivariate"]
 
 ZERO = sympy.Integer(0)
 ONE = sympy.Integer(1)
@@ -48,17 +68,133 @@ ONE = sympy.Integer(1)
 MAX_PARTIAL_NODES = 200_000
 
 
+# ---------------------------------------------------------------------------
+# Which coefficients a sweep computes
+# ---------------------------------------------------------------------------
+
+
+class Univariate:
+    """The coefficients ``0, 1, ..., order`` of a series in one variable; keys are ints.
+
+    >>> index = Univariate(3)
+    >>> index.keys, index.splits(2), index.axis(2), index.weight(2, 0)
+    ([0, 1, 2, 3], [(0, 2), (1, 1), (2, 0)], 0, 2)
+    """
+
+    zero = 0
+    positions = None  # a key is its own position in a series
+
+    def __init__(self, order: int):
+        self.order = order
+        self.keys = list(range(order + 1))
+
+    def grade(self, k: int) -> int:
+        """The total order of key ``k``."""
+        return k
+
+    def keys_of_grade(self, grade: int) -> tuple:
+        return (grade,)
+
+    def splits(self, k: int) -> list:
+        """Every ``(l, k - l)``, ``l`` ascending: the terms of a Cauchy product."""
+        return [(j, k - j) for j in range(k + 1)]
+
+    def axis(self, k: int) -> int:
+        """The axis along which recurrences at ``k`` differentiate (the only one)."""
+        return 0
+
+    def weight(self, l: int, axis: int) -> int:
+        """``l``'s exponent along ``axis``: the factor differentiation brings down."""
+        return l
+
+
+class Multivariate:
+    """A set of multi-indices closed downwards, ordered by total order: the keys of a sweep.
+
+    Build one with :meth:`total_order` (every ``k`` with ``|k| <= n``, a Taylor
+    map) or :meth:`box` (every ``k <= orders``, what one mixed partial needs).
+
+    >>> index = Multivariate.total_order(2, 2)
+    >>> index.keys
+    [(0, 0), (0, 1), (1, 0), (0, 2), (1, 1), (2, 0)]
+    >>> index.splits((1, 1))
+    [((0, 0), (1, 1)), ((0, 1), (1, 0)), ((1, 0), (0, 1)), ((1, 1), (0, 0))]
+    >>> Multivariate.box((2, 1)).axis((2, 1)), Multivariate.box((2, 1)).weight((1, 1), 1)
+    (1, 1)
+    """
+
+    def __init__(self, keys: Iterable[tuple[int, ...]]):
+        keys = sorted(set(keys), key=lambda k: (sum(k), k))
+        self.dimension = len(keys[0])
+        self.zero = (0,) * self.dimension
+        self.keys = keys
+        self.order = max(map(sum, keys))
+        self.positions = {k: position for position, k in enumerate(keys)}
+        self._grades: list[list] = [[] for _ in range(self.order + 1)]
+        for k in keys:
+            self._grades[sum(k)].append(k)
+        self._splits: dict = {}
+        missing = [k for k in keys for l in self._lower_neighbours(k) if l not in self.positions]
+        if missing or self.zero not in self.positions:
+            raise ValueError(f"multi-indices not closed downwards (missing below {missing[:1]})")
+
+    @classmethod
+    def total_order(cls, dimension: int, order: int) -> Multivariate:
+        """Every multi-index of ``dimension`` entries with total order at most ``order``."""
+        return cls(k for k in itertools.product(range(order + 1), repeat=dimension) if sum(k) <= order)
+
+    @classmethod
+    def box(cls, orders: Sequence[int]) -> Multivariate:
+        """Every multi-index ``k <= orders`` componentwise."""
+        return cls(itertools.product(*(range(order + 1) for order in orders)))
+
+    def _lower_neighbours(self, k: tuple) -> list:
+        return [k[:i] + (k[i] - 1,) + k[i + 1:] for i in range(len(k)) if k[i]]
+
+    def grade(self, k: tuple) -> int:
+        return sum(k)
+
+    def keys_of_grade(self, grade: int) -> list:
+        return self._grades[grade]
+
+    def splits(self, k: tuple) -> list:
+        """Every ``(l, k - l)`` with ``l <= k`` componentwise (all keys: the set is closed downwards)."""
+        found = self._splits.get(k)
+        if found is None:
+            found = self._splits[k] = [
+                (l, tuple(a - b for a, b in zip(k, l)))
+                for l in itertools.product(*(range(entry + 1) for entry in k))]
+        return found
+
+    def axis(self, k: tuple) -> int:
+        """The axis with the smallest positive entry of ``k`` (the first of equals)."""
+        return min((entry, axis) for axis, entry in enumerate(k) if entry)[1]
+
+    def weight(self, l: tuple, axis: int) -> int:
+        return l[axis]
+
+
+# ---------------------------------------------------------------------------
+# The sweep
+# ---------------------------------------------------------------------------
+
+
 class TaylorSweep:
     """The state of one Taylor-mode sweep: the series of every dependent atom.
 
     Rules (see :mod:`symad.rules.taylor`) read coefficients with
     :meth:`coefficient` and record new ones with the small arithmetic helpers
-    below, which skip structural zeros without recording anything.
+    below, which skip structural zeros without recording anything. Keys are
+    those of ``index`` (:class:`Univariate` or :class:`Multivariate`).
     """
 
-    def __init__(self, builder: GraphBuilder, order: int, function_name: str):
+    def __init__(self, builder: GraphBuilder, index, function_name: str):
         self.builder = builder
-        self.order = order
+        self.index = index
+        self.zero = index.zero
+        self._positions = index.positions
+        #: The highest total order computed.
+        self.order = index.order
         self.function_name = function_name
         self.series: dict = {}
         #: Per node: the partial atoms the generic rule uses ({index: atom}).
@@ -69,23 +205,24 @@ class TaylorSweep:
 
     # -- reading coefficients ---------------------------------------------------
 
-    def coefficient(self, atom, k: int):
-        """``atom[k]``: its k-th Taylor coefficient (a constant or independent atom is flat)."""
+    def coefficient(self, atom, k):
+        """``atom[k]``: its coefficient at key ``k`` (a constant or independent atom is flat)."""
         series = self.series.get(atom)
         if series is None:
-            return atom if k == 0 else ZERO
-        return series[k]
+            return atom if k == self.zero else ZERO
+        return series[k] if self._positions is None else series[self._positions[k]]
 
     def is_varying(self, atom) -> bool:
         """True if ``atom`` depends on the seeded inputs (its higher coefficients may be non-zero)."""
         return atom in self.series
 
-    def weighted(self, atom, j: int):
-        """``j * atom[j]``, recorded once and reused by every order that needs it."""
-        key = (atom, j)
+    def weighted(self, atom, l, axis: int = 0):
+        """``l_axis * atom[l]``, recorded once and reused by every order that needs it."""
+        key = (atom, l, axis)
         value = self._weighted.get(key)
         if value is None:
-            value = self._weighted[key] = self.product(sympy.Integer(j), self.coefficient(atom, j))
+            weight = self.index.weight(l, axis)
+            value = self._weighted[key] = self.product(sympy.Integer(weight), self.coefficient(atom, l))
         return value
 
     # -- recording arithmetic, skipping structural zeros ----------------------------
@@ -124,50 +261,62 @@ class TaylorSweep:
             return a
         return self.product(factor, a)
 
-    def convolution(self, a_coefficient, b_coefficient, k: int):
-        """``sum_{j=0..k} a[j] * b[k-j]`` (a Cauchy product) from two coefficient getters."""
-        return self.total([self.product(a_coefficient(j), b_coefficient(k - j)) for j in range(k + 1)])
+    def convolution(self, a_coefficient, b_coefficient, k):
+        """``sum_{l <= k} a[l] * b[k-l]`` (a Cauchy product) from two coefficient getters."""
+        return self.total([self.product(a_coefficient(l), b_coefficient(rest))
+                           for l, rest in self.index.splits(k)])
 
-    def chain_rule(self, node: Node, k: int):
-        """``y[k] = (1/k) sum_i sum_{j=1..k} j u_i[j] p_i[k-j]``: the generic rule."""
+    def chain_rule(self, node: Node, k):
+        """``y[k] = (1/k_a) sum_i sum_{l <= k} l_a u_i[l] p_i[k-l]``: the generic rule."""
+        index = self.index
+        axis = index.axis(k)
+        splits = index.splits(k)
         terms = []
-        for index, partial in self.partials[node].items():
-            operand = node.args[index]
-            for j in range(1, k + 1):
-                term = self.product(self.weighted(operand, j), self.coefficient(partial, k - j))
-                terms.append(term)
-        return self.scaled(sympy.Rational(1, k), self.total(terms))
+        for operand_index, partial in self.partials[node].items():
+            operand = node.args[operand_index]
+            for l, rest in splits:
+                if index.weight(l, axis) == 0 or is_zero_constant(self.coefficient(operand, l)):
+                    continue  # l_a = 0, or a structural zero: no term
+                terms.append(self.product(self.weighted(operand, l, axis), self.coefficient(partial, rest)))
+        return self.scaled(sympy.Rational(1, index.weight(k, axis)), self.total(terms))
 
 
 def taylor_series(
     builder: GraphBuilder,
     primal_nodes: Sequence[Node],
     seeds: dict,
-    order: int,
+    order: int | Univariate | Multivariate,
     function_name: str,
 ) -> TaylorSweep:
-    """Push the truncated series ``seeds`` (atom -> list of ``order + 1`` atoms) through the graph.
+    """Push the truncated series ``seeds`` (atom -> list of atoms, one per key) through the graph.
 
-    Returns the sweep; ``sweep.coefficient(atom, k)`` gives any atom's
-    coefficient. ``primal_nodes`` must be the builder's nodes (recorded in
-    ``builder``), in topological order.
+    ``order`` is the highest order of a series in one variable, or the index set
+    of a multivariate one (:class:`Multivariate`); a seed lists its coefficients
+    in the order of the index's ``keys``. Returns the sweep;
+    ``sweep.coefficient(atom, k)`` gives any atom's coefficient. ``primal_nodes``
+    must be the builder's nodes (recorded in ``builder``), in topological order.
     """
-    sweep = TaylorSweep(builder, order, function_name)
+    index = Univariate(order) if isinstance(order, int) else order
+    sweep = TaylorSweep(builder, index, function_name)
     for atom, coefficients in seeds.items():
-        if len(coefficients) != order + 1:
-            raise ValueError(f"seed of {atom} has {len(coefficients)} coefficients, expected {order + 1}")
+        if len(coefficients) != len(index.keys):
+            raise ValueError(f"seed of {atom} has {len(coefficients)} coefficients, "
+                             f"expected {len(index.keys)}")
         sweep.series[atom] = list(coefficients)
     schedule, depth = _plan(sweep, builder, primal_nodes)
 
-    for k in range(1, order + 1):
+    highest = index.order
+    for grade in range(1, highest + 1):
+        keys = index.keys_of_grade(grade)
         for node in schedule:
-            if k > order - depth[node]:
+            series = sweep.series[node]
+            if grade > highest - depth[node]:
                 # Not needed at this order (see _plan); None makes any misuse fail loudly.
-                sweep.series[node].append(None)
+                series.extend([None] * len(keys))
                 continue
             rule = TAYLOR_RULES.get(node.primitive)
-            value = rule(sweep, node, k) if rule is not None else sweep.chain_rule(node, k)
-            sweep.series[node].append(value)
+            for k in keys:
+                series.append(rule(sweep, node, k) if rule is not None else sweep.chain_rule(node, k))
     # The rules' per-node state is closures over the sweep (a reference cycle that holds
     # the builder and its nodes until the cyclic collector runs, which tracing pauses);
     # every coefficient is recorded now, so the state is no longer needed.
@@ -183,7 +332,9 @@ def _plan(sweep: TaylorSweep, builder: GraphBuilder, primal_nodes: Sequence[Node
     digamma' needs polygamma(1, x), ...). A partial of a node at depth ``d``
     sits at depth ``d + 1`` and is needed to order ``n - d - 1`` only, so
     partials are expanded only while ``depth < n``: the expansion stops by
-    itself after n levels. When a shallower node reuses a deeper one
+    itself after n levels (with several variables n is the highest total order,
+    and a node at depth ``d`` gets the coefficients of total order ``n - d`` and
+    below). When a shallower node reuses a deeper one
     (hash-consing), the deeper one and everything it reads are raised to the
     shallower depth, expanding what then needs expanding.
     """
