@@ -1,5 +1,9 @@
 """``check_grads``: compare symad's derivatives with central finite differences.
 
+Arguments may be pytrees (tuples, lists and dicts of arrays), as in JAX's
+``check_grads``: tangents and cotangents are random pytrees of the same
+structure, and finite differences step every leaf at once.
+
 Forward mode is checked through directional derivatives (``jvp`` along a
 random tangent against a central difference along it); reverse mode through
 the adjoint identity ``<vjp(u), t> == <u, J t>``. Higher orders recurse on
@@ -28,9 +32,15 @@ def _flat(value) -> np.ndarray:
     return np.concatenate([np.ravel(np.asarray(leaf, dtype=np.float64)) for leaf in leaves])
 
 
+def _combine(args: tuple, tangents: tuple, step: float) -> tuple:
+    """``args + step * tangents``, leaf by leaf, in the structure of ``args`` (pytrees)."""
+    leaves, treedef = tree_flatten(args)
+    return tree_unflatten(treedef, [a + step * t for a, t in zip(leaves, tree_flatten(tangents)[0])])
+
+
 def _central_difference(f: Callable, args: tuple, tangents: tuple, eps: float) -> np.ndarray:
-    plus = f(*(a + eps * t for a, t in zip(args, tangents)))
-    minus = f(*(a - eps * t for a, t in zip(args, tangents)))
+    plus = f(*_combine(args, tangents, eps))
+    minus = f(*_combine(args, tangents, -eps))
     return (_flat(plus) - _flat(minus)) / (2 * eps)
 
 
@@ -47,8 +57,9 @@ def check_grads(
     """Raise ``AssertionError`` unless symad's derivatives of ``f`` match finite differences.
 
     Args:
-        f: a function of float scalars or arrays.
-        args: the point to check at.
+        f: a function of float scalars or arrays, or of pytrees of them (tuples, lists
+            and dicts of arrays, as JAX's ``check_grads`` takes).
+        args: the point to check at: one entry per argument of ``f``.
         order: check derivatives up to this order (each order differentiates the previous one).
         modes: ``"fwd"`` (jvp), ``"rev"`` (vjp) and/or ``"taylor"`` (``sd.taylor``
             along a random direction; every argument must be a scalar).
@@ -59,6 +70,9 @@ def check_grads(
     >>> import numpy as np
     >>> check_grads(np.sin, (0.3,), order=2)
     >>> check_grads(lambda x, y: np.exp(x * y), (0.3, 0.2), order=3, modes=("taylor",))
+    >>> def loss(params, x):
+    ...     return np.sum(np.tanh(params["w"] * x + params["b"]) ** 2)
+    >>> check_grads(loss, ({"w": np.ones(3), "b": np.array(0.5)}, np.arange(3.0)), order=2)
     """
     from symad import api
 
@@ -67,13 +81,14 @@ def check_grads(
             raise DifferentiationError(
                 f"check_grads: unknown mode {mode!r}; use 'fwd', 'rev' and/or 'taylor'")
     rng = np.random.default_rng(seed)
-    args = tuple(np.asarray(a, dtype=np.float64) for a in args)
+    leaves, treedef = tree_flatten(tuple(args))
+    args = tree_unflatten(treedef, [np.asarray(leaf, dtype=np.float64) for leaf in leaves])
     if "taylor" in modes:
         _check_taylor(f, args, order, eps, rtol, atol, rng)
         modes = tuple(mode for mode in modes if mode != "taylor")
 
     def check(function: Callable, remaining: int, label: str) -> None:
-        tangents = tuple(rng.standard_normal(a.shape) for a in args)
+        tangents = tree_unflatten(treedef, [rng.standard_normal(np.shape(leaf)) for leaf in leaves])
         numeric = _central_difference(function, args, tangents, eps)
         if "fwd" in modes:
             _, analytic = api.jvp(function, args, tangents)
@@ -106,10 +121,10 @@ def _check_taylor(f: Callable, args: tuple, order: int, eps: float, rtol: float,
     """Each directional derivative of orders 1..order against a central difference of the one below."""
     from symad import api
 
-    if any(a.shape != () for a in args):
+    if any(not isinstance(a, np.ndarray) or a.shape != () for a in args):
         raise DifferentiationError(
             "check_grads: mode 'taylor' checks functions of scalars (sd.taylor traces every "
-            "argument as a scalar); use 'fwd'/'rev' for array arguments")
+            "argument as a scalar); use 'fwd'/'rev' for array and pytree arguments")
     positions = tuple(range(len(args)))
     direction = tuple(float(d) for d in rng.standard_normal(len(args)))
     series = api.taylor(f, order, argnum=positions, derivatives=True, direction=direction)
