@@ -1228,7 +1228,40 @@ def _multivariate_taylor_function(function: Function, order: int, positions: tup
         return {k: _coefficients_out(function, sweep, outputs, k, _multi_factorial(k) if derivatives else 1)
                 for k in index.keys}
 
-    return derive(function, f"taylor({function.name}, {order})", build)
+    result = derive(function, f"taylor({function.name}, {order})", build)
+    if function.out_shapes == ((),):
+        result.output_labels = _taylor_map_labels(function, positions, index, derivatives)
+    return result
+
+
+def _argument_names(function: Function, positions: Sequence[int]) -> list[str]:
+    from symad.export.latex import leaf_name
+
+    return [leaf_name(np.array(variable, dtype=object)) for variable in _variables(function, positions)]
+
+
+def _differentiated_names(names: Sequence[str], orders: Sequence[int]) -> tuple[str, ...]:
+    """The variables differentiated by, each as often as its order, the last argument first:
+    a label (:func:`~symad.export.latex.mixed_partial_label`) then reads d x^2 d y, in argument order."""
+    return tuple(name for axis in reversed(range(len(orders))) for name in [names[axis]] * orders[axis])
+
+
+def _taylor_map_labels(function: Function, positions: Sequence[int], index: Multivariate,
+                       derivatives: bool) -> list[str]:
+    r"""One LaTeX label per entry of a Taylor map of a scalar function, in the order of its leaves
+    (sorted keys): ``\frac{\partial^{3} f}{\partial x^{2} \partial y}``, over ``k!`` for a coefficient."""
+    from symad.export.latex import mixed_partial_label, name_latex
+
+    names = _argument_names(function, positions)
+    labels = []
+    for k in sorted(index.keys):
+        if not any(k):
+            labels.append(name_latex(function.name))
+            continue
+        label = mixed_partial_label(function.name, _differentiated_names(names, k))
+        factorial = _multi_factorial(k)
+        labels.append(label if derivatives or factorial == 1 else rf"\frac{{1}}{{{factorial}}} {label}")
+    return labels
 
 
 def _check_direction(direction, argnum, name: str) -> tuple | None:
@@ -1322,12 +1355,9 @@ def mixed_partial_function(function: Function, orders: tuple[int, ...]) -> Funct
 
         result = derive(function, name, build)
     if len(function.out_shapes) == 1 and count > 1:
-        from symad.export.latex import leaf_name, mixed_partial_label
+        from symad.export.latex import mixed_partial_label
 
-        variables = _variables(function, range(len(orders)))
-        # Differentiated by the last argument first, so the label reads d x^2 d y, the order given.
-        differentiated = tuple(leaf_name(np.array(variables[position], dtype=object))
-                               for position, order in reversed(varying) for _ in range(order))
+        differentiated = _differentiated_names(_argument_names(function, range(len(orders))), orders)
         result.output_labels = [mixed_partial_label(function.name, differentiated)]
         result.output_derivatives = [(function.name, differentiated)]
     return result

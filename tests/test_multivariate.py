@@ -164,6 +164,22 @@ def test_mixed_partial_formula_and_latex_label():
     G = sd.derivative(lambda x, y, z: x * y * z, (0, 2, 1)).trace(1.0, 2.0, 3.0)
     assert G.output_labels == [r"\frac{\partial^{3} f}{\partial y^{2} \partial z}"]
     assert float(G(1.0, 2.0, 3.0)) == 0.0
+    # A gradient of a mixed partial is labelled as one more partial.
+    H = sd.grad(sd.derivative(lambda x, y: x**3 * y**2, (2, 1))).trace(1.0, 2.0)
+    assert H.output_labels == [r"\frac{\partial^{4} f}{\partial x^{3} \partial y}"]
+
+
+def test_taylor_map_latex_labels_each_coefficient():
+    def f(x, y):
+        return np.exp(x) * np.sin(y)
+
+    text = sd.taylor(f, 2, argnum=(0, 1)).trace(0.1, 0.2).latex()
+    assert r"\frac{1}{2} \frac{\partial^{2} f}{\partial x^{2}} &=" in text
+    assert r"\frac{\partial^{2} f}{\partial x \partial y} &=" in text
+    labels = sd.taylor(f, 2, argnum=(0, 1), derivatives=True).trace(0.1, 0.2).output_labels
+    assert labels == ["f", r"\frac{\partial f}{\partial y}", r"\frac{\partial^{2} f}{\partial y^{2}}",
+                      r"\frac{\partial f}{\partial x}", r"\frac{\partial^{2} f}{\partial x \partial y}",
+                      r"\frac{\partial^{2} f}{\partial x^{2}}"]
 
 
 def test_mixed_partial_errors():
