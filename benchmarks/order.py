@@ -34,20 +34,38 @@ and evaluation times, and its number of structural non-zeros (3N - 2, both
 as stored in the returned matrix and as ``F.sparsity()`` of the gradient
 reports it), beside CasADi's ``ca.hessian`` on ``SX``.
 
+Then several variables and other precisions (issue 22):
+
+* mixed partials ``d^2k f / dx^k dy^k`` of ``f = exp(sin(x) y) / (1 + x**2 + y**2)`` at
+  (0.3, 0.4), k = 1 … 10: ``sd.derivative(f, (k, k))`` built and evaluated, its nodes,
+  beside ``sympy.diff(f, x, k, y, k)`` evaluated at 30 digits (whose value is the
+  reference) and the nodes of ``sd.grad`` nested 2k times (k <= 4);
+* Taylor maps of two 4-variable functions to total orders 4 … 10 (1,001 coefficients at
+  10): ``sd.taylor(f, n, argnum=(0, 1, 2, 3))`` built and evaluated, beside SymPy
+  differentiating each coefficient's derivative from its parent's and evaluating all at
+  30 digits; the largest error of a symad coefficient against SymPy's; and the compiled
+  map evaluated at 10,000 points;
+* the 30th derivative of ``g`` by the ``"mpmath"`` backend at 60 digits against
+  ``mpmath.diff`` at 120, and the relative widths of the ``"interval"`` backend's
+  enclosures at 30 digits.
+
 Run from the project root::
 
-    python benchmarks/order.py            # about five minutes
-    python benchmarks/order.py --quick    # n in (4, 8, 12), N in (10, 100)
+    python benchmarks/order.py            # about ten minutes
+    python benchmarks/order.py --quick    # n in (4, 8, 12), N in (10, 100), small k and n
+    python benchmarks/order.py --multivariate   # only the issue-22 part
 
 A log-scale plot of nodes against n is written to docs/images/order_nodes.png when
 matplotlib is installed. The exit status is 1 if a symad value is off by
 more than 1e-12 relative (1e-11 for the logistic map, whose float64 value is
-itself off by 5e-12) or a Hessian misses its 3N - 2 non-zeros.
+itself off by 5e-12), a Hessian misses its 3N - 2 non-zeros, a mixed partial is off by
+more than 1e-9 or a Taylor coefficient by more than 1e-12 (relative to max(1, |exact|)).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import sys
 import time
@@ -327,6 +345,222 @@ def hessian_rows(sizes, peers) -> tuple[list[list[str]], list[int]]:
 
 
 # --------------------------------------------------------------------------
+# Several variables and other precisions (issue 22)
+# --------------------------------------------------------------------------
+
+MIXED_ORDERS = (1, 2, 3, 4, 6, 8, 10)
+QUICK_MIXED_ORDERS = (1, 2, 4)
+MIXED_POINT = (0.3, 0.4)
+MIXED_RTOL = 1e-9
+NESTED_GRAD_MAX_K = 4
+TAYLOR_ORDERS = (4, 6, 8, 10)
+QUICK_TAYLOR_ORDERS = (4, 6)
+TAYLOR_POINT = (0.1, 0.2, 0.3, 0.4)
+TAYLOR_ATOL = 1e-12  # relative to max(1, |exact|)
+EVALUATION_POINTS = 10_000
+SYMPY_MULTIVARIATE_LIMIT_S = 300.0  # SymPy's step limit here: its order-20 mixed partial takes ~100 s
+
+
+def mixed_numpy():
+    def f(x, y):
+        return np.exp(np.sin(x) * y) / (1 + x**2 + y**2)
+
+    return f
+
+
+def mixed_expression(lib, x, y):
+    return lib.exp(lib.sin(x) * y) / (1 + x**2 + y**2)
+
+
+def nested_grad_nodes(k: int) -> int:
+    """Nodes of d^2k f / dx^k dy^k by sd.grad nested 2k times (x k times, then y k times)."""
+    derivative = mixed_numpy()
+    for argnum in [0] * k + [1] * k:
+        derivative = sd.grad(derivative, argnum)
+    return derivative.trace(*MIXED_POINT).stats()["nodes"]
+
+
+def mixed_partial_rows(orders, repetitions: int, sympy_limit_s: float):
+    header = ["k", "total order", "symad nodes", "symad ms", "sympy ms", "nested grad nodes",
+              "symad rel. error", "reference"]
+    rows, failures, sympy_stopped, node_counts = [], [], False, {}
+    x, y = sympy.symbols("x y")
+    for k in orders:
+        timing, value = timed(lambda k=k: float(sd.derivative(mixed_numpy(), (k, k))(*MIXED_POINT)),
+                              repetitions)
+        nodes = sd.derivative(mixed_numpy(), (k, k)).trace(*MIXED_POINT).stats()["nodes"]
+        exact, reference = None, "mpmath.diff, 40 digits"
+        sympy_cell = NO_VALUE
+        if not sympy_stopped:
+            holder = {}
+
+            def run_sympy(_, k=k, holder=holder):
+                sympy.core.cache.clear_cache()
+                derivative = sympy.diff(mixed_expression(sympy, x, y), x, k, y, k)
+                holder["value"] = derivative.evalf(30, subs={x: sympy.Float(MIXED_POINT[0]),
+                                                              y: sympy.Float(MIXED_POINT[1])})
+
+            sympy_timing = time_repeatedly(lambda: None, run_sympy, 1 if k >= 6 else repetitions,
+                                           warmup=False, budget_s=CASE_BUDGET_S, step_limit_s=sympy_limit_s)
+            sympy_cell = format_ms(sympy_timing, sympy_limit_s)
+            if sympy_timing.median_s is None:
+                sympy_stopped = True
+            else:
+                sympy_cell += f" ({sympy_timing.median_s / timing.median_s:,.1f}x)"
+                exact, reference = float(holder["value"]), "SymPy, exact, 30 digits"
+        if exact is None:
+            with mpmath.workdps(40):
+                exact = float(mpmath.diff(lambda s, t: mpmath.exp(mpmath.sin(s) * t) / (1 + s**2 + t**2),
+                                          tuple(map(mpmath.mpf, MIXED_POINT)), (k, k)))
+        error = abs(value - exact) / abs(exact)
+        if not error <= MIXED_RTOL:
+            failures.append(k)
+        nested = f"{nested_grad_nodes(k):,}" if k <= NESTED_GRAD_MAX_K else NO_VALUE
+        rows.append([str(k), str(2 * k), f"{nodes:,}", format_ms(timing, STEP_LIMIT_S), sympy_cell,
+                     nested, f"{error:.1e}", reference])
+        node_counts[k] = nodes
+        print(f"  mixed partial k={k} done", file=sys.stderr)
+    growth = [f"nodes({2 * k}) / nodes({k}) = {node_counts[2 * k] / node_counts[k]:.2f} "
+              f"(degree {math.log2(node_counts[2 * k] / node_counts[k]):.1f})"
+              for k in orders if 2 * k in node_counts]
+    return format_table(header, rows) + "\ngrowth: " + "; ".join(growth), failures
+
+
+def taylor_a_numpy():
+    def f(x, y, z, w):
+        return np.exp(x + y / 2) * np.cos(z - 2 * w) / (2 + x - y)
+
+    return f
+
+
+def taylor_a_expression(x, y, z, w):
+    return sympy.exp(x + y / 2) * sympy.cos(z - 2 * w) / (2 + x - y)
+
+
+def taylor_b_numpy():
+    def f(x, y, z, w):
+        return np.exp(x * y + z) * np.sin(w + x) / (1 + y**2 + z**2 + w**2)
+
+    return f
+
+
+def taylor_b_expression(x, y, z, w):
+    return sympy.exp(x * y + z) * sympy.sin(w + x) / (1 + y**2 + z**2 + w**2)
+
+
+TAYLOR_FUNCTIONS = [
+    ("exp(x + y/2) cos(z - 2w) / (2 + x - y)", taylor_a_numpy, taylor_a_expression),
+    ("exp(xy + z) sin(w + x) / (1 + y² + z² + w²)", taylor_b_numpy, taylor_b_expression),
+]
+
+
+def sympy_taylor_map(expression_of, order: int) -> dict:
+    """Every coefficient of total order <= ``order``, as SymPy computes them: each derivative
+    from its parent's (one more diff), all evaluated at 30 digits, over k!."""
+    variables = sympy.symbols("x y z w")
+    keys = sorted((k for k in itertools.product(range(order + 1), repeat=4) if sum(k) <= order),
+                  key=lambda k: (sum(k), k))
+    derivatives = {(0, 0, 0, 0): expression_of(*variables)}
+    for k in keys:
+        if k not in derivatives:
+            axis = max(i for i in range(4) if k[i])
+            parent = k[:axis] + (k[axis] - 1,) + k[axis + 1:]
+            derivatives[k] = sympy.diff(derivatives[parent], variables[axis])
+    subs = {v: sympy.Float(p) for v, p in zip(variables, TAYLOR_POINT)}
+    return {k: float(derivatives[k].evalf(30, subs=subs)) / math.prod(map(math.factorial, k))
+            for k in keys}
+
+
+def taylor_map_rows(orders, repetitions: int, sympy_limit_s: float):
+    header = ["function", "n", "coefficients", "symad nodes", "symad ms", "sympy ms",
+              f"evaluate {EVALUATION_POINTS:,} points ms", "largest error"]
+    rows, failures = [], []
+    for label, make_numpy, expression_of in TAYLOR_FUNCTIONS:
+        sympy_stopped = False
+        for n in orders:
+            def run_symad(n=n, make_numpy=make_numpy):
+                return sd.taylor(make_numpy(), n, argnum=(0, 1, 2, 3))(*TAYLOR_POINT)
+
+            timing, series = timed(run_symad, repetitions)
+            traced = sd.taylor(make_numpy(), n, argnum=(0, 1, 2, 3)).trace(*TAYLOR_POINT)
+            points = [np.random.default_rng(22).uniform(0.05, 0.15, EVALUATION_POINTS) + p
+                      for p in np.array(TAYLOR_POINT) - 0.1]
+            traced(*points)  # compiled once, outside the timing
+            evaluation, _ = timed(lambda traced=traced, points=points: traced(*points), repetitions)
+            sympy_cell, error_cell = NO_VALUE, NO_VALUE
+            if not sympy_stopped:
+                holder = {}
+
+                def run_sympy(_, n=n, expression_of=expression_of, holder=holder):
+                    sympy.core.cache.clear_cache()
+                    holder["map"] = sympy_taylor_map(expression_of, n)
+
+                sympy_timing = time_repeatedly(lambda: None, run_sympy, 1, warmup=False,
+                                               budget_s=CASE_BUDGET_S, step_limit_s=sympy_limit_s)
+                sympy_cell = format_ms(sympy_timing, sympy_limit_s)
+                if sympy_timing.median_s is None:
+                    sympy_stopped = True
+                else:
+                    sympy_cell += f" ({sympy_timing.median_s / timing.median_s:,.1f}x)"
+                    worst = max(abs(float(series[k]) - exact) / max(1.0, abs(exact))
+                                for k, exact in holder["map"].items())
+                    error_cell = f"{worst:.1e}"
+                    if not worst <= TAYLOR_ATOL:
+                        failures.append((label, n))
+            rows.append([label, str(n), f"{math.comb(n + 4, 4):,}", f"{traced.stats()['nodes']:,}",
+                         format_ms(timing, STEP_LIMIT_S), sympy_cell,
+                         format_ms(evaluation, STEP_LIMIT_S), error_cell])
+            print(f"  Taylor map {label} n={n} done", file=sys.stderr)
+    return format_table(header, rows), failures
+
+
+def precision_lines(repetitions: int) -> list[str]:
+    """The 30th derivative of g at 60 digits, and interval widths at 30 digits."""
+    g = FUNCTIONS[0].make_numpy()
+    lines = []
+    derivative = sd.derivative(g, 30).trace(0.7)
+    compiled = derivative.compile("mpmath", dps=60)
+    timing, value = timed(lambda: compiled(0.7), repetitions)
+    with mpmath.workdps(120):
+        start = time.perf_counter()
+        exact = mpmath.diff(lambda t: mpmath.exp(mpmath.sin(t)) / (1 + t**2), mpmath.mpf(0.7), 30)
+        diff_s = time.perf_counter() - start
+        error = abs(value - exact) / abs(exact)
+    lines.append(f"d^30 g/dx^30 at 0.7, mpmath backend at dps=60 ({derivative.stats()['nodes']:,} nodes): "
+                 f"{format_ms(timing)} ms; relative error against mpmath.diff at 120 digits "
+                 f"{mpmath.nstr(error, 2)} (mpmath.diff itself: {diff_s * 1e3:,.0f} ms)")
+    for n in (0, 10, 20, 30):
+        interval = sd.derivative(g, n).trace(0.7).compile("interval", dps=30)
+        timing, enclosure = timed(lambda interval=interval: interval(0.7), repetitions)
+        a, b = (mpmath.mp.make_mpf(end) for end in enclosure._mpi_)
+        with mpmath.workdps(80):
+            exact = mpmath.diff(lambda t: mpmath.exp(mpmath.sin(t)) / (1 + t**2), mpmath.mpf(0.7), n)
+            contained = a <= exact <= b
+            width = (b - a) / abs(exact)
+        lines.append(f"d^{n} g/dx^{n} at 0.7, interval backend at dps=30: {format_ms(timing)} ms, "
+                     f"width {mpmath.nstr(width, 2)} relative, contains the exact value: {contained}")
+    return lines
+
+
+def multivariate_report(quick: bool, repetitions: int, sympy_limit_s: float) -> list:
+    print("\nMixed partials d^2k f/dx^k dy^k of exp(sin(x) y)/(1 + x^2 + y^2) at (0.3, 0.4), "
+          "built and evaluated (ms; peer ms (Nx): its time and ratio to symad's)")
+    table, mixed_failures = mixed_partial_rows(QUICK_MIXED_ORDERS if quick else MIXED_ORDERS,
+                                               repetitions, sympy_limit_s)
+    print(table)
+    print("\nTaylor maps of 4-variable functions at (0.1, 0.2, 0.3, 0.4) to total order n, built "
+          "and evaluated (ms); SymPy: each coefficient's derivative from its parent's, evaluated at "
+          f"30 digits, one run, stopped past {sympy_limit_s:.0f} s")
+    table, taylor_failures = taylor_map_rows(QUICK_TAYLOR_ORDERS if quick else TAYLOR_ORDERS,
+                                             repetitions, sympy_limit_s)
+    print(table)
+    print()
+    for line in precision_lines(repetitions):
+        print(line)
+    return [("mixed", k) for k in mixed_failures] + [("taylor", case) for case in taylor_failures]
+
+
+# --------------------------------------------------------------------------
 # The report
 # --------------------------------------------------------------------------
 
@@ -426,7 +660,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="orders 4, 8, 12 and N up to 100 only")
     parser.add_argument("--reps", type=int, default=5, help="repetitions per case (median)")
+    parser.add_argument("--multivariate", action="store_true",
+                        help="only mixed partials, Taylor maps and the precision backends")
+    parser.add_argument("--sympy-limit", type=float, default=SYMPY_MULTIVARIATE_LIMIT_S,
+                        help="SymPy's step limit (s) for mixed partials and Taylor maps")
     arguments = parser.parse_args(argv)
+    if arguments.multivariate:
+        print(f"mixed partials, Taylor maps and precision backends; {machine_line()}")
+        failures = multivariate_report(arguments.quick, arguments.reps, arguments.sympy_limit)
+        if failures:
+            print(f"symad values off by more than their tolerance: {failures}")
+            return 1
+        print("correctness: every mixed partial within 1e-9, every Taylor coefficient within 1e-12 "
+              "of SymPy's (or mpmath's) value")
+        return 0
     orders = QUICK_ORDERS if arguments.quick else FULL_ORDERS
     sizes = QUICK_SIZES if arguments.quick else FULL_SIZES
     sweep_orders = QUICK_SWEEP_ORDERS if arguments.quick else SWEEP_ORDERS
@@ -463,6 +710,7 @@ def main(argv: list[str] | None = None) -> int:
         header += ["casadi non-zeros", "casadi ms", "symad / casadi"]
     rows, hessian_failures = hessian_rows(sizes, peers)
     print(format_table(header, rows))
+    failures += multivariate_report(arguments.quick, arguments.reps, arguments.sympy_limit)
     print(f"\ntotal benchmark time {time.perf_counter() - started:.1f} s")
     if failures or hessian_failures:
         print(f"symad values off by more than their tolerance: {failures}; "
@@ -470,7 +718,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print("correctness: every symad derivative within "
           + ", ".join(f"{f.rtol:g} ({f.name})" for f in FUNCTIONS)
-          + " of the exact value; every Hessian has exactly 3N - 2 structural non-zeros")
+          + " of the exact value; every Hessian has exactly 3N - 2 structural non-zeros; every "
+          "mixed partial within 1e-9, every Taylor coefficient within 1e-12 of the reference")
     return 0
 
 
