@@ -257,6 +257,14 @@ def test_constants_are_exact_and_floats_keep_their_binary_value():
         assert tenth == mpmath.mpf(0.1)  # the double 0.1, exactly
         decimal = sd.trace(lambda x: x * 2, 1.0).compile("mpmath", dps=50)(mpmath.mpf("0.1"))
         assert abs(decimal - mpmath.mpf("0.2")) < mpmath.mpf(10) ** -49
+    # A decimal string is the decimal at the working precision (an mpf made outside a workdps
+    # would be rounded to mpmath's 53 bits first).
+    from_string = sd.trace(lambda x: x * 3, 1.0).compile("mpmath", dps=50)(np.array(["0.1", "1e-60"]))
+    with mpmath.workdps(60):
+        assert abs(from_string[0] - mpmath.mpf("0.3")) < mpmath.mpf(10) ** -49
+        assert abs(from_string[1] / mpmath.mpf("3e-60") - 1) < mpmath.mpf(10) ** -49
+        assert_encloses(sd.trace(lambda x: x * 3, 1.0).compile("interval", dps=30)("0.1"),
+                        mpmath.mpf("0.3"), 1e-28)
     with mpmath.workdps(60):
         exact = mpmath.mpf(1) / 3 + mpmath.pi
     assert_encloses(third.compile("interval", dps=30)(1), exact, 1e-28)
@@ -328,8 +336,10 @@ def test_precision_backend_errors():
         F.compile("mpmath", dps=30, num_threads=2)
     with pytest.raises(sd.CompileError, match="generates no module or source"):
         F.source("mpmath")
+    with pytest.raises(sd.CompileError, match="the string 'half', which is not a number"):
+        F.compile("mpmath", dps=30)("half")
     with pytest.raises(sd.CompileError, match="takes real numbers"):
-        F.compile("mpmath", dps=30)("0.5")
+        F.compile("mpmath", dps=30)(object())
     with pytest.raises(sd.CompileError, match="takes real numbers"):
         F.compile("interval", dps=30)(1j)
     with pytest.raises(sd.CompileError, match="structured otherwise than at the trace"):

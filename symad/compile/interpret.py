@@ -19,19 +19,24 @@ graph once, and the outputs come back as object arrays of the batch's shape.
 
 from __future__ import annotations
 
+import fractions
 import math
+import numbers
 import threading
 from collections.abc import Callable
 from typing import Any
 
+import mpmath
 import numpy as np
+import sympy
 
 from symad.compile.batch import batch_shape
 from symad.errors import CompileError
 from symad.graph import Node, is_constant
 from symad.pytree import tree_flatten, tree_unflatten
 
-__all__ = ["Arithmetic", "GraphProgram", "PreciseFunction", "PRECISION_LOCK"]
+__all__ = ["Arithmetic", "GraphProgram", "PreciseFunction", "PRECISION_LOCK", "scalar_argument",
+           "number_constant"]
 
 #: mpmath keeps its working precision in a context shared by the process (``mp.prec``,
 #: ``iv.prec``); an evaluation sets it for its duration under this lock, so that two
@@ -190,6 +195,47 @@ class PreciseFunction:
 
     def __repr__(self) -> str:
         return f"<symad compiled function {self.function.name!r} ({self.backend}, dps={self.dps})>"
+
+
+def number_constant(constant, number: Callable):
+    """A truth value, or ``number`` of an exact rational or float constant of a graph (a float
+    is its binary value, rounded to the backend's precision); None for other constants (pi,
+    sqrt(2)), which each backend evaluates its own way."""
+    if isinstance(constant, sympy.logic.boolalg.BooleanAtom):
+        return bool(constant)
+    if constant.is_Integer:
+        return number(int(constant))
+    if constant.is_Rational:
+        return number(int(constant.p)) / int(constant.q)
+    if constant.is_Float:
+        return number(mpmath.mp.make_mpf(constant._mpf_))
+    return None
+
+
+def scalar_argument(value, where: str, number: Callable, sympy_number: Callable, accepted: str):
+    """One scalar a user passed, as a backend's number: ``number`` makes one from an int, a
+    float, an mpmath number or a decimal string (parsed by mpmath, never run), exactly
+    where the backend's precision holds it; ``sympy_number`` converts a SymPy number.
+    ``accepted`` finishes the error message for anything else."""
+    if isinstance(value, str):
+        try:
+            return number(value)
+        except ValueError:
+            raise CompileError(f"{where} is the string {value!r}, which is not a number") from None
+    if isinstance(value, (bool, np.bool_, numbers.Integral, np.integer)):
+        return number(int(value))
+    if isinstance(value, (float, np.floating)):
+        if isinstance(value, np.longdouble):  # more bits than a double: its exact ratio
+            numerator, denominator = value.as_integer_ratio()
+            return number(numerator) / denominator
+        return number(float(value))
+    if isinstance(value, mpmath.mpf):
+        return number(value)
+    if isinstance(value, fractions.Fraction):
+        return number(value.numerator) / value.denominator
+    if isinstance(value, sympy.Basic) and value.is_Number and value.is_extended_real:
+        return sympy_number(value)
+    raise CompileError(f"{where} is {value!r} ({type(value).__name__}); {accepted}")
 
 
 def _batch(arrays: list, function) -> tuple:

@@ -45,19 +45,16 @@ decided drops the branch holding it, and a mark that reaches an output raises
 
 from __future__ import annotations
 
-import fractions
 import functools
 import itertools
-import numbers
 import operator
 
 import mpmath
-import numpy as np
 import sympy
 from mpmath import libmp
 from mpmath.libmp.libmpi import mpi_cosh_sinh
 
-from symad.compile.interpret import Arithmetic
+from symad.compile.interpret import Arithmetic, number_constant, scalar_argument
 from symad.compile.mpmath_backend import _BY_NAME as MPMATH_FUNCTIONS
 from symad.compile.mpmath_backend import registered_entry
 from symad.errors import CompileError
@@ -639,14 +636,9 @@ def interval_value(constant):
     >>> mpmath.sqrt(2 * mpmath.pi) in enclosure, enclosure.delta < 1e-14
     (True, True)
     """
-    if isinstance(constant, sympy.logic.boolalg.BooleanAtom):
-        return bool(constant)
-    if constant.is_Integer:
-        return iv.mpf(int(constant))
-    if constant.is_Rational:
-        return iv.mpf(int(constant.p)) / int(constant.q)
-    if constant.is_Float:
-        return iv.mpf(_make_mpf(constant._mpf_))
+    exact = number_constant(constant, iv.mpf)
+    if exact is not None:
+        return exact
     if constant in _CONSTANTS:
         return +getattr(iv, _CONSTANTS[constant])
     if constant.is_Add:
@@ -670,23 +662,18 @@ def interval_value(constant):
 
 
 def _argument(value, where: str):
-    """One number (or interval) a user passed, as an interval containing it exactly."""
+    """One number (or interval) a user passed, as an interval containing it exactly.
+
+    A decimal string (``"0.7"``, or an interval ``"[0.69, 0.71]"``) is parsed by
+    mpmath into an enclosure of the decimal.
+    """
     if hasattr(value, "_mpi_"):
         return iv.convert(value)
-    if isinstance(value, (bool, np.bool_, numbers.Integral, np.integer)):
-        return iv.mpf(int(value))
-    if isinstance(value, (float, np.floating)) and not isinstance(value, np.longdouble):
-        return iv.mpf(float(value))
-    if isinstance(value, mpmath.mpf):
-        return iv.mpf(value)
-    if isinstance(value, fractions.Fraction):
-        return iv.mpf(value.numerator) / value.denominator
-    if isinstance(value, sympy.Basic) and value.is_Number and value.is_extended_real:
-        return interval_value(value)
-    raise CompileError(
-        f"{where} is {value!r} ({type(value).__name__}); the interval backend takes real numbers "
-        "(floats, ints, mpmath.mpf, fractions.Fraction, SymPy numbers: each an exact point) or "
-        "intervals mpmath.iv.mpf([a, b]), or arrays of them")
+    return scalar_argument(
+        value, where, iv.mpf, interval_value,
+        "the interval backend takes real numbers (floats, ints, mpmath.mpf, fractions.Fraction, "
+        "SymPy numbers: each an exact point; decimal strings: enclosed) or intervals "
+        "mpmath.iv.mpf([a, b]), or arrays of them")
 
 
 class IntervalArithmetic(Arithmetic):

@@ -30,14 +30,10 @@ its primitives'.
 
 from __future__ import annotations
 
-import fractions
-import numbers
-
 import mpmath
-import numpy as np
 import sympy
 
-from symad.compile.interpret import Arithmetic
+from symad.compile.interpret import Arithmetic, number_constant, scalar_argument
 from symad.compile.source import is_builtin_primitive
 from symad.errors import CompileError
 
@@ -377,14 +373,9 @@ def mpmath_value(constant) -> mpmath.mpf | bool:
     ...     print(mpmath_value(sympy.Rational(1, 3)), mpmath_value(sympy.sqrt(sympy.pi) / 2))
     0.333333333333333333333333333333 0.886226925452758013649083741671
     """
-    if isinstance(constant, sympy.logic.boolalg.BooleanAtom):
-        return bool(constant)
-    if constant.is_Integer:
-        return mpmath.mpf(int(constant))
-    if constant.is_Rational:
-        return mpmath.mpf(int(constant.p)) / int(constant.q)
-    if constant.is_Float:
-        return +mpmath.mpf(constant._mpf_)  # its binary value, rounded to the working precision
+    exact = number_constant(constant, mpmath.mpf)
+    if exact is not None:
+        return exact
     value = constant.evalf(mpmath.mp.dps + 10)
     if not (value.is_Number and value.is_extended_real):
         raise CompileError(f"the graph constant {constant} is not a real number")
@@ -392,23 +383,15 @@ def mpmath_value(constant) -> mpmath.mpf | bool:
 
 
 def _argument(value, where: str) -> mpmath.mpf:
-    """One number a user passed, as an exact mpmath number (floats keep their binary value)."""
-    if isinstance(value, mpmath.mpf):
-        return value
-    if isinstance(value, (bool, np.bool_)):
-        return mpmath.mpf(int(value))
-    if isinstance(value, (numbers.Integral, np.integer)):
-        return mpmath.mpf(int(value))
-    if isinstance(value, (float, np.floating)):
-        return mpmath.mpf(float(value)) if not isinstance(value, np.longdouble) else mpmath.mpf(str(value))
-    if isinstance(value, fractions.Fraction):
-        return mpmath.mpf(value.numerator) / value.denominator
-    if isinstance(value, sympy.Basic) and value.is_Number and value.is_extended_real:
-        return mpmath_value(value)
-    raise CompileError(
-        f"{where} is {value!r} ({type(value).__name__}); the mpmath backend takes real numbers: "
-        "floats, ints, mpmath.mpf (mpmath.mpf('0.7') for the decimal 0.7 at full precision), "
-        "fractions.Fraction, SymPy numbers, or arrays of them")
+    """One number a user passed, as an exact mpmath number (floats keep their binary value).
+
+    A decimal string is parsed by mpmath at the working precision (``"0.7"`` is the
+    decimal 0.7 to ``dps`` digits, where the float 0.7 is a double).
+    """
+    return scalar_argument(
+        value, where, mpmath.mpf, mpmath_value,
+        "the mpmath backend takes real numbers: floats, ints, mpmath.mpf, decimal strings "
+        "('0.7': the decimal at full precision), fractions.Fraction, SymPy numbers, or arrays of them")
 
 
 class MpmathArithmetic(Arithmetic):
