@@ -372,3 +372,14 @@ def test_compiled_precise_functions_pickle():
     again = pickle.loads(pickle.dumps(compiled))
     assert again.dps == 40 and again(0.7) == compiled(0.7)
     assert "mpmath, dps=40" in repr(again)
+
+
+def test_sympy_functions_from_from_sympy_evaluate_through_sympys_evalf():
+    x = sympy.Symbol("x")
+    F = sd.from_sympy(sympy.Si(x) * sympy.exp(x), [x])
+    value = F.compile("mpmath", dps=40)(0.7)
+    with mpmath.workdps(60):
+        exact = mpmath.si(mpmath.mpf(0.7)) * mpmath.exp(mpmath.mpf(0.7))
+        assert abs(value - exact) / exact < 1e-38
+    with pytest.raises(sd.CompileError, match="no enclosure of the primitive 'sympy.Si'"):
+        F.compile("interval", dps=30)

@@ -95,7 +95,7 @@ class GraphProgram:
                 f"evaluated with the {arithmetic.name} backend")
         slot_of: dict = {symbol: position for position, symbol in enumerate(graph.inputs)}
         self.input_count = len(slot_of)
-        with arithmetic.precision():  # constants are converted at the working precision
+        with PRECISION_LOCK, arithmetic.precision():  # constants: at the working precision
             self.constants = []
             constant_slots: dict = {}
             for atom in [a for node in graph.nodes for a in node.args] + list(graph.outputs):

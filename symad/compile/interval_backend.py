@@ -45,6 +45,7 @@ decided drops the branch holding it, and a mark that reaches an output raises
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import operator
@@ -439,7 +440,7 @@ def _derivative_bound(name: str, bound: int):
         order = _point_order(n, name)
         a, b = _ends(x)
         if mpmath.isinf(a) or mpmath.isinf(b):
-            return _interval(-bound, bound) if name == "jv" else _interval(-1, 1)
+            return _interval(-1, 1)  # |J_v| <= 1 (v >= 0 or an integer), |j_n| <= 1
         with mpmath.workprec(iv.prec + 30):
             middle, radius = (a + b) / 2, (b - a) / 2
         low, high = _point_enclosure(function, order, middle)
@@ -711,15 +712,12 @@ class IntervalArithmetic(Arithmetic):
         return value
 
 
-class _interval_precision:  # noqa: N801 - used as a function returning a context manager
-    """Set ``mpmath.iv``'s working precision for a block (the iv context has no ``workdps``)."""
-
-    def __init__(self, dps: int):
-        self.dps = dps
-
-    def __enter__(self):
-        self.saved = iv.prec
-        iv.dps = self.dps
-
-    def __exit__(self, *exc_info):
-        iv.prec = self.saved
+@contextlib.contextmanager
+def _interval_precision(dps: int):
+    """``mpmath.iv``'s working precision set to ``dps`` digits for a block (iv has no ``workdps``)."""
+    saved = iv.prec
+    iv.dps = dps
+    try:
+        yield
+    finally:
+        iv.prec = saved
