@@ -311,6 +311,10 @@ def test_a_where_drops_the_branch_it_does_not_take_in_intervals():
         compiled(-6.0)
     undecided = sd.trace(lambda x: np.where(x > 0, x, -x), 0.0).compile("interval", dps=30)
     assert endpoints(undecided(mpmath.iv.mpf([-1, 2]))) == (-2, 2)  # both branches, joined
+    # A condition computed from a primitive with no enclosure decides nothing: it raises.
+    on_yv = sd.trace(lambda x: np.where(ssp.yv(1, x) > 0, x, -x), 1.0).compile("interval", dps=30)
+    with pytest.raises(sd.CompileError, match="no enclosure for yv"):
+        on_yv(3.0)
 
 
 def test_precision_backend_errors():

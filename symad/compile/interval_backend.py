@@ -363,6 +363,8 @@ def _or(p, q):
 
 def _select(condition, if_true, if_false):
     """A decided condition picks its branch (the other may be unavailable); undecided, both."""
+    if isinstance(condition, Unavailable):
+        return condition  # a condition nothing encloses decides nothing
     if condition is True:
         return if_true
     if condition is False:
