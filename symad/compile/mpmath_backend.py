@@ -238,7 +238,7 @@ def _mills_excess(n, t):
 
 def _zeta(s, q):
     if s == 1:
-        return mpmath.inf if q == 1 else NAN
+        return mpmath.inf  # the pole, as SciPy gives it (mpmath raises)
     return mpmath.zeta(s, q)
 
 
