@@ -3,7 +3,7 @@
 The float64 backends generate code; the precision backends (``F.compile("mpmath",
 dps=...)``, ``F.compile("interval", dps=...)``) walk the very graph the others
 compile, ``graph.nodes`` in order, and apply each node's primitive through one
-table keyed by the primitive (:class:`Arithmetic`). Nothing is inlined into a
+table keyed by the primitive's registered name (:class:`Arithmetic`). Nothing is inlined into a
 formula first, so a derivative graph of 10^4 nodes with shared subexpressions
 costs 10^4 operations at any precision, not the size of its expanded tree.
 
