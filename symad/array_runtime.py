@@ -173,7 +173,7 @@ def rt_take_add(v, in_shape, indices, axis):
     out = np.zeros(tuple(lead) + tuple(in_shape), dtype=np.result_type(v.dtype, np.float32))
     at = len(in_shape) + axis
     index = (Ellipsis,) + (slice(None),) * at + (indices,) + (slice(None),) * (-axis - 1)
-    if len(in_shape) == 1 and v.ndim == 1 and not lead:
+    if len(in_shape) == 1 and v.ndim == 1 and not lead and v.dtype != object:
         return np.bincount(indices.reshape(-1), weights=v.reshape(-1), minlength=in_shape[0]).astype(out.dtype)
     np.add.at(out, index, v)
     return out

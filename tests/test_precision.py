@@ -17,6 +17,7 @@ import pytest
 import sympy
 
 import symad as sd
+import symad.numpy as snp
 import symad.special as ssp
 from symad.compile.interval_backend import INTERVAL_TABLE, NO_ENCLOSURE
 from symad.compile.mpmath_backend import MPMATH_TABLE
@@ -138,7 +139,10 @@ def sympy_reference(name: str, args: tuple):
 
 
 def test_the_sample_table_covers_every_primitive():
-    builtin = {name for name in PRIMITIVES if not name.startswith("sympy.")}
+    # Every elementwise primitive has a scalar entry in both tables (the array primitives are
+    # the same steps for both backends: test_array_programs_in_both_precision_backends).
+    builtin = {name for name, primitive in PRIMITIVES.items()
+               if not name.startswith("sympy.") and primitive.elementwise}
     assert builtin == set(SAMPLES)
     assert set(MPMATH_TABLE) == builtin
     assert set(INTERVAL_TABLE) == builtin
@@ -387,3 +391,27 @@ def test_sympy_functions_from_from_sympy_evaluate_through_sympys_evalf():
         assert abs(value - exact) / exact < 1e-38
     with pytest.raises(sd.CompileError, match="no enclosure of the primitive 'sympy.Si'"):
         F.compile("interval", dps=30)
+
+
+def test_array_programs_in_both_precision_backends():
+    # Whole arrays: contractions, reductions (sum, max, logsumexp), slices, scatter-adds and
+    # broadcasting, and the gradient through all of them; against float64 and against
+    # 60-digit values of the same graph.
+    def f(x, w):
+        return (np.sum(np.tanh(x @ w) * np.exp(-x[0])) + np.max(w) + snp.logsumexp(x)
+                + np.sum(np.cumsum(x)[::2] ** 2) + x[1:] @ x[:-1])
+
+    x = np.array([0.3, -0.2, 0.7])
+    w = np.array([[0.1, 0.4], [0.5, -0.3], [0.2, 0.9]])
+    G = sd.grad(f, argnums=(0, 1)).trace(x, w)
+    assert G.is_array_program
+    reference = G(x, w)
+    digits30 = G.compile("mpmath", dps=30)(x, w)
+    digits60 = G.compile("mpmath", dps=60)(x, w)
+    intervals = G.compile("interval", dps=30)(x, w)
+    for low, high, box, float64 in zip(digits30, digits60, intervals, reference):
+        assert low.dtype == object and low.shape == float64.shape
+        np.testing.assert_allclose(np.array(low, dtype=float), float64, rtol=1e-13, atol=1e-15)
+        for a, b, enclosure in zip(low.reshape(-1), high.reshape(-1), box.reshape(-1)):
+            assert isinstance(a, mpmath.mpf) and abs(a - b) < mpmath.mpf(10) ** -28
+            assert b in enclosure and enclosure.delta < mpmath.mpf(10) ** -25

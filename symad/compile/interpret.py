@@ -8,9 +8,11 @@ formula first, so a derivative graph of 10^4 nodes with shared subexpressions
 costs 10^4 operations at any precision, not the size of its expanded tree.
 
 The table's entries take their operands' values (and the node's parameters as
-keywords) and return the node's value. Today every primitive is elementwise and
-every value a scalar; a primitive on whole arrays (``reduce_sum``, ``einsum``)
-is one more entry taking and returning object arrays of the same numbers.
+keywords) and return the node's value. An array program's values are object arrays of
+the backend's numbers: an elementwise node applies its scalar entry to each element
+(broadcasting as NumPy does), and the array primitives (:data:`ARRAY_STEPS`) are the
+same for both backends -- NumPy's own functions moving and adding elements, and the
+variadic scalar entries (``add``, ``reduce_max``, ``logsumexp``) for reductions.
 
 A batch of points (leading dimensions of the arguments beyond the traced core
 shapes, broadcast like NumPy's) is a loop over points here: each point walks the
@@ -32,7 +34,7 @@ import sympy
 
 from symad.compile.batch import batch_shape
 from symad.errors import CompileError
-from symad.graph import Node, is_constant
+from symad.graph import ArrayInput, Node, is_constant
 from symad.pytree import tree_flatten, tree_unflatten
 
 __all__ = ["Arithmetic", "GraphProgram", "PreciseFunction", "PRECISION_LOCK", "scalar_argument",
@@ -94,6 +96,14 @@ class GraphProgram:
                 f"({', '.join(sorted(map(str, free))[:3])}); it can only be inlined there, not "
                 f"evaluated with the {arithmetic.name} backend")
         slot_of: dict = {symbol: position for position, symbol in enumerate(graph.inputs)}
+        # The symbols of array inputs' elements that element-level code read: slots of their own,
+        # filled from the array at each point.
+        self.elements = []
+        for position, atom in enumerate(graph.inputs):
+            if atom.__class__ is ArrayInput:
+                for symbol in atom.made_elements():
+                    slot_of[symbol] = len(slot_of)
+                    self.elements.append((position, atom.element_index(symbol)))
         self.input_count = len(slot_of)
         with PRECISION_LOCK, arithmetic.precision():  # constants: at the working precision
             self.constants = []
@@ -114,15 +124,20 @@ class GraphProgram:
 
         self.steps = []
         for node in graph.nodes:
-            implementation = arithmetic.implementation(node.primitive)
-            if implementation is None:
-                raise CompileError(arithmetic.missing(node.primitive, function_name))
+            if not node.primitive.elementwise:
+                implementation = _array_step(node.primitive, arithmetic)
+            else:
+                implementation = arithmetic.implementation(node.primitive)
+                if implementation is None:
+                    raise CompileError(arithmetic.missing(node.primitive, function_name))
+                if node.shape:  # each element, operands broadcast as NumPy does
+                    implementation = _elementwise(implementation)
             self.steps.append((implementation, tuple(map(slot, node.args)), dict(node.params)))
         self.outputs = [slot(atom) for atom in graph.outputs]
 
     def run(self, inputs: list) -> list:
         """The outputs' values at one point, ``inputs`` in the order of ``graph.inputs``."""
-        values = inputs + self.constants
+        values = inputs + [inputs[position][index] for position, index in self.elements] + self.constants
         append = values.append
         for implementation, operands, params in self.steps:
             append(implementation(*[values[i] for i in operands], **params))
@@ -157,28 +172,40 @@ class PreciseFunction:
         with PRECISION_LOCK, arithmetic.precision():
             arrays = [self._values(leaf, f"argument {position}") for position, leaf in enumerate(leaves)]
             batch = _batch(arrays, function)
-            columns = [np.broadcast_to(array, batch + core).reshape(batch + (math.prod(core),))
-                       for array, core in zip(arrays, function.in_shapes)]
-            parameters = [self._values(parameter.value, f"sd.Parameter {parameter.name!r}").reshape(-1)
+            arrays = [np.broadcast_to(array, batch + core) for array, core in zip(arrays, function.in_shapes)]
+            parameters = [self._values(parameter.value, f"sd.Parameter {parameter.name!r}")
                           for parameter, _ in function.parameters]
-            out_sizes = [math.prod(shape) for shape in function.out_shapes]
-            results = [np.empty(batch + (size,), dtype=object) for size in out_sizes]
+            leaves_in = list(function.in_symbols) + [symbols for _, symbols in function.parameters]
+            results = [np.empty(batch + tuple(shape), dtype=object) for shape in function.out_shapes]
             for point in np.ndindex(*batch):
-                inputs = [value for column in columns for value in column[point]]
-                for values in parameters:
-                    inputs.extend(values)
-                outputs = self.program.run(inputs)
-                start = 0
-                for result, size in zip(results, out_sizes):
-                    for offset in range(size):
-                        result[point + (offset,)] = arithmetic.finish(
-                            outputs[start + offset], f"output at batch index {point}")
-                    start += size
+                inputs = []
+                for leaf, value in zip(leaves_in, [a[point] for a in arrays] + parameters):
+                    if isinstance(leaf, np.ndarray):  # scalars: one input each
+                        inputs.extend(np.asarray(value, dtype=object).reshape(-1))
+                    else:  # a whole array input: its object array
+                        inputs.append(value)
+                outputs = iter(self.program.run(inputs))
+                for result, shape, whole in zip(results, function.out_shapes, function.out_whole):
+                    if whole:
+                        value = np.broadcast_to(np.asarray(next(outputs), dtype=object), shape)
+                    else:
+                        value = np.empty(math.prod(shape), dtype=object)
+                        value[:] = [next(outputs) for _ in range(value.size)]
+                    where = f"output at batch index {point}"
+                    result[point] = np.reshape([arithmetic.finish(self._number(v), where)
+                                                for v in value.reshape(-1)], shape) if shape else \
+                        arithmetic.finish(self._number(value.reshape(-1)[0]), where)
         leaves_out = []
-        for result, shape in zip(results, function.out_shapes):
-            value = result.reshape(batch + shape)
-            leaves_out.append(value[()] if value.ndim == 0 else value)
+        for result in results:
+            leaves_out.append(result[()] if result.ndim == 0 else result)
         return tree_unflatten(function.out_treedef, leaves_out)
+
+    def _number(self, value):
+        """A plain Python number left by an array step (the zeros around a slice) as this
+        backend's number."""
+        if isinstance(value, (bool, numbers.Number)) and not isinstance(value, np.bool_):
+            return value if isinstance(value, bool) else self.arithmetic.argument(value, "a value")
+        return value
 
     def _values(self, value, where: str) -> np.ndarray:
         """A user's argument (a number, array or nested list of them) as an object array of this
@@ -195,6 +222,83 @@ class PreciseFunction:
 
     def __repr__(self) -> str:
         return f"<symad compiled function {self.function.name!r} ({self.backend}, dps={self.dps})>"
+
+
+# ---------------------------------------------------------------------------
+# Array programs: elementwise entries over object arrays, and the array primitives
+# ---------------------------------------------------------------------------
+
+
+def _elementwise(scalar: Callable) -> Callable:
+    """A scalar entry applied to each element of its (broadcast) operands."""
+    def over_elements(*operands):
+        arrays = np.broadcast_arrays(*[np.asarray(o, dtype=object) for o in operands])
+        out = np.empty(arrays[0].shape, dtype=object)
+        flat = [a.reshape(-1) for a in arrays]
+        for position in range(out.size):
+            out.reshape(-1)[position] = scalar(*[a[position] for a in flat])
+        return out
+    return over_elements
+
+
+def _rows(x, axes):
+    """``x`` with ``axes`` (negative) moved last and merged: (rows, kept shape)."""
+    x = np.asarray(x, dtype=object)
+    kept = [a for a in range(x.ndim) if a - x.ndim not in axes]
+    moved = np.transpose(x, kept + [x.ndim + a for a in axes])
+    kept_shape = moved.shape[: len(kept)]
+    return moved.reshape(kept_shape + (-1,)), kept_shape
+
+
+def _reduction(entry: Callable) -> Callable:
+    """A reduction over axes through a variadic scalar entry (one call per row)."""
+    def reduce(x, *, axes):
+        rows, kept_shape = _rows(x, axes)
+        out = np.empty(kept_shape, dtype=object)
+        for index in np.ndindex(kept_shape):
+            out[index] = entry(*rows[index])
+        return out[()] if out.ndim == 0 else out
+    return reduce
+
+
+def _array_step(primitive, arithmetic: Arithmetic) -> Callable:
+    """The step of an array primitive over object arrays of ``arithmetic``'s numbers."""
+    from symad import array_primitives as A
+
+    def variadic(name):
+        entry = arithmetic.implementation(_by_name(name))
+        return lambda *row: entry(*row) if len(row) != 1 else row[0]
+
+    if primitive is A.constant_p:
+        def constant(*, value):
+            numbers_ = (np.full(value.array.shape, arithmetic.constant(value.exact), dtype=object)
+                        if value.exact is not None else
+                        np.reshape([arithmetic.argument(v, "a constant") for v in value.array.reshape(-1).tolist()],
+                                   value.array.shape))
+            return np.asarray(numbers_, dtype=object)
+        return constant
+    reductions = {A.reduce_sum_p: "add", A.amax_p: "reduce_max", A.amin_p: "reduce_min",
+                  A.reduce_logsumexp_p: "logsumexp"}
+    if primitive in reductions:
+        return _reduction(variadic(reductions[primitive]))
+    if primitive is A.einsum_p:
+        def einsum(a, b, *, subscripts):
+            (sa, sb), sc = A.parse_subscripts(subscripts)
+            return np.einsum(f"...{sa},...{sb}->...{sc}", np.asarray(a, dtype=object),
+                             np.asarray(b, dtype=object))
+        return einsum
+    # Structural and adding steps: the NumPy implementations, on object arrays.
+    implementation = primitive.numpy_impl
+
+    def structural(*operands, **params):
+        return implementation(*[np.asarray(o, dtype=object) for o in operands], **params)
+    return structural
+
+
+def _by_name(name: str):
+    from symad.primitives import PRIMITIVES
+
+    return PRIMITIVES[name]
 
 
 def number_constant(constant, number: Callable):
