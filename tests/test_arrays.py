@@ -290,3 +290,37 @@ def test_random_array_programs_agree_with_their_per_element_versions(names, rows
     elements = whole.expand()
     np.testing.assert_allclose(whole(a), elements(a), rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(sd.grad(whole)(a), sd.grad(elements)(a), rtol=1e-10, atol=1e-12)
+
+
+def test_taylor_mode_through_array_operations_matches_sympy():
+    # n-th derivatives and Taylor maps of scalar functions that work on arrays inside:
+    # sums, contractions, a cumulative sum with a slice, max (locally a selection) and
+    # logsumexp (the chain rule through its softmax weights).
+    import sympy
+
+    c = np.arange(1.0, 4.0)
+
+    def f(x):
+        scaled = x * c
+        return (np.sum(np.sin(scaled)) + np.max(scaled) + snp.logsumexp(scaled)
+                + np.ones(3) @ np.outer(c, c) @ scaled + np.sum(np.cumsum(scaled)[::2] ** 2))
+
+    x = sympy.Symbol("x")
+    totals = np.cumsum(c)
+    exact = (sum(sympy.sin(x * int(k)) for k in c) + 3 * x
+             + sympy.log(sum(sympy.exp(x * int(k)) for k in c))
+             + x * int(np.sum(np.outer(c, c).sum(axis=0) * c))
+             + sum((x * int(totals[i])) ** 2 for i in (0, 2)))
+    for order in (1, 2, 5, 12):
+        want = float(sympy.diff(exact, x, order).subs(x, sympy.Rational(1, 2)).evalf(30))
+        assert float(sd.derivative(f, order)(0.5)) == pytest.approx(want, rel=1e-13)
+    points = np.array([0.1, 0.5])
+    expected = [float(sympy.diff(exact, x, 3).subs(x, sympy.Rational(p).limit_denominator(10)).evalf(30))
+                for p in points]
+    np.testing.assert_allclose(sd.derivative(f, 3)(points), expected, rtol=1e-13)
+    y = sympy.Symbol("y")
+    two = sum(sympy.exp(x * int(k) + y) for k in c)
+    coefficients = sd.taylor(lambda a, b: np.sum(np.exp(a * c + b)), 3, argnum=(0, 1))(0.1, 0.2)
+    for (i, j), value in coefficients.items():
+        want = sympy.diff(two, x, i, y, j).subs({x: sympy.Rational(1, 10), y: sympy.Rational(1, 5)})
+        assert float(value) == pytest.approx(float(want / (sympy.factorial(i) * sympy.factorial(j))), rel=1e-13)

@@ -29,6 +29,7 @@ import sympy
 
 from symad import primitives as P
 from symad.atoms import is_constant, is_zero_constant, same_atom
+from symad.graph import atom_shape
 
 __all__ = ["TAYLOR_RULES", "needs_partials"]
 
@@ -346,6 +347,69 @@ TAYLOR_RULES = {
 }
 
 
+# -- whole arrays ------------------------------------------------------------------
+#
+# A linear array primitive (sum, reshape, slice, take, concatenate, ...) maps each
+# coefficient of its operands to the same coefficient of its result; einsum is bilinear
+# (a Cauchy product, as multiply); amax/amin/logsumexp follow the chain rule through
+# their weights (the elements' share of the derivative, symad.rules.transposes), summed
+# over the reduced axes.
+
+
+def _linear_array(sweep, node, k):
+    coefficients = [sweep.coefficient(arg, k) for arg in node.args]
+    if all(is_zero_constant(c) for c in coefficients):
+        return ZERO
+    builder = sweep.builder
+    shaped = [builder.broadcast(c, atom_shape(arg)) if is_zero_constant(c) and atom_shape(arg) else c
+              for c, arg in zip(coefficients, node.args)]
+    return builder.record(node.primitive, shaped, node.params)
+
+
+def _einsum(sweep, node, k):
+    a, b = _operand(sweep, node, 0), _operand(sweep, node, 1)
+    terms = []
+    for l, rest in sweep.index.splits(k):
+        left, right = a(l), b(rest)
+        if not (is_zero_constant(left) or is_zero_constant(right)):
+            terms.append(sweep.builder.record(node.primitive, (left, right), node.params))
+    return sweep.total(terms)
+
+
+def _weighted_reduction(sweep, node, k):
+    """``y[k] = (1/k) sum_l l reduce(x[l] w[k-l])``: the chain rule through the weights ``w``."""
+    from symad import array_primitives as A
+
+    index, (operand,), (weights,) = sweep.index, node.args, sweep.partials[node].values()
+    axis = index.axis(k)
+    terms = []
+    for l, rest in index.splits(k):
+        if index.weight(l, axis) == 0 or is_zero_constant(sweep.coefficient(operand, l)):
+            continue
+        terms.append(sweep.product(sweep.weighted(operand, l, axis), sweep.coefficient(weights, rest)))
+    summed = sweep.total(terms)
+    if is_zero_constant(summed):
+        return ZERO
+    total = A.record_reduction(sweep.builder, A.reduce_sum_p, summed, dict(node.params)["axes"])
+    return sweep.scaled(sympy.Rational(1, index.weight(k, axis)), total)
+
+
+def _array_rules() -> dict:
+    from symad import array_primitives as A
+
+    rules = {primitive: _linear_array for primitive in A.ARRAY_PRIMITIVES if primitive.kind == "linear"}
+    rules[A.einsum_p] = _einsum
+    for primitive in (A.amax_p, A.amin_p, A.reduce_logsumexp_p):
+        rules[primitive] = _weighted_reduction
+    return rules
+
+
+TAYLOR_RULES.update(_array_rules())
+#: Rules that read the node's partials (recorded by the sweep's planning, as for the generic rule).
+_READ_PARTIALS = frozenset(p for p, rule in TAYLOR_RULES.items() if rule is _weighted_reduction)
+
+
 def needs_partials(sweep, node) -> bool:
-    """True if the node's coefficients come from the generic chain rule through its partials."""
-    return node.primitive not in TAYLOR_RULES
+    """True if the node's coefficients come through its partials: the generic chain rule, or a
+    rule that reads them (a reduction's weights)."""
+    return node.primitive not in TAYLOR_RULES or node.primitive in _READ_PARTIALS

@@ -23,6 +23,12 @@ def partial_atoms(node: Node, indices: Sequence[int], function_name: str) -> dic
     primitive = node.primitive
     if not indices:
         return {}
+    if not primitive.elementwise and primitive.kind == "array":
+        # A non-linear reduction: its operand's partial is each element's weight.
+        from symad.graph import current_builder
+        from symad.rules.transposes import array_weights
+
+        return {0: array_weights(current_builder(), node)}
     if not primitive.has_partials:
         raise DifferentiationError(
             f"no partial derivative of {primitive.name!r} w.r.t. argument {indices[0]}, needed "
