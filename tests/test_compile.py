@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numexpr
@@ -199,11 +201,11 @@ def _logistic(iterations):
 
 
 def test_fuse_inlines_single_use_temporaries_into_one_expression():
-    F = sd.trace(lambda x: np.sin(x) * np.cos(x) + np.exp(x), 0.0)
+    F = sd.trace(lambda x: np.sin(x) * np.cos(x) + x / (1 + x), 0.0)
     source = F.source("numexpr")
     programs = [line for line in source.splitlines() if line.startswith("_E")]
     assert len(programs) == 1
-    for operation in ("'sin_dd'", "'cos_dd'", "'exp_dd'", "'mul_ddd'", "'add_ddd'"):
+    for operation in ("'sin_dd'", "'cos_dd'", "'div_ddd'", "'mul_ddd'", "'add_ddd'"):
         assert operation in source
     assert "BUFFER_IS_BOOLEAN = ()" in source  # no full-size temporary at all
 
@@ -211,10 +213,30 @@ def test_fuse_inlines_single_use_temporaries_into_one_expression():
 def test_fuse_inlines_single_use_temporaries_into_one_string_without_the_vm(monkeypatch):
     # Where numexpr's internals refuse assembled programs, regions are numexpr strings.
     monkeypatch.setattr(numexpr_backend, "_VM_USABLE", False)
-    F = sd.trace(lambda x: np.sin(x) * np.cos(x) + np.exp(x), 0.0)
+    F = sd.trace(lambda x: np.sin(x) * np.cos(x) + x / (1 + x), 0.0)
     programs = [line for line in F.source("numexpr").splitlines() if line.startswith("_E")]
     assert len(programs) == 1
-    assert "((sin(a0) * cos(a0)) + exp(a0))" in programs[0]
+    assert "((sin(a0) * cos(a0)) + (a0 / (1.0 + a0)))" in programs[0]
+
+
+@pytest.mark.parametrize("assembled", [True, False], ids=["vm-programs", "strings"])
+def test_functions_numpy_computes_faster_are_numpy_steps_into_buffers(assembled, monkeypatch):
+    # exp and tanh run as NumPy ufunc steps between two numexpr regions, writing into a
+    # block buffer (out=) rather than a fresh array per block.
+    if not assembled:
+        monkeypatch.setattr(numexpr_backend, "_VM_USABLE", False)
+    assert {"exp", "tanh", "log"} <= numexpr_backend.NUMPY_IS_FASTER
+    assert not {"add", "multiply", "divide"} & numexpr_backend.NUMPY_IS_FASTER
+    F = sd.trace(lambda x: np.tanh(np.exp(x * x + 1) * x) + x, 0.0)
+    source = F.source("numexpr")
+    programs = [line for line in source.splitlines() if line.startswith("_E")]
+    assert len(programs) == 3 and "exp" not in "".join(programs)  # x*x + 1, e*x, t + x
+    calls = [line.strip() for line in source.splitlines() if "(b0, out=" in line or "out=b" in line]
+    assert any(call.startswith("np.exp(b0, out=b") for call in calls)
+    assert any(call.startswith("np.tanh(") and "out=" in call for call in calls)
+    x = np.linspace(-1.5, 1.5, 101)
+    np.testing.assert_allclose(F(x), np.tanh(np.exp(x * x + 1) * x) + x, rtol=1e-15)
+    np.testing.assert_array_equal(F.compile("numexpr", block_size=7)(x), F(x))
 
 
 @pytest.mark.parametrize("assembled", [True, False], ids=["vm-programs", "strings"])
@@ -228,7 +250,7 @@ def test_steps_of_the_same_shape_share_one_numexpr_program(assembled, monkeypatc
     H = sd.hessian(rosenbrock, sparse=True).trace(np.zeros(8))
     source = H.source("numexpr")
     programs = [line for line in source.splitlines() if line.startswith("_E")]
-    calls = [line for line in source.splitlines() if line.strip().startswith("_E") and "out=" in line]
+    calls = [line for line in source.splitlines() if line.strip().startswith("E[") and "out=" in line]
     assert len(programs) <= 4 < len(calls)
     x = np.linspace(-1.2, 1.1, 8)
     np.testing.assert_allclose(H.compile("numexpr")(x), H.compile("numpy")(x), rtol=1e-15)
@@ -242,13 +264,14 @@ def test_regions_of_the_same_shape_are_lowered_once_and_keep_their_own_constants
     lower = numexpr_backend._lower_region
     monkeypatch.setattr(numexpr_backend, "_lower_region",
                         lambda *args: lowered.append(args[0]) or lower(*args))
-    G = sd.grad(element_trace(lambda x: np.sum(np.sin(x) * np.exp(-x**2)), np.zeros(40))).trace(
+    G = sd.grad(element_trace(lambda x: np.sum(np.sin(x) * np.cos(x * x)), np.zeros(40))).trace(
         np.zeros(40))
     programs = [line for line in G.source("numexpr").splitlines() if line.startswith("_E")]
     assert len(programs) == 1 and len(lowered) == 1
     x = np.linspace(-2, 2, 40)
     np.testing.assert_allclose(G.compile("numexpr")(x),
-                               (np.cos(x) - 2 * x * np.sin(x)) * np.exp(-x**2), rtol=1e-14)
+                               np.cos(x) * np.cos(x * x) - 2 * x * np.sin(x) * np.sin(x * x),
+                               rtol=1e-13, atol=1e-15)
 
     F = sd.trace(lambda x, y: snp.stack([snp.sin(x) * 2, snp.sin(y) * 3, (x > y) * 2.0]), 1.0, 1.0)
     got = F.compile("numexpr")(np.array([0.5, 2.0]), np.array([1.0, -1.0]))
@@ -395,30 +418,54 @@ def test_block_size_keeps_the_working_set_bounded():
 # ---------------------------------------------------------------------------
 
 
-def _thread_spy():
+def _thread_spy(pause=0.0):
     seen = []
 
     @sd.primitive
     def spy(x):
-        seen.append(numexpr.get_num_threads())
+        seen.append((numexpr.get_num_threads(), threading.get_ident()))
+        time.sleep(pause)  # lets the other thread take a block (the sleep releases the GIL)
         return x
 
     return spy, seen
 
 
-def test_set_num_threads_switches_numexpr_only_during_the_call():
-    spy, seen = _thread_spy()
+def test_threads_share_the_blocks_and_numexpr_runs_each_call_on_its_caller():
+    # symad's threads take the blocks of a batch between them; numexpr is switched to one
+    # thread for the call (each program then runs in the thread that calls it) and back.
+    spy, seen = _thread_spy(pause=0.02)
     F = sd.trace(lambda x: spy(np.sin(x)) + 1, 0.0)
-    x = np.linspace(0, 1, threads.SMALL_BATCH + 5)
-    original = numexpr.set_num_threads(1)
+    x = np.linspace(0, 1, 100_000)
+    original = numexpr.set_num_threads(2)
     previous = sd.set_num_threads(2)
     try:
         result = F(x)
-        assert seen[-1] == 2  # symad's setting inside the evaluation
-        assert numexpr.get_num_threads() == 1  # numexpr's global setting restored after it
+        assert {count for count, _ in seen} == {1}  # numexpr serial inside the evaluation
+        assert len({ident for _, ident in seen}) == 2  # both threads took blocks
+        assert len(seen) >= 4  # several blocks each, so a busy core holds up little
+        assert numexpr.get_num_threads() == 2  # numexpr's global setting restored after it
         np.testing.assert_allclose(result, np.sin(x) + 1, rtol=1e-15)
-        F.compile("numexpr", num_threads=1)(x)
-        assert seen[-1] == 1  # the evaluator option wins
+        seen.clear()
+        np.testing.assert_array_equal(F.compile("numexpr", num_threads=1)(x), result)
+        assert {ident for _, ident in seen} == {threading.get_ident()}  # the evaluator option wins
+    finally:
+        sd.set_num_threads(previous)
+        numexpr.set_num_threads(original)
+
+
+def test_wide_graphs_switch_numexpr_to_symads_threads_only_during_the_call(monkeypatch):
+    # Level by level, each group is one large numexpr call on numexpr's own threads.
+    monkeypatch.setattr(threads, "SMALL_BATCH", 4)
+    spy, seen = _thread_spy()
+    F = sd.trace(lambda x: snp.sum(spy(np.sin(x)) * x), np.zeros(1200))
+    assert "level by level" in F._evaluator("numexpr", np.float64).note
+    x = np.linspace(0, 1, 1200 * 8).reshape(8, 1200)
+    original = numexpr.set_num_threads(1)
+    previous = sd.set_num_threads(2)
+    try:
+        np.testing.assert_allclose(F(x), np.sum(np.sin(x) * x, axis=1), rtol=1e-12)
+        assert seen[-1][0] == 2  # symad's setting inside the evaluation
+        assert numexpr.get_num_threads() == 1  # numexpr's global setting restored after it
     finally:
         sd.set_num_threads(previous)
         numexpr.set_num_threads(original)

@@ -95,6 +95,8 @@ class Evaluator:
         self.cached_at = namespace.get("__file__")
         self.output_is_boolean = namespace["OUTPUT_IS_BOOLEAN"]
         self._evaluate = namespace["evaluate"]
+        #: a blocked module whose threads share the blocks (each with its own programs)
+        self._threads_share_blocks = "_take_programs" in namespace
         self._evaluate_matrices = namespace.get("evaluate_matrices")
         self.run = namespace["run"]
 
@@ -108,7 +110,13 @@ class Evaluator:
              block_size: int | None = None) -> None:
         """``evaluate(inputs, outputs, n, block)`` with this backend's threads set."""
         block = self.block_size if block_size is None else block_size
-        if self.backend == "numexpr":
+        if self.backend == "numexpr" and self._threads_share_blocks:
+            # symad's threads take blocks; each numexpr call then runs in the thread
+            # that makes it (numexpr's own threads would wait for each other per call).
+            with threads.numexpr_threads(1, n, threads.NUMEXPR_SERIAL_BELOW):
+                evaluate(inputs, outputs, n, block,
+                         num_threads if num_threads is not None else threads.get_num_threads())
+        elif self.backend == "numexpr":
             with threads.numexpr_threads(num_threads, n):
                 evaluate(inputs, outputs, n, block)
         elif self.backend == "numba":

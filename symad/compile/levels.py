@@ -418,11 +418,12 @@ def _numexpr_program(group: LevelGroup, operands: list):
     Operations on truth values stay in NumPy: the table holds them as 0.0/1.0,
     which numexpr's ``where`` and ``&`` do not take.
     """
-    from symad.compile.numexpr_backend import NUMPY_IS_FASTER, numexpr_form
+    from symad.compile.numexpr_backend import numexpr_form, runs_in_numpy
 
-    if group.primitive.boolean_operands or group.primitive.name in NUMPY_IS_FASTER:
+    probe = _probe(group, operands)
+    if group.primitive.boolean_operands or runs_in_numpy(probe):
         return None
-    form = numexpr_form(_probe(group, operands))
+    form = numexpr_form(probe)
     if form is None:
         return None
     names, arguments = [], []
@@ -529,6 +530,7 @@ def lower_levels(program: Program, plan: LevelPlan, dtype, backend: str) -> Gene
 
         header.append(_NUMEXPR_SETUP)
         # NumExpr programs keep their registers in the object: one evaluation at a time.
+        header.append("_LOCK = threading.Lock()  # held by evaluate_matrices: one evaluation at a time")
         driver = driver.replace("    with np.errstate(", "    with _LOCK, np.errstate(")
         assert driver != _LEVEL_DRIVER, "the driver changed: put the lock back around its loop"
     else:

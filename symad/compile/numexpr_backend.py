@@ -55,6 +55,7 @@ from symad.compile.program import (
 )
 from symad.compile.source import (
     DRIVER,
+    SPECIAL_NUMPY_FORMS,
     GeneratedModule,
     block_size_for,
     first_output_positions,
@@ -66,7 +67,7 @@ from symad.compile.source import (
     output_lines,
 )
 
-__all__ = ["lower_numexpr", "numexpr_form"]
+__all__ = ["lower_numexpr", "numexpr_form", "runs_in_numpy", "NUMPY_IS_FASTER", "COST_NS"]
 
 
 # ---------------------------------------------------------------------------
@@ -261,11 +262,9 @@ def _emit(region: _Region, instruction: Instruction, args: list):
     if name == "sech":
         return region.op("div", f, region.constant(1.0), region.op("cosh", f, args[0]))
     if name == "power":
-        exponent = instruction.operands[1]
-        if isinstance(exponent, Constant) and not isinstance(exponent.value, bool):
-            x = float(exponent.value)
-            if math.isfinite(x) and 2 * x == int(2 * x) and abs(x) <= 50 and x != 0:
-                return _integral_power(region, args[0], x)
+        exponent = _integral_exponent(instruction)
+        if exponent is not None:
+            return _integral_power(region, args[0], exponent)
         return region.op("pow", f, *args)
     vm_name = _VM_NAMES.get(name)
     if vm_name is None:
@@ -483,11 +482,64 @@ def _vm_usable() -> bool:
 _VM_USABLE: bool | None = None
 
 
-#: Functions NumPy computes faster than numexpr's virtual machine (NumPy has SIMD loops
-#: for them, numexpr without Intel's VML calls libm once per element). Measured on the
-#: benchmark machine, 2,000,000 float64 points, one thread: tanh 67 ms in NumPy against
-#: 150 ms in numexpr (exp, log, sin, cos: equal within 10%). They run as NumPy steps.
-NUMPY_IS_FASTER = frozenset({"tanh"})
+#: Nanoseconds per float64 element of the functions numexpr's machine can run: there and
+#: in NumPy, one thread, blocks of 2^16 points in cache. Measured 2026-11-25 on the project's
+#: 2-core machine (AMD EPYC with AVX-512; numexpr 2.14.2 without Intel's VML, which calls
+#: libm once per element; NumPy 2.4.6, whose SIMD loops make most functions 4-13x faster).
+#: ``python benchmarks/eval.py --calibrate`` measures them again. ``"power"`` is a power
+#: with a variable or non-integral exponent (integral ones are multiplications).
+COST_NS = {
+    "exp": (4.13, 0.82), "expm1": (7.19, 1.18), "log": (3.33, 0.82), "log10": (6.17, 0.88),
+    "log1p": (6.95, 1.04), "log2": (3.60, 0.93), "sin": (8.32, 8.11), "cos": (8.18, 7.99),
+    "tan": (8.84, 1.35), "arcsin": (10.18, 1.26), "arccos": (10.14, 1.36),
+    "arctan": (8.23, 1.24), "sinh": (10.83, 1.18), "cosh": (7.54, 0.98), "tanh": (11.37, 1.71),
+    "arcsinh": (20.40, 2.08), "arccosh": (18.05, 2.17), "arctanh": (20.13, 1.58),
+    "sqrt": (2.34, 1.20), "abs": (1.75, 0.18), "sign": (1.75, 0.18), "power": (9.96, 2.26),
+    "arctan2": (15.09, 2.22), "hypot": (16.92, 16.55), "maximum": (2.25, 0.29),
+    "minimum": (2.25, 0.29), "add": (0.43, 0.26), "subtract": (0.43, 0.26),
+    "multiply": (0.36, 0.26), "divide": (0.70, 0.33), "negative": (0.26, 0.19),
+}
+#: A pass over a block of memory (a NumPy copy of a cached block: 0.18 ns per element). A
+#: function taken out of a region costs its operand's and its result's passes.
+PASS_NS = 0.18
+#: ... and a step of its own, with a call from Python per block: NumPy must win by this
+#: factor besides (division, 0.70 against 0.33 + 2 x 0.18 ns, stays in the region).
+NUMPY_MARGIN = 0.75
+#: Functions that run as NumPy steps (the plan never does in numexpr what NumPy does
+#: faster): those NumPy computes faster by more than the two passes over memory.
+NUMPY_IS_FASTER = frozenset(name for name, (in_numexpr, in_numpy) in COST_NS.items()
+                            if in_numpy + 2 * PASS_NS < NUMPY_MARGIN * in_numexpr)
+
+
+def runs_in_numpy(instruction: Instruction) -> bool:
+    """Whether the plan computes ``instruction`` in NumPy although numexpr could (see ``COST_NS``).
+
+    >>> from symad.compile.program import Instruction, Constant
+    >>> from symad.primitives import exp_p, mul_p, pow_p
+    >>> runs_in_numpy(Instruction(1, exp_p, (0,), (), False))
+    True
+    >>> runs_in_numpy(Instruction(1, mul_p, (0, 0), (), False))
+    False
+    >>> runs_in_numpy(Instruction(1, pow_p, (0, Constant(3.0)), (), False))   # x*x*x in numexpr
+    False
+    """
+    name = instruction.primitive.name
+    if name == "power" and _integral_exponent(instruction) is not None:
+        return False
+    if name == "sech":
+        name = "cosh"
+    return name in NUMPY_IS_FASTER
+
+
+def _integral_exponent(instruction: Instruction) -> float | None:
+    """The constant (half-)integral exponent (at most 50 in size) that numexpr writes as
+    multiplications (and a square root), or None."""
+    exponent = instruction.operands[1] if len(instruction.operands) == 2 else None
+    if isinstance(exponent, Constant) and not isinstance(exponent.value, bool):
+        x = float(exponent.value)
+        if math.isfinite(x) and 2 * x == int(2 * x) and abs(x) <= 50 and x != 0:
+            return x
+    return None
 
 
 def _vm_fusible(program: Program, float_kind: str, tables):
@@ -510,7 +562,7 @@ def _vm_fusible(program: Program, float_kind: str, tables):
         return answer
 
     def fusible_alone(instruction: Instruction) -> bool:
-        if numexpr_form(instruction) is None or instruction.primitive.name in NUMPY_IS_FASTER:
+        if numexpr_form(instruction) is None or runs_in_numpy(instruction):
             return False
         region = _Region(float_kind, tables)
         args = []
@@ -529,13 +581,30 @@ def _vm_fusible(program: Program, float_kind: str, tables):
     return fusible
 
 
+def _string_fusible(instruction: Instruction) -> bool:
+    """Whether a numexpr string program computes ``instruction`` (where assembled programs
+    are not usable): numexpr spells it, and NumPy is not faster."""
+    return numexpr_form(instruction) is not None and not runs_in_numpy(instruction)
+
+
+def _ufunc_spelling(instruction: Instruction) -> bool:
+    """Whether the NumPy step of ``instruction`` is one call of a NumPy/SciPy ufunc, which
+    can write into a buffer (``out=``) instead of a fresh array for every block."""
+    primitive = instruction.primitive
+    implementation = primitive.numpy_impl
+    return (isinstance(implementation, np.ufunc) and implementation.nout == 1
+            and primitive.name not in SPECIAL_NUMPY_FORMS
+            and numpy_spelling(instruction) is not None)
+
+
 # ---------------------------------------------------------------------------
 # Buffers: a linear scan over liveness
 # ---------------------------------------------------------------------------
 
 
 def _assign_buffers(program: Program, fused: set, targets: dict) -> tuple[dict, list]:
-    """``{value: buffer index}`` for numexpr steps that are not outputs, and each buffer's kind."""
+    """``{value: buffer index}`` for the steps of ``fused`` (written into buffers) that are
+    not outputs, and each buffer's kind."""
     free: dict[bool, list[int]] = {False: [], True: []}
     kinds: list[bool] = []
     buffer_of: dict[int, int] = {}
@@ -558,14 +627,7 @@ def _assign_buffers(program: Program, fused: set, targets: dict) -> tuple[dict, 
 # ---------------------------------------------------------------------------
 
 _NUMEXPR_SETUP = '''
-import threading
-
 import numexpr as ne
-
-# A NumExpr program keeps its registers in the object itself: two threads running
-# the same program at once corrupt each other (measured: wrong results, then a
-# crash in free()). evaluate() holds this lock, so threads take turns.
-_LOCK = threading.Lock()
 
 # numexpr spells float64 as numpy.float64 and float32 as Python's float.
 _FLOAT = np.float64 if DTYPE == np.float64 else float
@@ -592,6 +654,25 @@ if _CALL is None:
     ne._generated_module_call_options = _CALL
 '''
 
+#: How a region module's threads get programs of their own: a NumExpr program keeps its
+#: registers in the object itself, so two threads running one program at once corrupt
+#: each other (measured: wrong results, then a crash in free()). Each thread running
+#: ``evaluate_block`` takes a list of copies, E, from ``_FREE_PROGRAMS`` and gives it back.
+_PROGRAM_COPIES = '''
+
+def _copy(program):
+    """Another NumExpr object running ``program``, with registers of its own."""
+    return ne.interpreter.NumExpr(program.signature, program.tempsig, program.program,
+                                  program.constants, program.input_names)
+
+
+def _programs():
+    return [_copy(program) for program in _PROGRAMS]
+
+
+_FREE_PROGRAMS = [list(_PROGRAMS)]
+'''
+
 
 def lower_numexpr(graph, dtype, name: str = "function", program=None) -> GeneratedModule:
     """The numexpr evaluator module of ``graph`` at ``dtype`` (example: the module docstring).
@@ -608,12 +689,14 @@ def lower_numexpr(graph, dtype, name: str = "function", program=None) -> Generat
                               liveness):
             program = compiler_pass(program)
     else:
-        program = compile_program(graph, lambda instruction: numexpr_form(instruction) is not None,
-                                  name, program)
+        program = compile_program(graph, _string_fusible, name, program)
     targets = first_output_positions(program)
     fused = {step.result for step in program.steps
-             if (step.body if tables is not None else numexpr_form(step.instruction) is not None)}
-    buffer_of, buffer_kinds = _assign_buffers(program, fused, targets)
+             if (step.body if tables is not None else _string_fusible(step.instruction))}
+    # NumPy steps that are one ufunc write into buffers too (``np.exp(b0, out=b1)``).
+    into_buffer = fused | {step.result for step in program.steps
+                           if step.result not in fused and _ufunc_spelling(step.instruction)}
+    buffer_of, buffer_kinds = _assign_buffers(program, into_buffer, targets)
     externals: list = []
     descriptions: list = []
     programs: list[str] = []
@@ -669,7 +752,11 @@ def lower_numexpr(graph, dtype, name: str = "function", program=None) -> Generat
                 if index is None:
                     index = program_index[key] = len(programs)
                     programs.append(f"_E{index} = _program({text!r}, {names!r}, {boolean!r})")
-            body.append(f"    _E{index}({', '.join(arguments)}, out={destination}, **_CALL)")
+            body.append(f"    E[{index}]({', '.join(arguments)}, out={destination}, **_CALL)")
+            spelt[step.result] = destination
+        elif step.result in into_buffer:
+            arguments = [operand_text(o, spelt) for o in step.instruction.operands]
+            body.append(f"    {numpy_spelling(step.instruction)(arguments + [f'out={destination}'])}")
             spelt[step.result] = destination
         else:
             spelling = numpy_spelling(step.instruction)
@@ -690,15 +777,16 @@ def lower_numexpr(graph, dtype, name: str = "function", program=None) -> Generat
 
     fallbacks = sum(1 for step in program.steps if step.result not in fused)
     itemsize = np.dtype(dtype).itemsize
-    block_size = block_size_for(len(buffer_kinds) + fallbacks + 2, itemsize)
+    own_arrays = sum(1 for step in program.steps if step.result not in into_buffer)
+    block_size = block_size_for(len(buffer_kinds) + own_arrays + 2, itemsize)
     header = module_header(
         program, "numexpr", dtype, [], buffer_kinds, descriptions, block_size,
     )
-    driver = DRIVER.replace("    with np.errstate(all=\"ignore\"):", "    with _LOCK, np.errstate(all=\"ignore\"):")
-    assert driver != DRIVER, "the blocked driver changed: put the lock back around its loop"
     setup = _NUMEXPR_SETUP + (_VM_HELPER if tables is not None else "")
+    listing = [f"_PROGRAMS = [{', '.join(f'_E{i}' for i in range(len(programs)))}]", _PROGRAM_COPIES]
     source = "\n".join(
-        header + [setup] + programs + ["", ""] + unpack_lines(program, len(buffer_kinds)) + body
-    ) + "\n" + driver
+        header + [setup] + programs + listing + ["", ""]
+        + unpack_lines(program, len(buffer_kinds), "E") + body
+    ) + "\n" + DRIVER
     note = f"{fallbacks} of {len(program.steps)} steps run in NumPy/SciPy" if fallbacks else ""
     return GeneratedModule(source, externals, "numexpr", dtype, block_size, program, note)

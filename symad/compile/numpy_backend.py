@@ -11,9 +11,9 @@ statements, so a block holds only the temporaries still needed.
 >>> s = b.record(sin_p, (x,))
 >>> module = lower_numpy(b.finish([b.record(mul_p, (s, s))]), "float64", "f")
 >>> lines = module.source.splitlines()
->>> start = lines.index("def evaluate_block(inputs, outputs, buffers):")
+>>> start = lines.index("def evaluate_block(inputs, outputs, buffers, programs):")
 >>> print("\\n".join(lines[start:start + 6]))
-def evaluate_block(inputs, outputs, buffers):
+def evaluate_block(inputs, outputs, buffers, programs):
     [v0] = inputs
     [o0] = outputs
     v1 = np.sin(v0)
@@ -42,9 +42,21 @@ from symad.compile.source import (
 __all__ = ["lower_numpy", "unpack_lines", "external_call"]
 
 
-def unpack_lines(program: Program, buffer_count: int) -> list[str]:
-    """The first lines of ``evaluate_block``: names for inputs, outputs and buffers."""
-    lines = ["def evaluate_block(inputs, outputs, buffers):"]
+#: The programs of a module whose steps are plain NumPy calls: none (see the driver).
+NO_PROGRAMS = '''
+
+def _programs():
+    return []
+
+
+_FREE_PROGRAMS = [_programs()]
+'''
+
+
+def unpack_lines(program: Program, buffer_count: int, programs: str = "programs") -> list[str]:
+    """The first lines of ``evaluate_block``: names for inputs, outputs and buffers
+    (``programs``: the name of its last parameter, the thread's programs)."""
+    lines = [f"def evaluate_block(inputs, outputs, buffers, {programs}):"]
     if program.input_count:
         lines.append(f"    [{', '.join(f'v{i}' for i in range(program.input_count))}] = inputs")
     if program.outputs:
@@ -103,5 +115,5 @@ def lower_numpy(graph, dtype, name: str = "function", program: Program | None = 
     header = module_header(
         program, "numpy", dtype, [], [], descriptions, block_size,
     )
-    source = "\n".join(header + unpack_lines(program, 0) + body) + "\n" + DRIVER
+    source = "\n".join(header + [NO_PROGRAMS] + unpack_lines(program, 0) + body) + "\n" + DRIVER
     return GeneratedModule(source, externals, "numpy", dtype, block_size, program)

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import math
 import operator
 import re
 import sys
@@ -578,29 +579,47 @@ def fuse(program: Program, fusible: Callable[[Instruction], bool]) -> Program:
     return program
 
 
-#: A region (one step of :func:`fuse_regions`) holds at most this many operations,
-#: distinct materialized leaves and constant operands (numexpr's virtual machine
-#: numbers its registers -- output, leaves, constants, temporaries -- with one byte).
-MAX_REGION_OPERATIONS = 128
-MAX_REGION_REGISTERS = 240
-#: A value shared by several regions is recomputed in each of them only when it
-#: sits at most this many cheap operations above materialized values.
+#: A region (one step of :func:`fuse_regions`) holds at most this many operations of
+#: numexpr's virtual machine and this many distinct materialized leaves; and it needs
+#: at most ``MAX_REGION_REGISTERS`` registers (numexpr numbers them -- output, leaves,
+#: constants, temporaries -- with one byte, 255 meaning "none"), counted exactly on
+#: the region's live values.
+MAX_REGION_OPERATIONS = 1024
+MAX_REGION_REGISTERS = 250
+#: A value shared by several regions is recomputed in each of them only when it is
+#: one binary arithmetic operation sitting at most this many such operations above
+#: materialized values, and read by at most ``RECOMPUTE_READERS`` regions (an n-ary
+#: sum read by twenty regions -- a Taylor coefficient -- is stored once instead).
 RECOMPUTE_DEPTH = 2
+RECOMPUTE_READERS = 3
 
 
 def fuse_regions(program: Program, fusible: Callable[[Instruction], bool]) -> Program:
-    """Group fusible instructions into regions with one result each: one step per region.
+    """Partition fusible instructions into regions with one result each: one step per region.
 
     Unlike :func:`fuse`, whose steps are trees, a region is a DAG: a value used
     several times *inside* one region is computed once there and kept in a
-    register, so long chains of cheap arithmetic whose values are reused (the
-    forward and reverse sweeps of an iterated map) become one evaluation with
-    no full-size temporary at all. A value is materialized (ends a region) when
-    it is an output, when a non-fusible instruction reads it, when regions of
-    several results need it and it is not cheap to recompute (at most
-    ``RECOMPUTE_DEPTH`` arithmetic operations above materialized values), or
-    when its region would exceed ``MAX_REGION_OPERATIONS`` operations or
-    ``MAX_REGION_REGISTERS`` registers (leaves, constants and operations).
+    register, so long chains of arithmetic whose values are reused (the forward
+    and reverse sweeps of an iterated map, the coefficients of a Taylor series)
+    become one evaluation with no full-size temporary at all.
+
+    Regions grow from their results towards their operands, walking the
+    instructions backwards: a value joins the region that reads it when every
+    reader is in that one region and the region stays within
+    ``MAX_REGION_OPERATIONS`` operations; otherwise it is materialized and
+    starts a region of its own. So every instruction is computed once --
+    except a shared binary arithmetic operation at most ``RECOMPUTE_DEPTH``
+    such operations above stored values and read by at most
+    ``RECOMPUTE_READERS`` regions, which is recomputed in each of them rather
+    than stored. A region that then reads more than ``MAX_FUSED_LEAVES``
+    leaves or needs more than ``MAX_REGION_REGISTERS`` registers (its live
+    values, leaves and constants) is partitioned again, the same way, with
+    half the operations. (Growing
+    regions forwards and cutting them where too large, as this pass once did,
+    computed the values a cut region shared with its neighbours in both: a
+    20th derivative's 633 operations became 13,924, and numexpr ran 5x slower
+    than NumPy.) Outputs, non-fusible results and the values non-fusible
+    instructions read are always materialized.
 
     >>> import sympy
     >>> from symad.graph import GraphBuilder
@@ -614,90 +633,123 @@ def fuse_regions(program: Program, fusible: Callable[[Instruction], bool]) -> Pr
     """
     instructions = program.instructions
     can_fuse = {ins.result: bool(fusible(ins)) for ins in instructions}
-    by_result = {ins.result: ins for ins in instructions}
+    # Materialized by necessity: outputs, non-fusible results, values a non-fusible reads.
+    roots = {o for o in program.outputs if isinstance(o, int)}
+    for instruction in instructions:
+        if not can_fuse[instruction.result]:
+            roots.update(o for o in instruction.operands if isinstance(o, int))
+    fused = [ins for ins in instructions if can_fuse[ins.result]]
+    members = _partition(fused, roots, MAX_REGION_OPERATIONS)
+    # A region reading too many leaves, or whose live values outgrow the registers, is
+    # partitioned again, smaller (a region's frontier is wide while it grows -- a
+    # Taylor coefficient reads every earlier one -- and narrow once it is whole).
+    pending = list(members)
+    while pending:
+        root = pending.pop()
+        body = members[root]
+        if len(body) == 1 or (len(_region_leaves(body)) <= MAX_FUSED_LEAVES
+                              and _region_registers(body) <= MAX_REGION_REGISTERS):
+            continue
+        budget = max(1, sum(map(_vm_operations, body)) // 2)
+        smaller = _partition(body, {root}, budget)
+        members.update(smaller)
+        pending.extend(smaller)
+
+    steps = []
+    inlined: dict[int, Instruction] = {}
+    for instruction in instructions:
+        v = instruction.result
+        if not can_fuse[v]:
+            steps.append(Step(v, instruction, _ordered_leaves(instruction, {})))
+        elif v in members:
+            body = members[v]
+            steps.append(Step(v, instruction, _region_leaves(body), tuple(body)))
+        else:
+            inlined[v] = instruction
+    program.inlined = inlined
+    program.steps = steps
+    return program
+
+
+def _partition(instructions: Sequence[Instruction], roots: set, budget: int) -> dict:
+    """``{root: its region's instructions, in order}`` for ``instructions`` (in order; those
+    whose results are read from outside them are in ``roots``): see :func:`fuse_regions`."""
     consumers: dict[int, list[int]] = {}
     for instruction in instructions:
         for o in instruction.operands:
             if isinstance(o, int):
                 consumers.setdefault(o, []).append(instruction.result)
-    outputs = {o for o in program.outputs if isinstance(o, int)}
-
-    # Materialized by necessity: outputs, non-fusible results, values a non-fusible reads.
-    materialized = set(outputs)
-    for instruction in instructions:
-        if not can_fuse[instruction.result]:
-            materialized.add(instruction.result)
-            materialized.update(o for o in instruction.operands if isinstance(o, int))
-
-    # Backward: which region needs each value (one root, or SHARED by several).
-    shared = -1
-    owner: dict[int, int] = {}
+    regions_of: dict[int, tuple[int, ...]] = {}  # value -> roots of the regions computing it
+    members: dict[int, list[Instruction]] = {}  # root -> its members, latest first
+    operations: dict[int, int] = {}  # root -> VM operations of its members
     depth: dict[int, int] = {}  # recomputed values: cheap operations from here to a region root
+
     for instruction in reversed(instructions):
         v = instruction.result
-        if v in materialized:
-            owner[v] = v
-            continue
-        owners = {owner[c] for c in consumers.get(v, ())}
-        if len(owners) <= 1 and shared not in owners:
-            owner[v] = owners.pop() if owners else v
-            continue
-        level = 1 + max((depth.get(c, 0) for c in consumers[v]), default=0)
-        if _is_cheap(instruction) and level <= RECOMPUTE_DEPTH:
-            owner[v], depth[v] = shared, level
-        else:
-            materialized.add(v)
-            owner[v] = v
+        cost = _vm_operations(instruction)
+        if v not in roots:
+            readers = consumers.get(v, ())
+            owners = list(dict.fromkeys(root for c in readers for root in regions_of[c]))
+            level = 1 + max((depth.get(c, 0) for c in readers), default=0)
+            joins = len(owners) == 1 or (
+                1 < len(owners) <= RECOMPUTE_READERS and len(instruction.operands) <= 2
+                and _is_cheap(instruction) and level <= RECOMPUTE_DEPTH)
+            if joins and all(operations[root] + cost <= budget for root in owners):
+                for root in owners:
+                    members[root].append(instruction)
+                    operations[root] += cost
+                regions_of[v] = tuple(owners)
+                if len(owners) > 1:
+                    depth[v] = level
+                continue
+        regions_of[v] = (v,)
+        members[v], operations[v] = [instruction], cost
+    return {root: body[::-1] for root, body in members.items()}
 
-    # Forward: each value's region (instructions and leaves); split where too large.
-    inputs = set(range(program.input_count))
-    cone: dict[int, frozenset] = {}
-    leaves_of: dict[int, frozenset] = {}
-    constant_operands = {ins.result: sum(1 for o in ins.operands if not isinstance(o, int))
-                         for ins in instructions}
-    for instruction in instructions:
-        v = instruction.result
-        if not can_fuse[v]:
-            continue
-        while True:
-            body, leaves = {v}, set()
-            for o in instruction.operands:
-                if not isinstance(o, int):
-                    continue
-                if o in inputs or o in materialized:
-                    leaves.add(o)
+
+def _region_registers(body: Sequence[Instruction]) -> int:
+    """The registers numexpr's machine needs for a region (``body`` in order, the last
+    its result): the output, its leaves, its distinct constants, and its most values
+    alive at once -- plus two for the intermediate steps of one instruction (a power's
+    running product and square, an n-ary sum's running total)."""
+    inside = {instruction.result for instruction in body}
+    last_read: dict[int, int] = {}
+    leaves, constants = set(), set()
+    for index, instruction in enumerate(body):
+        for o in instruction.operands:
+            if isinstance(o, int):
+                if o in inside:
+                    last_read[o] = index
                 else:
-                    body |= cone[o]
-                    leaves |= leaves_of[o]
-            constants = sum(constant_operands[r] for r in body)
-            registers = len(body) + len(leaves) + constants
-            if (len(body) <= MAX_REGION_OPERATIONS and registers <= MAX_REGION_REGISTERS
-                    and len(leaves) <= MAX_FUSED_LEAVES):
-                break
-            # Too large: the largest inlined operand becomes a region of its own.
-            inner = [o for o in instruction.operands
-                     if isinstance(o, int) and o not in inputs and o not in materialized]
-            if not inner:
-                break  # a single instruction with too many operands: the backend decides
-            materialized.add(max(inner, key=lambda o: len(cone[o])))
-        cone[v], leaves_of[v] = frozenset(body), frozenset(leaves)
+                    leaves.add(o)
+            else:
+                constants.add((type(o.value), o.value))
+    alive = peak = 0
+    dying = [0] * len(body)
+    for index in last_read.values():
+        dying[index] += 1
+    for index in range(len(body) - 1):  # the last writes the output register
+        alive += 1 - dying[index]
+        peak = max(peak, alive)
+    return 1 + len(leaves) + len(constants) + peak + 2
 
-    steps = []
-    inlined: dict[int, Instruction] = {}
-    position = {ins.result: index for index, ins in enumerate(instructions)}
-    for instruction in instructions:
-        v = instruction.result
-        if v not in materialized:
-            inlined[v] = instruction
-            continue
-        if not can_fuse[v]:
-            steps.append(Step(v, instruction, _ordered_leaves(instruction, {})))
-            continue
-        body = tuple(by_result[r] for r in sorted(cone[v], key=position.__getitem__))
-        steps.append(Step(v, instruction, _region_leaves(body), body))
-    program.inlined = inlined
-    program.steps = steps
-    return program
+
+def _vm_operations(instruction: Instruction) -> int:
+    """At most how many operations of numexpr's machine ``instruction`` becomes (see
+    ``numexpr_backend._emit``): one per binary step of an n-ary sum or product, the
+    multiplications of a constant integral power, one otherwise."""
+    name = instruction.primitive.name
+    if name in ("add", "multiply"):
+        return max(1, len(instruction.operands) - 1)
+    if name == "sech":
+        return 2
+    if name == "power" and len(instruction.operands) == 2:
+        exponent = instruction.operands[1]
+        if isinstance(exponent, Constant) and not isinstance(exponent.value, bool):
+            x = abs(float(exponent.value))
+            if math.isfinite(x) and x <= 50:
+                return 2 * int(x).bit_length() + 3  # squarings, products, sqrt, reciprocal
+    return 1
 
 
 def _region_leaves(body: Sequence[Instruction]) -> tuple[int, ...]:

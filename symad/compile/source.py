@@ -116,7 +116,7 @@ def sum_spelling(args: Sequence[str]) -> str:
 
 
 #: Primitives whose NumPy form is not ``np.<numpy_name>(...)``.
-_SPECIAL_NUMPY_FORMS = {
+SPECIAL_NUMPY_FORMS = {
     "add": sum_spelling,
     "stop_gradient": lambda args: args[0],
     "softplus": lambda args: f"np.logaddexp(0.0, {args[0]})",
@@ -145,7 +145,7 @@ def numpy_spelling(instruction: Instruction):
     primitive = instruction.primitive
     if instruction.params:
         return None
-    special_form = _SPECIAL_NUMPY_FORMS.get(primitive.name)
+    special_form = SPECIAL_NUMPY_FORMS.get(primitive.name)
     if special_form is not None and is_builtin_primitive(primitive):
         return special_form
     name = primitive.numpy_name
@@ -203,6 +203,7 @@ def module_header(program: Program, backend: str, dtype, imports: Sequence[str],
         "# in blocks of BLOCK_SIZE points so memory stays near inputs + outputs.",
         "import functools",
         "import operator",
+        "import threading",
         "",
         "import numpy as np",
         "import scipy.special as special",
@@ -228,14 +229,71 @@ BLOCKED_EVALUATE = '''
 
 # Batches shorter than this read strided columns in place rather than staging them.
 STAGE_MIN_POINTS = 256
+# Threads share a batch only if each gets this many points, in blocks at least as large
+# (unless block_size asks for smaller ones).
+PARALLEL_MIN_BLOCK = 4096
 
-def evaluate(inputs, outputs, n, block_size=BLOCK_SIZE):
-    """Fill ``outputs`` (1-D, length n) from ``inputs`` (1-D of length n, or 0-d), block by block."""
+
+def evaluate(inputs, outputs, n, block_size=BLOCK_SIZE, threads=1, progress=None):
+    """Fill ``outputs`` (1-D, length n) from ``inputs`` (1-D of length n, or 0-d), block by block.
+
+    ``threads`` Python threads share the blocks, each taking the next block when it is
+    done with one (NumPy and numexpr release the GIL while they compute); ``progress``,
+    if given, is called with the number of points of each block finished.
+    """
     if len(inputs) != INPUT_COUNT:
         raise ValueError(f"expected {INPUT_COUNT} inputs, got {len(inputs)}")
     if any(external is None for external in EXTERNALS):
         raise RuntimeError("bind every entry of EXTERNALS (listed at the top) before evaluating")
     block_size = max(1, min(int(block_size), n))
+    workers = max(1, min(int(threads), n // PARALLEL_MIN_BLOCK))  # a thread pays off past that
+    if workers > 1:
+        # Each thread has its own buffers: together they keep to one thread's working set,
+        # and each gets about four blocks, so one that loses its core to another process
+        # leaves its blocks to the others instead of making the call wait for it.
+        block_size = max(min(block_size, PARALLEL_MIN_BLOCK),
+                         min(block_size // workers, -(-n // (4 * workers))))
+        workers = min(workers, -(-n // block_size))
+    starts = iter(range(0, n, block_size))
+    taking = threading.Lock()
+    failures = []
+
+    def next_start():
+        with taking:
+            return None if failures else next(starts, None)
+
+    def work():
+        programs = _take_programs()
+        try:
+            _evaluate_blocks(inputs, outputs, n, block_size, next_start, programs, progress)
+        except BaseException as error:  # the caller re-raises it; the other threads stop
+            failures.append(error)
+        finally:
+            _FREE_PROGRAMS.append(programs)
+
+    helpers = [threading.Thread(target=work, daemon=True) for _ in range(workers - 1)]
+    for helper in helpers:
+        helper.start()
+    work()
+    for helper in helpers:
+        helper.join()
+    if failures:
+        raise failures[0]
+    return outputs
+
+
+def _take_programs():
+    """Programs for one thread: a numexpr program keeps its registers in itself, so two
+    threads never run the same one at once (assembled again when none is free)."""
+    try:
+        return _FREE_PROGRAMS.pop()
+    except IndexError:
+        return _programs()
+
+
+def _evaluate_blocks(inputs, outputs, n, block_size, next_start, programs, progress):
+    """Evaluate the blocks starting at ``next_start()`` until it says None, with this
+    thread's buffers."""
     buffers = [np.empty(block_size, np.bool_ if b else DTYPE) for b in BUFFER_IS_BOOLEAN]
     # Strided columns (one coordinate of a batch of vectors) are copied through a
     # contiguous block, once per block, instead of being gathered by every step;
@@ -247,16 +305,19 @@ def evaluate(inputs, outputs, n, block_size=BLOCK_SIZE):
     staged_out = [np.empty(block_size, o.dtype) if stage and o.strides[0] != o.itemsize else None
                   for o in outputs]
     with np.errstate(all="ignore"):  # like JAX: inf and nan propagate silently
-        for start in range(0, n, block_size):
+        start = next_start()
+        while start is not None:
             stop = min(start + block_size, n)
             _stage(inputs, staged_in, start, stop, into_stage=True)
             block_in = [(x[start:stop] if x.ndim else x) if staged is None else staged[:stop - start]
                         for x, staged in zip(inputs, staged_in)]
             block_out = [o[start:stop] if staged is None else staged[:stop - start]
                          for o, staged in zip(outputs, staged_out)]
-            evaluate_block(block_in, block_out, [b[:stop - start] for b in buffers])
+            evaluate_block(block_in, block_out, [b[:stop - start] for b in buffers], programs)
             _stage(outputs, staged_out, start, stop, into_stage=False)
-    return outputs
+            if progress is not None:
+                progress(stop - start)
+            start = next_start()
 
 
 def _stage(arrays, staged, start, stop, into_stage, step=4096):

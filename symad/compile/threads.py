@@ -33,6 +33,9 @@ _threads: int | None = None
 #: Batches smaller than this run without touching thread settings: numexpr
 #: would not split them across threads anyway, and switching costs more.
 SMALL_BATCH = 1 << 14
+#: numexpr runs a call on the calling thread alone below this many elements
+#: (``2 * BLOCK_SIZE1`` in its interpreter), whatever its thread count.
+NUMEXPR_SERIAL_BELOW = 2048
 
 
 def set_num_threads(n: int | None) -> int:
@@ -74,8 +77,9 @@ _saved: int | None = None
 
 
 @contextlib.contextmanager
-def numexpr_threads(n: int | None, batch: int):
-    """Run the body with numexpr on ``n`` threads (symad's setting if None), then restore it.
+def numexpr_threads(n: int | None, batch: int, small_batch: int | None = None):
+    """Run the body with numexpr on ``n`` threads (symad's setting if None), then restore it;
+    batches smaller than ``small_batch`` (default ``SMALL_BATCH``) leave numexpr's setting alone.
 
     >>> import numexpr
     >>> before = numexpr.get_num_threads()
@@ -86,7 +90,7 @@ def numexpr_threads(n: int | None, batch: int):
     True
     """
     global _active, _saved
-    if batch < SMALL_BATCH:
+    if batch < (SMALL_BATCH if small_batch is None else small_batch):
         yield
         return
     import numexpr
