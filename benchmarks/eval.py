@@ -9,6 +9,14 @@ On 2,000,000 float64 points (``--points``), six cases:
 * ``rosenbrock``: gradient of the 6-D Rosenbrock function under vmap (a (points, 6) batch)
 * ``derivative6``: the 6th derivative of exp(sin x) / (1 + x**2)
 
+and the cases of issue 20 (graphs a new user tries; 10**6 points, the MLP 10**5 samples):
+
+* ``tanh_erf20``: the 20th derivative of tanh(x) * erf(x) (633 nodes, a special function)
+* ``expsin24``: the 24th derivative of exp(sin x) / (1 + x**2)
+* ``rational30``: the 30th derivative of (1 + 2x + x**3) / (1 + x**2 + x**4 / 2)
+* ``mlp``: the per-sample gradient of an 8-32-1 MLP's squared error w.r.t. its 321
+  parameters, under vmap (804 nodes; JAX: ``jit(vmap(grad, in_axes=(None, 0, 0)))``)
+
 Side by side in one run, each the median of --reps repetitions after one warm-up:
 
 * symad with every backend available here (numexpr is the default; numpy; numba),
@@ -27,17 +35,25 @@ the tracemalloc peak of the evaluation call and the process peak RSS for
 (``sd.derivative(g, 6)``), blocked (default) and in one block, and (b) the
 mixed-case gradient on 10**7 points, against the size of inputs + outputs.
 
+With ``--threads``, each backend that uses threads (numexpr, numba) with 1 and
+with 2 threads, round-robin; with ``--cache``, the first call (compile and
+1,000 points) in a new process with an empty on-disk module cache, then in
+another with the entry the first left; ``--calibrate`` measures the costs per
+element behind symad.compile.numexpr_backend.COST_NS.
+
 Machines are shared and noisy: read the ratios (symad / JAX) measured in the
 same run. Run from the project root::
 
-    python benchmarks/eval.py             # everything, several minutes
-    python benchmarks/eval.py --quick     # 200,000 points, 3 reps, no memory part
+    python benchmarks/eval.py                       # everything, several minutes
+    python benchmarks/eval.py --threads --cache     # and the threads and cache tables
+    python benchmarks/eval.py --quick               # 200,000 points, 3 reps, no memory part
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import math
 import os
 import platform
@@ -85,6 +101,19 @@ def g(m, x):
     return m.exp(m.sin(x)) / (1 + x**2)
 
 
+def tanh_erf(m, x):
+    return m.tanh(x) * m.erf(x)
+
+
+def rational(m, x):
+    return (1 + 2 * x + x**3) / (1 + x * x + 0.5 * x**4)
+
+
+#: The cases of issue 20 (graphs a new user tries): n-th derivatives by Taylor mode, a
+#: special function, and the per-sample gradient of an 8-32-1 MLP's loss under vmap.
+HIGH_ORDER = {"tanh_erf20": (tanh_erf, 20), "expsin24": (g, 24), "rational30": (rational, 30)}
+MLP_SIZES = (8, 32)
+
 CASES = {
     "simple": (simple, "log(x) + x*y − sin(y)"),
     "mixed": (mixed, "tanh(xy)·e^{−y²} + log(1+x²) + √(x+y)·cos(x−y)"),
@@ -92,12 +121,65 @@ CASES = {
     "gauss": (gauss, "3-variable Gaussian × rational"),
     "rosenbrock": (rosenbrock, "6-D Rosenbrock gradient under vmap"),
     "derivative6": (g, "6th derivative of exp(sin x)/(1+x²)"),
+    "tanh_erf20": (tanh_erf, "20th derivative of tanh(x)·erf(x)"),
+    "expsin24": (g, "24th derivative of exp(sin x)/(1+x²)"),
+    "rational30": (rational, "30th derivative of (1+2x+x³)/(1+x²+x⁴/2)"),
+    "mlp": (None, "per-sample gradient of an 8-32-1 MLP's loss under vmap"),
 }
-ARITY = {"simple": 2, "mixed": 2, "logistic": 1, "gauss": 3, "rosenbrock": 1, "derivative6": 1}
+ARITY = {"simple": 2, "mixed": 2, "logistic": 1, "gauss": 3, "rosenbrock": 1, "derivative6": 1,
+         "tanh_erf20": 1, "expsin24": 1, "rational30": 1, "mlp": 3}
+#: The four gradients of the table before issue 20 (the JAX figures are about these).
+GRADIENTS = ("simple", "mixed", "logistic", "gauss")
+#: Points for the cases of issue 20 (its figures are at 10^6 points, the MLP at 10^5 samples).
+POINTS = {"tanh_erf20": 1_000_000, "expsin24": 1_000_000, "rational30": 1_000_000, "mlp": 100_000}
+
+
+def mlp_params(rng=None):
+    rng = np.random.default_rng(5) if rng is None else rng
+    inputs, hidden = MLP_SIZES
+    return {"w1": rng.standard_normal((inputs, hidden)) / 3, "b1": rng.standard_normal(hidden) / 3,
+            "w2": rng.standard_normal(hidden) / 6, "b2": np.array(0.1)}
+
+
+def mlp_loss(m, params, x, y):
+    h = m.tanh(x @ params["w1"] + params["b1"])
+    return (h @ params["w2"] + params["b2"] - y) ** 2
+
+
+class _NumpyErf:  # np with SciPy's erf, as the graphs are traced
+    def __getattr__(self, name):
+        import scipy.special
+
+        return scipy.special.erf if name == "erf" else getattr(np, name)
+
+
+NP = _NumpyErf()
+
+
+def traced(case: str):
+    """The symad Function of ``case`` (the evaluator is ``.compile(backend)`` of it)."""
+    fun = CASES[case][0]
+    if case in HIGH_ORDER:
+        base, order = HIGH_ORDER[case]
+        return sd.derivative(lambda x: base(NP, x), order).trace(0.7)
+    if case == "mlp":
+        return sd.grad(lambda p, x, y: mlp_loss(NP, p, x, y)).trace(
+            mlp_params(), np.zeros(MLP_SIZES[0]), 0.0)
+    if case == "derivative6":
+        return sd.derivative(lambda x: fun(NP, x), 6).trace(0.7)
+    if case == "rosenbrock":
+        return sd.grad(lambda v: fun(NP, v)).trace(np.full(6, 0.7))
+    arity = ARITY[case]
+    return sd.grad(lambda *a: fun(NP, *a), argnums=tuple(range(arity))).trace(*([0.7] * arity))
 
 
 def points(case: str, n: int, seed: int = 0) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
+    n = POINTS.get(case, n)
+    if case == "mlp":
+        return [rng.standard_normal((n, MLP_SIZES[0])), rng.standard_normal(n)]
+    if case in HIGH_ORDER:
+        return [rng.uniform(-2.0, 2.0, n)]
     if case == "logistic":
         return [rng.uniform(0.05, 0.95, n)]
     if case == "rosenbrock":
@@ -112,13 +194,23 @@ def points(case: str, n: int, seed: int = 0) -> list[np.ndarray]:
 # ---------------------------------------------------------------------------
 
 
-def symad_runner(case: str, backend: str):
+def symad_runner(case: str, backend: str, num_threads: int | None = None):
     fun = CASES[case][0]
     arity = ARITY[case]
 
     def f(*a):
         return fun(np, *a)
 
+    if case in HIGH_ORDER or case == "mlp" or num_threads is not None:
+        evaluator = traced(case).compile(backend, num_threads=num_threads)
+        params = mlp_params()
+
+        def run_traced(*arrays):
+            out = evaluator(params, *arrays) if case == "mlp" else evaluator(*arrays)
+            leaves = [out[k] for k in sorted(out)] if isinstance(out, dict) else out
+            return list(leaves) if isinstance(leaves, (tuple, list)) else [leaves]
+
+        return run_traced
     if case == "derivative6":
         evaluator = sd.derivative(f, 6).trace(0.7).compile(backend)
     elif case == "rosenbrock":
@@ -138,6 +230,9 @@ def symad_runner(case: str, backend: str):
 
 def sympy_runner(case: str, module: str):
     import sympy
+
+    if case in HIGH_ORDER or case == "mlp":
+        raise NotImplementedError("sympy.diff of a 20th-30th derivative or of the MLP is not timed")
 
     fun = CASES[case][0]
 
@@ -171,6 +266,19 @@ def jax_runner(case: str):
 
     fun = CASES[case][0]
     arity = ARITY[case]
+    if case in HIGH_ORDER:
+        raise NotImplementedError("20-30 nested jax.grad do not compile in reasonable time")
+    if case == "mlp":
+        params = jax.tree_util.tree_map(jnp.asarray, mlp_params())
+        gradient = jax.jit(jax.vmap(jax.grad(lambda p, x, y: mlp_loss(jnp, p, x, y)),
+                                    in_axes=(None, 0, 0)))
+
+        def run_mlp(x, y):
+            out = gradient(params, x, y)
+            jax.block_until_ready(out)
+            return [np.asarray(out[k]) for k in sorted(out)]
+
+        return run_mlp
     if case == "derivative6":
         h = lambda x: fun(jnp, x)  # noqa: E731
         for _ in range(6):
@@ -191,7 +299,7 @@ def torch_runner(case: str):
     import torch
 
     fun = CASES[case][0]
-    if case in ("rosenbrock", "derivative6"):
+    if case not in GRADIENTS:
         raise NotImplementedError("only the four gradient cases are written for PyTorch")
 
     def run(*arrays):
@@ -270,8 +378,137 @@ def memory_figure(which: str, n: int, block: str) -> dict:
 
 
 # ---------------------------------------------------------------------------
+# Threads, and first calls with a cold and a warm cache
+# ---------------------------------------------------------------------------
+
+
+def round_robin(runners: dict, arrays: list, reps: int) -> dict:
+    """Seconds of each of ``runners`` on ``arrays``, ``reps`` times: every repetition times
+    each once, so a noisy moment on a shared machine hits all of them alike."""
+    times: dict = {key: [] for key in runners}
+    for _ in range(reps):
+        for key, run in runners.items():
+            start = time.perf_counter()
+            run(*arrays)
+            times[key].append(time.perf_counter() - start)
+    return times
+
+
+def thread_scaling(args) -> None:
+    """Each symad backend that uses threads, on each case, with 1 and with 2 threads:
+    round-robin in one run, median of --reps."""
+    print()
+    print("Threads: time with 1 thread ÷ time with 2 (target: at least 1.6 for the default backend "
+          "on a 10^6-point high-order derivative); the machine's other load is in the header:")
+    backends = [b for b in sd.available_backends() if b != "numpy"]
+    print("| case | " + " | ".join(f"{b} 1 thread | {b} 2 threads | {b} speed-up" for b in backends) + " |")
+    print("|---|" + "---|---|---|" * len(backends))
+    for case in args.cases:
+        arrays = points(case, args.points)
+        runs = {(b, k): symad_runner(case, b, num_threads=k) for b in backends for k in (1, 2)}
+        for run in runs.values():
+            run(*arrays)
+        times = round_robin(runs, arrays, args.reps)
+        cells = []
+        for b in backends:
+            one, two = statistics.median(times[b, 1]), statistics.median(times[b, 2])
+            cells += [f"{one * 1e3:,.1f} ms", f"{two * 1e3:,.1f} ms", f"{one / two:.2f}"]
+        print(f"| {case} | " + " | ".join(cells) + " |")
+
+
+_FIRST_CALL_CHILD = r"""
+import sys, time
+sys.path.insert(0, {root!r})
+sys.path.insert(0, {benchmarks!r})
+import numpy as np, numexpr, symad as sd
+import symad.compile.numexpr_backend, symad.compile.numpy_backend, symad.compile.levels
+import symad.compile.disk_cache, symad.compile.progress
+if {backend!r} == "numba":
+    import numba, symad.compile.numba_backend
+import eval as bench
+F = bench.traced({case!r})
+arrays = [a[:1000] for a in bench.points({case!r}, 1000)]
+params = bench.mlp_params()
+start = time.perf_counter()
+evaluate = F.compile({backend!r})
+evaluate(params, *arrays) if {case!r} == "mlp" else evaluate(*arrays)
+print(time.perf_counter() - start, evaluate.note.replace(" ", "_") or "-")
+"""
+
+
+def cache_first_calls(args) -> None:
+    """The first call (compile + evaluation at 1,000 points) in a new process, with an empty
+    cache and then with the entry the first process left; imports and tracing not counted."""
+    import tempfile
+
+    print()
+    print("First call in a new process (compile and evaluate 1,000 points; imports and tracing "
+          "excluded), cold cache then warm cache (target: warm at most 20 % of cold):")
+    print("| case | backend | cold | warm | warm ÷ cold | note |")
+    print("|---|---|---|---|---|---|")
+    for case in args.cases:
+        for backend in sd.available_backends():
+            with tempfile.TemporaryDirectory() as directory:
+                script = _FIRST_CALL_CHILD.format(root=ROOT, benchmarks=os.path.dirname(__file__),
+                                                  backend=backend, case=case)
+                env = dict(os.environ, SYMAD_CACHE="1", SYMAD_CACHE_DIR=directory)
+                seconds, note = [], "-"
+                for _ in range(2):
+                    result = subprocess.run([sys.executable, "-c", script], capture_output=True,
+                                            text=True, env=env, timeout=1800)
+                    if result.returncode != 0:
+                        seconds.append(math.nan)
+                        note = result.stderr.strip().splitlines()[-1][:60]
+                        continue
+                    value, note = result.stdout.split()
+                    seconds.append(float(value))
+            cold, warm = seconds
+            print(f"| {case} | {backend} | {cold:.3f} s | {warm:.3f} s | {warm / cold:.0%} | "
+                  f"{note.replace('_', ' ')} |")
+
+
+# ---------------------------------------------------------------------------
 # Main
 # ---------------------------------------------------------------------------
+
+
+def calibrate() -> None:
+    """Nanoseconds per float64 element of each function in numexpr's machine and in NumPy:
+    one thread, 2^16 points (a cached block), the first quartile of 200 calls."""
+    import numexpr
+
+    from symad.compile.numexpr_backend import COST_NS
+
+    numexpr.set_num_threads(1)
+    n = 1 << 16
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(0.1, 0.9, n), rng.uniform(0.1, 0.9, n)
+    out = np.empty(n)
+
+    def per_element(call) -> float:
+        call()
+        samples = []
+        for _ in range(200):
+            start = time.perf_counter()
+            call()
+            samples.append(time.perf_counter() - start)
+        return sorted(samples)[len(samples) // 4] / n * 1e9
+
+    infix = {"add": "a + b", "subtract": "a - b", "multiply": "a * b", "divide": "a / b",
+             "power": "a ** b", "negative": "-a"}
+    binary = {"arctan2", "hypot", "maximum", "minimum"}
+    spelled = {"abs": "absolute"}
+    print("name | numexpr ns | numpy ns | in the table")
+    for name, listed in COST_NS.items():
+        text = infix.get(name) or (f"{name}(a, b)" if name in binary else f"{name}(a)")
+        ufunc = getattr(np, spelled.get(name, name))
+        x = a + 1.0 if name == "arccosh" else a
+        operands = (x, b) if name in binary or name in infix and name != "negative" else (x,)
+        program = numexpr.NumExpr(text, signature=[("a", np.float64), ("b", np.float64)][:len(operands)])
+        in_numexpr = per_element(functools.partial(program, *operands, out=out, ex_uses_vml=False))
+        in_numpy = per_element(functools.partial(ufunc, *operands, out=out))
+        print(f"{name} | {in_numexpr:.2f} | {in_numpy:.2f} | {listed}")
+    print(f"copy | - | {per_element(lambda: np.copyto(out, a)):.2f} | PASS_NS")
 
 
 def _geomean(values) -> float:
@@ -285,7 +522,17 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no-memory", action="store_true")
     parser.add_argument("--cases", nargs="*", default=list(CASES))
+    parser.add_argument("--threads", action="store_true",
+                        help="also time each threaded backend with 1 and with 2 threads")
+    parser.add_argument("--cache", action="store_true",
+                        help="also time first calls in new processes, cold and warm cache")
+    parser.add_argument("--calibrate", action="store_true",
+                        help="measure numexpr's and NumPy's cost per element of each function "
+                             "(symad.compile.numexpr_backend.COST_NS) and stop")
     args = parser.parse_args()
+    if args.calibrate:
+        calibrate()
+        return 0
     if args.quick:
         args.points, args.reps, args.no_memory = 200_000, 3, True
 
@@ -315,20 +562,14 @@ def main() -> int:
             # the logistic map is chaotic: rounding differences grow like 2**10; a 6th
             # derivative cancels terms of its largest magnitude
             rtol, atol = (1e-6, 1e-9) if case == "logistic" else (1e-9, 1e-12)
-            if case == "derivative6":
-                atol = 1e-11 * max(float(np.max(np.abs(w))) for w in reference)
+            if case == "derivative6" or case in HIGH_ORDER:
+                atol = (1e-11 if case == "derivative6" else 1e-9) * max(
+                    float(np.max(np.abs(w))) for w in reference)
             if len(result) != len(reference) or not all(
                     np.allclose(g, w, rtol=rtol, atol=atol) for g, w in zip(result, reference)):
                 failures += 1
                 print(f"  {case:9s} {peer:24s} DISAGREES with symad numexpr")
-        # Round robin: every repetition times each peer once, so a noisy moment on a
-        # shared machine hits all of them alike.
-        times: dict = {peer: [] for peer in runners}
-        for _ in range(args.reps):
-            for peer, run in runners.items():
-                start = time.perf_counter()
-                run(*arrays)
-                times[peer].append(time.perf_counter() - start)
+        times = round_robin(runners, arrays, args.reps)
         for peer, measured in times.items():
             table[case, peer] = statistics.median(measured)
             fastest[case, peer] = min(measured)
@@ -403,6 +644,29 @@ def main() -> int:
                 print(f"Logistic map: {peer} / default = "
                       f"{table['logistic', peer] / table['logistic', default]:.1f}× (target: at least 5; "
                       f"fastest runs: {fastest['logistic', peer] / fastest['logistic', default]:.1f}×)")
+
+    if "numpy" in sd.available_backends():
+        default, reference = f"symad {sd.available_backends()[0]}", "symad numpy"
+        print()
+        print("The default backend against the numpy backend (target: at most 1.25) and numba "
+              "(target: within 3), same run:")
+        for case in args.cases:
+            mine, numpy_time = table.get((case, default)), table.get((case, reference))
+            numba_time = table.get((case, "symad numba"))
+            if mine and numpy_time:
+                versus_numba = f", {mine / numba_time:.2f}× numba" if numba_time else ""
+                print(f"  {case:12s} {mine / numpy_time:.2f}× numpy{versus_numba}")
+        if jax_name in peers:
+            ratios = [table[c, default] / table[c, jax_name] for c in GRADIENTS
+                      if table.get((c, default)) and table.get((c, jax_name))]
+            if ratios:
+                print(f"  the four gradients: default {_geomean(ratios):.2f}× JAX (geometric mean; "
+                      "target: within 1.5)")
+
+    if args.threads:
+        thread_scaling(args)
+    if args.cache:
+        cache_first_calls(args)
 
     if not args.no_memory:
         print()

@@ -14,7 +14,10 @@ LaTeX) and a compiled evaluator.
 (x2 + 1/x1, x1 - cos(x2))
 """
 
-from symad import special  # registers SciPy's special functions as primitives
+from symad import (
+    config,  # switches: progress bars, the on-disk cache of generated modules
+    special,  # registers SciPy's special functions as primitives
+)
 from symad.api import (
     Transformed,
     derivative,
@@ -73,7 +76,7 @@ def latex(fun, *args, **options) -> str:
 __all__ = [
     "CompileError", "DifferentiationError", "ExportError", "Function", "Parameter", "RetraceWarning",
     "SymadError",
-    "TracingError", "Transformed", "available_backends", "derivative", "from_sympy",
+    "TracingError", "Transformed", "available_backends", "config", "derivative", "from_sympy",
     "get_num_threads", "grad", "hessian", "jacfwd", "jacobian", "jacrev", "jvp", "latex",
     "primitive", "set_num_threads", "special", "stop_gradient", "taylor", "trace",
     "value_and_grad", "vjp", "vmap",

@@ -1,9 +1,16 @@
 """Shared test set-up: every test starts from the same random state."""
 
+import os
 import random
 
 import numpy as np
 import pytest
+
+# Tests change the compiler's knobs (region sizes, probes) and look at what it generates:
+# no module from an earlier test or run may stand in for it. The tests of the on-disk
+# module cache turn it on, in a directory of their own (tests/test_disk_cache.py); the
+# setting reaches the subprocesses tests start.
+os.environ["SYMAD_CACHE"] = "0"
 
 
 @pytest.fixture(autouse=True)

@@ -143,16 +143,31 @@ def make_evaluator(graph, backend: str, dtype="float64", name: str = "function")
     >>> out
     array([0., 1.])
     """
+    from symad.compile import disk_cache
     from symad.compile.evaluator import Evaluator, check_loaded, load_module
+    from symad.compile.progress import progress_bar
     from symad.graph import garbage_collection_paused
 
+    _check_backend(backend)
     with garbage_collection_paused():  # many small acyclic objects per node, as in recording
-        module = generate_module(graph, backend, dtype, name)
-        if module.backend != backend:  # numba asked for, numexpr given: say so
-            _LOG.warning("symad: %s: %s", name, module.note)
-        namespace = load_module(module, on_disk=module.backend == "numba")
+        # A module another process generated for the same graph is loaded from the disk
+        # cache, with its bytecode (and, for numba, the machine code beside it).
+        key = disk_cache.entry_key(graph, backend, np.dtype(dtype).name, name)
+        module = disk_cache.load_entry(key, graph) if key is not None else None
+        cached = module is not None
+        with contextlib.ExitStack() as stack:
+            if not cached:  # a bar if this takes long (a deep graph of 10^5 nodes: seconds)
+                stack.enter_context(progress_bar(
+                    f"{backend}: generating the evaluator of {len(graph.nodes):,} operations",
+                    ticking=True))
+                module = generate_module(graph, backend, dtype, name)
+            if module.backend != backend:  # numba asked for, numexpr given: say so
+                _LOG.warning("symad: %s: %s", name, module.note)
+            namespace = load_module(module, on_disk=module.backend == "numba")
+        if key is not None and not cached:
+            disk_cache.store_entry(key, graph, module, getattr(module, "code", None))
     check_loaded(namespace, module.backend)
-    evaluator = Evaluator(module, namespace)
+    evaluator = Evaluator(module, namespace, operations=len(graph.nodes))
     if module.backend == "numba":
         _LOG.info("symad: %s: numba machine code is compiled on first call and cached on disk "
                   "beside %s; later sessions load it instead of compiling", name,
@@ -160,7 +175,10 @@ def make_evaluator(graph, backend: str, dtype="float64", name: str = "function")
     return evaluator
 
 
+import contextlib  # noqa: E402
 import logging  # noqa: E402
+
+import numpy as np  # noqa: E402
 
 #: Messages of the compiler ("symad" logger): a backend falling back (warning), where
 #: numba keeps its machine code (info).

@@ -8,6 +8,7 @@ so what users read is what runs) and binds its ``EXTERNALS``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -17,24 +18,27 @@ from collections.abc import Sequence
 import numpy as np
 
 from symad.compile import threads
+from symad.compile.progress import progress_bar
 from symad.errors import CompileError
+
+#: Evaluations of fewer points never get a progress bar (nor pay for making one).
+PROGRESS_MIN_POINTS = 1 << 16
 
 __all__ = ["Evaluator", "load_module", "cache_directory"]
 
 
 def cache_directory() -> str:
-    """Where backends that compile slowly (numba) keep their compiled code between sessions.
+    """Where symad keeps generated modules (and numba its machine code) between sessions.
 
-    ``$SYMAD_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/symad`` or ``~/.cache/symad``.
+    ``symad.config.cache_dir`` or ``$SYMAD_CACHE_DIR`` if set, else the platform's user
+    cache directory (``$XDG_CACHE_HOME/symad`` or ``~/.cache/symad`` on Linux).
 
     >>> cache_directory().endswith("symad") or "SYMAD_CACHE_DIR" in os.environ
     True
     """
-    configured = os.environ.get("SYMAD_CACHE_DIR")
-    if configured:
-        return configured
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "symad")
+    from symad import config
+
+    return config.cache_directory()
 
 
 def load_module(module, on_disk: bool = False) -> dict:
@@ -68,10 +72,13 @@ def load_module(module, on_disk: bool = False) -> dict:
         sys.modules[spec.name] = loaded  # numba's cache looks the module up by name
         spec.loader.exec_module(loaded)
         namespace = vars(loaded)
+        module.path = path
     else:
         namespace = {"__name__": f"symad_generated_{module.backend}"}
-        code = compile(module.source, f"<symad {module.backend} evaluator>", "exec")
-        exec(code, namespace)  # noqa: S102 - our own generated text; see symad.compile.source
+        # A module from the disk cache brings its bytecode (module.code): not compiled again.
+        if getattr(module, "code", None) is None:
+            module.code = compile(module.source, f"<symad {module.backend} evaluator>", "exec")
+        exec(module.code, namespace)  # noqa: S102 - our own generated text; see symad.compile.source
     namespace["EXTERNALS"][:] = module.externals
     return namespace
 
@@ -84,8 +91,10 @@ class Evaluator:
         namespace: its loaded namespace.
     """
 
-    def __init__(self, module, namespace: dict):
+    def __init__(self, module, namespace: dict, operations: int | None = None):
         self.module = module
+        #: the graph's operations (what progress bars count)
+        self.operations = operations
         self.backend = module.backend
         self.dtype = module.dtype
         self.source = module.source
@@ -97,6 +106,9 @@ class Evaluator:
         self._evaluate = namespace["evaluate"]
         #: a blocked module whose threads share the blocks (each with its own programs)
         self._threads_share_blocks = "_take_programs" in namespace
+        #: numba: compiles its kernel for the layouts of the first call's arrays
+        self._compile_kernel = namespace.get("compile_kernel")
+        self._compiled_layouts: set = set()
         self._evaluate_matrices = namespace.get("evaluate_matrices")
         self.run = namespace["run"]
 
@@ -110,20 +122,47 @@ class Evaluator:
              block_size: int | None = None) -> None:
         """``evaluate(inputs, outputs, n, block)`` with this backend's threads set."""
         block = self.block_size if block_size is None else block_size
-        if self.backend == "numexpr" and self._threads_share_blocks:
-            # symad's threads take blocks; each numexpr call then runs in the thread
-            # that makes it (numexpr's own threads would wait for each other per call).
-            with threads.numexpr_threads(1, n, threads.NUMEXPR_SERIAL_BELOW):
-                evaluate(inputs, outputs, n, block,
-                         num_threads if num_threads is not None else threads.get_num_threads())
-        elif self.backend == "numexpr":
-            with threads.numexpr_threads(num_threads, n):
+        if self._compile_kernel is not None:  # numba: LLVM's compile, with a bar if it is long
+            layouts = tuple((a.ndim, a.flags.c_contiguous, a.flags.writeable, a.flags.aligned)
+                            for a in (*inputs, *outputs))
+            if layouts not in self._compiled_layouts:
+                self._compile_with_progress(inputs, outputs, n)
+                self._compiled_layouts.add(layouts)
+        with contextlib.ExitStack() as stack:
+            done = None
+            if n >= PROGRESS_MIN_POINTS and (self._threads_share_blocks
+                                             or self._compile_kernel is not None):
+                done = stack.enter_context(progress_bar(
+                    f"{self.backend}: evaluating {self._operations_text()} operations",
+                    total=n, unit="points"))
+            if self.backend == "numexpr" and self._threads_share_blocks:
+                # symad's threads take blocks; each numexpr call then runs in the thread
+                # that makes it (numexpr's own threads would wait for each other per call).
+                with threads.numexpr_threads(1, n, threads.NUMEXPR_SERIAL_BELOW):
+                    evaluate(inputs, outputs, n, block,
+                             num_threads if num_threads is not None else threads.get_num_threads(),
+                             done)
+            elif self.backend == "numexpr":
+                with threads.numexpr_threads(num_threads, n):
+                    evaluate(inputs, outputs, n, block)
+            elif self.backend == "numba":
+                with threads.numba_threads(num_threads):
+                    evaluate(inputs, outputs, n, block, None, done)
+            elif self._threads_share_blocks:  # the numpy backend: the reference, on one thread
+                evaluate(inputs, outputs, n, block, 1, done)
+            else:
                 evaluate(inputs, outputs, n, block)
-        elif self.backend == "numba":
-            with threads.numba_threads(num_threads):
-                evaluate(inputs, outputs, n, block)
-        else:
-            evaluate(inputs, outputs, n, block)
+
+    def _operations_text(self) -> str:
+        return "?" if self.operations is None else f"{self.operations:,}"
+
+    def _compile_with_progress(self, inputs, outputs, n: int) -> None:
+        """numba's compile of the kernel (or its load from numba's cache) for a new layout of
+        arguments: one call into LLVM, under a bar whose clock runs if it takes long."""
+        description = f"numba: compiling {self._operations_text()} operations in one kernel"
+        with progress_bar(description, total=1, ticking=True) as done:
+            if self._compile_kernel(inputs, outputs, n):
+                done(1)
 
     def evaluate_matrices(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], n: int,
                           **options) -> None:

@@ -1,0 +1,378 @@
+"""Generated modules kept on disk, so that another process's first call skips lowering.
+
+An entry is keyed by a hash of the graph's canonical form (:func:`canonical_form`),
+the backend, the dtype, the names written into the module's comments, and a
+fingerprint of symad (its version and the source of the code that generates
+modules, with the versions of Python and of the libraries the module is
+written for). It holds the module's source, its compiled bytecode, and what
+the evaluator needs besides (the backend that served it, the block size, the
+note, which primitives' implementations its ``EXTERNALS`` are). A numba
+module's source stays where numba keeps its machine code beside it
+(``<cache>/numba``), so a warm entry also skips LLVM.
+
+An entry is data this process wrote, never code from elsewhere: the
+directory must belong to the user and be writable by nobody else (else the
+cache is not used); files are written whole under a temporary name and
+renamed into place, so concurrent processes see an entry whole or not at all;
+an entry is read only if its recorded key is the key asked for and its files
+hash to the digests it records, and anything else -- a stale, truncated or
+altered entry -- is ignored and rebuilt. ``EXTERNALS`` are bound from the
+graph at hand, never read from disk. The cache's size is bounded
+(``symad.config.cache_size_bound()``): past it, the least recently used
+entries are removed.
+
+>>> import sympy
+>>> from symad.graph import GraphBuilder
+>>> from symad.primitives import sin_p
+>>> x = sympy.Symbol("x"); builder = GraphBuilder(); builder.add_input(x)
+>>> graph = builder.finish([builder.record(sin_p, (x,))])
+>>> print(canonical_form(graph).decode())
+inputs 1
+('sin', (), (('i', 0),))
+outputs (('n', 0),)
+>>> builder = GraphBuilder(); builder.add_input(x)
+>>> canonical_form(builder.finish([builder.record(sin_p, (x,))])) == canonical_form(graph)
+True
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import marshal
+import os
+import sys
+import tempfile
+
+from symad import config
+
+__all__ = ["canonical_form", "NotCanonical", "entry_key", "load_entry", "store_entry"]
+
+_LOG = logging.getLogger("symad")
+
+#: Graphs of more nodes are not cached: hashing them would cost what lowering costs.
+MAX_CACHED_NODES = 200_000
+#: Entries are removed down to this share of the size bound when it is passed.
+EVICT_TO = 0.8
+
+
+class NotCanonical(Exception):
+    """A graph holds something :func:`canonical_form` cannot write exactly (it is not cached)."""
+
+
+# ---------------------------------------------------------------------------
+# The canonical form
+# ---------------------------------------------------------------------------
+
+
+def canonical_form(graph) -> bytes:
+    """The graph as text that two graphs share exactly when they compute alike.
+
+    One line per node, ``(primitive, params, operands)``: the primitive by name
+    (``custom:<name>`` with its flags for a user's primitive), its parameters
+    written by :func:`_canonical_param`, each operand as ``('i', k)`` (input k),
+    ``('n', j)`` (node j) or ``('c', type, value)`` (a constant, floats in hex).
+    A field a node may carry later (an array node's shape, say) is one more entry
+    of the node's tuple here; a parameter kind :func:`_canonical_param` does not
+    know raises :class:`NotCanonical`, so such a graph is not cached rather than
+    hashed wrongly.
+    """
+    from symad.graph import constant_value
+
+    reference: dict[int, tuple] = {id(atom): ("i", k) for k, atom in enumerate(graph.inputs)}
+    for j, node in enumerate(graph.nodes):
+        reference[id(node)] = ("n", j)
+
+    def operand(atom) -> tuple:
+        found = reference.get(id(atom))
+        if found is None:
+            found = reference[id(atom)] = _constant(atom, constant_value)  # constants are shared
+        return found
+
+    tags: dict[int, object] = {}
+    lines = [f"inputs {len(graph.inputs)}"]
+    for node in graph.nodes:
+        tag = tags.get(id(node.primitive))
+        if tag is None:
+            tag = tags[id(node.primitive)] = _primitive_tag(node.primitive)
+        lines.append(repr((tag, _canonical_param(node.params), tuple(map(operand, node.args)))))
+    lines.append(f"outputs {tuple(map(operand, graph.outputs))!r}")
+    return "\n".join(lines).encode()
+
+
+def _constant(atom, constant_value) -> tuple:
+    """A constant atom exactly: an integer, a fraction, a binary float with its precision,
+    a truth value (or, for other numbers such as pi, the float it is evaluated to)."""
+    if getattr(atom, "is_Symbol", False):
+        raise NotCanonical(f"an operand that is no input or node of the graph: {atom}")
+    if getattr(atom, "is_Integer", False):
+        return ("c", "int", int(atom))
+    if getattr(atom, "is_Rational", False):
+        return ("c", "rational", int(atom.p), int(atom.q))
+    if getattr(atom, "is_Float", False):
+        sign, mantissa, exponent, bits = atom._mpf_
+        return ("c", "binary", sign, int(mantissa), exponent, bits)
+    value = constant_value(atom)
+    if isinstance(value, bool):
+        return ("c", "bool", value)
+    return ("c", "float", float(value).hex())
+
+
+def _primitive_tag(primitive):
+    from symad.compile.source import is_builtin_primitive
+
+    if is_builtin_primitive(primitive):
+        return primitive.name
+    return ("custom:" + primitive.name, bool(primitive.returns_boolean),
+            bool(primitive.boolean_operands))
+
+
+def _canonical_param(value):
+    """A parameter (or a tuple of them) as plain data with one spelling per value."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return ("int", value)
+    if isinstance(value, float):
+        return ("float", value.hex())
+    if isinstance(value, tuple):
+        return tuple(_canonical_param(item) for item in value)
+    raise NotCanonical(f"a parameter of type {type(value).__name__}")
+
+
+# ---------------------------------------------------------------------------
+# Keys
+# ---------------------------------------------------------------------------
+
+
+@functools.cache
+def _fingerprint(backend: str) -> bytes:
+    """symad's version, the source of the code that writes modules, and the versions of
+    what the modules are written for: an entry from other code is never found."""
+    import importlib
+
+    import numpy
+    import scipy
+
+    digest = hashlib.sha256()
+    here = os.path.dirname(os.path.abspath(__file__))
+    package = os.path.dirname(here)
+    files = sorted(os.path.join(here, name) for name in os.listdir(here) if name.endswith(".py"))
+    files += [os.path.join(package, name) for name in ("primitives.py", "special.py", "graph.py")]
+    for path in files:
+        with open(path, "rb") as handle:
+            digest.update(handle.read())
+    versions = [getattr(sys.modules.get("symad"), "__version__", "-"), sys.version, numpy.__version__, scipy.__version__]
+    for library in ("numexpr", "numba", "llvmlite") if backend == "numba" else ("numexpr",):
+        try:
+            versions.append(importlib.import_module(library).__version__)
+        except ImportError:
+            versions.append("-")
+    digest.update(repr(versions).encode())
+    return digest.digest()
+
+
+def entry_key(graph, backend: str, dtype, name: str) -> str | None:
+    """The entry's key for this graph, or None when it is not cached (turned off, too
+    large, or holding what :func:`canonical_form` cannot write)."""
+    if not config.cache_enabled() or len(graph.nodes) > MAX_CACHED_NODES:
+        return None
+    try:
+        form = canonical_form(graph)
+    except NotCanonical as reason:
+        _LOG.debug("symad: %s is not cached on disk: %s", name, reason)
+        return None
+    digest = hashlib.sha256(b"symad generated module, layout 1\0")
+    digest.update(_fingerprint(backend))
+    labels = (backend, str(dtype), name, tuple(str(getattr(s, "name", s)) for s in graph.inputs))
+    digest.update(repr(labels).encode())
+    digest.update(form)
+    return digest.hexdigest()
+
+
+# ---------------------------------------------------------------------------
+# Entries
+# ---------------------------------------------------------------------------
+
+
+def _modules_directory() -> str | None:
+    """``<cache>/modules``, made if needed, or None if it is not private to this user."""
+    directory = os.path.join(config.cache_directory(), "modules")
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        if not _private(directory) or not _private(os.path.dirname(directory)):
+            _LOG.warning("symad: not using the module cache %s: it must belong to this user "
+                         "and be writable by no one else", directory)
+            return None
+    except OSError as error:
+        _LOG.debug("symad: no module cache: %s", error)
+        return None
+    return directory
+
+
+def _private(path: str) -> bool:
+    status = os.stat(path)
+    if hasattr(os, "getuid") and status.st_uid != os.getuid():
+        return False
+    return not status.st_mode & 0o022
+
+
+def _externals_spec(graph, externals: list) -> list[int] | None:
+    """Each external as the index of its (primitive, params) among the graph's distinct
+    ones, so that a later process binds them from its own graph; None if one is not found."""
+    kinds = _distinct_kinds(graph)
+    spec = []
+    for external in externals:
+        for index, (primitive, params) in enumerate(kinds):
+            implementation = primitive.numpy_impl
+            if params:
+                found = (isinstance(external, functools.partial) and external.func is implementation
+                         and external.keywords == dict(params) and not external.args)
+            else:
+                found = external is implementation
+            if found:
+                spec.append(index)
+                break
+        else:
+            return None
+    return spec
+
+
+def _distinct_kinds(graph) -> list:
+    """The graph's distinct (primitive, params), in an order fixed by its canonical form."""
+    kinds = {}
+    for node in graph.nodes:
+        kinds.setdefault((id(node.primitive), node.params), (node.primitive, node.params))
+    return sorted(kinds.values(),
+                  key=lambda kind: repr((_primitive_tag(kind[0]), _canonical_param(kind[1]))))
+
+
+def _bind_externals(graph, spec: list[int]) -> list:
+    kinds = _distinct_kinds(graph)
+    externals = []
+    for index in spec:
+        primitive, params = kinds[index]
+        implementation = primitive.numpy_impl
+        externals.append(functools.partial(implementation, **dict(params)) if params
+                         else implementation)
+    return externals
+
+
+def _write(directory: str, name: str, data: bytes) -> None:
+    """``data`` into ``directory/name`` whole: written under a temporary name, then renamed."""
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        os.replace(temporary, os.path.join(directory, name))
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def store_entry(key: str, graph, module, code) -> None:
+    """Keep ``module`` (a GeneratedModule) and its compiled ``code`` (None for numba, whose
+    module is imported from its file) under ``key``. Failures are logged, never raised."""
+    directory = _modules_directory()
+    if directory is None:
+        return
+    spec = _externals_spec(graph, module.externals)
+    if spec is None:
+        return
+    try:
+        source = module.source.encode()
+        meta = {"key": key, "backend": module.backend, "dtype": module.dtype.name,
+                "block_size": module.block_size, "note": module.note, "externals": spec,
+                "source_sha256": _sha(source), "code_sha256": None,
+                "numba_file": getattr(module, "path", None)}
+        if meta["numba_file"] is None:
+            _write(directory, f"{key}.py", source)
+            if code is not None:
+                data = marshal.dumps(code)
+                _write(directory, f"{key}.code", data)
+                meta["code_sha256"] = _sha(data)
+        _write(directory, f"{key}.json", json.dumps(meta).encode())  # last: the entry is whole
+        _evict(config.cache_directory(), config.cache_size_bound())
+    except OSError as error:
+        _LOG.debug("symad: could not write the module cache: %s", error)
+
+
+def load_entry(key: str, graph):
+    """The GeneratedModule kept under ``key`` (with ``.code``, its bytecode, or None), or None
+    if there is no whole entry matching it."""
+    from symad.compile.source import GeneratedModule
+
+    directory = _modules_directory()
+    if directory is None:
+        return None
+    path = os.path.join(directory, f"{key}.json")
+    try:
+        with open(path, "rb") as handle:
+            meta = json.loads(handle.read())
+        if meta.get("key") != key:
+            return None
+        numba_file = meta.get("numba_file")
+        source_path = numba_file or os.path.join(directory, f"{key}.py")
+        if numba_file is not None and os.path.dirname(numba_file) != os.path.join(
+                config.cache_directory(), "numba"):
+            return None  # recorded for another cache directory
+        with open(source_path, "rb") as handle:
+            source = handle.read()
+        if _sha(source) != meta["source_sha256"]:
+            return None
+        code = None
+        if meta.get("code_sha256"):
+            with open(os.path.join(directory, f"{key}.code"), "rb") as handle:
+                data = handle.read()
+            if _sha(data) != meta["code_sha256"]:
+                return None
+            code = marshal.loads(data)
+        externals = _bind_externals(graph, meta["externals"])
+        module = GeneratedModule(source.decode(), externals, meta["backend"], meta["dtype"],
+                                 int(meta["block_size"]), None, meta["note"])
+        module.code = code
+        os.utime(path)  # recently used
+        return module
+    except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError) as error:
+        if not isinstance(error, FileNotFoundError):
+            _LOG.debug("symad: ignoring the module cache entry %s: %s", key, error)
+        return None
+
+
+def _evict(root: str, bound: int) -> None:
+    """Remove the least recently used entries (module files, and numba's module files with
+    the machine code beside them) until the cache holds at most ``EVICT_TO`` of ``bound``."""
+    groups: dict[str, list] = {}  # an entry's stem -> [(path, size, mtime)]
+    for sub in ("modules", "numba", os.path.join("numba", "__pycache__")):
+        directory = os.path.join(root, sub)
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            if not entry.is_file() or entry.name.startswith(".tmp-"):
+                continue
+            stem = entry.name.split(".")[0]
+            status = entry.stat()
+            groups.setdefault(stem, []).append((entry.path, status.st_size, status.st_mtime))
+    total = sum(size for files in groups.values() for _, size, _ in files)
+    if total <= bound:
+        return
+    oldest_first = sorted(groups.values(), key=lambda files: max(m for _, _, m in files))
+    for files in oldest_first:
+        if total <= EVICT_TO * bound:
+            break
+        # the entry's record first, so that no reader finds it while its files go
+        for path, size, _ in sorted(files, key=lambda item: not item[0].endswith(".json")):
+            try:
+                os.unlink(path)
+                total -= size
+            except OSError:
+                pass
