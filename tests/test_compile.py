@@ -460,7 +460,7 @@ def test_wide_graphs_switch_numexpr_to_symads_threads_only_during_the_call(monke
     # Level by level, each group is one large numexpr call on numexpr's own threads.
     monkeypatch.setattr(threads, "SMALL_BATCH", 4)
     spy, seen = _thread_spy()
-    F = sd.trace(lambda x: snp.sum(spy(np.sin(x)) * x), np.zeros(1200))
+    F = element_trace(lambda x: snp.sum(spy(np.sin(x)) * x), np.zeros(1200))
     assert "level by level" in F._evaluator("numexpr", np.float64).note
     x = np.linspace(0, 1, 1200 * 8).reshape(8, 1200)
     original = numexpr.set_num_threads(1)
