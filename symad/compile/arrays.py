@@ -179,9 +179,13 @@ class _Lowering:
             self.array_node(node)
 
     def _fusible(self, node) -> bool:
+        """True if the node goes into a numexpr expression: numexpr has it, and (by the scalar
+        compiler's measured cost table) NumPy's own loop is not faster for it."""
         if self.backend != "numexpr" or not node.primitive.elementwise:
             return False
-        return _numexpr_form(node) is not None
+        from symad.compile.numexpr_backend import runs_in_numpy
+
+        return _numexpr_form(node) is not None and not runs_in_numpy(_instruction(node))
 
     def elementwise(self, node) -> None:
         lead = any(self.lead_of(a) for a in node.args)
