@@ -36,7 +36,7 @@ def main(output_dir: Path) -> str:
         ("Spring energy", energy.latex()),
         ("Its gradient", gradient.latex()),
         ("Its Hessian", hessian.latex()),
-        ("Lennard-Jones force (one shared temporary)", pair_force.latex()),
+        ("Lennard-Jones force", pair_force.latex()),
     ]
     page = ["# Formulas exported by symad", ""]
     for title, latex in sections:

@@ -26,10 +26,11 @@ def test_spring_energy_prints_fractions_not_floats():
     energy = lambda k, x1, x2: 0.5 * k * (x2 - x1 - 1.0) ** 2  # noqa: E731
     assert lines(sd.latex(energy, 1.0, 0.0, 2.0)) == [
         r"f &= \frac{k \left(- x_{1} + x_{2} - 1\right)^{2}}{2}"]
+    # k (x1 - x2 + 1) is shared by both partial derivatives: a temporary that pays
     assert lines(sd.grad(energy, (1, 2)).trace(1.0, 0.0, 2.0).latex()) == [
-        r"t_{1} &= k \left(- x_{1} + x_{2} - 1\right)",
-        r"\frac{\partial f}{\partial x_{1}} &= - t_{1}",
-        r"\frac{\partial f}{\partial x_{2}} &= t_{1}",
+        r"t_{1} &= x_{1} - x_{2} + 1",
+        r"\frac{\partial f}{\partial x_{1}} &= t_{1} k",
+        r"\frac{\partial f}{\partial x_{2}} &= - t_{1} k",
     ]
 
 
@@ -40,23 +41,50 @@ def test_no_float_that_is_a_simple_fraction_survives():
     text = sd.hessian(pair, (0, 1)).trace(1.0, 2.0).latex()
     assert not re.search(r"\d\.\d", text), text
     assert r"3.14159" in sd.latex(lambda x: 3.14159 * x, 1.0)  # a measured constant stays a float
-    assert lines(sd.latex(lambda x, y: 0.1 * x + y / 3.0 + 0.75, 1.0, 1.0)) == [
-        r"f &= 0.1 x + \frac{y}{3} + \frac{3}{4}"]  # 0.1 as written; 1/3 and 3/4 exact
+    assert lines(sd.latex(lambda x: x / np.sqrt(2 * np.pi), 1.0)) == [  # NumPy's pi is pi
+        r"f &= \frac{\sqrt{2} x}{2 \sqrt{\pi}}"]
+
+
+def test_one_number_style_per_block():
+    # 0.1 is a decimal (1/10 is longer to write): the whole block prints decimals, the
+    # 0.75 the user wrote included, rather than mixing 0.1 with \frac{3}{4}.
+    mixed = lambda x, y: 0.1 * x + y / 3.0 + 0.75  # noqa: E731
+    assert lines(sd.latex(mixed, 1.0, 1.0)) == [r"f &= 0.1 x + 0.333333333333333 y + 0.75"]
+    assert lines(sd.latex(mixed, 1.0, 1.0, numbers="fractions")) == [
+        r"f &= \frac{x}{10} + \frac{y}{3} + \frac{3}{4}"]
+    # Every float a short fraction: fractions throughout; forced decimals: decimals throughout.
+    halves = lambda x, y: 0.5 * x + y / 3.0 + 0.75  # noqa: E731
+    assert lines(sd.latex(halves, 1.0, 1.0)) == [r"f &= \frac{x}{2} + \frac{y}{3} + \frac{3}{4}"]
+    assert lines(sd.latex(halves, 1.0, 1.0, numbers="decimals")) == [
+        r"f &= 0.5 x + 0.333333333333333 y + 0.75"]
+    # The logistic loss: data 0.7 and -1.2 print as written, products of them too.
+    loss = lambda w0, w1: np.log(1 + np.exp(-(0.7 * w0 - 1.2 * w1)))  # noqa: E731
+    gradient = sd.grad(loss, (0, 1)).trace(0.3, 0.4).latex()
+    hessian = sd.hessian(loss, (0, 1)).trace(0.3, 0.4).latex()
+    assert "0.7" in gradient and "1.2" in gradient and r"\frac{6" not in gradient
+    assert "0.49" in hessian and "0.84" in hessian and "1.44" in hessian
+    for text in (gradient, hessian):
+        assert not re.search(r"\\frac\{[^{}]*\}\{\d", text), text  # no fraction of a number
 
 
 def test_temporaries_are_t_whatever_the_inputs_are_called():
+    # sin(a b) is used three times: a temporary shortens the block
     for names in (("a", "b"), ("x0", "x1"), ("c", "x")):
-        f = eval(f"lambda {names[0]}, {names[1]}: np.sin({names[0]} * {names[1]}) ** 2 + np.sin({names[0]} * {names[1]})")  # noqa: S307 - test-authored code
+        s = f"np.sin({names[0]} * {names[1]})"
+        f = eval(f"lambda {names[0]}, {names[1]}: {s} ** 2 + {s} + np.cos({s})")  # noqa: S307 - test-authored code
         assert lines(sd.latex(f, 1.0, 2.0))[0].startswith("t_{1} &= \\sin")
 
 
 def test_temporaries_avoid_inputs_that_would_read_the_same():
-    text = sd.latex(lambda t, t1: np.sin(t * t1) ** 2 + np.sin(t * t1), 1.0, 2.0)
-    assert lines(text) == [r"u_{1} &= \sin{\left(t t_{1} \right)}", r"f &= u_{1}^{2} + u_{1}"]
-    text = sd.latex(lambda t: np.sin(t) ** 2 + np.sin(t), 1.0, temporaries="v")
-    assert lines(text)[0] == r"v_{1} &= \sin{\left(t \right)}"
-    text = sd.latex(lambda x: np.sin(x) ** 2 + np.sin(x), 1.0, output_names=["t_1"])
-    assert lines(text) == [r"u_{1} &= \sin{\left(x \right)}", r"t_{1} &= u_{1}^{2} + u_{1}"]
+    text = sd.latex(lambda t, t1: np.sin(t * t1) ** 2 + np.sin(t * t1) + np.cos(np.sin(t * t1)),
+                    1.0, 2.0)
+    assert lines(text) == [r"u_{1} &= \sin{\left(t t_{1} \right)}",
+                           r"f &= u_{1}^{2} + u_{1} + \cos{\left(u_{1} \right)}"]
+    shared = lambda t: np.sin(t) ** 2 + np.sin(t) + np.cos(np.sin(t))  # noqa: E731
+    assert lines(sd.latex(shared, 1.0, temporaries="v"))[0] == r"v_{1} &= \sin{\left(t \right)}"
+    text = sd.latex(lambda x: np.sin(x) ** 2 + np.sin(x) + np.cos(np.sin(x)), 1.0, output_names=["t_1"])
+    assert lines(text) == [r"u_{1} &= \sin{\left(x \right)}",
+                           r"t_{1} &= u_{1}^{2} + u_{1} + \cos{\left(u_{1} \right)}"]
     with pytest.raises(sd.ExportError, match="temporaries"):
         sd.latex(lambda t: t, 1.0, temporaries="}")
 
@@ -104,11 +132,14 @@ def test_custom_primitive_prints_as_operatorname():
 
 
 def test_inline_below_and_max_inline():
+    # The graph's own structure (simplify=False): e^x is shared, and inline_below inlines it.
     f = lambda x: np.exp(x) * np.exp(x) + np.exp(x)  # noqa: E731
-    assert lines(sd.latex(f, 0.0)) == [r"t_{1} &= e^{x}", r"f &= t_{1}^{2} + t_{1}"]
-    assert lines(sd.latex(f, 0.0, inline_below=1)) == [r"f &= e^{2 x} + e^{x}"]
+    assert lines(sd.latex(f, 0.0, simplify=False)) == [r"t_{1} &= e^{x}", r"f &= t_{1}^{2} + t_{1}"]
+    assert lines(sd.latex(f, 0.0, simplify=False, inline_below=1)) == [r"f &= e^{2 x} + e^{x}"]
+    assert lines(sd.latex(f, 0.0)) == [r"f &= e^{2 x} + e^{x}"]  # the short form: shorter
     chain = lambda x: np.sin(np.sin(np.sin(np.sin(x))))  # noqa: E731
-    assert len(lines(sd.latex(chain, 0.0, max_inline=2))) == 2
+    assert len(lines(sd.latex(chain, 0.0, max_inline=2, simplify=False))) == 2
+    assert len(lines(sd.latex(chain, 0.0, max_inline=2))) == 1  # a small function: written out
 
 
 def test_repr_latex_is_display_math():
@@ -140,7 +171,8 @@ def evaluate_parsed(text, inputs, values):
 
 PARSE_CASES = [
     (lambda x1, x2: np.log(x1) + x1 * x2 - np.sin(x2), (2.0, 5.0)),
-    (lambda k, d: 0.5 * k * (d - 1.0) ** 2, (3.0, 2.5)),
+    # (not d: SymPy's parser reads "d \\cdot k" as a differential)
+    (lambda k, s: 0.5 * k * (s - 1.0) ** 2, (3.0, 2.5)),
     (lambda x, y: np.sqrt(x ** 2 + y ** 2) / (1.0 + np.exp(-x * y)), (0.3, 0.7)),
     (lambda x, y: np.tanh(x) + np.cos(y) + np.arctan(x / y), (0.3, 0.7)),
     (lambda r, x: r * x * (1 - x) * (1 - r * x * (1 - x)), (3.7, 0.3)),
@@ -238,7 +270,7 @@ def test_latex_export_example_runs(tmp_path):
     example = Path(__file__).resolve().parents[1] / "examples" / "latex_export.py"
     namespace = runpy.run_path(str(example), run_name="example")
     text = namespace["main"](tmp_path)
-    assert r"\frac{\partial \mathrm{spring\_energy}}{\partial x_{1}} &= - t_{1}" in text
+    assert r"\frac{\partial \mathrm{spring\_energy}}{\partial x_{1}} &= t_{1} k" in text
     assert (tmp_path / "formulas.md").exists() and (tmp_path / "spring_grad.h").exists()
 
 

@@ -56,6 +56,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from fractions import Fraction
 from functools import cache
 
 import numpy as np
@@ -72,7 +73,6 @@ from symad.export.latex import (
     _temporary_base,
     check_inline_budget,
     printed_expression,
-    rational_constant,
     symbol_latex,
 )
 from symad.graph import ArrayInput, Node, atom_shape, fresh_symbols, sympy_form
@@ -1291,6 +1291,33 @@ def index_latex(function, labels: list, settings: dict, *, temporaries: str, inl
             value = printer.doprint(leaf)
         lines.append(f"{_indexed_label(label, free)} &= {value}")
     return "\\begin{aligned}\n" + " \\\\\n".join(lines) + "\n\\end{aligned}"
+
+
+def rational_constant(value: sympy.Basic, max_denominator: int = 1000) -> sympy.Basic:
+    """``value`` as an exact number if it is a float that was one, else ``value`` itself.
+
+    A float counts as the fraction p/q when it is exactly the double nearest
+    to p/q with q at most ``max_denominator`` and |p/q| below a million, and
+    ``p/q`` is no longer to write than the decimal (``0.5`` and ``1/3`` become
+    fractions; ``0.1`` and ``0.333`` stay decimals, as written; a measured
+    ``3.14159`` stays a float). Whole numbers always become integers.
+
+    >>> rational_constant(sympy.Float(0.5)), rational_constant(sympy.Float(4.0))
+    (1/2, 4)
+    >>> rational_constant(sympy.Float(1 / 3)), rational_constant(sympy.Float(0.1))
+    (1/3, 0.100000000000000)
+    """
+    if not isinstance(value, sympy.Float) or not max_denominator:
+        return value
+    number = float(value)
+    if not np.isfinite(number) or abs(number) >= 1e6:
+        return value
+    fraction = Fraction(number).limit_denominator(max_denominator)
+    if float(fraction) != number:
+        return value
+    if fraction.denominator != 1 and len(str(fraction)) > len(repr(number)):
+        return value
+    return sympy.Rational(fraction.numerator, fraction.denominator)
 
 
 _latex_module.ARRAY_PRINTER[:] = [index_latex]

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 import re
-from fractions import Fraction
+from collections.abc import Callable
 
 import numpy as np
 import sympy
@@ -39,7 +39,17 @@ from sympy.printing.conventions import split_super_sub
 from sympy.printing.latex import LatexPrinter
 
 from symad.errors import ExportError
+from symad.export.display import (
+    NUMBER_STYLES,
+    DisplayOptions,
+    exact_number,
+    is_noise,
+    number_style,
+    simplify_for_display,
+    temporary,
+)
 from symad.graph import is_constant, sympy_form
+from symad.primitives import sech_p
 
 __all__ = [
     "SymadLatexPrinter",
@@ -53,7 +63,7 @@ __all__ = [
     "name_latex",
     "nth_derivative_label",
     "partial_label",
-    "rational_constant",
+    "visible_length",
 ]
 
 # An array element's symbol name, as symad makes them: ``w[0, 1]``.
@@ -143,33 +153,6 @@ def name_latex(name: str) -> str:
     return text
 
 
-def rational_constant(value: sympy.Basic, max_denominator: int = 1000) -> sympy.Basic:
-    """``value`` as an exact number if it is a float that was one, else ``value`` itself.
-
-    A float counts as the fraction p/q when it is exactly the double nearest
-    to p/q with q at most ``max_denominator`` and |p/q| below a million, and
-    ``p/q`` is no longer to write than the decimal (``0.5`` and ``1/3`` become
-    fractions; ``0.1`` and ``0.333`` stay decimals, as written; a measured
-    ``3.14159`` stays a float). Whole numbers always become integers.
-
-    >>> rational_constant(sympy.Float(0.5)), rational_constant(sympy.Float(4.0))
-    (1/2, 4)
-    >>> rational_constant(sympy.Float(1 / 3)), rational_constant(sympy.Float(0.1))
-    (1/3, 0.100000000000000)
-    """
-    if not isinstance(value, sympy.Float) or not max_denominator:
-        return value
-    number = float(value)
-    if not np.isfinite(number) or abs(number) >= 1e6:
-        return value
-    fraction = Fraction(number).limit_denominator(max_denominator)
-    if float(fraction) != number:
-        return value
-    if fraction.denominator != 1 and len(str(fraction)) > len(repr(number)):
-        return value
-    return sympy.Rational(fraction.numerator, fraction.denominator)
-
-
 # ---------------------------------------------------------------------------
 # The printer
 # ---------------------------------------------------------------------------
@@ -255,6 +238,14 @@ class SymadLatexPrinter(LatexPrinter):
         return self._function_call(rf"\operatorname{{{_escape_text(name)}}}", expr, exp)
 
 
+class _MeasuringPrinter(SymadLatexPrinter):
+    """The printer whose output is measured: every temporary reads ``t_{1}``, as long as
+    the names it will get (its Dummy's own name is a sort key, ``t0000012``)."""
+
+    def _print_Dummy(self, expr, style="plain"):
+        return "t_{1}"
+
+
 @functools.lru_cache(maxsize=4096)
 def symbol_latex(name: str) -> str:
     """How an input named ``name`` prints: the SymPy way for identifiers, escaped text otherwise.
@@ -268,6 +259,59 @@ def symbol_latex(name: str) -> str:
     if _PLAIN_NAME.match(name):
         return LatexPrinter()._print_Symbol(sympy.Symbol(name))
     return latex_text(name)  # names from pytree paths (``p.w``), quotes, backslashes: verbatim
+
+
+# Commands that print a word (their letters are what a reader sees); every other
+# command prints one sign (\\frac a bar, \\sqrt a root, \\alpha a letter) or nothing.
+_WORD_COMMANDS = {
+    "sin", "cos", "tan", "cot", "sec", "csc", "sinh", "cosh", "tanh", "coth", "log", "ln", "exp",
+    "arcsin", "arccos", "arctan", "operatorname", "min", "max", "arg", "det", "mathrm",
+}
+_UNSEEN_COMMANDS = {"left", "right", "displaystyle", "limits", "quad", "qquad"}
+_LATEX_TOKEN = re.compile(r"\\(begin|end)\{[^}]*\}|\\([A-Za-z]+)|\\(.)|([{}^_&\s])|(.)", re.S)
+
+
+def visible_length(text: str) -> int:
+    """How long LaTeX ``text`` reads: the signs a reader sees, not the characters typed.
+
+    Grouping braces, ``^``, ``_``, spaces, ``\\left``/``\\right`` count nothing; a
+    function name counts its letters (``\\cos``: 3); any other command, one sign.
+    A fraction inside a fraction costs two signs more per level: stacked
+    fractions are harder to read than their signs say. This is the length the
+    display simplifier minimises: by it, ``(e^{x} + 1)^{2}`` (7 signs) is
+    shorter than ``e^{2 x} + 2 e^{x} + 1`` (9), as it reads.
+
+    >>> visible_length(r"\\frac{e^{x}}{\\left(e^{x} + 1\\right)^{2}}")
+    10
+    >>> visible_length(r"\\cos{\\left(x \\right)}"), visible_length(r"\\operatorname{softplus}{\\left(x \\right)}")
+    (6, 11)
+    >>> visible_length(r"\\frac{\\frac{1}{x} + 1}{x}")
+    9
+    """
+    total = 0
+    groups: list[bool] = []  # per open brace: is it a fraction's numerator or denominator
+    fraction_arguments = 0   # brace groups still to open as arguments of the last \\frac
+    for match in _LATEX_TOKEN.finditer(text):
+        environment, command, escaped, unseen, other = match.groups()
+        if command is not None:
+            if command == "frac":
+                total += 1 + 2 * sum(groups)
+                fraction_arguments = 2
+            elif command in _WORD_COMMANDS:
+                total += 0 if command in ("operatorname", "mathrm") else len(command)
+            elif command not in _UNSEEN_COMMANDS:
+                total += 1
+        elif escaped is not None:
+            total += escaped not in (",", " ", ";", "!", "\\")
+        elif unseen == "{":
+            groups.append(fraction_arguments > 0)
+            fraction_arguments = max(fraction_arguments - 1, 0)
+        elif unseen == "}":
+            if groups:
+                groups.pop()
+        elif other is not None:
+            total += 1
+    return total
 
 
 # ---------------------------------------------------------------------------
@@ -352,12 +396,12 @@ def nth_derivative_label(function_name: str, variable_name: str, order: int) -> 
 # ---------------------------------------------------------------------------
 
 
-def _node_expression(node, atoms: dict, max_denominator: int) -> sympy.Basic:
-    """The node's SymPy expression over printed atoms, floats made exact where they were fractions."""
+def _node_expression(node, atoms: dict, exact: Callable) -> sympy.Basic:
+    """The node's SymPy expression over printed atoms, its float constants made exact by ``exact``."""
     args = []
     for atom in node.args:
         if is_constant(atom):
-            args.append(rational_constant(atom, max_denominator))
+            args.append(exact(atom))
         else:
             value = atoms.get(atom)  # a node of this graph, else an input or an enclosing trace's value
             args.append(sympy_form(atom) if value is None else value)
@@ -370,6 +414,11 @@ def printed_expression(primitive, args: list, params: tuple = ()) -> sympy.Basic
     The scalar program (:func:`latex_program`) and index notation
     (:mod:`symad.export.index_notation`) build each printed operation with it.
     """
+    if primitive is sech_p:
+        # 1/cosh as a power, so that a product prints it as a denominator: 2 tanh(x)/cosh^2(x),
+        # not 2 tanh(x) (1/cosh^2(x)).
+        return sympy.Pow(sympy.cosh(args[0], evaluate=False), -1, evaluate=False) \
+            if not args[0].is_Number else primitive.to_sympy(args, {})
     function = getattr(primitive, "_to_sympy", None)
     if (isinstance(function, type) and issubclass(function, sympy.Function) and not params
             and not any(a.is_Number for a in args)):
@@ -412,20 +461,50 @@ def check_inline_budget(inline_below: int, max_inline: int) -> None:
             "shared values are printed once as temporaries, so smaller values lose nothing")
 
 
-def latex_program(graph, *, inline_below: int = 0, max_inline: int = 30, max_denominator: int = 1000):
-    """``(assignments, outputs, size)``: the lines to print for ``graph``.
+def graph_number_style(graph, numbers: str = "auto", max_denominator: int = 1000) -> str:
+    """The number style of ``graph``'s block (:func:`symad.export.display.number_style`)."""
+    floats = {atom for node in graph.nodes for atom in node.args if isinstance(atom, sympy.Float)}
+    floats.update(atom for atom in graph.outputs if isinstance(atom, sympy.Float))
+    return number_style((float(f) for f in floats), numbers, max_denominator)
+
+
+def _consumers(graph) -> dict:
+    """How many nodes use each atom (a node using it twice, as in ``t * t``, once) and outputs."""
+    counts: dict = {}
+    for node in graph.nodes:
+        for atom in set(node.args) if len(node.args) > 1 else node.args:
+            counts[atom] = counts.get(atom, 0) + 1
+    for atom in graph.outputs:
+        counts[atom] = counts.get(atom, 0) + 1
+    return counts
+
+
+def latex_program(graph, *, inline_below: int = 0, max_inline: int = 30, style: str = "fractions",
+                  max_denominator: int = 1000, tidy: bool = True):
+    """``(assignments, outputs)``: the lines to print for ``graph``.
 
     A node gets its own temporary if it is used more than once and its
     inlined form has more than ``inline_below`` operations, or if inlining it
     would make a tree of more than ``max_inline`` operations; otherwise it is
     inlined into its consumer. A value that would nest more than
     ``symad.inlining.MAX_FORMULA_DEPTH`` operations deep gets its own line
-    too (SymPy prints recursively). Temporaries are ``sympy.Dummy`` symbols.
+    too (SymPy prints recursively). Temporaries are ``sympy.Dummy`` symbols;
+    float constants are exact numbers in the number ``style`` (see
+    :func:`symad.export.display.exact_number`).
+
+    ``tidy`` (the display simplifier's first step, done here where it costs
+    nothing): a node used twice by one consumer (``t * t``) counts as used
+    once, and a node that is a number times a value (``-t``, ``2 y``) is never
+    a temporary.
     """
     from symad.inlining import MAX_FORMULA_DEPTH
 
     check_inline_budget(inline_below, max_inline)
-    uses = graph.use_counts()
+
+    def exact(constant):
+        return exact_number(constant, style, max_denominator)
+
+    uses = _consumers(graph) if tidy else graph.use_counts()
     atoms: dict = {}  # node -> what consumers see: a temporary or the inlined expression
     size: dict = {}   # node -> operations in that inlined expression
     depth: dict = {}  # node -> nesting of that inlined expression
@@ -434,17 +513,19 @@ def latex_program(graph, *, inline_below: int = 0, max_inline: int = 30, max_den
         operations = 1 + sum(size.get(a, 0) for a in node.args)
         level = 1 + max([depth.get(a, 0) for a in node.args], default=0)
         shared = uses.get(node, 0) > 1 and operations > inline_below
-        expression = _node_expression(node, atoms, max_denominator)
+        expression = _node_expression(node, atoms, exact)
+        if shared and tidy and is_noise(expression):
+            shared = False
         if (shared or operations > max_inline or level >= MAX_FORMULA_DEPTH) and not is_constant(expression):
-            temporary = sympy.Dummy(f"t{len(assignments) + 1}")
-            assignments.append((temporary, expression))
-            atoms[node], size[node], depth[node] = temporary, 0, 0
+            symbol = temporary(len(assignments) + 1)
+            assignments.append((symbol, expression))
+            atoms[node], size[node], depth[node] = symbol, 0, 0
         else:
             atoms[node], size[node], depth[node] = expression, operations, level
     outputs = []
     for atom in graph.outputs:
         if is_constant(atom):
-            value = rational_constant(atom, max_denominator)
+            value = exact(atom)
         else:
             value = atoms.get(atom)
             value = sympy_form(atom) if value is None else value
@@ -499,8 +580,8 @@ def _array_latex(printer: SymadLatexPrinter, elements: list, shape: tuple, matri
     return rf"\begin{{{matrix}}}{body}\end{{{matrix}}}"
 
 
-def _check_options(name, output_names, temporaries, inline_below, max_inline, matrix,
-                   max_denominator) -> None:
+def _check_options(name, output_names, temporaries, matrix, numbers, simplify, max_temporaries,
+                   simplify_time, **counts) -> None:
     """Refuse a bad option before any work, naming it and what it may be."""
     def refuse(option, value, allowed):
         raise ExportError(f"latex({name}): {option}={value!r} is not allowed; {option} must be "
@@ -508,10 +589,20 @@ def _check_options(name, output_names, temporaries, inline_below, max_inline, ma
 
     if not isinstance(temporaries, str) or not re.fullmatch(r"\\?[A-Za-z]+", temporaries):
         refuse("temporaries", temporaries, "a letter or a command such as '\\tau' (a string)")
-    for option, value in (("inline_below", inline_below), ("max_inline", max_inline),
-                          ("max_denominator", max_denominator)):
+    for option, value in counts.items():
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
             refuse(option, value, "an integer >= 0")
+    if max_temporaries is not None and (isinstance(max_temporaries, bool) or not isinstance(
+            max_temporaries, (int, np.integer)) or max_temporaries < 0):
+        refuse("max_temporaries", max_temporaries, "an integer >= 0, or None (as many as shorten "
+               "the block)")
+    if not isinstance(simplify, bool):
+        refuse("simplify", simplify, "True or False")
+    if isinstance(simplify_time, bool) or not isinstance(simplify_time, (int, float)) \
+            or not 0 <= simplify_time < float("inf"):
+        refuse("simplify_time", simplify_time, "a number of seconds >= 0")
+    if not isinstance(numbers, str) or numbers not in NUMBER_STYLES:
+        refuse("numbers", numbers, "'auto', 'fractions' or 'decimals'")
     if not isinstance(matrix, str) or matrix not in ("bmatrix", "pmatrix", "matrix"):
         refuse("matrix", matrix, "'bmatrix', 'pmatrix' or 'matrix'")
     if output_names is not None and not isinstance(output_names, str) \
@@ -525,13 +616,53 @@ def _check_options(name, output_names, temporaries, inline_below, max_inline, ma
 ARRAY_PRINTER: list = []
 
 
+def _latex_printer(name: str, settings: dict) -> SymadLatexPrinter:
+    """The printer for ``settings``, which are tried once on a small expression first."""
+    try:
+        printer = SymadLatexPrinter(settings)
+        # SymPy reads most settings only while printing: a wrong type (mul_symbol=3) would
+        # fail deep inside the printer, so try them once on a small expression first.
+        probe_x, probe_y = sympy.symbols("x y")
+        printer.doprint(probe_x * sympy.log(probe_y) / probe_y * sympy.sin(probe_x) ** 2
+                        + sympy.Float(0.5) * sympy.asin(probe_x) + sympy.Matrix([[probe_x]])[0])
+    except (TypeError, ValueError, AttributeError, KeyError) as error:
+        raise ExportError(f"latex({name}): the SymPy latex() settings "
+                          f"{sorted(settings)} were not accepted ({error}); see sympy.latex for "
+                          "their values") from None
+    return printer
+
+
+def display_program(function, options: DisplayOptions, *, inline_below: int = 0,
+                    max_inline: int = 30, settings: dict | None = None):
+    """``(assignments, outputs)`` of ``function`` as printed: built, then simplified for display.
+
+    Lengths are measured with SymPy ``latex()`` ``settings`` (``mul_symbol="dot"``
+    makes products longer). The outputs are the flattened output leaves.
+    """
+    measuring = _MeasuringPrinter(settings)
+    style = graph_number_style(function.graph, options.numbers, options.max_denominator)
+    assignments, outputs = latex_program(
+        function.graph, inline_below=inline_below, max_inline=max_inline, style=style,
+        max_denominator=options.max_denominator, tidy=options.simplify)
+
+    def length(expression) -> int:
+        return visible_length(measuring.doprint(expression))
+
+    return simplify_for_display(assignments, outputs, options, length=length, style=style)
+
+
 def function_latex(
     function,
     output_names=None,
     *,
+    simplify: bool = True,
+    numbers: str = "auto",
     temporaries: str = "t",
+    max_temporaries: int | None = None,
     inline_below: int = 0,
     max_inline: int = 30,
+    simplify_below: int = DisplayOptions.simplify_below,
+    simplify_time: float = DisplayOptions.time_budget,
     matrix: str = "bmatrix",
     max_denominator: int = 1000,
     **settings,
@@ -544,31 +675,34 @@ def function_latex(
     Args:
         output_names: labels for the output leaves (default: the function's
             name, or derivative labels such as ``\\frac{\\partial f}{\\partial x}``).
+        simplify: simplify for display (:mod:`symad.export.display`): the short
+            form for small functions, noise temporaries written out for all.
+            False prints the graph's own structure.
+        numbers: ``"auto"``, ``"fractions"`` or ``"decimals"``: one number style
+            per block (``"auto"``: decimals as soon as the function holds a float
+            that was not a short fraction, as ``0.7``; fractions otherwise).
         temporaries: the letter of the shared temporaries ``t_{1}, t_{2}, ...``.
+        max_temporaries: the most temporaries the short form keeps (default:
+            each one that makes the block shorter; 0: none).
         inline_below: inline shared values of at most this many operations too.
         max_inline: give a value used once its own line when inlining it
             would build a tree of more operations (keeps lines readable and
             printing linear in the program's size). ``max_inline`` and
             ``inline_below`` may be at most ``symad.inlining.MAX_FORMULA_SIZE``
             (2,500); a line nested ``MAX_FORMULA_DEPTH`` (100) deep is split.
+        simplify_below: the short form is tried when the outputs, written out
+            in full, have at most this many operations.
+        simplify_time: seconds SymPy's rewrites may take (checked between rewrites).
         matrix: ``"bmatrix"``, ``"pmatrix"`` or ``"matrix"`` (SymPy's) for array outputs.
         max_denominator: floats that are fractions with at most this
-            denominator print as fractions (0: print floats as they are).
+            denominator print as fractions (0: decimals).
         settings: SymPy ``latex()`` settings (``mul_symbol="dot"``, ``ln_notation=True``...).
     """
-    _check_options(function.name, output_names, temporaries, inline_below, max_inline, matrix,
-                   max_denominator)
-    try:
-        printer = SymadLatexPrinter(settings)
-        # SymPy reads most settings only while printing: a wrong type (mul_symbol=3) would
-        # fail deep inside the printer, so try them once on a small expression first.
-        probe_x, probe_y = sympy.symbols("x y")
-        printer.doprint(probe_x * sympy.log(probe_y) / probe_y * sympy.sin(probe_x) ** 2
-                        + sympy.Float(0.5) * sympy.asin(probe_x) + sympy.Matrix([[probe_x]])[0])
-    except (TypeError, ValueError, AttributeError, KeyError) as error:
-        raise ExportError(f"latex({function.name}): the SymPy latex() settings "
-                          f"{sorted(settings)} were not accepted ({error}); see sympy.latex for "
-                          "their values") from None
+    _check_options(function.name, output_names, temporaries, matrix, numbers, simplify,
+                   max_temporaries, simplify_time, inline_below=inline_below,
+                   max_inline=max_inline, max_denominator=max_denominator,
+                   simplify_below=simplify_below)
+    printer = _latex_printer(function.name, settings)
     labels = _output_labels(function, len(function.out_shapes), output_names)
     if getattr(function, "is_array_program", False):
         if not ARRAY_PRINTER:  # registered when symad.export.index_notation loads
@@ -576,11 +710,13 @@ def function_latex(
 
             importlib.import_module("symad.export.index_notation")
         return ARRAY_PRINTER[0](function, labels, settings, temporaries=temporaries,
-                           inline_below=inline_below, max_inline=max_inline, matrix=matrix,
-                           max_denominator=max_denominator)
-    assignments, outputs = latex_program(
-        function.graph, inline_below=inline_below, max_inline=max_inline,
-        max_denominator=max_denominator)
+                                inline_below=inline_below, max_inline=max_inline, matrix=matrix,
+                                max_denominator=max_denominator)
+    options = DisplayOptions(simplify=simplify, numbers=numbers, max_denominator=max_denominator,
+                             max_temporaries=max_temporaries, simplify_below=simplify_below,
+                             time_budget=float(simplify_time), max_inline=max_inline)
+    assignments, outputs = display_program(function, options, inline_below=inline_below,
+                                           max_inline=max_inline, settings=settings)
     # Temporaries must not read like an input or an output label (output_names=["t_1"]).
     taken = {symbol_latex(symbol.name) for symbol in function.graph.inputs} | set(labels)
     base = _temporary_base(temporaries, taken)

@@ -1,0 +1,811 @@
+"""The display simplifier: a program of SymPy assignments made short for people to read.
+
+Printing (``F.latex()``, ``F.formula(simplify=True)``, the ``symad`` command) goes
+through :func:`simplify_for_display`. It sees only SymPy expressions -- a list of
+``(temporary, expression)`` assignments and the output expressions -- never the graph
+the compilers evaluate: whatever it rewrites is a view for people, and the numbers a
+Function computes do not change. Nothing here assumes the atoms are scalars beyond
+what SymPy's own rewrites assume, so per-element and indexed expressions can be given
+to it as well.
+
+What it does, cheapest first:
+
+1. **One number style per block** (:func:`number_style`). Either every number that
+   is not an integer prints as a fraction, or every one prints as a decimal; the
+   decimals the user wrote print as written. Inside, numbers are exact rationals
+   either way (``0.7`` is ``7/10``), so ``0.7 * 1.2`` prints ``0.84``.
+2. **No noise temporaries** (:func:`inline_noise`). A temporary that is a number, a
+   value, or a number times a value (``-t_{3}``, ``2 y``, ``-0.7 t_{1}``) is written
+   where it is used; so is one used once, unless that makes a line longer than
+   ``max_inline`` operations.
+3. **The short form**, for programs whose outputs, written out in full, have at most
+   ``simplify_below`` operations: every output is written out and rewritten by
+   SymPy's ``expand``, ``factor_terms``, ``cancel``, ``factor`` and ``simplify``; the
+   shortest form wins, measured as the printed LaTeX without spaces, and a rewrite
+   is accepted only if it agrees with the original at two points. Shared
+   subexpressions are then found again (``sympy.cse``) and each is kept only if it
+   makes the block shorter (at most ``max_temporaries`` of them). The block that
+   results is compared with the shared form of step 2; the shorter is printed.
+4. **Line by line**, for programs too large for the short form but with at most
+   ``simplify_lines`` lines: the same rewrites on each line, with the temporaries
+   as atoms, and a temporary is written out where that makes the block shorter.
+
+Steps 3 and 4 share a time budget (``time_budget`` seconds, checked between
+rewrites): past it, the lines not reached yet keep the form of step 2. Larger
+programs get steps 1 and 2 only, which are linear in the program's size.
+
+>>> import sympy
+>>> x, y = sympy.symbols("x y")
+>>> t1, t2 = sympy.Dummy("t1"), sympy.Dummy("t2")
+>>> program = [(t1, x**2 + y - 11), (t2, 2 * t1)]
+>>> simplify_for_display(program, [2 * t2 + 8 * x**2 + 2])[1]
+[12*x**2 + 4*y - 42]
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from fractions import Fraction
+
+import sympy
+
+from symad.inlining import MAX_FORMULA_DEPTH
+
+__all__ = [
+    "DisplayOptions", "NUMBER_STYLES", "display_numbers", "exact_number", "inline_noise",
+    "is_noise", "named_constant", "number_style", "short_fraction", "simplify_for_display",
+    "temporary",
+]
+
+#: The values of the ``numbers=`` option.
+NUMBER_STYLES = ("auto", "fractions", "decimals")
+
+# Significant digits of a decimal: what SymPy prints of a float (and so what the user
+# saw before); a folded 0.7 * 0.7 = 0.48999999999999994 reads 0.49.
+_DIGITS = 15
+# Floats this large or small keep their binary value: as exact decimals they would
+# print as 25-digit integers or fractions of powers of ten.
+_LARGEST_DECIMAL, _SMALLEST_DECIMAL = 1e15, 1e-12
+
+
+@dataclass(frozen=True)
+class DisplayOptions:
+    """How :func:`simplify_for_display` rewrites a program (see the module's docstring).
+
+    >>> DisplayOptions(numbers="decimals").simplify
+    True
+    """
+
+    #: False: numbers only (step 1); the program keeps the graph's structure.
+    simplify: bool = True
+    #: "auto", "fractions" or "decimals" (see :func:`number_style`).
+    numbers: str = "auto"
+    #: A float is a fraction (in "auto") only with at most this denominator.
+    max_denominator: int = 1000
+    #: The most shared temporaries the short form keeps (None: each that shortens the block).
+    max_temporaries: int | None = None
+    #: The short form is tried when the outputs written out have at most this many operations.
+    simplify_below: int = 1000
+    #: Line-by-line rewriting for programs of at most this many lines.
+    simplify_lines: int = 200
+    #: Seconds for the rewrites of steps 3 and 4 (checked between rewrites).
+    time_budget: float = 2.0
+    #: A temporary used once is written out only while its line stays this small.
+    max_inline: int = 30
+
+
+# ---------------------------------------------------------------------------
+# 1. Numbers
+# ---------------------------------------------------------------------------
+
+
+def _decimal_text(value: float) -> str:
+    return f"{value:.{_DIGITS}g}"
+
+
+def short_fraction(value: float, max_denominator: int = 1000) -> Fraction | None:
+    """``value`` as the fraction it was, or None.
+
+    A float was the fraction p/q when q is at most ``max_denominator`` and either
+    the float is the double nearest to p/q or its 15-digit decimal is exactly p/q,
+    and ``p/q`` is no longer to write than the decimal (``0.5`` and ``1/3`` were
+    fractions; ``0.1`` and ``0.7`` are decimals, as written).
+
+    >>> short_fraction(0.5), short_fraction(1 / 3), short_fraction(0.7), short_fraction(1.2)
+    (Fraction(1, 2), Fraction(1, 3), None, Fraction(6, 5))
+    """
+    if not math.isfinite(value) or not max_denominator or abs(value) >= 1e6:
+        return None
+    fraction = Fraction(value).limit_denominator(max_denominator)
+    decimal = _decimal_text(value)
+    if float(fraction) != value and fraction != Fraction(decimal):
+        return None
+    if fraction.denominator != 1 and len(str(fraction)) > len(repr(value)):
+        return None
+    return fraction
+
+
+@functools.lru_cache(maxsize=1)
+def _named_constants() -> list[tuple[float, sympy.Basic]]:
+    bases = (sympy.pi, sympy.sqrt(sympy.pi), sympy.sqrt(2 * sympy.pi), sympy.E, sympy.sqrt(2),
+             sympy.sqrt(3), sympy.log(2), sympy.log(10))
+    factors = (1, 2, 3, 4, sympy.Rational(1, 2), sympy.Rational(1, 3), sympy.Rational(1, 4))
+    return [(float(form), form) for base in bases for factor in factors
+            for form in (factor * base, factor / base)]
+
+
+def named_constant(value: float) -> sympy.Basic | None:
+    """The constant ``value`` was computed as, if it is one of a few a formula would name.
+
+    ``np.pi``, ``2 * np.pi``, ``np.sqrt(2 * np.pi)``, ``1 / np.sqrt(2 * np.pi)``,
+    ``np.e``, ``np.log(2)``...: pi, sqrt(pi), sqrt(2 pi), e, sqrt(2), sqrt(3),
+    log 2 and log 10, times or over 1, 2, 3, 4, 1/2, 1/3, 1/4, within 4 units in
+    the last place (NumPy rounds each step). The graph keeps the float.
+
+    >>> import numpy as np
+    >>> named_constant(np.pi), named_constant(1 / np.sqrt(2 * np.pi)), named_constant(3.14)
+    (pi, sqrt(2)/(2*sqrt(pi)), None)
+    """
+    if value == 0 or not math.isfinite(value):
+        return None
+    magnitude = abs(value)
+    for number, form in _named_constants():
+        if abs(magnitude - number) <= 4 * math.ulp(number):
+            return form if value > 0 else -form
+    return None
+
+
+def number_style(floats: Iterable[float], numbers: str = "auto", max_denominator: int = 1000) -> str:
+    """``"fractions"`` or ``"decimals"``: how a block holding these floats prints its numbers.
+
+    ``numbers="auto"`` gives fractions when every float that is not a whole number
+    was a fraction (:func:`short_fraction`), and decimals as soon as one was
+    not: a block never mixes ``0.7`` with ``\\frac{6}{5}``.
+
+    >>> number_style([0.5, 0.25]), number_style([0.7, -1.2]), number_style([])
+    ('fractions', 'decimals', 'fractions')
+    >>> number_style([0.7], "fractions")
+    'fractions'
+    """
+    if numbers not in NUMBER_STYLES:
+        raise ValueError(f"numbers={numbers!r} is not one of {NUMBER_STYLES}")
+    if numbers != "auto":
+        return numbers
+    for value in floats:
+        if math.isfinite(value) and not float(value).is_integer() \
+                and short_fraction(value, max_denominator) is None and named_constant(value) is None:
+            return "decimals"
+    return "fractions"
+
+
+def exact_number(value: sympy.Basic, style: str, max_denominator: int = 1000) -> sympy.Basic:
+    """A float constant as the exact number it stands for in ``style``; anything else as is.
+
+    Whole numbers become integers; in ``"fractions"`` a float becomes its short
+    fraction (or, forced, the fraction of its decimal: ``0.7`` is ``7/10``); in
+    ``"decimals"`` it becomes its 15-digit decimal as an exact rational, which
+    :func:`display_numbers` prints as that decimal again.
+
+    >>> exact_number(sympy.Float(2.0), "decimals"), exact_number(sympy.Float(0.7), "decimals")
+    (2, 7/10)
+    >>> exact_number(sympy.Float(1 / 3), "fractions"), exact_number(sympy.Float(0.7 * 0.7), "decimals")
+    (1/3, 49/100)
+    """
+    if not isinstance(value, sympy.Float):
+        return value
+    number = float(value)
+    if not math.isfinite(number):
+        return value
+    if number.is_integer() and abs(number) < _LARGEST_DECIMAL:
+        return sympy.Integer(int(number))
+    named = named_constant(number)
+    if named is not None:
+        return named
+    if style == "fractions":
+        fraction = short_fraction(number, max_denominator)
+        if fraction is not None:
+            return sympy.Rational(fraction.numerator, fraction.denominator)
+    if not _SMALLEST_DECIMAL <= abs(number) < _LARGEST_DECIMAL:
+        return value
+    return sympy.Rational(_decimal_text(number))
+
+
+def _is_root_exponent(exponent: sympy.Basic) -> bool:
+    """±1/2 and ±1/3: exponents SymPy prints as roots, which read the same in both styles."""
+    return exponent.is_Rational and abs(exponent.p) == 1 and exponent.q in (2, 3)
+
+
+def display_numbers(expression: sympy.Basic, style: str) -> sympy.Basic:
+    """``expression`` with its numbers in ``style``: in ``"decimals"``, fractions become decimals.
+
+    Exponents printed as roots (``\\sqrt{x}``, ``\\sqrt[3]{x}``) stay; in
+    ``"fractions"`` nothing changes (the numbers are exact already).
+
+    >>> x = sympy.Symbol("x")
+    >>> display_numbers(sympy.Rational(7, 10) * x + sympy.sqrt(x) / 4 + x ** sympy.Rational(3, 2), "decimals")
+    0.25*sqrt(x) + 0.7*x + x**1.5
+    """
+    if style != "decimals":
+        return expression
+    return _decimals(expression, {})
+
+
+def _decimals(expression, memo: dict):
+    if expression.is_Rational:
+        return expression if expression.is_Integer else sympy.Float(expression, _DIGITS)
+    if expression.is_Atom:
+        return expression
+    done = memo.get(expression)
+    if done is not None:
+        return done
+    if expression.is_Pow and _is_root_exponent(expression.exp):
+        args = (_decimals(expression.base, memo), expression.exp)
+    else:
+        args = tuple(_decimals(arg, memo) for arg in expression.args)
+    result = expression if args == expression.args else expression.func(*args)
+    memo[expression] = result
+    return result
+
+
+def _float_values(expressions: Iterable[sympy.Basic]) -> list[float]:
+    return [float(f) for expression in expressions for f in expression.atoms(sympy.Float)]
+
+
+def _exact(expressions: list, style: str, max_denominator: int) -> list:
+    floats = set().union(*(expression.atoms(sympy.Float) for expression in expressions))
+    if not floats:
+        return expressions
+    exact = {f: exact_number(f, style, max_denominator) for f in floats}
+    return [expression.xreplace(exact) for expression in expressions]
+
+
+def temporary(number: int) -> sympy.Dummy:
+    """The ``number``-th temporary: a Dummy whose name sorts as the number does.
+
+    SymPy orders the factors of a product by name, so ``t10`` would print
+    before ``t9``; ``t0000009`` does not.
+
+    >>> sorted([temporary(10), temporary(9)], key=sympy.default_sort_key)
+    [_t0000009, _t0000010]
+    """
+    return sympy.Dummy(f"t{number:07d}")
+
+
+# ---------------------------------------------------------------------------
+# 2. Noise temporaries
+# ---------------------------------------------------------------------------
+
+
+def is_noise(expression: sympy.Basic) -> bool:
+    """True for what is not worth a line: a number, a value, or a number times a value.
+
+    >>> x, t = sympy.Symbol("x"), sympy.Dummy("t")
+    >>> is_noise(-t), is_noise(2 * x), is_noise(-sympy.Rational(7, 10) * t), is_noise(x + 1)
+    (True, True, True, False)
+    """
+    if not isinstance(expression, sympy.Expr):
+        return False  # a condition (x > 0) is not a number
+    if expression.is_number or expression.is_Symbol:
+        return True
+    coefficient, rest = expression.as_coeff_Mul()
+    return coefficient.is_Number and rest.is_Symbol
+
+
+def _size(expression: sympy.Basic) -> int:
+    """Operations in ``expression``: its nodes that are not atoms."""
+    return sum(1 for node in sympy.preorder_traversal(expression) if node.args)
+
+
+def _occurrences(expressions: Iterable[sympy.Basic], temporaries: set) -> Counter:
+    """How often each temporary appears in ``expressions`` (``t + sin(t)``: twice)."""
+    counts: Counter = Counter()
+    for expression in expressions:
+        for node in sympy.preorder_traversal(expression):
+            if node in temporaries:
+                counts[node] += 1
+    return counts
+
+
+def inline_noise(assignments: list, outputs: list, max_inline: int | None = None) -> tuple[list, list]:
+    """Write out every noise temporary (:func:`is_noise`) and every one used once.
+
+    A temporary used once stays a line when writing it out would make its
+    consumer larger than ``max_inline`` operations (None: no limit), so a large
+    program keeps lines of bounded size.
+
+    >>> x = sympy.Symbol("x")
+    >>> t1, t2, t3 = sympy.Dummy("t1"), sympy.Dummy("t2"), sympy.Dummy("t3")
+    >>> program = [(t1, sympy.exp(-x)), (t2, t1 + 1), (t3, -t1)]
+    >>> inline_noise(program, [t3 / t2**2, t1])
+    ([(_t1, exp(-x))], [-_t1/(_t1 + 1)**2, _t1])
+    """
+    for _ in range(3):  # writing one out can leave another used once; settles at once in practice
+        before = len(assignments)
+        assignments, outputs = _inline_noise_once(assignments, list(outputs))
+        assignments, outputs = _inline_used_once(assignments, outputs, max_inline)
+        if len(assignments) == before:
+            break
+    return assignments, outputs
+
+
+def _inline_noise_once(assignments: list, outputs: list) -> tuple[list, list]:
+    noise: dict = {}
+    kept = []
+    for symbol, expression in assignments:
+        if noise:
+            expression = expression.xreplace(noise)
+        if is_noise(expression):
+            noise[symbol] = expression
+        else:
+            kept.append((symbol, expression))
+    if noise:
+        outputs = [output.xreplace(noise) for output in outputs]
+    return kept, outputs
+
+
+def _inline_used_once(assignments: list, outputs: list, max_inline: int | None) -> tuple[list, list]:
+    """Write each temporary that appears once into the line where it appears."""
+    outputs = list(outputs)
+    temporaries = {symbol: index for index, (symbol, _) in enumerate(assignments)}
+    lines = [e for _, e in assignments] + outputs
+    count: Counter = Counter()
+    consumer: dict = {}
+    for index, expression in enumerate(lines):
+        for node in sympy.preorder_traversal(expression):
+            if node in temporaries:
+                count[node] += 1
+                consumer[node] = index
+    if all(count[symbol] > 1 for symbol in temporaries):
+        return assignments, outputs
+    size = None if max_inline is None else [_size(e) for e in lines]
+    depth = [_depth(e) for e in lines]
+    written: dict = {}  # temporary -> its expression, for the temporaries written out
+    pending: dict = {}  # line index -> temporaries to write into it
+    for symbol, index in temporaries.items():
+        if count[symbol] != 1:
+            continue
+        target = consumer[symbol]
+        if depth[index] + depth[target] >= MAX_FORMULA_DEPTH:
+            continue  # SymPy prints recursively: lines stay as shallow as the builder made them
+        depth[target] += depth[index]
+        if size is not None:
+            if size[index] + size[target] > max_inline:
+                continue
+            size[target] += size[index]
+        written[symbol] = None
+        pending.setdefault(target, []).append(symbol)
+    if not written:
+        return assignments, outputs
+    # In order: a line's own written-out temporaries are complete before it is written anywhere.
+    result = []
+    for index, expression in enumerate(lines):
+        if index in pending:
+            expression = expression.xreplace({s: written[s] for s in pending[index]})
+        if index < len(assignments):
+            symbol = assignments[index][0]
+            if symbol in written:
+                written[symbol] = expression
+            else:
+                result.append((symbol, expression))
+        else:
+            outputs[index - len(assignments)] = expression
+    return result, outputs
+
+
+# ---------------------------------------------------------------------------
+# 3. and 4. Rewrites, measured
+# ---------------------------------------------------------------------------
+
+
+def _expand(expression):
+    # Products and integer powers of sums multiplied out; exponentials and logarithms
+    # left whole (e^{a+b} stays one exponential).
+    return sympy.expand(expression, power_exp=False, power_base=False, log=False, deep=False)
+
+
+def _expand_then_factor_terms(expression):
+    return sympy.factor_terms(_expand(expression))
+
+
+def _cancel_factor_denominator(expression):
+    """One fraction, its numerator multiplied out and its denominator factored:
+    ``(y^2 - x^2)/(x^2 + y^2)^2`` where ``cancel`` gives ``.../(x^4 + 2 x^2 y^2 + y^4)``."""
+    numerator, denominator = sympy.fraction(sympy.cancel(expression))
+    return sympy.expand(numerator) / sympy.factor(denominator)
+
+
+def _rational_terms_together(expression):
+    """The terms that are rational functions of the symbols as one factored fraction, the
+    others as they are: ``2 x y/(x^2 + y^2)^2 - cos(y)`` rather than one fraction over all."""
+    terms = sympy.Add.make_args(expression)
+    rational = [term for term in terms if term.is_rational_function()]
+    if len(rational) < 2 or len(rational) == len(terms):
+        return expression  # one term, or all: factor on the whole does it
+    rest = [term for term in terms if not term.is_rational_function()]
+    return sympy.Add(sympy.factor(sympy.Add(*rational)), *rest)
+
+
+#: The rewrites tried on each expression, cheapest first, with the largest expression
+#: (operations, symbols) each is tried on: factoring costs grow fast with the number of
+#: symbols (a sum of products of 40 temporaries takes SymPy's factor seconds).
+_REWRITES: tuple[tuple[str, Callable, int, int], ...] = (
+    ("factor_terms", sympy.factor_terms, 400, 1000),
+    ("expand", _expand, 200, 1000),
+    ("expand, factor_terms", _expand_then_factor_terms, 200, 1000),
+    ("cancel", sympy.cancel, 150, 8),
+    ("cancel, factor the denominator", _cancel_factor_denominator, 150, 6),
+    ("rational terms together", _rational_terms_together, 150, 6),
+    ("factor", sympy.factor, 150, 6),
+    ("simplify", sympy.simplify, 16, 4),
+)
+
+# Powers of sums multiplied out only up to this exponent: (a + b)^50 has 51 terms.
+_MAX_EXPANDED_POWER = 8
+
+
+def _expandable(expression) -> bool:
+    return not any(p.base.is_Add and p.exp.is_Integer and abs(p.exp) > _MAX_EXPANDED_POWER
+                   for p in expression.atoms(sympy.Pow))
+
+
+def _sample_points(symbols: list) -> list[dict]:
+    """Two points with a different value in (0, 1) for each symbol (logs, roots, 1 - p defined)."""
+    return [{s: sympy.Rational(i + 2, i + 7) for i, s in enumerate(symbols)},
+            {s: sympy.Rational(2 * i + 3, 2 * i + 7) for i, s in enumerate(symbols)}]
+
+
+def _agrees(original, rewritten) -> bool:
+    """Whether ``rewritten`` has the value of ``original`` at two points (where both have one)."""
+    symbols = sorted(original.free_symbols | rewritten.free_symbols, key=sympy.default_sort_key)
+    compared = 0
+    for point in _sample_points(symbols):
+        try:
+            a = complex(original.xreplace(point).evalf(30))
+            b = complex(rewritten.xreplace(point).evalf(30))
+        except (TypeError, ValueError, ArithmeticError):
+            continue  # no value here (an undefined function, a pole): the other point decides
+        if not (math.isfinite(abs(a)) and math.isfinite(abs(b))):
+            continue
+        if abs(a - b) > 1e-9 * max(1.0, abs(a)):
+            return False
+        compared += 1
+    # A rewrite that cannot be checked anywhere is still SymPy's own, exact rewrite.
+    return True
+
+
+class _Clock:
+    def __init__(self, seconds: float):
+        self.deadline = time.perf_counter() + seconds
+
+    def expired(self) -> bool:
+        return time.perf_counter() > self.deadline
+
+
+def _hide_decimals(expression) -> tuple[sympy.Basic, dict]:
+    """``expression`` with each fractional number stood for by a symbol, and the way back.
+
+    In a decimal block, rewrites must not clear denominators: ``cancel`` turns
+    ``-0.7 / (t + 1)`` into ``-7 / (10 t + 10)``, where the decimal the user wrote
+    is gone. With ``0.7`` a symbol, it stays one number.
+    """
+    symbols: dict = {}
+
+    def hide(node):
+        if node.is_Rational:
+            if node.is_Integer:
+                return node
+            magnitude = abs(node)
+            if magnitude not in symbols:
+                symbols[magnitude] = sympy.Dummy("c")
+            return symbols[magnitude] if node > 0 else -symbols[magnitude]
+        if node.is_Atom:
+            return node
+        if node.is_Pow:
+            return node.func(hide(node.base), node.exp)  # exponents stay numbers (roots)
+        return node.func(*(hide(arg) for arg in node.args))
+
+    hidden = hide(expression)
+    return hidden, {symbol: number for number, symbol in symbols.items()}
+
+
+def _splits_exponentials(expression) -> bool:
+    return any(sum(1 for factor in product.args if isinstance(factor, sympy.exp)) > 1
+               for product in expression.atoms(sympy.Mul))
+
+
+def _rewrites(expression, clock: _Clock, style: str = "fractions") -> dict:
+    """``{name: rewritten}`` for each rewrite of ``expression`` that is new and agrees with it."""
+    found: dict = {}
+    size = _size(expression)
+    work, back = _hide_decimals(expression) if style == "decimals" else (expression, {})
+    seen = {expression}
+    symbols = len(expression.free_symbols)
+    for name, rewrite, largest, most_symbols in _REWRITES:
+        if size > largest or symbols > most_symbols or clock.expired():
+            continue
+        if "expand" in name and not _expandable(expression):
+            continue
+        try:
+            candidate = rewrite(work)
+            if _splits_exponentials(candidate):
+                # SymPy's polynomial rewrites split e^{a+b} into e^{a} e^{b}: joined again.
+                candidate = sympy.powsimp(candidate, deep=True, combine="exp")
+        except Exception:  # noqa: BLE001 - a rewrite SymPy cannot do leaves the form we have
+            continue
+        if back:
+            candidate = candidate.xreplace(back)
+        if candidate in seen:
+            continue
+        seen.add(candidate)
+        if _agrees(expression, candidate):
+            found[name] = candidate
+    return found
+
+
+# A rewrite replaces the form as built only if it reads this many signs shorter: the
+# built form follows the function as the user wrote it (t (1 - 4 t) for 4 t (1 - t)
+# steps), and one sign is not worth losing that.
+_REWRITE_GAIN = 2
+
+
+def _best_form(expression, forms, length: Callable):
+    """The shortest of ``forms``, if it beats ``expression`` by ``_REWRITE_GAIN`` signs.
+
+    Of forms within one sign of the shortest, the one with the fewest operations
+    wins: ``k (x_{1} - x_{2} + 1)`` over ``k x_{1} - k x_{2} + k``.
+    """
+    if not forms:
+        return expression
+    shortest = min(length(form) for form in forms)
+    near = [form for form in forms if length(form) <= shortest + 1]
+    best = min(near, key=lambda form: (sympy.count_ops(form), length(form)))
+    return best if length(best) <= length(expression) - _REWRITE_GAIN else expression
+
+
+def _shortest(expression, length: Callable, clock: _Clock, style: str = "fractions"):
+    """The shortest of ``expression`` and its rewrites that agree with it (see _best_form)."""
+    return _best_form(expression, list(_rewrites(expression, clock, style).values()), length)
+
+
+# What a temporary's own line adds besides its expression, in signs: "t_{1} =" and the
+# reader's trip to look it up.
+_LINE_OVERHEAD = 4
+
+
+def _block_length(assignments, outputs, length: Callable) -> int:
+    return (sum(_LINE_OVERHEAD + length(e) for _, e in assignments)
+            + sum(length(o) for o in outputs))
+
+
+def _writing_out(index: int, lines: list, lengths: list, length: Callable) -> tuple[int, dict]:
+    """What writing out temporary ``index`` of ``lines`` does: (change of length, new lines)."""
+    symbol, value = lines[index]
+    rule = {symbol: value}
+    changed = {i: lines[i][1].xreplace(rule) for i in range(index + 1, len(lines))
+               if symbol in lines[i][1].free_symbols}
+    delta = sum(length(e) - lengths[i] for i, e in changed.items()) - (_LINE_OVERHEAD + lengths[index])
+    return delta, changed
+
+
+def _prune_temporaries(assignments, outputs, length: Callable, clock: _Clock, *,
+                       max_temporaries: int | None = None, max_inline: int | None = None,
+                       small: bool = True):
+    """Write out noise temporaries, those used once, and those whose line costs more than it saves.
+
+    ``small``: a short program (the short form's): the temporary whose writing
+    out shortens the block most goes first, each round, and one whose line
+    saves exactly what it costs is written out too. Otherwise one sweep, latest
+    temporary first, per round (linear rounds for programs of hundreds of lines), and only
+    where that saves ``_REWRITE_GAIN`` signs: the lines follow the program as written.
+    ``max_inline``: never make a line larger than this many operations.
+    """
+    assignments, outputs = inline_noise(assignments, outputs, max_inline)
+    lines = list(assignments) + [(None, o) for o in outputs]
+    lengths = [length(e) for _, e in lines]
+
+    def apply(index, changed):
+        for i, expression in changed.items():
+            lines[i] = (lines[i][0], expression)
+            lengths[i] = length(expression)
+        del lines[index], lengths[index]
+
+    def temporaries():
+        return sum(1 for symbol, _ in lines if symbol is not None)
+
+    def trial(index):
+        """(change of length, changed lines), or None where the limits forbid it."""
+        delta, changed = _writing_out(index, lines, lengths, length)
+        if any(_depth(e) >= MAX_FORMULA_DEPTH for e in changed.values()) or (
+                max_inline is not None and any(_size(e) > max_inline for e in changed.values())):
+            return None
+        return delta, changed
+
+    changed_any = True
+    while changed_any and not clock.expired():
+        changed_any = False
+        if small:
+            trials = [(found, index) for index in range(temporaries())
+                      if (found := trial(index)) is not None and found[0] <= 0]
+            if trials:
+                (_, changed), index = min(trials, key=lambda pair: pair[0][0])
+                apply(index, changed)
+                changed_any = True
+            continue
+        # Latest first: writing out a late temporary never changes an earlier line.
+        for index in reversed(range(temporaries())):
+            if index >= temporaries() or clock.expired():
+                continue
+            found = trial(index)
+            if found is not None and found[0] <= -_REWRITE_GAIN:
+                apply(index, found[1])
+                changed_any = True
+    while max_temporaries is not None and temporaries() > max_temporaries:
+        options = [(_writing_out(i, lines, lengths, length), i) for i in range(temporaries())]
+        (_, changed), index = min(options, key=lambda option: option[0][0])
+        apply(index, changed)
+    count = temporaries()
+    assignments, outputs = inline_noise(lines[:count], [e for _, e in lines[count:]], max_inline)
+    return _positive_temporaries(assignments, outputs) if small else (assignments, outputs)
+
+
+def _positive_temporaries(assignments, outputs):
+    """A temporary that is minus something is that something, and its uses change sign:
+    ``- t_{2} - t_{3} x^{2}`` with ``t_{2} = -1/r^{3}`` reads as ``t_{2} - t_{3} x^{2}``."""
+    flipped = {symbol: -symbol for symbol, value in assignments
+               if isinstance(value, sympy.Expr) and value.could_extract_minus_sign()}
+    if not flipped:
+        return assignments, outputs
+    assignments = [(s, (-e if s in flipped else e).xreplace(flipped)) for s, e in assignments]
+    return assignments, [o.xreplace(flipped) for o in outputs]
+
+
+def _written_out(assignments, outputs) -> list:
+    values: dict = {}
+    for symbol, expression in assignments:
+        values[symbol] = expression.xreplace(values) if values else expression
+    return [output.xreplace(values) for output in outputs] if values else list(outputs)
+
+
+def _written_out_size(assignments, outputs, limit: int) -> tuple[int, int]:
+    """Operations and nesting depth of the outputs with every temporary written out.
+
+    Counted, not built; past ``limit`` operations the count stops (and exceeds it).
+    """
+    size: dict = {}
+    depth: dict = {}
+    for symbol, expression in assignments:
+        size[symbol], depth[symbol] = _measure_with(expression, size, depth)
+        if size[symbol] > limit:
+            return limit + 1, depth[symbol]
+    measured = [_measure_with(output, size, depth) for output in outputs]
+    return sum(s for s, _ in measured), max((d for _, d in measured), default=0)
+
+
+def _measure_with(expression, size: dict, depth: dict) -> tuple[int, int]:
+    """(operations, depth) of ``expression`` with the temporaries in ``size`` written out."""
+    total = deepest = 0
+    stack = [(expression, 0)]
+    while stack:
+        node, level = stack.pop()
+        if node.args:
+            total += 1
+            deepest = max(deepest, level + 1)
+            stack.extend((arg, level + 1) for arg in node.args)
+        elif node in size:
+            total += size[node]
+            deepest = max(deepest, level + depth[node])
+    return total, deepest
+
+
+def _depth(expression) -> int:
+    return _measure_with(expression, {}, {})[1]
+
+
+def _short_form(assignments, outputs, options: DisplayOptions, length, clock, style):
+    """Every output written out and rewritten, then the shared subexpressions that pay kept.
+
+    Besides the shortest form of each output, each rewrite applied to every
+    output is tried as a block: the same form everywhere can share more (the two
+    partial derivatives of a logistic loss over one denominator).
+    """
+    written = _written_out(assignments, outputs)
+    rewritten = {output: _rewrites(output, clock, style) for output in dict.fromkeys(written)}
+    choices = [{output: _best_form(output, list(forms.values()), length)
+                for output, forms in rewritten.items()}]
+    for name, *_ in _REWRITES:
+        choice = {output: forms.get(name, output) for output, forms in rewritten.items()}
+        if choice not in choices:
+            choices.append(choice)
+    blocks = []
+    for choice in choices:
+        if clock.expired() and blocks:
+            break
+        simplified = [choice[output] for output in written]
+        symbols = (temporary(i) for i in itertools.count(1))
+        shared, reduced = sympy.cse(simplified, symbols=symbols, order="none")
+        blocks.append(_prune_temporaries(list(shared), list(reduced), length, clock,
+                                         max_temporaries=options.max_temporaries))
+    first, *others = blocks
+    best = min(blocks, key=lambda block: _block_length(*block, length))
+    if _block_length(*best, length) > _block_length(*first, length) - _REWRITE_GAIN:
+        return first  # the shortest form of each output, unless a uniform block reads clearly shorter
+    return best
+
+
+def _line_by_line(assignments, outputs, options: DisplayOptions, length, clock, style):
+    """Each line rewritten on its own, temporaries as atoms, between two prunings."""
+    def prune(assignments, outputs):
+        return _prune_temporaries(assignments, outputs, length, clock, max_inline=options.max_inline,
+                                  small=False)
+
+    assignments, outputs = prune(assignments, outputs)
+    assignments = [(s, e if clock.expired() else _shortest(e, length, clock, style))
+                   for s, e in assignments]
+    outputs = [o if clock.expired() else _shortest(o, length, clock, style) for o in outputs]
+    return prune(assignments, outputs)
+
+
+def simplify_for_display(
+    assignments: list,
+    outputs: list,
+    options: DisplayOptions | None = None,
+    *,
+    length: Callable[[sympy.Basic], int] | None = None,
+    style: str | None = None,
+) -> tuple[list, list]:
+    """The program ``(assignments, outputs)`` rewritten for people (see the module's docstring).
+
+    Args:
+        assignments: ``(temporary, expression)`` pairs in order; temporaries are
+            SymPy symbols (``Dummy``) that later expressions and outputs use.
+        outputs: the output expressions.
+        options: a :class:`DisplayOptions`.
+        length: how long an expression prints (the printed LaTeX without spaces,
+            by default SymPy's ``latex``); temporaries should print as a name of
+            their usual length.
+        style: ``"fractions"`` or ``"decimals"`` if the caller has made the numbers
+            exact already (with :func:`exact_number`); None: decided here from
+            the floats in the expressions.
+
+    Returns ``(assignments, outputs)`` of the same form, numbers in the block's style.
+    """
+    options = options or DisplayOptions()
+    if length is None:
+        length = _sympy_latex_length
+    assignments, outputs = list(assignments), list(outputs)
+    if style is None:
+        expressions = [e for _, e in assignments] + outputs
+        style = number_style(_float_values(expressions), options.numbers, options.max_denominator)
+        exact = _exact(expressions, style, options.max_denominator)
+        assignments = [(s, e) for (s, _), e in zip(assignments, exact)]
+        outputs = exact[len(assignments):]
+
+    @functools.lru_cache(maxsize=4096)
+    def shown_length(expression) -> int:
+        return length(display_numbers(expression, style))
+
+    if options.simplify:
+        assignments, outputs = inline_noise(assignments, outputs, options.max_inline)
+        clock = _Clock(options.time_budget)
+        size, depth = _written_out_size(assignments, outputs, options.simplify_below)
+        if size <= options.simplify_below and depth < MAX_FORMULA_DEPTH:
+            short = _short_form(assignments, outputs, options, shown_length, clock, style)
+            if _block_length(*short, shown_length) <= _block_length(assignments, outputs, shown_length):
+                assignments, outputs = short
+        elif len(assignments) <= options.simplify_lines:
+            assignments, outputs = _line_by_line(assignments, outputs, options, shown_length, clock,
+                                                 style)
+    if style == "decimals":
+        assignments = [(s, display_numbers(e, style)) for s, e in assignments]
+        outputs = [display_numbers(o, style) for o in outputs]
+    return assignments, outputs
+
+
+def _sympy_latex_length(expression) -> int:
+    return len("".join(sympy.latex(expression).split()))
