@@ -9,8 +9,9 @@
 
 The expression is **never evaluated as Python**: it is parsed with
 :func:`ast.parse` and walked with an allow-list (numbers, names, ``+ - * / **``,
-unary ``-``/``+`` and calls of the math functions in :data:`FUNCTIONS`); each
-allowed node becomes a ``symad.numpy`` operation on tracers. Anything else
+unary ``-``/``+`` and calls of the functions in :data:`FUNCTIONS`: symad.numpy's
+math functions and every function symad.special traces, ``gammaln``, ``jv``,
+``zeta``, ...); each allowed node becomes a traced operation. Anything else
 (attributes, subscripts, strings, lambdas, comprehensions, keyword arguments,
 names starting with ``_``, exponents above 1000, input over 1000 characters)
 is refused with a message and exit code 2.
@@ -20,6 +21,9 @@ every other name in the order it first appears in the expression (``pi`` and
 ``e`` are constants; ``e**x`` is read as ``exp(x)``). A call with the wrong
 number of arguments (``sin(x, y)``) and a ``--wrt`` name given twice are
 refused with exit code 2.
+
+Formulas are printed as ``F.latex()`` prints them (simplified for display, see
+:mod:`symad.export.display`), as text or, with ``--latex``, as LaTeX.
 """
 
 from __future__ import annotations
@@ -39,8 +43,15 @@ MAX_EXPONENT = 1000
 MAX_ORDER = 20  # derivative formulas grow with the order; past this, use sd.derivative in Python
 
 
+#: Helpers of symad.special that derivatives are written with, callable by their names too
+#: (docs/special-functions.md lists them with the functions).
+SPECIAL_HELPERS = ("polygamma_difference", "lambertw1p", "sinpi", "cospi")
+
+
 def _functions() -> dict[str, Callable]:
     from symad import numpy as snp
+    from symad import special as ssp
+    from symad.primitives import Primitive
 
     table = {
         name: getattr(snp, name) for name in (
@@ -49,22 +60,29 @@ def _functions() -> dict[str, Callable]:
             "log1p", "sqrt", "cbrt", "abs", "sign", "erf", "erfc", "sigmoid", "softplus",
             "hypot", "logaddexp", "maximum", "minimum")
     }
+    # Every function symad.special traces, by its SciPy name (gamma, jv, zeta, ...), and the
+    # helpers by their primitive's name: the same objects a Python caller traces.
+    table.update({name: getattr(ssp, name) for name in ssp.__all__ if name != "SCIPY_UFUNCS"})
+    by_primitive = {function.primitive.name: function for function in vars(ssp).values()
+                    if isinstance(getattr(function, "primitive", None), Primitive)}
+    table.update({name: by_primitive[name] for name in SPECIAL_HELPERS})
     aliases = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "atan2": "arctan2",
                "asinh": "arcsinh", "acosh": "arccosh", "atanh": "arctanh", "ln": "log",
-               "max": "maximum", "min": "minimum"}
+               "max": "maximum", "min": "minimum", "yn": "yv"}
     table.update({alias: table[name] for alias, name in aliases.items()})
     return table
 
 
-def _arity(function: Callable) -> int:
-    """How many positional arguments ``function`` requires (all the allowed ones take only those)."""
-    return sum(1 for p in inspect.signature(function).parameters.values()
-               if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty)
+def _arity(function: Callable) -> tuple[int, int]:
+    """The fewest and most positional arguments ``function`` takes (``zeta``: 1 or 2)."""
+    positional = [p for p in inspect.signature(function).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return sum(1 for p in positional if p.default is p.empty), len(positional)
 
 
-#: The functions an expression may call, by name (symad.numpy functions).
+#: The functions an expression may call, by name (symad.numpy and symad.special functions).
 FUNCTIONS = _functions()
-#: How many arguments each function takes: checked before tracing, so a wrong count
+#: How many arguments each function takes (fewest, most): checked before tracing, so a wrong count
 #: is a one-line refusal rather than a TypeError from inside symad.
 ARITY = {name: _arity(function) for name, function in FUNCTIONS.items()}
 CONSTANTS = {"pi": math.pi, "e": math.e}
@@ -154,9 +172,10 @@ def _check(tree: ast.Expression) -> list[str]:
                                       f"{', '.join(sorted(FUNCTIONS))}")
             if node.keywords:
                 raise ExpressionError("keyword arguments are not allowed")
-            expected = ARITY[node.func.id]
-            if len(node.args) != expected:
-                plural = "argument" if expected == 1 else "arguments"
+            fewest, most = ARITY[node.func.id]
+            if not fewest <= len(node.args) <= most:
+                expected = str(fewest) if fewest == most else f"{fewest} or {most}"
+                plural = "argument" if expected == "1" else "arguments"
                 raise ExpressionError(f"{node.func.id} takes {expected} {plural}, "
                                       f"got {len(node.args)}")
         else:
@@ -255,11 +274,12 @@ def _python_text(F) -> str:
 
 
 def _formula(F):
-    """``F.formula()``, its size-limit error reworded for the command line."""
+    """``F.formula(simplify=True)`` (what ``--latex`` prints), its size-limit error reworded
+    for the command line."""
     from symad.errors import ExportError
 
     try:
-        return F.formula()
+        return F.formula(simplify=True)
     except ExportError as error:
         message = str(error).split(" Use F.cse()")[0]
         raise ExportError(f"{message} Print the program with shared values kept as "
@@ -272,7 +292,14 @@ def _plain_text(F, labels: list[str]) -> str:
     flat = []
     for leaf in leaves:
         flat.extend(leaf if isinstance(leaf, tuple) else (leaf,))
-    return "\n".join(f"{label} = {value}" for label, value in zip(labels, flat))
+    return "\n".join(f"{label} = {_text(value)}" for label, value in zip(labels, flat))
+
+
+def _text(value) -> str:
+    """A formula as text, decimals as short as they print in LaTeX (0.7, not 0.700000000000000)."""
+    import sympy
+
+    return sympy.sstr(value, full_prec=False)
 
 
 def _emit(F, labels: list[str], options) -> str:
@@ -314,7 +341,7 @@ def _run(options) -> str:
         return "\n".join(f"{label} = {float(c)!r}" for label, c in zip(labels, T(*values)))
     if options.latex or options.c or options.python:
         return _emit(T, labels, options)
-    return "\n".join(f"{label} = {c}" for label, c in zip(labels, _formula(T)))
+    return "\n".join(f"{label} = {_text(c)}" for label, c in zip(labels, _formula(T)))
 
 
 def _parser() -> argparse.ArgumentParser:

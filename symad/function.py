@@ -21,7 +21,7 @@ from symad.compile import DEFAULT_BACKEND, PRECISION_BACKENDS, make_evaluator, m
 from symad.compile.batch import batch_shape as _batch_shape
 from symad.compile.dask_support import evaluate_dask, is_dask_array
 from symad.compile.memory import output_array
-from symad.errors import CompileError, SymadError, TracingError
+from symad.errors import CompileError, ExportError, SymadError, TracingError
 from symad.graph import (
     ArrayInput,
     Graph,
@@ -273,7 +273,7 @@ class Function:
         return unroll(self)
 
     def formula(self, *, max_size: float | None = None, max_depth: float | None = None,
-                expand: bool = False) -> Any:
+                expand: bool = False, simplify: bool = False, numbers: str = "auto") -> Any:
         """The outputs as SymPy expressions, shared subexpressions inlined.
 
         A scalar output is a ``sympy.Expr``, an array output a ``sympy.Array``
@@ -283,6 +283,11 @@ class Function:
         indices :attr:`index_symbols`, ``Sum`` over bound ones; see
         :mod:`symad.export.index_notation`); ``expand=True`` gives its
         per-element view, a ``sympy.Array`` of the elements' formulas.
+        With ``simplify=True``, the expressions :meth:`latex` prints (the
+        display simplifier's, :mod:`symad.export.display`), temporaries written
+        out, numbers in the block's style (``numbers``: "auto", "fractions" or
+        "decimals"); the default gives the graph's own expressions. (Index
+        notation is printed as built: the simplifier works on programs of scalars.)
 
         Inlining copies every shared value into each of its uses, so the tree
         can be exponentially larger than the graph. Its size is estimated
@@ -308,13 +313,17 @@ class Function:
         Traceback (most recent call last):
         ...
         symad.errors.ExportError: formula(grad(chain)): the inlined formula would have ...
+        >>> himmelblau = lambda x, y: (x**2 + y - 11)**2 + (x + y**2 - 7)**2
+        >>> sd.hessian(himmelblau, (0, 1)).trace(1.0, 2.0).formula(simplify=True)[0]
+        (12*x**2 + 4*y - 42, 4*x + 4*y)
         """
         from symad.inlining import check_budget
 
         if expand:
             expanded = self.expand()
             if expanded is not self:
-                return expanded.formula(max_size=max_size, max_depth=max_depth)
+                return expanded.formula(max_size=max_size, max_depth=max_depth, simplify=simplify,
+                                        numbers=numbers)
         elif self.is_array_program:
             from symad.export.index_notation import index_formula
 
@@ -323,11 +332,30 @@ class Function:
             f"formula({self.name})", self.graph, max_size, max_depth,
             "Use F.cse() for the program with shared values kept as assignments, or "
             "F.latex() to print it; formula(max_size=..., max_depth=...) raises the limits.")
+        if simplify:
+            return self._display_formula(numbers)
         expression_of: dict = {}
         for node in self.graph.nodes:
             expression_of[node] = node.expr_with(expression_of)
         leaves = [_to_sympy_value(_sympy_outputs(atoms, expression_of))
                   for atoms in self._output_atoms()]
+        return tree_unflatten(self.out_treedef, leaves)
+
+    def _display_formula(self, numbers: str) -> Any:
+        from symad.export.display import NUMBER_STYLES
+        from symad.export.latex import display_formula
+
+        if not isinstance(numbers, str) or numbers not in NUMBER_STYLES:
+            raise ExportError(f"formula({self.name}): numbers={numbers!r} is not allowed; numbers "
+                              "must be 'auto', 'fractions' or 'decimals'")
+        flat = display_formula(self, numbers=numbers)
+        leaves, start = [], 0
+        for shape in self.out_shapes:
+            count = int(np.prod(shape, dtype=int))
+            elements = np.empty(count, dtype=object)
+            elements[:] = flat[start:start + count]
+            start += count
+            leaves.append(_to_sympy_value(elements.reshape(shape)))
         return tree_unflatten(self.out_treedef, leaves)
 
     def cse(self, *, expand: bool = False) -> tuple[list[tuple[sympy.Symbol, sympy.Basic]], Any]:

@@ -156,13 +156,14 @@ def test_c_output_with_a_variable_exponent(run_here):
 def test_every_function_refuses_a_wrong_argument_count(name, run_here):
     from symad.cli import ARITY
 
-    expected = ARITY[name]
-    for count in {0, expected - 1, expected + 1} - {-1, expected}:
+    fewest, most = ARITY[name]
+    expected = str(fewest) if fewest == most else f"{fewest} or {most}"  # zeta(x) or zeta(x, q)
+    for count in {0, fewest - 1, most + 1} - {-1} - set(range(fewest, most + 1)):
         call = f"{name}({', '.join(['x'] * count)})"
         result = run_here("diff", call, "--wrt", "x")
         assert result.returncode == 2, (call, result.stderr)
         assert "Traceback" not in result.stderr
-        plural = "argument" if expected == 1 else "arguments"
+        plural = "argument" if expected == "1" else "arguments"
         assert result.stderr.strip() == f"symad: {name} takes {expected} {plural}, got {count}"
 
 
@@ -184,3 +185,41 @@ def test_e_to_a_power_reads_as_exp(run_here):
     # A constant power of e stays a number, as before.
     result = run_here("taylor", "e**2*x", "--wrt", "x", "--order", "1", "--at", "0")
     assert result.stdout.splitlines()[1] == f"c1 = {math.e ** 2!r}"
+
+
+def special_functions_in_the_docs() -> set[str]:
+    """The functions docs/special-functions.md lists (read as benchmarks/formulas.py reads them)."""
+    import importlib.util
+
+    path = ROOT / "benchmarks" / "formula_corpus.py"
+    spec = importlib.util.spec_from_file_location("formula_corpus", path)
+    corpus = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(corpus)
+    return corpus.special_functions_listed((ROOT / "docs" / "special-functions.md").read_text())
+
+
+def test_the_docs_list_of_special_functions_is_read_whole():
+    names = special_functions_in_the_docs()
+    assert {"gammaln", "psi", "jn", "y1", "zeta_derivative", "lambertw1p", "cospi", "exp2"} <= names
+    assert len(names) >= 45
+
+
+@pytest.mark.parametrize("name", sorted(special_functions_in_the_docs()))
+def test_diff_accepts_every_special_function_the_docs_list(name, run_here):
+    from symad.cli import ARITY, FUNCTIONS
+
+    assert name in FUNCTIONS
+    fewest, _ = ARITY[name]
+    call = f"{name}({', '.join(['2'] * (fewest - 1) + ['x'])})"  # constant orders, then x
+    result = run_here("diff", call, "--wrt", "x")
+    assert result.returncode == 0, (call, result.stderr)
+    assert result.stdout.startswith("df/dx = ")
+
+
+def test_special_functions_differentiate_as_the_library_does(run_here):
+    # The issue's example: gammaln was "not a known function".
+    assert run_here("diff", "gammaln(x)", "--wrt", "x").stdout == "df/dx = digamma(x)\n"
+    assert run_here("diff", "jv(2, x)", "--wrt", "x").stdout == (
+        "df/dx = (besselj(1, x) - besselj(3, x))/2\n")
+    result = run_here("diff", "zeta(x, q)", "--wrt", "q")
+    assert result.stdout == "df/dq = -x*zeta(x + 1, q)\n"

@@ -158,6 +158,7 @@ def evaluate_parsed(text, inputs, values):
 
     known = {parse_latex(symbol_latex(s.name)): v for s, v in zip(inputs, values)}
     known[sympy.Symbol("e")] = sympy.E
+    known[sympy.Symbol("pi")] = sympy.pi
     results = []
     for line in lines(text):
         label, rhs = line.split(" &= ")

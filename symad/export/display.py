@@ -20,18 +20,22 @@ What it does, cheapest first:
    ``max_inline`` operations.
 3. **The short form**, for programs whose outputs, written out in full, have at most
    ``simplify_below`` operations: every output is written out and rewritten by
-   SymPy's ``expand``, ``factor_terms``, ``cancel``, ``factor`` and ``simplify``; the
-   shortest form wins, measured as the printed LaTeX without spaces, and a rewrite
-   is accepted only if it agrees with the original at two points. Shared
+   SymPy's ``expand``, ``factor_terms``, ``cancel`` and ``factor`` (and a few
+   combinations of them, :data:`_REWRITES`) and, when small, ``simplify``. The
+   shortest form wins if it beats the form as built by ``_REWRITE_GAIN`` signs,
+   measured as the LaTeX a reader sees (the caller's ``length``), and a rewrite is
+   accepted only if it agrees with the original at two points. Shared
    subexpressions are then found again (``sympy.cse``) and each is kept only if it
-   makes the block shorter (at most ``max_temporaries`` of them). The block that
-   results is compared with the shared form of step 2; the shorter is printed.
+   makes the block shorter (at most ``max_temporaries`` of them), and each line is
+   rewritten once more with the temporaries as atoms. The block that results is
+   compared with the shared form of step 2; the shorter is printed.
 4. **Line by line**, for programs too large for the short form but with at most
    ``simplify_lines`` lines: the same rewrites on each line, with the temporaries
-   as atoms, and a temporary is written out where that makes the block shorter.
+   as atoms, and a temporary is written out where that saves ``_REWRITE_GAIN`` signs.
 
-Steps 3 and 4 share a time budget (``time_budget`` seconds, checked between
-rewrites): past it, the lines not reached yet keep the form of step 2. Larger
+Steps 3 and 4 share a time budget (``time_budget`` seconds of CPU time, checked
+between rewrites; CPU time, so that other jobs on the machine do not change the
+block): past it, the outputs not reached yet keep the form of step 2. Larger
 programs get steps 1 and 2 only, which are linear in the program's size.
 
 >>> import sympy
@@ -60,7 +64,7 @@ from symad.inlining import MAX_FORMULA_DEPTH
 __all__ = [
     "DisplayOptions", "NUMBER_STYLES", "display_numbers", "exact_number", "inline_noise",
     "is_noise", "named_constant", "number_style", "short_fraction", "simplify_for_display",
-    "temporary",
+    "temporary", "written_out",
 ]
 
 #: The values of the ``numbers=`` option.
@@ -94,7 +98,7 @@ class DisplayOptions:
     simplify_below: int = 1000
     #: Line-by-line rewriting for programs of at most this many lines.
     simplify_lines: int = 200
-    #: Seconds for the rewrites of steps 3 and 4 (checked between rewrites).
+    #: CPU seconds for the rewrites of steps 3 and 4 (checked between rewrites).
     time_budget: float = 2.0
     #: A temporary used once is written out only while its line stays this small.
     max_inline: int = 30
@@ -480,11 +484,14 @@ def _agrees(original, rewritten) -> bool:
 
 
 class _Clock:
+    """The time budget, in CPU seconds of this process: on a shared machine, other jobs
+    make the wall clock run faster than the work, and the block would depend on them."""
+
     def __init__(self, seconds: float):
-        self.deadline = time.perf_counter() + seconds
+        self.deadline = time.process_time() + seconds
 
     def expired(self) -> bool:
-        return time.perf_counter() > self.deadline
+        return time.process_time() > self.deadline
 
 
 def _hide_decimals(expression) -> tuple[sympy.Basic, dict]:
@@ -514,9 +521,22 @@ def _hide_decimals(expression) -> tuple[sympy.Basic, dict]:
     return hidden, {symbol: number for number, symbol in symbols.items()}
 
 
+def _has_exponentials(product) -> bool:
+    return product.is_Mul and sum(1 for factor in product.args if isinstance(factor, sympy.exp)) > 1
+
+
 def _splits_exponentials(expression) -> bool:
-    return any(sum(1 for factor in product.args if isinstance(factor, sympy.exp)) > 1
-               for product in expression.atoms(sympy.Mul))
+    return any(_has_exponentials(product) for product in expression.atoms(sympy.Mul))
+
+
+def _join_exponentials(expression):
+    """``e^{a} e^{b}`` as ``e^{a + b}`` in every product (SymPy's polynomial rewrites split them)."""
+    def join(product):
+        exponents = [factor.args[0] for factor in product.args if isinstance(factor, sympy.exp)]
+        rest = [factor for factor in product.args if not isinstance(factor, sympy.exp)]
+        return sympy.Mul(*rest, sympy.exp(sympy.Add(*exponents)))
+
+    return expression.replace(_has_exponentials, join)
 
 
 def _rewrites(expression, clock: _Clock, style: str = "fractions") -> dict:
@@ -524,6 +544,7 @@ def _rewrites(expression, clock: _Clock, style: str = "fractions") -> dict:
     found: dict = {}
     size = _size(expression)
     work, back = _hide_decimals(expression) if style == "decimals" else (expression, {})
+    split_already = _splits_exponentials(work)
     seen = {expression}
     symbols = len(expression.free_symbols)
     for name, rewrite, largest, most_symbols in _REWRITES:
@@ -533,9 +554,8 @@ def _rewrites(expression, clock: _Clock, style: str = "fractions") -> dict:
             continue
         try:
             candidate = rewrite(work)
-            if _splits_exponentials(candidate):
-                # SymPy's polynomial rewrites split e^{a+b} into e^{a} e^{b}: joined again.
-                candidate = sympy.powsimp(candidate, deep=True, combine="exp")
+            if not split_already and _splits_exponentials(candidate):
+                candidate = _join_exponentials(candidate)
         except Exception:  # noqa: BLE001 - a rewrite SymPy cannot do leaves the form we have
             continue
         if back:
@@ -627,15 +647,22 @@ def _prune_temporaries(assignments, outputs, length: Callable, clock: _Clock, *,
         return delta, changed
 
     changed_any = True
-    while changed_any and not clock.expired():
+    # A short program's rounds are bounded by its temporaries (and cost printing, not SymPy's
+    # rewrites): they always finish, so the block does not depend on the machine's load.
+    while changed_any and (small or not clock.expired()):
         changed_any = False
         if small:
-            trials = [(found, index) for index in range(temporaries())
-                      if (found := trial(index)) is not None and found[0] <= 0]
-            if trials:
-                (_, changed), index = min(trials, key=lambda pair: pair[0][0])
-                apply(index, changed)
-                changed_any = True
+            # Most saving first; each is tried again just before (an earlier one may have
+            # changed its lines), and applied if it still saves.
+            ranked = sorted(((found[0], index) for index in range(temporaries())
+                             if (found := trial(index)) is not None and found[0] <= 0),
+                            key=lambda pair: pair[0])
+            for symbol in [lines[index][0] for _, index in ranked]:
+                index = next((i for i, (s, _) in enumerate(lines) if s is symbol), None)
+                found = None if index is None else trial(index)
+                if found is not None and found[0] <= 0:
+                    apply(index, found[1])
+                    changed_any = True
             continue
         # Latest first: writing out a late temporary never changes an earlier line.
         for index in reversed(range(temporaries())):
@@ -665,7 +692,13 @@ def _positive_temporaries(assignments, outputs):
     return assignments, [o.xreplace(flipped) for o in outputs]
 
 
-def _written_out(assignments, outputs) -> list:
+def written_out(assignments: list, outputs: list) -> list:
+    """The outputs with every temporary replaced by its expression.
+
+    >>> x, t = sympy.Symbol("x"), sympy.Dummy("t")
+    >>> written_out([(t, sympy.sin(x))], [t**2 + t])
+    [sin(x)**2 + sin(x)]
+    """
     values: dict = {}
     for symbol, expression in assignments:
         values[symbol] = expression.xreplace(values) if values else expression
@@ -714,7 +747,7 @@ def _short_form(assignments, outputs, options: DisplayOptions, length, clock, st
     output is tried as a block: the same form everywhere can share more (the two
     partial derivatives of a logistic loss over one denominator).
     """
-    written = _written_out(assignments, outputs)
+    written = written_out(assignments, outputs)
     rewritten = {output: _rewrites(output, clock, style) for output in dict.fromkeys(written)}
     choices = [{output: _best_form(output, list(forms.values()), length)
                 for output, forms in rewritten.items()}]
@@ -731,11 +764,16 @@ def _short_form(assignments, outputs, options: DisplayOptions, length, clock, st
         shared, reduced = sympy.cse(simplified, symbols=symbols, order="none")
         blocks.append(_prune_temporaries(list(shared), list(reduced), length, clock,
                                          max_temporaries=options.max_temporaries))
-    first, *others = blocks
     best = min(blocks, key=lambda block: _block_length(*block, length))
-    if _block_length(*best, length) > _block_length(*first, length) - _REWRITE_GAIN:
-        return first  # the shortest form of each output, unless a uniform block reads clearly shorter
-    return best
+    if _block_length(*best, length) > _block_length(*blocks[0], length) - _REWRITE_GAIN:
+        best = blocks[0]  # the shortest form of each output, unless a uniform block reads clearly shorter
+    # With the shared values named, each line can have a shorter form of its own
+    # (t_{2} (t_{1}^{2} - \sigma^{2}) / \sigma^{4} once t_{1}, t_{2} stand for the long parts).
+    assignments, outputs = best
+    assignments = [(s, _shortest(e, length, clock, style)) for s, e in assignments]
+    outputs = [_shortest(o, length, clock, style) for o in outputs]
+    return _prune_temporaries(assignments, outputs, length, clock,
+                              max_temporaries=options.max_temporaries)
 
 
 def _line_by_line(assignments, outputs, options: DisplayOptions, length, clock, style):

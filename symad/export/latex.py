@@ -47,12 +47,14 @@ from symad.export.display import (
     number_style,
     simplify_for_display,
     temporary,
+    written_out,
 )
 from symad.graph import is_constant, sympy_form
 from symad.primitives import sech_p
 
 __all__ = [
     "SymadLatexPrinter",
+    "display_formula",
     "display_name",
     "function_latex",
     "gradient_label",
@@ -633,13 +635,14 @@ def _latex_printer(name: str, settings: dict) -> SymadLatexPrinter:
 
 
 def display_program(function, options: DisplayOptions, *, inline_below: int = 0,
-                    max_inline: int = 30, settings: dict | None = None):
+                    max_inline: int = 30):
     """``(assignments, outputs)`` of ``function`` as printed: built, then simplified for display.
 
-    Lengths are measured with SymPy ``latex()`` ``settings`` (``mul_symbol="dot"``
-    makes products longer). The outputs are the flattened output leaves.
+    Lengths are measured as SymPy's default settings print: settings such as
+    ``mul_symbol="dot"`` change how a block prints, not which form it prints.
+    The outputs are the flattened output leaves.
     """
-    measuring = _MeasuringPrinter(settings)
+    measuring = _MeasuringPrinter()
     style = graph_number_style(function.graph, options.numbers, options.max_denominator)
     assignments, outputs = latex_program(
         function.graph, inline_below=inline_below, max_inline=max_inline, style=style,
@@ -649,6 +652,15 @@ def display_program(function, options: DisplayOptions, *, inline_below: int = 0,
         return visible_length(measuring.doprint(expression))
 
     return simplify_for_display(assignments, outputs, options, length=length, style=style)
+
+
+def display_formula(function, *, numbers: str = "auto") -> list:
+    """The outputs as ``latex()`` prints them, temporaries written out: flattened SymPy expressions.
+
+    Numbers are in the block's style: decimals are SymPy ``Float``s, fractions ``Rational``s.
+    """
+    assignments, outputs = display_program(function, DisplayOptions(numbers=numbers))
+    return written_out(assignments, outputs)
 
 
 def function_latex(
@@ -692,7 +704,7 @@ def function_latex(
             (2,500); a line nested ``MAX_FORMULA_DEPTH`` (100) deep is split.
         simplify_below: the short form is tried when the outputs, written out
             in full, have at most this many operations.
-        simplify_time: seconds SymPy's rewrites may take (checked between rewrites).
+        simplify_time: CPU seconds SymPy's rewrites may take (checked between rewrites).
         matrix: ``"bmatrix"``, ``"pmatrix"`` or ``"matrix"`` (SymPy's) for array outputs.
         max_denominator: floats that are fractions with at most this
             denominator print as fractions (0: decimals).
