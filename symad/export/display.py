@@ -30,8 +30,9 @@ What it does, cheapest first:
    rewritten once more with the temporaries as atoms. The block that results is
    compared with the shared form of step 2; the shorter is printed.
 4. **Line by line**, for programs too large for the short form but with at most
-   ``simplify_lines`` lines: the same rewrites on each line, with the temporaries
-   as atoms, and a temporary is written out where that saves ``_REWRITE_GAIN`` signs.
+   ``simplify_lines`` lines: the cheap rewrites (``expand``, ``factor_terms``) on each
+   small line, with the temporaries as atoms, and a temporary is written out where
+   that saves ``_REWRITE_GAIN`` signs.
 
 Steps 3 and 4 share a time budget (``time_budget`` seconds of CPU time, checked
 between rewrites; CPU time, so that other jobs on the machine do not change the
@@ -286,19 +287,25 @@ def temporary(number: int) -> sympy.Dummy:
 # ---------------------------------------------------------------------------
 
 
-def is_noise(expression: sympy.Basic) -> bool:
+def is_noise(expression: sympy.Basic, fractions: bool = True) -> bool:
     """True for what is not worth a line: a number, a value, or a number times a value.
+
+    ``fractions=False``: a fraction times a value (``t/6``) is not noise. Written
+    where it is used, it puts a fraction bar inside each use (``\\frac{\\frac{t}{6}
+    + s}{4}``): in a long program of Taylor coefficients that makes every line longer.
 
     >>> x, t = sympy.Symbol("x"), sympy.Dummy("t")
     >>> is_noise(-t), is_noise(2 * x), is_noise(-sympy.Rational(7, 10) * t), is_noise(x + 1)
     (True, True, True, False)
+    >>> is_noise(t / 6), is_noise(t / 6, fractions=False)
+    (True, False)
     """
     if not isinstance(expression, sympy.Expr):
         return False  # a condition (x > 0) is not a number
     if expression.is_number or expression.is_Symbol:
         return True
     coefficient, rest = expression.as_coeff_Mul()
-    return coefficient.is_Number and rest.is_Symbol
+    return coefficient.is_Number and rest.is_Symbol and (fractions or coefficient.is_Integer)
 
 
 def _size(expression: sympy.Basic) -> int:
@@ -316,12 +323,13 @@ def _occurrences(expressions: Iterable[sympy.Basic], temporaries: set) -> Counte
     return counts
 
 
-def inline_noise(assignments: list, outputs: list, max_inline: int | None = None) -> tuple[list, list]:
+def inline_noise(assignments: list, outputs: list, max_inline: int | None = None, *,
+                 fractions: bool = True) -> tuple[list, list]:
     """Write out every noise temporary (:func:`is_noise`) and every one used once.
 
     A temporary used once stays a line when writing it out would make its
     consumer larger than ``max_inline`` operations (None: no limit), so a large
-    program keeps lines of bounded size.
+    program keeps lines of bounded size. ``fractions``: as :func:`is_noise`'s.
 
     >>> x = sympy.Symbol("x")
     >>> t1, t2, t3 = sympy.Dummy("t1"), sympy.Dummy("t2"), sympy.Dummy("t3")
@@ -331,20 +339,20 @@ def inline_noise(assignments: list, outputs: list, max_inline: int | None = None
     """
     for _ in range(3):  # writing one out can leave another used once; settles at once in practice
         before = len(assignments)
-        assignments, outputs = _inline_noise_once(assignments, list(outputs))
+        assignments, outputs = _inline_noise_once(assignments, list(outputs), fractions)
         assignments, outputs = _inline_used_once(assignments, outputs, max_inline)
         if len(assignments) == before:
             break
     return assignments, outputs
 
 
-def _inline_noise_once(assignments: list, outputs: list) -> tuple[list, list]:
+def _inline_noise_once(assignments: list, outputs: list, fractions: bool) -> tuple[list, list]:
     noise: dict = {}
     kept = []
     for symbol, expression in assignments:
         if noise:
             expression = expression.xreplace(noise)
-        if is_noise(expression):
+        if is_noise(expression, fractions):
             noise[symbol] = expression
         else:
             kept.append((symbol, expression))
@@ -539,7 +547,12 @@ def _join_exponentials(expression):
     return expression.replace(_has_exponentials, join)
 
 
-def _rewrites(expression, clock: _Clock, style: str = "fractions") -> dict:
+#: The rewrites that stay cheap on any line (no polynomial algebra): the line-by-line pass
+#: of programs too large for the short form uses only these.
+_CHEAP_REWRITES = ("factor_terms", "expand", "expand, factor_terms")
+
+
+def _rewrites(expression, clock: _Clock, style: str = "fractions", cheap: bool = False) -> dict:
     """``{name: rewritten}`` for each rewrite of ``expression`` that is new and agrees with it."""
     found: dict = {}
     size = _size(expression)
@@ -548,7 +561,8 @@ def _rewrites(expression, clock: _Clock, style: str = "fractions") -> dict:
     seen = {expression}
     symbols = len(expression.free_symbols)
     for name, rewrite, largest, most_symbols in _REWRITES:
-        if size > largest or symbols > most_symbols or clock.expired():
+        if size > largest or symbols > most_symbols or clock.expired() or (
+                cheap and name not in _CHEAP_REWRITES):
             continue
         if "expand" in name and not _expandable(expression):
             continue
@@ -588,10 +602,15 @@ def _best_form(expression, forms, length: Callable):
     return best if length(best) <= length(expression) - _REWRITE_GAIN else expression
 
 
-def _shortest(expression, length: Callable, clock: _Clock, style: str = "fractions"):
+def _shortest(expression, length: Callable, clock: _Clock, style: str = "fractions",
+              cheap: bool = False):
     """The shortest of ``expression`` and its rewrites that agree with it (see _best_form)."""
-    return _best_form(expression, list(_rewrites(expression, clock, style).values()), length)
+    return _best_form(expression, list(_rewrites(expression, clock, style, cheap).values()), length)
 
+
+# In the line-by-line pass, a temporary of more operations than this is never written
+# out (used twice or more, it would rarely pay, and each trial reprints its users).
+_LARGEST_WRITTEN_OUT = 6
 
 # What a temporary's own line adds besides its expression, in signs: "t_{1} =" and the
 # reader's trip to look it up.
@@ -603,19 +622,27 @@ def _block_length(assignments, outputs, length: Callable) -> int:
             + sum(length(o) for o in outputs))
 
 
-def _writing_out(index: int, lines: list, lengths: list, length: Callable) -> tuple[int, dict]:
-    """What writing out temporary ``index`` of ``lines`` does: (change of length, new lines)."""
+def _writing_out(index: int, lines: list, lengths: list, length: Callable,
+                 allowed: Callable = lambda expression: True,
+                 may_grow: Callable = lambda line: True) -> tuple[int, dict] | None:
+    """What writing out temporary ``index`` of ``lines`` does: (change of length, new lines),
+    or None if a line using it may not grow (``may_grow(i)``, asked first: rebuilding a
+    long sum costs SymPy more than the question) or a changed line is not ``allowed``."""
     symbol, value = lines[index]
+    users = [i for i in range(index + 1, len(lines)) if symbol in lines[i][1].free_symbols]
+    if not all(may_grow(i) for i in users):
+        return None
     rule = {symbol: value}
-    changed = {i: lines[i][1].xreplace(rule) for i in range(index + 1, len(lines))
-               if symbol in lines[i][1].free_symbols}
+    changed = {i: lines[i][1].xreplace(rule) for i in users}
+    if not all(allowed(e) for e in changed.values()):
+        return None
     delta = sum(length(e) - lengths[i] for i, e in changed.items()) - (_LINE_OVERHEAD + lengths[index])
     return delta, changed
 
 
 def _prune_temporaries(assignments, outputs, length: Callable, clock: _Clock, *,
                        max_temporaries: int | None = None, max_inline: int | None = None,
-                       small: bool = True):
+                       small: bool = True, fractions: bool = True):
     """Write out noise temporaries, those used once, and those whose line costs more than it saves.
 
     ``small``: a short program (the short form's): the temporary whose writing
@@ -623,9 +650,10 @@ def _prune_temporaries(assignments, outputs, length: Callable, clock: _Clock, *,
     saves exactly what it costs is written out too. Otherwise one sweep, latest
     temporary first, per round (linear rounds for programs of hundreds of lines), and only
     where that saves ``_REWRITE_GAIN`` signs: the lines follow the program as written.
-    ``max_inline``: never make a line larger than this many operations.
+    ``max_inline``: never make a line larger than this many operations. ``fractions``:
+    whether a fraction times a value is noise (:func:`is_noise`).
     """
-    assignments, outputs = inline_noise(assignments, outputs, max_inline)
+    assignments, outputs = inline_noise(assignments, outputs, max_inline, fractions=fractions)
     lines = list(assignments) + [(None, o) for o in outputs]
     lengths = [length(e) for _, e in lines]
 
@@ -638,13 +666,18 @@ def _prune_temporaries(assignments, outputs, length: Callable, clock: _Clock, *,
     def temporaries():
         return sum(1 for symbol, _ in lines if symbol is not None)
 
+    def allowed(expression) -> bool:
+        return _depth(expression) < MAX_FORMULA_DEPTH and (
+            max_inline is None or _size(expression) <= max_inline)
+
+    def may_grow(line: int) -> bool:
+        return max_inline is None or _size(lines[line][1]) < max_inline
+
     def trial(index):
         """(change of length, changed lines), or None where the limits forbid it."""
-        delta, changed = _writing_out(index, lines, lengths, length)
-        if any(_depth(e) >= MAX_FORMULA_DEPTH for e in changed.values()) or (
-                max_inline is not None and any(_size(e) > max_inline for e in changed.values())):
-            return None
-        return delta, changed
+        if not small and _size(lines[index][1]) > _LARGEST_WRITTEN_OUT:
+            return None  # in a long program, a large shared value stays shared (and unprinted)
+        return _writing_out(index, lines, lengths, length, allowed, may_grow)
 
     changed_any = True
     # A short program's rounds are bounded by its temporaries (and cost printing, not SymPy's
@@ -677,7 +710,8 @@ def _prune_temporaries(assignments, outputs, length: Callable, clock: _Clock, *,
         (_, changed), index = min(options, key=lambda option: option[0][0])
         apply(index, changed)
     count = temporaries()
-    assignments, outputs = inline_noise(lines[:count], [e for _, e in lines[count:]], max_inline)
+    assignments, outputs = inline_noise(lines[:count], [e for _, e in lines[count:]], max_inline,
+                                        fractions=fractions)
     return _positive_temporaries(assignments, outputs) if small else (assignments, outputs)
 
 
@@ -780,13 +814,17 @@ def _line_by_line(assignments, outputs, options: DisplayOptions, length, clock, 
     """Each line rewritten on its own, temporaries as atoms, between two prunings."""
     def prune(assignments, outputs):
         return _prune_temporaries(assignments, outputs, length, clock, max_inline=options.max_inline,
-                                  small=False)
+                                  small=False, fractions=style == "decimals")
+
+    def rewritten(expression):
+        # small lines only: a long sum is long for its terms, and rewriting it costs seconds
+        if clock.expired() or _size(expression) > 2 * options.max_inline:
+            return expression
+        return _shortest(expression, length, clock, style, cheap=True)
 
     assignments, outputs = prune(assignments, outputs)
-    assignments = [(s, e if clock.expired() else _shortest(e, length, clock, style))
-                   for s, e in assignments]
-    outputs = [o if clock.expired() else _shortest(o, length, clock, style) for o in outputs]
-    return prune(assignments, outputs)
+    assignments = [(s, rewritten(e)) for s, e in assignments]
+    return prune(assignments, [rewritten(o) for o in outputs])
 
 
 def simplify_for_display(
@@ -829,7 +867,10 @@ def simplify_for_display(
         return length(display_numbers(expression, style))
 
     if options.simplify:
-        assignments, outputs = inline_noise(assignments, outputs, options.max_inline)
+        # In the shared form a fraction times a value keeps its line (its fraction bar
+        # would go into every use); the short form writes it out where that is shorter.
+        assignments, outputs = inline_noise(assignments, outputs, options.max_inline,
+                                            fractions=style == "decimals")
         clock = _Clock(options.time_budget)
         size, depth = _written_out_size(assignments, outputs, options.simplify_below)
         if size <= options.simplify_below and depth < MAX_FORMULA_DEPTH:

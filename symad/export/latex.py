@@ -496,8 +496,8 @@ def latex_program(graph, *, inline_below: int = 0, max_inline: int = 30, style: 
 
     ``tidy`` (the display simplifier's first step, done here where it costs
     nothing): a node used twice by one consumer (``t * t``) counts as used
-    once, and a node that is a number times a value (``-t``, ``2 y``) is never
-    a temporary.
+    once, and a node that is a whole number (or, in decimals, any number) times
+    a value (``-t``, ``2 y``) is never a temporary.
     """
     from symad.inlining import MAX_FORMULA_DEPTH
 
@@ -516,7 +516,7 @@ def latex_program(graph, *, inline_below: int = 0, max_inline: int = 30, style: 
         level = 1 + max([depth.get(a, 0) for a in node.args], default=0)
         shared = uses.get(node, 0) > 1 and operations > inline_below
         expression = _node_expression(node, atoms, exact)
-        if shared and tidy and is_noise(expression):
+        if shared and tidy and is_noise(expression, fractions=style == "decimals"):
             shared = False
         if (shared or operations > max_inline or level >= MAX_FORMULA_DEPTH) and not is_constant(expression):
             symbol = temporary(len(assignments) + 1)
