@@ -313,16 +313,6 @@ def _size(expression: sympy.Basic) -> int:
     return sum(1 for node in sympy.preorder_traversal(expression) if node.args)
 
 
-def _occurrences(expressions: Iterable[sympy.Basic], temporaries: set) -> Counter:
-    """How often each temporary appears in ``expressions`` (``t + sin(t)``: twice)."""
-    counts: Counter = Counter()
-    for expression in expressions:
-        for node in sympy.preorder_traversal(expression):
-            if node in temporaries:
-                counts[node] += 1
-    return counts
-
-
 def inline_noise(assignments: list, outputs: list, max_inline: int | None = None, *,
                  fractions: bool = True) -> tuple[list, list]:
     """Write out every noise temporary (:func:`is_noise`) and every one used once.
@@ -385,10 +375,10 @@ def _inline_used_once(assignments: list, outputs: list, max_inline: int | None) 
         target = consumer[symbol]
         if depth[index] + depth[target] >= MAX_FORMULA_DEPTH:
             continue  # SymPy prints recursively: lines stay as shallow as the builder made them
+        if size is not None and size[index] + size[target] > max_inline:
+            continue
         depth[target] += depth[index]
         if size is not None:
-            if size[index] + size[target] > max_inline:
-                continue
             size[target] += size[index]
         written[symbol] = None
         pending.setdefault(target, []).append(symbol)
@@ -475,7 +465,6 @@ def _sample_points(symbols: list) -> list[dict]:
 def _agrees(original, rewritten) -> bool:
     """Whether ``rewritten`` has the value of ``original`` at two points (where both have one)."""
     symbols = sorted(original.free_symbols | rewritten.free_symbols, key=sympy.default_sort_key)
-    compared = 0
     for point in _sample_points(symbols):
         try:
             a = complex(original.xreplace(point).evalf(30))
@@ -486,8 +475,7 @@ def _agrees(original, rewritten) -> bool:
             continue
         if abs(a - b) > 1e-9 * max(1.0, abs(a)):
             return False
-        compared += 1
-    # A rewrite that cannot be checked anywhere is still SymPy's own, exact rewrite.
+    # A rewrite that cannot be checked at either point is still SymPy's own, exact rewrite.
     return True
 
 
