@@ -115,7 +115,8 @@ def _split(command):
 
 
 @pytest.mark.parametrize("option", ["output_names", "temporaries", "inline_below", "max_inline",
-                                    "matrix", "max_denominator"])
+                                    "matrix", "max_denominator", "simplify", "numbers",
+                                    "max_temporaries", "simplify_below", "simplify_time"])
 def test_every_documented_option_exists(option):
     import inspect
 
