@@ -65,7 +65,7 @@ from symad.inlining import MAX_FORMULA_DEPTH
 __all__ = [
     "DisplayOptions", "NUMBER_STYLES", "display_numbers", "exact_number", "inline_noise",
     "is_noise", "named_constant", "number_style", "short_fraction", "simplify_for_display",
-    "temporary", "written_out",
+    "substitute", "temporary", "written_out",
 ]
 
 #: The values of the ``numbers=`` option.
@@ -313,6 +313,44 @@ def _size(expression: sympy.Basic) -> int:
     return sum(1 for node in sympy.preorder_traversal(expression) if node.args)
 
 
+def substitute(expression: sympy.Basic, rule: dict) -> sympy.Basic:
+    """``expression.xreplace(rule)``, keeping a number that stood before a sum there.
+
+    SymPy multiplies a number into a sum when it builds the product of the two:
+    substituting into ``(t_{1} + 2 t_{2})/8`` rebuilt it as ``t_{1}/8 + t_{2}/4``.
+    Written where a value is used, a temporary must not change how its user reads;
+    a number before the temporary itself (``t/4``) still multiplies into it.
+
+    >>> x, y, t = sympy.symbols("x y t")
+    >>> line = sympy.factor_terms(x / 8 + t / 4)
+    >>> line.xreplace({t: 2 * y}), substitute(line, {t: 2 * y})
+    (x/8 + y/2, (x + 4*y)/8)
+    """
+    memo: dict = {}
+
+    def walk(node):
+        if node in rule:
+            return rule[node]
+        if not node.args:
+            return node
+        done = memo.get(node)
+        if done is not None:
+            return done
+        args = tuple(walk(arg) for arg in node.args)
+        if args == node.args:
+            result = node
+        elif (node.is_Mul and len(args) == 2 and node.args[0].is_Rational and node.args[1].is_Add
+              and args[1].is_Add):
+            result = sympy.Mul(*args, evaluate=False)  # (a + b)/8 stays so (a temporary's own
+            # 2 t/8 still merges: only a product that was a number times a sum stays one)
+        else:
+            result = node.func(*args)
+        memo[node] = result
+        return result
+
+    return walk(expression)
+
+
 def inline_noise(assignments: list, outputs: list, max_inline: int | None = None, *,
                  fractions: bool = True) -> tuple[list, list]:
     """Write out every noise temporary (:func:`is_noise`) and every one used once.
@@ -341,13 +379,13 @@ def _inline_noise_once(assignments: list, outputs: list, fractions: bool) -> tup
     kept = []
     for symbol, expression in assignments:
         if noise:
-            expression = expression.xreplace(noise)
+            expression = substitute(expression, noise)
         if is_noise(expression, fractions):
             noise[symbol] = expression
         else:
             kept.append((symbol, expression))
     if noise:
-        outputs = [output.xreplace(noise) for output in outputs]
+        outputs = [substitute(output, noise) for output in outputs]
     return kept, outputs
 
 
@@ -388,7 +426,7 @@ def _inline_used_once(assignments: list, outputs: list, max_inline: int | None) 
     result = []
     for index, expression in enumerate(lines):
         if index in pending:
-            expression = expression.xreplace({s: written[s] for s in pending[index]})
+            expression = substitute(expression, {s: written[s] for s in pending[index]})
         if index < len(assignments):
             symbol = assignments[index][0]
             if symbol in written:
@@ -621,7 +659,7 @@ def _writing_out(index: int, lines: list, lengths: list, length: Callable,
     if not all(may_grow(i) for i in users):
         return None
     rule = {symbol: value}
-    changed = {i: lines[i][1].xreplace(rule) for i in users}
+    changed = {i: substitute(lines[i][1], rule) for i in users}
     if not all(allowed(e) for e in changed.values()):
         return None
     delta = sum(length(e) - lengths[i] for i, e in changed.items()) - (_LINE_OVERHEAD + lengths[index])
@@ -700,18 +738,29 @@ def _prune_temporaries(assignments, outputs, length: Callable, clock: _Clock, *,
     count = temporaries()
     assignments, outputs = inline_noise(lines[:count], [e for _, e in lines[count:]], max_inline,
                                         fractions=fractions)
-    return _positive_temporaries(assignments, outputs) if small else (assignments, outputs)
+    return _plain_temporaries(assignments, outputs, length) if small else (assignments, outputs)
 
 
-def _positive_temporaries(assignments, outputs):
-    """A temporary that is minus something is that something, and its uses change sign:
-    ``- t_{2} - t_{3} x^{2}`` with ``t_{2} = -1/r^{3}`` reads as ``t_{2} - t_{3} x^{2}``."""
-    flipped = {symbol: -symbol for symbol, value in assignments
-               if isinstance(value, sympy.Expr) and value.could_extract_minus_sign()}
-    if not flipped:
-        return assignments, outputs
-    assignments = [(s, (-e if s in flipped else e).xreplace(flipped)) for s, e in assignments]
-    return assignments, [o.xreplace(flipped) for o in outputs]
+def _plain_temporaries(assignments, outputs, length: Callable):
+    """A temporary that is a number times something becomes that something, its uses taking
+    the number, where that makes the block no longer: ``t_{2} = -1/r^{3}`` read in
+    ``- t_{2} - t_{3} x^{2}`` becomes ``t_{2} = 1/r^{3}`` and ``t_{2} - t_{3} x^{2}``;
+    ``t_{2} = \\sigma(w)/4`` becomes ``\\sigma(w)``. (Not always: SymPy spreads a number
+    over a sum, and ``(t_{1} + 2 t_{2})/8`` with ``t_{1}`` doubled reads ``t_{1}/4 + t_{2}/4``.)"""
+    current = _block_length(assignments, outputs, length)
+    for symbol, value in list(assignments):
+        if not isinstance(value, sympy.Expr):
+            continue
+        coefficient, _ = value.as_coeff_Mul()
+        if not coefficient.is_Rational or coefficient == 1:
+            continue
+        use = {symbol: coefficient * symbol}
+        trial = ([(s, (e / coefficient if s is symbol else substitute(e, use))) for s, e in assignments],
+                 [substitute(o, use) for o in outputs])
+        trial_length = _block_length(*trial, length)
+        if trial_length <= current:
+            (assignments, outputs), current = trial, trial_length
+    return assignments, outputs
 
 
 def written_out(assignments: list, outputs: list) -> list:
@@ -723,8 +772,8 @@ def written_out(assignments: list, outputs: list) -> list:
     """
     values: dict = {}
     for symbol, expression in assignments:
-        values[symbol] = expression.xreplace(values) if values else expression
-    return [output.xreplace(values) for output in outputs] if values else list(outputs)
+        values[symbol] = substitute(expression, values) if values else expression
+    return [substitute(output, values) for output in outputs] if values else list(outputs)
 
 
 def _written_out_size(assignments, outputs, limit: int) -> tuple[int, int]:
