@@ -287,18 +287,18 @@ def visible_length(text: str) -> int:
     10
     >>> visible_length(r"\\cos{\\left(x \\right)}"), visible_length(r"\\operatorname{softplus}{\\left(x \\right)}")
     (6, 11)
-    >>> visible_length(r"\\frac{\\frac{1}{x} + 1}{x}")
-    9
+    >>> visible_length(r"\\frac{\\frac{1}{x} + 1}{x}"), visible_length(r"\\frac{e^{x}}{\\frac{1}{x} + 1}")
+    (9, 10)
     """
     total = 0
     groups: list[bool] = []  # per open brace: is it a fraction's numerator or denominator
-    fraction_arguments = 0   # brace groups still to open as arguments of the last \\frac
+    fractions: list[list[int]] = []  # per \\frac still reading its arguments: [depth, left]
     for match in _LATEX_TOKEN.finditer(text):
         environment, command, escaped, unseen, other = match.groups()
         if command is not None:
             if command == "frac":
                 total += 1 + 2 * sum(groups)
-                fraction_arguments = 2
+                fractions.append([len(groups), 2])
             elif command in _WORD_COMMANDS:
                 total += 0 if command in ("operatorname", "mathrm") else len(command)
             elif command not in _UNSEEN_COMMANDS:
@@ -306,11 +306,14 @@ def visible_length(text: str) -> int:
         elif escaped is not None:
             total += escaped not in (",", " ", ";", "!", "\\")
         elif unseen == "{":
-            groups.append(fraction_arguments > 0)
-            fraction_arguments = max(fraction_arguments - 1, 0)
-        elif unseen == "}":
-            if groups:
-                groups.pop()
+            argument = bool(fractions) and fractions[-1][0] == len(groups) and fractions[-1][1] > 0
+            if argument:
+                fractions[-1][1] -= 1
+            groups.append(argument)
+        elif unseen == "}" and groups:
+            groups.pop()
+            if fractions and fractions[-1] == [len(groups), 0]:
+                fractions.pop()  # its denominator closed
         elif other is not None:
             total += 1
     return total
