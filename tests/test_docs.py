@@ -88,7 +88,7 @@ def test_every_python_block_runs(page, tmp_path, monkeypatch):
 
 def test_shown_outputs_are_checked():
     # The pages that show outputs keep showing them (the test above checks them).
-    assert run_page(DOCS / "formulas.md") == 11
+    assert run_page(DOCS / "formulas.md") == 15
     assert run_page(ROOT / "README.md") >= 5
 
 

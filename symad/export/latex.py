@@ -731,7 +731,7 @@ def function_latex(
                              max_temporaries=max_temporaries, simplify_below=simplify_below,
                              time_budget=float(simplify_time), max_inline=max_inline)
     assignments, outputs = display_program(function, options, inline_below=inline_below,
-                                           max_inline=max_inline, settings=settings)
+                                           max_inline=max_inline)
     # Temporaries must not read like an input or an output label (output_names=["t_1"]).
     taken = {symbol_latex(symbol.name) for symbol in function.graph.inputs} | set(labels)
     base = _temporary_base(temporaries, taken)
