@@ -66,8 +66,7 @@ from sympy.tensor.indexed import Indexed, IndexedBase
 
 from symad import array_primitives as A
 from symad.atoms import number_atom
-from symad.export import latex as _latex_module
-from symad.export.latex import (
+from symad.export.latex_printer import (
     SymadLatexPrinter,
     _array_latex,
     _temporary_base,
@@ -1320,4 +1319,3 @@ def rational_constant(value: sympy.Basic, max_denominator: int = 1000) -> sympy.
     return sympy.Rational(fraction.numerator, fraction.denominator)
 
 
-_latex_module.ARRAY_PRINTER[:] = [index_latex]
