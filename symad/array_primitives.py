@@ -199,25 +199,14 @@ def basic_index(index: tuple, shape: tuple) -> tuple:
 
 
 def index_objects(index: tuple) -> tuple:
-    """The NumPy index a normalised :func:`basic_index` stands for."""
-    objects = []
-    for item in index:
-        if item[0] == "i":
-            objects.append(item[1])
-        elif item[0] == "s":
-            objects.append(slice(item[1], item[2], item[3]))
-        else:
-            objects.append(None)
-    return tuple(objects)
+    """The NumPy index a normalised :func:`basic_index` stands for (the runtime's, without
+    its leading Ellipsis: generated modules carry ``rt_index`` and cannot import symad)."""
+    return rt.rt_index(index)[1:]
 
 
 def _dummy(shape: tuple) -> np.ndarray:
     """An array of ``shape`` with no memory behind it, to let NumPy work out result shapes."""
     return np.broadcast_to(np.zeros((), dtype=np.int8), shape)
-
-
-def _with_lead(index: tuple) -> tuple:
-    return (Ellipsis,) + index_objects(index)
 
 
 def _check_core(shape: tuple, in_shape: tuple, what: str) -> tuple:
@@ -594,7 +583,7 @@ def record_slice(builder, atom, index: tuple, lead: int = 0):
             return element
     constant = _constant_of(atom)
     if constant is not None:
-        return _record_constant(builder, np.asarray(constant.array[_with_lead(index)]))
+        return _record_constant(builder, np.asarray(constant.array[rt.rt_index(index)]))
     return builder.record(slice_p, (atom,), (("in_shape", core), ("index", tuple(index))))
 
 

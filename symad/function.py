@@ -739,14 +739,22 @@ class Function:
                     f"but was traced with shape {leaf_shape(symbols)}; trace the function again"
                 )
             parameter_values.append(parameter.value)
-        if self.is_array_program:
-            return self._evaluate_arrays(arrays, parameter_values, backend, options)
         all_float32 = all(a.dtype == np.float32 for a in arrays + parameter_values)
         dtype = np.float32 if (arrays or parameter_values) and all_float32 else np.float64
-
         batch_shapes = [_batch_shape(array.shape, core_shape, self.name)
                         for array, core_shape in zip(arrays, self.in_shapes)]
         batch = _common_batch(batch_shapes, arrays, self.in_shapes, self.name)
+        evaluate = self._evaluate_arrays if self.is_array_program else self._evaluate_scalars
+        leaves = evaluate(arrays, batch_shapes, parameter_values, batch, dtype, backend, options)
+        results = []
+        for leaf, shape in zip(leaves, self.out_shapes):
+            value = leaf.reshape(batch + tuple(shape))
+            results.append(value[()] if value.ndim == 0 else value)
+        return tree_unflatten(self.out_treedef, results)
+
+    def _evaluate_scalars(self, arrays: list, batch_shapes: list, parameter_values: list,
+                          batch: tuple, dtype, backend: str, options: dict) -> list:
+        """The output leaves of a scalar program, as ``(points, elements)`` arrays."""
         count = math.prod(batch)
         # Every argument becomes a matrix of (points, scalar inputs) -- one row when it
         # is the same for every point -- and every output leaf a (points, scalar
@@ -767,22 +775,12 @@ class Function:
             out_leaves.append(output_array((count, size), np.bool_ if boolean else dtype))
             start += size
         evaluator.evaluate_matrices(matrices, out_leaves, count, **options)
+        return out_leaves
 
-        results = []
-        for leaf, shape in zip(out_leaves, self.out_shapes):
-            value = leaf.reshape(batch + shape)
-            results.append(value[()] if value.ndim == 0 else value)
-        return tree_unflatten(self.out_treedef, results)
-
-
-    def _evaluate_arrays(self, arrays: list, parameter_values: list, backend: str,
-                         options: dict) -> Any:
-        """Evaluate an array program: each argument as ``(points,) + core shape``, in one go."""
-        all_float32 = all(a.dtype == np.float32 for a in arrays + parameter_values)
-        dtype = np.float32 if (arrays or parameter_values) and all_float32 else np.float64
-        batch_shapes = [_batch_shape(array.shape, core_shape, self.name)
-                        for array, core_shape in zip(arrays, self.in_shapes)]
-        batch = _common_batch(batch_shapes, arrays, self.in_shapes, self.name)
+    def _evaluate_arrays(self, arrays: list, batch_shapes: list, parameter_values: list,
+                         batch: tuple, dtype, backend: str, options: dict) -> list:
+        """The output leaves of an array program: each argument as ``(points,) + core shape``,
+        evaluated in one go."""
         count = math.prod(batch)
         values = []
         for array, batch_shape, core_shape in zip(arrays, batch_shapes, self.in_shapes):
@@ -798,12 +796,7 @@ class Function:
         evaluator = self._evaluator(backend, dtype)
         from symad.compile.arrays import array_program_leaves
 
-        leaves = array_program_leaves(evaluator, values, count, self.out_shapes, self.out_whole, options)
-        results = []
-        for value, shape in zip(leaves, self.out_shapes):
-            value = value.reshape(batch + tuple(shape))
-            results.append(value[()] if value.ndim == 0 else value)
-        return tree_unflatten(self.out_treedef, results)
+        return array_program_leaves(evaluator, values, count, self.out_shapes, self.out_whole, options)
 
 
 def _bind_input(builder: GraphBuilder, bindings: dict, symbols, operand, name: str) -> None:

@@ -629,17 +629,23 @@ def _getitem(x, index) -> Tracer:
     items = _index_items(index)
     builder = _builder()
     if _is_basic(items):
-        try:
-            normalized = A.basic_index(items, x_shape)
-        except (IndexError, TypeError) as error:
-            raise TracingError(f"function {traced_function_name()!r} indexes a traced array of "
-                               f"shape {x_shape} with {index!r}: {error}") from None
+        normalized = _normalized_index(items, x_shape, index, "indexes")
         return _wrap(A.record_slice(builder, atom, normalized))
     positions = _flat_positions(x_shape, index)
     flat = A.record_reshape(builder, atom, (math.prod(x_shape),))
     if positions.ndim == 0:
         return _wrap(A.record_slice(builder, flat, (("i", int(positions)),)))
     return _wrap(A.record_take(builder, flat, positions, -1))
+
+
+def _normalized_index(items, x_shape: tuple, index, action: str) -> tuple:
+    """``A.basic_index`` of ``items``, its IndexError or TypeError a TracingError naming the
+    function, what it does (``action``: "indexes", "assigns into"...) and the index."""
+    try:
+        return A.basic_index(items, x_shape)
+    except (IndexError, TypeError) as error:
+        raise TracingError(f"function {traced_function_name()!r} {action} a traced array of "
+                           f"shape {x_shape} at {index!r}: {error}") from None
 
 
 def _set_items(x, index, value) -> Tracer:
@@ -649,11 +655,7 @@ def _set_items(x, index, value) -> Tracer:
     builder = _builder()
     items = _index_items(index)
     if _is_basic(items):
-        try:
-            normalized = A.basic_index(items, x_shape)
-        except (IndexError, TypeError) as error:
-            raise TracingError(f"function {traced_function_name()!r} assigns into a traced array "
-                               f"of shape {x_shape} at {index!r}: {error}") from None
+        normalized = _normalized_index(items, x_shape, index, "assigns into")
         part = A._dummy(x_shape)[A.index_objects(normalized)].shape
         v = as_atom(value)
         try:
@@ -688,7 +690,7 @@ def _add_at(x, index, value) -> Tracer:
     items = _index_items(index)
     builder = _builder()
     if _is_basic(items):
-        normalized = A.basic_index(items, x_shape)
+        normalized = _normalized_index(items, x_shape, index, "adds into")
         part = A._dummy(x_shape)[A.index_objects(normalized)].shape
         v = as_atom(broadcast_to(value, part))
         return add(x, _wrap(A.record_unslice(builder, v, x_shape, normalized)))

@@ -257,6 +257,11 @@ def test_bad_shapes_and_subscripts_name_the_operation_and_the_fix():
         sd.trace(lambda a, b: snp.einsum("ij,kj->ik", a, b), np.zeros((2, 3)), np.zeros((2, 2)))
     with pytest.raises(sd.TracingError, match="out of bounds"):
         sd.trace(lambda a: a[5], np.zeros(3))
+    # The same index in an update names what the function does with it.
+    with pytest.raises(sd.TracingError, match="'<lambda>' adds into .* at 7: .*out of bounds"):
+        sd.trace(lambda a: a.at[7].add(1.0), np.zeros(3))
+    with pytest.raises(sd.TracingError, match="'<lambda>' assigns into .* at 7: .*out of bounds"):
+        sd.trace(lambda a: a.at[7].set(1.0), np.zeros(3))
     with pytest.raises(sd.TracingError, match="index"):
         sd.trace(lambda a: a[np.array([0, 7])], np.zeros(3))
 
