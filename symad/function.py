@@ -500,8 +500,15 @@ class Function:
         >>> print(code.header.splitlines()[-2])
         void square_plus_one(const double *in, double *out);
         """
-        from symad.export.c import function_c
+        from symad.export.c import _check_name, _default_name, function_c
 
+        if self.is_array_program:  # loops over the arrays, not a statement per element
+            from symad.export.c_loops import function_c_loops
+
+            if self.graph.free_symbols():
+                return function_c(self, name)  # raises: values of an enclosing trace
+            name = _check_name(name, self.name) if name is not None else _default_name(self.name)
+            return function_c_loops(self, name)
         return function_c(self.expand(), name)
 
     def stats(self) -> dict:

@@ -483,10 +483,16 @@ def generate_array_module(graph, backend: str, dtype="float64", name: str = "fun
     """Lower an array program to the source of its evaluator (not yet loaded)."""
     note = ""
     if backend == "numba":
-        # numba compiles loops over scalars; an array program is already whole-array
-        # calls, which numexpr and BLAS run on every thread.
-        note = ("numba compiles scalar graphs; this array program runs whole-array operations "
-                "with numexpr and NumPy (BLAS) instead")
+        # Fused loop nests (symad.compile.loops), unless an operation has no loop form here.
+        from symad.compile.loops import LoopsUnsupported
+        from symad.compile.loops_numba import numba_loops_module
+
+        try:
+            loops = numba_loops_module(graph, dtype, name)
+            return ArrayModule(loops.source, loops.externals, "numba", dtype, "",
+                               loops.output_is_boolean, loops.bytes_per_point)
+        except LoopsUnsupported as reason:
+            note = f"numba backend: {reason}; evaluated with numexpr instead"
         backend = "numexpr"
     if backend == "numexpr" and not _numexpr_usable():
         backend = "numpy"
@@ -506,7 +512,8 @@ class ArrayEvaluator:
         self.dtype = module.dtype
         self.source = module.source
         self.note = module.note
-        self.cached_at = None
+        #: the file the module was loaded from (numba keeps its machine code beside it), else None
+        self.cached_at = namespace.get("__file__")
         self.block_size = None
         self.output_is_boolean = module.output_is_boolean
         self.run = namespace["run"]
@@ -522,8 +529,11 @@ class ArrayEvaluator:
         if block_size is None:
             block_size = max(1, WORKING_SET_BYTES // max(1, self.module.bytes_per_point))
         block_size = max(1, min(int(block_size), points))
-        with threads.numexpr_threads(num_threads, points * max(1, self.module.bytes_per_point // 8)), \
-                np.errstate(all="ignore"):
+        if self.backend == "numba":
+            switch = threads.numba_threads(num_threads)
+        else:
+            switch = threads.numexpr_threads(num_threads, points * max(1, self.module.bytes_per_point // 8))
+        with switch, np.errstate(all="ignore"):
             if block_size >= points:
                 return [self._typed(v, boolean) for v, boolean
                         in zip(self.run(*values), self.output_is_boolean)]
@@ -579,10 +589,19 @@ def make_array_evaluator(graph, backend: str, dtype="float64", name: str = "func
     """Generate, load and wrap the evaluator of an array program."""
     from symad.compile import _check_backend
 
+    from symad.compile import _LOG
+
     _check_backend(backend)
     module = generate_array_module(graph, backend, dtype, name)
-    namespace = {"__name__": f"symad_generated_array_{module.backend}"}
-    code = compile(module.source, f"<symad array {module.backend} evaluator>", "exec")
-    exec(code, namespace)  # noqa: S102 - our own generated text; user text only in comments
-    namespace["EXTERNALS"][:] = module.externals
+    if module.backend == "numba":  # from a file, so numba can cache its machine code beside it
+        from symad.compile.evaluator import load_module
+
+        namespace = load_module(module, on_disk=True)
+    else:
+        namespace = {"__name__": f"symad_generated_array_{module.backend}"}
+        code = compile(module.source, f"<symad array {module.backend} evaluator>", "exec")
+        exec(code, namespace)  # noqa: S102 - our own generated text; user text only in comments
+        namespace["EXTERNALS"][:] = module.externals
+    if module.backend != backend and backend == "numba":
+        _LOG.warning("symad: %s: %s", name, module.note)
     return ArrayEvaluator(module, namespace)

@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from typing import NamedTuple
 
-from symad.errors import ExportError
-from symad.graph import constant_value, is_constant
+import numpy as np
 
-__all__ = ["CCode", "function_c", "c_comment_text"]
+from symad.errors import ExportError
+from symad.graph import atom_shape, constant_value, is_constant
+
+__all__ = ["CCode", "function_c", "c_comment_text", "c_operation", "c_spellable", "translation_unit"]
 
 _C_KEYWORDS = {
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
@@ -130,10 +133,27 @@ def _statement(node, operand: callable, function_name: str, helpers: set) -> str
     if node.params:
         raise ExportError(f"to_c({function_name}): primitive {name!r} with parameters "
                           f"{dict(node.params)} has no C translation")
+    exponent = node.args[1] if name == "power" else None
+    return c_operation(name, args, exponent, function_name, helpers)
+
+
+def c_spellable(name: str) -> bool:
+    """True if :func:`c_operation` writes the primitive called ``name``."""
+    return name in ("add", "power", "reduce_max", "reduce_min", "logsumexp") or name in _MATH_H \
+        or name in _TEMPLATES
+
+
+def c_operation(name: str, args: list, exponent, function_name: str, helpers: set) -> str:
+    """C for primitive ``name`` on operand texts ``args`` (atoms: temporaries, inputs,
+    literals); ``exponent`` is a power's exponent atom. Adds the helpers it needs.
+
+    >>> c_operation("hypot_ratio", ["a", "b"], None, "f", set())
+    'a / hypot(a, b)'
+    """
     if name == "add":
         return " + ".join(args)
     if name == "power":
-        return _power(args[0], node.args[1], args[1])
+        return _power(args[0], exponent, args[1])
     if name in ("reduce_max", "reduce_min"):
         helper = "maximum" if name == "reduce_max" else "minimum"
         helpers.add(helper)
@@ -182,16 +202,21 @@ def _layout_comment(function) -> list[str]:
     lines = [f" * {c_comment_text(function.name)}, exported by symad.", " *", " * Inputs (in[]):"]
     start = 0
     for symbols in function.in_symbols:
-        names = [s.name for s in symbols.reshape(-1)]
-        if names:
-            first = names[0] if len(names) == 1 else f"{names[0]} ... {names[-1]}"
-            lines.append(f" *   {_slots('in', start, len(names))}: {c_comment_text(first)}"
-                         f" (shape {tuple(symbols.shape)})")
-        start += len(names)
+        if isinstance(symbols, np.ndarray):
+            names = [s.name for s in symbols.reshape(-1)]
+            first = names[0] if len(names) == 1 else f"{names[0]} ... {names[-1]}" if names else ""
+            count, shape = len(names), tuple(symbols.shape)
+        else:  # one whole array (an array program's input)
+            count, shape = math.prod(atom_shape(symbols)), atom_shape(symbols)
+            first = f"{symbols.name}, row-major"
+        if count:
+            lines.append(f" *   {_slots('in', start, count)}: {c_comment_text(first)} (shape {shape})")
+        start += count
     for parameter, symbols in function.parameters:
-        lines.append(f" *   {_slots('in', start, symbols.size)}: Parameter "
-                     f"{c_comment_text(parameter.name)} (shape {tuple(symbols.shape)})")
-        start += symbols.size
+        shape = tuple(symbols.shape) if isinstance(symbols, np.ndarray) else atom_shape(symbols)
+        lines.append(f" *   {_slots('in', start, math.prod(shape))}: Parameter "
+                     f"{c_comment_text(parameter.name)} (shape {shape})")
+        start += math.prod(shape)
     lines.append(" * Outputs (out[]):")
     start = 0
     for index, shape in enumerate(function.out_shapes):
@@ -231,16 +256,24 @@ def function_c(function, name: str | None = None) -> CCode:
     for index, atom in enumerate(graph.outputs):
         body.append(f"    out[{index}] = {operand(atom)};")
 
+    return translation_unit(function, name, len(graph.inputs), len(graph.outputs), helpers, body)
+
+
+def translation_unit(function, name: str, inputs: int, outputs: int, helpers: set, body: list,
+                     includes: Sequence[str] = (), file_scope: Sequence[str] = ()) -> CCode:
+    """The source and header around a function ``body`` (its lines, indented): the layout
+    comment, includes, the ``helpers`` used, ``file_scope`` declarations (constant data)."""
     signature = f"void {name}(const double *in, double *out)"
     comment = ["/*", *_layout_comment(function), " */"]
     guard = f"SYMAD_{name.upper()}_H"
     header = "\n".join([
         *comment, f"#ifndef {guard}", f"#define {guard}",
-        f"#define {name.upper()}_N_INPUTS {len(graph.inputs)}",
-        f"#define {name.upper()}_N_OUTPUTS {len(graph.outputs)}",
+        f"#define {name.upper()}_N_INPUTS {inputs}",
+        f"#define {name.upper()}_N_OUTPUTS {outputs}",
         f"{signature};", f"#endif /* {guard} */\n"])
     source = "\n".join([
-        *comment, "#include <math.h>", "",
+        *comment, "#include <math.h>", *[f"#include <{i}>" for i in includes], "",
         *[_HELPERS[h] for h in sorted(helpers)], *([""] if helpers else []),
+        *file_scope, *([""] if file_scope else []),
         f"{signature};", "", f"{signature}", "{", *body, "}", ""])
     return CCode(source, header)

@@ -1,0 +1,339 @@
+"""The numba backend of array programs: the loop program (:mod:`symad.compile.loops`) as numba.
+
+The module holds one function, ``_program``, compiled by numba with
+``parallel=True`` (``fastmath`` off, ``error_model="numpy"``: inf and nan as
+NumPy gives them), cached on disk beside the module's file like the scalar
+numba backend's kernels (:mod:`symad.compile.numba_backend`). Each kernel is
+one ``numba.prange`` loop over the points of the batch times chunks of the
+kernel's first axis; matrix products of einsums call ``np.dot`` (BLAS).
+
+``run(*inputs)`` keeps the interface of the other array evaluators
+(:mod:`symad.compile.arrays`): each input ``(points or 1,) + its core shape``,
+a tuple of outputs ``(points or 1,) + shape`` back. It runs on one thread when
+the work is small (:data:`PARALLEL_MIN_WORK`): a parallel region costs tens of
+microseconds, and milliseconds when another process holds the second core.
+
+>>> import symad as sd, numpy as np
+>>> from symad.compile.loops_numba import numba_loops_module
+>>> G = sd.grad(lambda x: np.sum(np.sin(x) * np.exp(-x ** 2))).trace(np.zeros(10))
+>>> module = numba_loops_module(G.graph, "float64", "g")
+>>> "numba.prange(" in module.source, module.source.count("numba.prange(")
+(True, 1)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from symad.compile import loops as L
+from symad.compile.numba_backend import scalar_form
+from symad.compile.program import Instruction, safe_comment
+
+__all__ = ["numba_loops_module", "numba_spellable", "NumbaLoopsModule", "PARALLEL_MIN_WORK"]
+
+#: Work (operations per point times elements, summed over kernels, times points) below
+#: which ``run`` uses one thread. About 1-2 ms of one core: what a parallel region
+#: costs on a busy 2-core machine is then a loss (measured on such a machine: 4-8 ms
+#: for a region whose second thread had to wait for its core).
+PARALLEL_MIN_WORK = 1 << 21
+#: Constant arrays up to this many elements are literals in the module; larger ones are
+#: bound through EXTERNALS.
+MAX_LITERAL_ELEMENTS = 256
+
+
+def _instruction(primitive, count: int) -> Instruction:
+    return Instruction(0, primitive, tuple(range(count)), (), primitive.returns_boolean)
+
+
+def numba_spellable(node) -> bool:
+    """True if this backend writes the elementwise ``node``: symad's own primitives without
+    parameters (the lowering writes logsumexp from max, exp and log).
+
+    >>> from symad.primitives import erf_p
+    >>> from symad.graph import Node
+    >>> numba_spellable(Node(erf_p, (), ()))
+    True
+    """
+    if node.params:
+        return False
+    if node.primitive.name in ("logsumexp", "power"):
+        return True
+    return scalar_form(_instruction(node.primitive, len(node.args))) is not None
+
+
+def _number(value) -> str:
+    if isinstance(value, (bool, np.bool_)):
+        return "True" if value else "False"
+    number = float(value)
+    if math.isnan(number):
+        return "np.nan"
+    if math.isinf(number):
+        return "np.inf" if number > 0 else "(-np.inf)"
+    text = repr(number)
+    return f"({text})" if number < 0 else text
+
+
+class _Printer:
+    def __init__(self, program: L.LoopProgram):
+        self.program = program
+        self.lines: list[str] = []
+
+    # -- expressions ----------------------------------------------------------------
+
+    def ix(self, index: L.Ix) -> str:
+        parts = []
+        for atom, c in index.terms:
+            text = self.atom(atom)
+            parts.append(text if c == 1 else f"{c} * {text}")
+        if index.const or not parts:
+            parts.append(str(index.const))
+        text = " + ".join(parts).replace("+ -", "- ")
+        return text
+
+    def atom(self, atom) -> str:
+        if isinstance(atom, L.Var):
+            return atom.name
+        if isinstance(atom, L.Div):
+            return f"(({self.ix(atom.ix)}) // {atom.k})"
+        if isinstance(atom, L.Mod):
+            return f"(({self.ix(atom.ix)}) % {atom.k})"
+        return f"{atom.table.name}[{self.ix(atom.ix)}]"
+
+    def operand(self, operand) -> str:
+        return _number(operand[1]) if operand[0] == "lit" else operand[1]
+
+    def expression(self, expr) -> str:
+        kind = expr[0]
+        if kind in ("lit", "name"):
+            return self.operand(expr)
+        if kind == "load":
+            return f"{expr[1].name}[{self.ix(expr[2])}]"
+        if kind == "ix":
+            return self.ix(expr[1])
+        if kind == "imin":
+            return f"min({self.ix(expr[1])}, {self.ix(expr[2])})"
+        _, primitive, exponent, operands = expr
+        return self.operation(primitive, exponent, [self.operand(o) for o in operands])
+
+    def operation(self, primitive, exponent, args) -> str:
+        if primitive.name == "power" and exponent is not None and not exponent.is_Symbol:
+            value = L._literal(exponent)[1]
+            if value == 2:
+                return f"({args[0]} * {args[0]})"
+            if value == 1:
+                return args[0]
+            return f"({args[0]} ** {_number(value)})"
+        if primitive.name == "power":
+            return f"({args[0]} ** {args[1]})"
+        form = scalar_form(_instruction(primitive, len(args)))
+        return form(args)
+
+    def condition(self, conds) -> str:
+        parts = []
+        for ix, lo, hi, step, offset in conds:
+            text = self.ix(ix)
+            if hi - lo == 1:
+                parts.append(f"{text} == {lo}")
+            else:
+                parts.append(f"{text} >= {lo}")
+                parts.append(f"{text} < {hi}")
+            if step > 1:
+                parts.append(f"({text} - {offset}) % {step} == 0")
+        return " and ".join(f"({p})" for p in parts) if len(parts) > 1 else parts[0]
+
+    # -- statements -------------------------------------------------------------------
+
+    def emit(self, statements, depth: int) -> None:
+        pad = "    " * depth
+        if not statements:
+            self.lines.append(pad + "pass")
+        for statement in statements:
+            cls = statement.__class__
+            if cls is L.Let or cls is L.Assign:
+                self.lines.append(f"{pad}{statement.name} = {self.expression(statement.expr)}")
+            elif cls is L.Declare:
+                self.lines.append(f"{pad}{statement.name} = {self.operand(statement.init)}")
+            elif cls is L.Store:
+                self.lines.append(f"{pad}{statement.buffer.name}[{self.ix(statement.ix)}] = "
+                                  f"{self.operand(statement.value)}")
+            elif cls is L.Update:
+                target = f"{statement.buffer.name}[{self.ix(statement.ix)}]"
+                value = self.operation(statement.primitive, None, [target, self.operand(statement.value)])
+                self.lines.append(f"{pad}{target} = {value}")
+            elif cls is L.If:
+                self.lines.append(f"{pad}if {self.condition(statement.conds)}:")
+                self.emit(statement.then, depth + 1)
+                if statement.orelse:
+                    self.lines.append(f"{pad}else:")
+                    self.emit(statement.orelse, depth + 1)
+            elif cls is L.Loop:
+                self.lines.append(f"{pad}for {statement.var} in {self.range(statement)}:")
+                self.emit(statement.body, depth + 1)
+            elif cls is L.Parallel:
+                # numba's prange index is unsigned; mixed with signed integers it would make
+                # floats of index arithmetic.
+                self.lines.append(f"{pad}for {statement.var}_ in numba.prange({self.ix(statement.count)}):")
+                self.lines.append(f"{pad}    {statement.var} = np.int64({statement.var}_)")
+                self.emit(statement.body, depth + 1)
+            elif cls is L.Block:
+                self.emit(statement.body, depth)
+            elif cls is L.Matmul:
+                self.matmul(statement, pad)
+            elif cls is L.Comment:
+                self.lines.append(f"{pad}# {safe_comment(statement.text)}")
+
+    def range(self, loop: L.Loop) -> str:
+        start = self.bound(loop.starts, "max")
+        stop = self.bound(loop.stops, "min")
+        if loop.reverse:
+            return f"range({stop} - 1, {start} - 1, -1)"
+        return f"range({start}, {stop})"
+
+    def bound(self, values, combine: str) -> str:
+        texts = [self.ix(v) for v in values]
+        return texts[0] if len(texts) == 1 else f"{combine}({', '.join(texts)})"
+
+    def matmul(self, statement: L.Matmul, pad: str) -> None:
+        G, M, K, N = statement.shape
+        out, a, b = statement.out, statement.a, statement.b
+        lines = [f"for mp in range({out.ext or 1}):"]
+        for name, buffer in (("ma", a), ("mb", b)):
+            row = "0" if buffer.ext is None else ("mp" if buffer.ext == out.ext else f"min(mp, {buffer.ext} - 1)")
+            lines.append(f"    {name} = {row} * {G}")
+        lines += [
+            f"    for mg in range({G}):",
+            f"        np.dot({a.name}[(ma + mg) * {M * K}:(ma + mg + 1) * {M * K}].reshape(({M}, {K})),",
+            f"               {b.name}[(mb + mg) * {K * N}:(mb + mg + 1) * {K * N}].reshape(({K}, {N})),",
+            f"               {out.name}[(mp * {G} + mg) * {M * N}:(mp * {G} + mg + 1) * {M * N}]"
+            f".reshape(({M}, {N})))",
+        ]
+        self.lines.extend(pad + line for line in lines)
+
+
+def _allocation(buffer: L.Buffer) -> str:
+    size = f"{buffer.ext} * {buffer.size}" if buffer.ext else str(buffer.size)
+    dtype = "np.bool_" if buffer.dtype == "bool" else "DTYPE"
+    if buffer.init is None:
+        return f"np.empty({size}, {dtype})"
+    if buffer.init == 0:
+        return f"np.zeros({size}, {dtype})"
+    return f"np.full({size}, {_number(buffer.init)}, {dtype})"
+
+
+class NumbaLoopsModule(NamedTuple):
+    """The numba module of an array program: its source, what to bind as ``EXTERNALS``,
+    which outputs are truth values, and the bytes each point of a batch takes."""
+
+    source: str
+    externals: list
+    output_is_boolean: tuple
+    bytes_per_point: int
+    program: L.LoopProgram
+
+
+def numba_loops_module(graph, dtype, name: str = "function") -> NumbaLoopsModule:
+    """The numba module of an array program.
+
+    Raises :class:`~symad.compile.loops.LoopsUnsupported` for a primitive numba cannot
+    write here (the caller falls back to numexpr, with a note).
+    """
+    program = L.lower_loops(graph, batch=True, name=name, spellable=numba_spellable)
+    dtype = np.dtype(dtype)
+    externals, notes, prelude = [], [], []
+    for buffer in program.constants:
+        if buffer.data.size <= MAX_LITERAL_ELEMENTS:
+            if buffer.dtype == "int":
+                values = ", ".join(str(int(v)) for v in buffer.data.reshape(-1))
+                prelude.append(f"{buffer.name} = np.array([{values}], dtype=np.int64)")
+            else:
+                values = ", ".join(_number(v) for v in buffer.data.reshape(-1).tolist())
+                prelude.append(f"{buffer.name} = np.array([{values}], dtype=DTYPE)")
+        else:
+            externals.append(np.ascontiguousarray(buffer.data.reshape(-1),
+                                                  dtype=np.int64 if buffer.dtype == "int" else dtype))
+            notes.append(buffer.label)
+            prelude.append(f"{buffer.name} = None  # EXTERNALS[{len(externals) - 1}], bound at the first call")
+    printer = _Printer(program)
+    inputs = [b.name for b in program.inputs]
+    extents = [f"n{k}" for k in range(len(program.inputs))]
+    constants = [b.name for b in program.constants]
+    printer.lines.append(f"def _program({', '.join(extents + inputs + constants)}):")
+    for name_, deps in program.extents:
+        value = f"max({', '.join(deps)})" if len(deps) > 1 else (deps[0] if deps else "1")
+        printer.lines.append(f"    {name_} = {value}")
+    for buffer in program.temporaries + program.outputs:
+        printer.lines.append(f"    {buffer.name} = {_allocation(buffer)}")
+    printer.emit(program.body, 1)
+    results = [f"{b.name}.reshape(({b.ext}, {', '.join(map(str, b.shape))}{',' if len(b.shape) == 0 else ''}))"
+               .replace(", ,", ",") for b in program.outputs]
+    printer.lines.append(f"    return ({', '.join(results)}{',' if len(results) == 1 else ''})")
+
+    work = max(1, sum(space * max(1, operations) for _, space, operations in program.kernels))
+    boolean = program.output_is_boolean
+    header = [
+        f"# Generated by symad: the numba loops of array program {safe_comment(name)} ({dtype.name}).",
+        "# Standalone: it needs NumPy and numba, not symad. run(*inputs): each input as",
+        "# (points,) + its core shape (or (1,) + core when the same at every point), in the order",
+        "# of the graph's inputs; a tuple of outputs (points or 1,) + shape back.",
+        "import numpy as np",
+        "import numba",
+        "",
+        f"DTYPE = np.{dtype.name}",
+        f"EXTERNALS = [None] * {len(externals)}",
+        *[f"# EXTERNALS[{k}]: {safe_comment(note)}" for k, note in enumerate(notes)],
+        f"OUTPUT_IS_BOOLEAN = {tuple(boolean)!r}",
+        f"INPUT_SIZES = {tuple(b.size for b in program.inputs)!r}",
+        "# Operations times elements per point: below PARALLEL_MIN_WORK in all, one thread.",
+        f"WORK_PER_POINT = {work}",
+        f"PARALLEL_MIN_WORK = {PARALLEL_MIN_WORK}",
+        "# numba caches machine code next to the module's file; source run with exec() has",
+        "# no file, so it compiles uncached.",
+        "_CACHE = '__file__' in globals()",
+        "",
+        *[line for line in prelude if "EXTERNALS" not in line],
+        "",
+    ]
+    for line in _kernel_comments(program):
+        header.append(line)
+    decorator = ["", "", "@numba.njit(parallel=True, cache=_CACHE, nogil=True, error_model='numpy')"]
+    bound = [f"    {b.name} = EXTERNALS[{k}]" for k, b in enumerate(
+        [b for b in program.constants if b.data.size > MAX_LITERAL_ELEMENTS])]
+    driver = [
+        "",
+        "",
+        "def run(*inputs):",
+        '    """Evaluate on inputs (points or 1,) + core; a tuple of outputs (points or 1,) + shape."""',
+        f"    if len(inputs) != {len(program.inputs)}:",
+        f"        raise ValueError(f'expected {len(program.inputs)} inputs, got {{len(inputs)}}')",
+        "    if any(external is None for external in EXTERNALS):",
+        "        raise RuntimeError('bind every entry of EXTERNALS (listed at the top) before evaluating')",
+        *bound,
+        "    arrays = [np.ascontiguousarray(x, dtype=DTYPE) for x in inputs]",
+        "    points = [x.shape[0] if x.ndim else 1 for x in arrays]",
+        "    flat = [x.reshape(-1) for x in arrays]",
+        "    threads = numba.get_num_threads()",
+        "    if max(points, default=1) * WORK_PER_POINT < PARALLEL_MIN_WORK and threads > 1:",
+        "        numba.set_num_threads(1)",
+        "    try:",
+        "        # Threads take chunks one at a time: on a busy machine, a thread that loses",
+        "        # its core leaves its chunks to the others.",
+        "        with numba.parallel_chunksize(1):",
+        f"            return _program(*points, *flat{''.join(', ' + c for c in constants)})",
+        "    finally:",
+        "        numba.set_num_threads(threads)",
+    ]
+    source = "\n".join(header + decorator + printer.lines + driver) + "\n"
+    temporaries = sum(b.size for b in program.temporaries + program.outputs) + sum(
+        b.size for b in program.inputs)
+    return NumbaLoopsModule(source, externals, tuple(boolean), max(1, temporaries) * dtype.itemsize,
+                            program)
+
+
+def _kernel_comments(program) -> list:
+    lines = ["# Kernels (one loop nest each, in order):"]
+    for description, _, _ in program.kernels:
+        lines.append(f"#   {safe_comment(description)}")
+    return lines

@@ -1,0 +1,212 @@
+"""C export of array programs: the loop program (:mod:`symad.compile.loops`) printed as C99.
+
+The function keeps :mod:`symad.export.c`'s contract, ``void NAME(const double
+*in, double *out)`` with every input and output flattened in order (the header
+comment lists them with their shapes), but its body is loops: one loop nest per
+kernel, so the source does not grow with the arrays' sizes (only constant
+arrays a program holds, such as the indices of a fancy index, are written out
+as data). Booleans are 1.0 and 0.0, as in the per-element export.
+
+Temporaries (values read at several indices, reductions' results, matrices
+arranged for a product) live in one block from ``malloc``; should it fail,
+every output is set to NaN. Identifiers are symad's own (``i0``, ``o1``,
+``t2``, ``v3``, ``j0``...); user names appear only in comments.
+
+>>> import symad as sd, numpy as np
+>>> source, _ = sd.grad(lambda u: np.sum((u[1:] - u[:-1]) ** 2)).trace(np.zeros(10 ** 6)).to_c("g")
+>>> source.count("for (long"), len(source) < 4000
+(3, True)
+"""
+
+from __future__ import annotations
+
+import math
+
+from symad.compile import loops as L
+from symad.errors import ExportError
+from symad.export.c import c_comment_text, c_operation, c_spellable, translation_unit
+
+__all__ = ["function_c_loops"]
+
+
+def _number(value) -> str:
+    number = float(value)
+    if math.isnan(number):
+        return "NAN"
+    if math.isinf(number):
+        return "HUGE_VAL" if number > 0 else "(-HUGE_VAL)"
+    text = repr(number)
+    return f"({text})" if number < 0 else text
+
+
+class _Printer:
+    def __init__(self, function_name: str):
+        self.function_name = function_name
+        self.helpers: set = set()
+        self.lines: list[str] = []
+
+    def ix(self, index: L.Ix) -> str:
+        parts = []
+        for atom, c in index.terms:
+            text = self.atom(atom)
+            parts.append(text if c == 1 else f"{c} * {text}")
+        if index.const or not parts:
+            parts.append(str(index.const))
+        return " + ".join(parts).replace("+ -", "- ")
+
+    def atom(self, atom) -> str:
+        if isinstance(atom, L.Var):
+            return atom.name
+        if isinstance(atom, L.Div):  # the numerator is never negative: C's / is floor here
+            return f"(({self.ix(atom.ix)}) / {atom.k})"
+        if isinstance(atom, L.Mod):
+            return f"(({self.ix(atom.ix)}) % {atom.k})"
+        return f"{atom.table.name}[{self.ix(atom.ix)}]"
+
+    def operand(self, operand) -> str:
+        return _number(operand[1]) if operand[0] == "lit" else operand[1]
+
+    def expression(self, expr) -> str:
+        kind = expr[0]
+        if kind in ("lit", "name"):
+            return self.operand(expr)
+        if kind == "load":
+            return f"{expr[1].name}[{self.ix(expr[2])}]"
+        if kind == "ix":
+            return self.ix(expr[1])
+        if kind == "imin":
+            a, b = self.ix(expr[1]), self.ix(expr[2])
+            return f"({a} < {b} ? {a} : {b})"
+        _, primitive, exponent, operands = expr
+        return self.operation(primitive, exponent, [self.operand(o) for o in operands])
+
+    def operation(self, primitive, exponent, args) -> str:
+        return c_operation(primitive.name, args, exponent, self.function_name, self.helpers)
+
+    def condition(self, conds) -> str:
+        parts = []
+        for ix, lo, hi, step, offset in conds:
+            text = self.ix(ix)
+            if hi - lo == 1:
+                parts.append(f"{text} == {lo}")
+            else:
+                parts += [f"{text} >= {lo}", f"{text} < {hi}"]
+            if step > 1:
+                parts.append(f"({text} - {offset}) % {step} == 0")
+        return " && ".join(f"({p})" for p in parts)
+
+    def emit(self, statements, depth: int) -> None:
+        pad = "    " * depth
+        for statement in statements:
+            cls = statement.__class__
+            if cls is L.Let:
+                kind = "long" if statement.kind == "int" else "double"
+                self.lines.append(f"{pad}const {kind} {statement.name} = {self.expression(statement.expr)};")
+            elif cls is L.Declare:
+                self.lines.append(f"{pad}double {statement.name} = {self.operand(statement.init)};")
+            elif cls is L.Assign:
+                self.lines.append(f"{pad}{statement.name} = {self.expression(statement.expr)};")
+            elif cls is L.Store:
+                self.lines.append(f"{pad}{statement.buffer.name}[{self.ix(statement.ix)}] = "
+                                  f"{self.operand(statement.value)};")
+            elif cls is L.Update:
+                target = f"{statement.buffer.name}[{self.ix(statement.ix)}]"
+                value = self.operation(statement.primitive, None, [target, self.operand(statement.value)])
+                self.lines.append(f"{pad}{target} = {value};")
+            elif cls is L.If:
+                self.lines.append(f"{pad}if ({self.condition(statement.conds)}) {{")
+                self.emit(statement.then, depth + 1)
+                if statement.orelse:
+                    self.lines.append(f"{pad}}} else {{")
+                    self.emit(statement.orelse, depth + 1)
+                self.lines.append(f"{pad}}}")
+            elif cls is L.Loop:
+                self.lines.append(f"{pad}for ({self.loop_header(statement)}) {{")
+                self.emit(statement.body, depth + 1)
+                self.lines.append(f"{pad}}}")
+            elif cls is L.Parallel:  # one point, no threads: a plain loop
+                self.lines.append(f"{pad}for (long {statement.var} = 0; {statement.var} < "
+                                  f"{self.ix(statement.count)}; {statement.var}++) {{")
+                self.emit(statement.body, depth + 1)
+                self.lines.append(f"{pad}}}")
+            elif cls is L.Block:
+                self.lines.append(f"{pad}{{")
+                self.emit(statement.body, depth + 1)
+                self.lines.append(f"{pad}}}")
+            elif cls is L.Comment:
+                self.lines.append(f"{pad}/* {c_comment_text(statement.text)} */")
+            else:  # pragma: no cover - the C lowering writes products as loops
+                raise ExportError(f"to_c({self.function_name}): no C form for {cls.__name__}")
+
+    def loop_header(self, loop: L.Loop) -> str:
+        start, stop = self.bound(loop.starts, ">"), self.bound(loop.stops, "<")
+        var = loop.var
+        if loop.reverse:
+            return f"long {var} = {stop} - 1; {var} >= {start}; {var}--"
+        return f"long {var} = {start}; {var} < {stop}; {var}++"
+
+    def bound(self, values, keep: str) -> str:
+        texts = [self.ix(v) for v in values]
+        text = texts[0]
+        for other in texts[1:]:
+            text = f"(({text}) {keep} ({other}) ? ({text}) : ({other}))"
+        return text
+
+
+def function_c_loops(function, name: str) -> tuple:
+    """The C source and header of an array program (see the module docstring)."""
+    from symad.export.c import CCode
+
+    def spellable(node) -> bool:
+        return not node.params and c_spellable(node.primitive.name)
+
+    try:
+        program = L.lower_loops(function.graph, batch=False, name=function.name, spellable=spellable)
+    except L.LoopsUnsupported as reason:
+        raise ExportError(f"to_c({function.name}): {reason} in C; export the function without it, "
+                          "or evaluate it in Python (F(...) or F.compile())") from None
+    printer = _Printer(function.name)
+    body: list[str] = []
+    file_scope: list[str] = []
+    for buffer in program.constants:
+        kind = "long" if buffer.dtype == "int" else "double"
+        values = ([str(int(v)) for v in buffer.data] if buffer.dtype == "int"
+                  else [_number(v) for v in buffer.data.tolist()]) or ["0"]
+        file_scope.append(f"/* {c_comment_text(buffer.label)} */")
+        file_scope.append(f"static const {kind} {buffer.name}[{len(values)}] = {{{', '.join(values)}}};")
+    used = L._used_buffers(program.body)
+    offset = 0
+    for buffer in program.inputs:
+        if buffer.name in used:
+            body.append(f"    const double *{buffer.name} = in + {offset};  /* {c_comment_text(buffer.label)} */")
+        offset += buffer.size
+    if not any(b.name in used for b in program.inputs):
+        body.append("    (void)in;")
+    inputs = offset
+    offset = 0
+    for buffer in program.outputs:
+        body.append(f"    double *{buffer.name} = out + {offset};")
+        offset += buffer.size
+    outputs = offset
+    work = sum(b.size for b in program.temporaries)
+    includes = []
+    if work:
+        includes.append("stdlib.h")
+        body += [f"    double *work = malloc({work} * sizeof(double));",
+                 "    if (work == NULL) {  /* no memory for the temporaries: every output NaN */",
+                 f"        for (long k = 0; k < {outputs}; k++) out[k] = NAN;",
+                 "        return;",
+                 "    }"]
+        at = 0
+        for buffer in program.temporaries:
+            body.append(f"    double *{buffer.name} = work + {at};")
+            at += buffer.size
+    for buffer in program.temporaries + program.outputs:
+        if buffer.init is not None and buffer.size:
+            body.append(f"    for (long k = 0; k < {buffer.size}; k++) {buffer.name}[k] = {_number(buffer.init)};")
+    printer.emit(program.body, 1)
+    body += printer.lines
+    if work:
+        body.append("    free(work);")
+    return CCode(*translation_unit(function, name, inputs, outputs, printer.helpers, body,
+                                   includes, file_scope))
