@@ -587,9 +587,7 @@ def array_program_leaves(evaluator, values: list, count: int, out_shapes, out_wh
 
 def make_array_evaluator(graph, backend: str, dtype="float64", name: str = "function") -> ArrayEvaluator:
     """Generate, load and wrap the evaluator of an array program."""
-    from symad.compile import _check_backend
-
-    from symad.compile import _LOG
+    from symad.compile import _LOG, _check_backend
 
     _check_backend(backend)
     module = generate_array_module(graph, backend, dtype, name)
