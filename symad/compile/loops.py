@@ -328,12 +328,18 @@ class Buffer:
     temporary with before the kernels run (None: written before read).
     """
 
-    __slots__ = ("name", "shape", "dtype", "kind", "ext", "init", "data", "label", "position")
+    __slots__ = ("name", "shape", "dtype", "kind", "ext", "init", "data", "label", "position", "owner")
 
     def __init__(self, name: str, shape: tuple, kind: str, *, dtype: str = "float", ext=None,
-                 init=None, data=None, label: str = "", position: int = -1):
+                 init=None, data=None, label: str = "", position: int = -1, owner=None):
         self.name, self.shape, self.kind, self.dtype = name, tuple(shape), kind, dtype
         self.ext, self.init, self.data, self.label, self.position = ext, init, data, label, position
+        #: for another shape of the same memory (a reshape), the buffer that is allocated
+        self.owner = owner
+
+    def reshaped(self, shape: tuple) -> Buffer:
+        """The same memory read with another shape (of as many elements)."""
+        return Buffer(self.name, shape, "view", dtype=self.dtype, ext=self.ext, owner=self.owner or self)
 
     @property
     def size(self) -> int:
@@ -409,12 +415,17 @@ class Loop:
 
 
 class Parallel:
-    """``for var in range(count)``, the iterations independent: the threads share them."""
+    """``for var in range(count)``, the iterations independent: the threads share them.
 
-    __slots__ = ("var", "count", "body")
+    ``elements`` is the size of the loop space one iteration covers; ``operations``
+    how many operations its body writes (together, what an iteration costs).
+    """
 
-    def __init__(self, var, count, body):
+    __slots__ = ("var", "count", "body", "elements", "operations")
+
+    def __init__(self, var, count, body, elements=1, operations=1):
         self.var, self.count, self.body = var, count, body
+        self.elements, self.operations = elements, operations
 
 
 class Block:
@@ -427,12 +438,26 @@ class Block:
 
 
 class Matmul:
-    """``out[p, g] = a[p, g] @ b[p, g]`` for a batch of ``(m, k) @ (k, n)`` matrices (BLAS)."""
+    """``out[p, g] = a[p, g] @ b[p, g]`` for a batch of ``(m, k) @ (k, n)`` matrices (BLAS).
+
+    ``a`` and ``b`` are ``(buffer, views)``: the operand is the buffer's array after the
+    reshape, transpose and broadcast nodes ``views``, in order.
+    """
 
     __slots__ = ("out", "a", "b", "shape")
 
     def __init__(self, out, a, b, shape):
         self.out, self.a, self.b, self.shape = out, a, b, shape
+
+
+class Combine:
+    """``out[p, k] = primitive(...primitive(partial[p, 0, k], partial[p, 1, k])..., partial[p, chunks - 1, k])``:
+    the per-chunk partial results of a reduction combined in chunk order."""
+
+    __slots__ = ("partial", "out", "chunks", "primitive")
+
+    def __init__(self, partial, out, chunks, primitive):
+        self.partial, self.out, self.chunks, self.primitive = partial, out, chunks, primitive
 
 
 class Comment:
@@ -830,26 +855,39 @@ class _Lowering:
                 needed.add(node)
             if node.primitive is matmul_p:
                 for operand in node.args:
-                    needed.add(self.matmul_operand(operand))
+                    base = self.matmul_operand(operand)[0]
+                    if base.__class__ is Node:
+                        needed.add(base)
         return needed
 
     def matmul_operand(self, arranged):
-        """What a matrix product reads: a reshape has the memory layout of what it reshapes,
-        so below any reshapes, the node (or input) whose buffer holds the arranged operand."""
-        atom = arranged
-        while atom.__class__ is Node and atom.primitive is A.reshape_p:
+        """What a matrix product reads: below the reshapes, transposes and broadcasts that
+        arrange an operand (index maps, or NumPy views), the atom that needs a buffer;
+        and those operations, in order."""
+        views, atom = [], arranged
+        while atom.__class__ is Node and atom.primitive in (A.reshape_p, A.transpose_p, A.broadcast_p):
+            views.append(atom)
             atom = self.resolve(atom.args[0])
-        return atom if atom.__class__ is Node or atom in self.input_buffer else arranged
+        return atom, views[::-1]
 
     def plan(self, materialized: set) -> list:
         """The kernels, in order, for this choice of buffers."""
         self.materialized = materialized
         kernels: list = []
         completed_in: dict = {}  # node -> the kernel after which its buffer is complete
+        self.shared = {}  # a reshape -> the node whose buffer it reads with its own shape
+        outputs = {atom for atom in self.output_atoms if atom.__class__ is Node}
         for node in self.order:
             if node not in materialized or _is_constant_array(node):
                 continue
             primitive = node.primitive
+            if primitive is A.reshape_p:
+                source = self.resolve(node.args[0])
+                if source in materialized and source.__class__ is Node and not _is_constant_array(source) \
+                        and source not in outputs and source not in self.shared.values():
+                    self.shared[node] = source  # the same memory: no kernel
+                    completed_in[node] = completed_in[source]
+                    continue
             ext = self.extent(self.deps[node])
             if primitive in _OWN_KERNEL:
                 kernel = _Kernel(primitive.name, (), ext, node=node)
@@ -935,14 +973,22 @@ class _Lowering:
             outputs.append(buffer)
             if not self.output_is_copy(position):
                 self.buffers[atom] = buffer
+        for reshaped, source in self.shared.items():  # an output reshaping a node: its memory
+            if reshaped in self.buffers:
+                self.buffers[source] = self.buffers[reshaped].reshaped(source.shape)
         temporaries = []
         for node in self.order:
+            if node in self.shared:
+                continue
             if node in materialized and node not in self.buffers and not _is_constant_array(node):
                 buffer = Buffer(f"t{len(temporaries)}", node.shape, "temp",
                                 dtype="bool" if node.primitive.returns_boolean else "float",
                                 ext=self.extent(self.deps[node]))
                 self.buffers[node] = buffer
                 temporaries.append(buffer)
+        for reshaped, source in self.shared.items():
+            if reshaped not in self.buffers:
+                self.buffers[reshaped] = self.buffers[source].reshaped(reshaped.shape)
         self.output_buffers = outputs
         body, descriptions = [], []
         for kernel in kernels:
@@ -1028,7 +1074,9 @@ def _used_buffers(statements) -> set:
             elif cls is Parallel or cls is Block:
                 walk(statement.body)
             elif cls is Matmul:
-                used.update((statement.out.name, statement.a.name, statement.b.name))
+                used.update((statement.out.name, statement.a[0].name, statement.b[0].name))
+            elif cls is Combine:
+                used.update((statement.out.name, statement.partial.name))
 
     walk(statements)
     return used
@@ -1209,10 +1257,14 @@ class _Emitter:
     def define(self, statement, name: str, names: set, key=None):
         """Add ``name``'s defining statement in the outermost frame where everything it
         uses (loop variables, locals) is defined, and no further out than a branch."""
-        level = self.if_level
+        # Nothing above the point's frame: a kernel's iterations are self-contained.
+        level = max(self.if_level, min(1, len(self.frames) - 1))
         depends: set = set()
         for used in names:
-            level = max(level, self.level.get(used, 0))
+            # Runtime extents (n0, e1) are known everywhere; anything else not found is
+            # assumed defined in the innermost frame.
+            default = 0 if used[0] in "ne" else len(self.frames) - 1
+            level = max(level, self.level.get(used, default))
             depends |= self.uses.get(used, {used} if used.startswith("j") else set())
         self.frames[level].stmts.append(statement)
         self.level[name] = level
@@ -1223,9 +1275,11 @@ class _Emitter:
         return operand, level
 
     def here(self, statement) -> None:
-        if statement.__class__ is Update and statement.buffer.init is None:
+        if statement.__class__ is Update:
             # Accumulated into: starts at the identity of the accumulation.
-            statement.buffer.init = _IDENTITY[statement.primitive]
+            buffer = statement.buffer.owner or statement.buffer
+            if buffer.init is None:
+                buffer.init = _IDENTITY[statement.primitive]
         self.frames[-1].stmts.append(statement)
 
     def remember(self, key, operand):
@@ -1342,11 +1396,13 @@ class _Emitter:
         return self.define(Let(name, ("load", buffer, flat), kind), name, flat.variables(), key)[0]
 
     def operation(self, node, operands, key):
+        # Placed after every operand, including zeros dropped from a sum: those hold only
+        # within the loop ranges that decided them.
+        names = {operand[1] for operand in operands if operand[0] == "name"}
         if node.primitive is add_p:  # the zeros an unslice gives where it holds nothing
             kept = [o for o in operands if o != ("lit", 0.0) and not (o[0] == "name" and o[1] in self.zeros)]
             if len(kept) == 1 and kept[0][0] == "name" and len(kept) < len(operands):
                 # The sum is the one operand, where the zeros are known to be zeros.
-                names = {o[1] for o in operands if o[0] == "name"}
                 if max(self.level[n] for n in names) == self.level[kept[0][1]]:
                     return self.remember(key, kept[0])
                 name = self.low.fresh("v")
@@ -1355,7 +1411,6 @@ class _Emitter:
         name = self.low.fresh("v")
         kind = "bool" if node.primitive.returns_boolean else "float"
         exponent = node.args[1] if node.primitive.name == "power" else None
-        names = {operand[1] for operand in operands if operand[0] == "name"}
         operand, level = self.define(Let(name, ("op", node.primitive, exponent, operands), kind),
                                      name, names, key)
         self.kinds[name] = kind
@@ -1555,6 +1610,7 @@ class _Emitter:
     def nest(self, body, reductions=(), scan=None, chunked=True) -> list:
         """Loops over ``self.space`` (and the batch) around ``body(self)``."""
         space, low = self.space, self.low
+        self.rows, self.chunks = (space[0] if space else 1), 1
         if low.parallel and space and chunked and not (scan and scan[0] == 0):
             rows = max(1, -(-CHUNK_ELEMENTS // max(1, math.prod(space[1:]))))
             if space[0] > rows:
@@ -1576,7 +1632,9 @@ class _Emitter:
         self.pop()
         if low.batch:
             count = Ix.var(self.kernel.ext, 1) * self.chunks
-            top.stmts.append(Parallel("t", count, frame.stmts))
+            elements = self.rows * math.prod(space[1:]) if space else 1
+            top.stmts.append(Parallel("t", count, frame.stmts, max(1, elements),
+                                      max(1, _operations(frame.stmts))))
         else:
             top.stmts.append(Block(frame.stmts))
         self.pop()
@@ -1624,12 +1682,17 @@ class _Emitter:
             self.push(_Frame(var=var, bounds=(lo, hi - 1)))
             self.axes(d + 1, body, scan)
             frame = self.pop()
+            if not frame.stmts:
+                continue
+            if hi - lo == 1 and not (d == 0 and self.chunks > 1):
+                # One iteration: the index is a number (less for the compiler to look at).
+                self.here(Block([Let(var, ("ix", Ix.of(lo)), "int")] + frame.stmts))
+                continue
             starts, stops = [Ix.of(lo)], [Ix.of(hi)]
             if d == 0 and self.chunks > 1:
                 starts.append(Ix.var("c") * self.rows)
                 stops.append(Ix.var("c") * self.rows + self.rows)
-            if frame.stmts:
-                self.here(Loop(var, starts, stops, frame.stmts, reverse))
+            self.here(Loop(var, starts, stops, frame.stmts, reverse))
         self.close_reductions(d)
 
     def identity_index(self) -> tuple:
@@ -1691,25 +1754,9 @@ class _Emitter:
 
     def combine_chunks(self) -> list:
         """After a kernel whose threads shared a reduced first axis: the chunks' partial
-        results combined, in order (the same result whatever the threads did)."""
-        statements = []
-        for plan in self.plans:
-            if plan["partial"] is None:
-                continue
-            partial, out = plan["partial"], self.low.buffers[plan["node"]]
-            size = out.size
-            total, part = self.low.fresh("a"), self.low.fresh("v")
-            per_point = [
-                Declare(total, "float", ("lit", plan["identity"])),
-                Loop("c", [ZERO], [Ix.of(self.chunks)], [
-                    Let(part, ("load", partial, (Ix.var("b") * self.chunks + Ix.var("c")) * size
-                               + Ix.var("k")), "float"),
-                    Assign(total, ("op", plan["combine"], None, [("name", total), ("name", part)]))]),
-                Store(out, Ix.var("b") * size + Ix.var("k"), ("name", total)),
-            ]
-            statements.append(Loop("b", [ZERO], [Ix.var(self.kernel.ext, 1)], [
-                Loop("k", [ZERO], [Ix.of(size)], per_point)]))
-        return statements
+        results combined, in chunk order (the same result whatever the threads did)."""
+        return [Combine(plan["partial"], self.low.buffers[plan["node"]], self.chunks, plan["combine"])
+                for plan in self.plans if plan["partial"] is not None]
 
     # -- kernel bodies ------------------------------------------------------------------
 
@@ -1749,11 +1796,10 @@ class _Emitter:
         def with_previous():
             if buffer is None:
                 return value
-            before = self.low.fresh("v")
-            self.here(Let(before, ("load", buffer, self.flat(buffer, previous)), "float"))
+            before = self.load(buffer, previous)
             total = self.low.fresh("v")
-            self.here(Let(total, ("op", add_p, None, [("name", before), value]), "float"))
-            return ("name", total)
+            names = {o[1] for o in (before, value) if o[0] == "name"}
+            return self.define(Let(total, ("op", add_p, None, [before, value]), "float"), total, names)[0]
 
         key = ("cumsum", tuple(i.key for i in ix))
         result = self.piecewise(key, [([condition], with_previous)], lambda: value)
@@ -1809,25 +1855,26 @@ class _Emitter:
         left, right = node.args
         K = _shape(left)[2]
         low = self.low
-        sources = [low.matmul_operand(operand) for operand in (left, right)]
+        operands = [low.matmul_operand(operand) for operand in (left, right)]
         if self.probe:
-            self.reads |= {(source, None) for source in sources}
+            self.reads |= {(base, None) for base, _ in operands}
             return []
         out = low.buffers[node]
-        a, b = (low.buffer_of(source) for source in sources)
         if low.blas and M * K * N >= BLAS_MIN_FLOPS:
             self.space = (G, M)
+            a, b = ((low.buffer_of(base), views) for base, views in operands)
             return [Matmul(out, a, b, (G, M, K, N))]
-        # Loops: out[g, m, :] += a[g, m, k] * b[g, k, :], the innermost along rows of b and out.
+        # Loops: out[g, m, :] += a[g, m, k] * b[g, k, :], the innermost along rows of b and out;
+        # the operands read through their arrangement's index maps.
         self.space = (G, M, K, N)
 
         def product(emitter):
             g, m, k, n = emitter.identity_index()
-            x = emitter.load(a, (g, m, k), shape=(G, M, K))
-            y = emitter.load(b, (g, k, n), shape=(G, K, N))
+            x, y = emitter.value(left, (g, m, k)), emitter.value(right, (g, k, n))
             name = low.fresh("v")
-            emitter.here(Let(name, ("op", mul_p, None, [x, y]), "float"))
-            emitter.here(Update(out, emitter.flat(out, (g, m, n)), add_p, ("name", name)))
+            names = {o[1] for o in (x, y) if o[0] == "name"}
+            product, _ = emitter.define(Let(name, ("op", mul_p, None, [x, y]), "float"), name, names)
+            emitter.here(Update(out, emitter.flat(out, (g, m, n)), add_p, product))
 
         return self.nest(product)
 

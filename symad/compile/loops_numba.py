@@ -77,8 +77,9 @@ def _number(value) -> str:
 
 
 class _Printer:
-    def __init__(self, program: L.LoopProgram):
+    def __init__(self, program: L.LoopProgram, parallel: bool):
         self.program = program
+        self.parallel = parallel
         self.lines: list[str] = []
 
     # -- expressions ----------------------------------------------------------------
@@ -172,11 +173,14 @@ class _Printer:
             elif cls is L.Loop:
                 self.lines.append(f"{pad}for {statement.var} in {self.range(statement)}:")
                 self.emit(statement.body, depth + 1)
-            elif cls is L.Parallel:
+            elif cls is L.Parallel and self.parallel:
                 # numba's prange index is unsigned; mixed with signed integers it would make
                 # floats of index arithmetic.
                 self.lines.append(f"{pad}for {statement.var}_ in numba.prange({self.ix(statement.count)}):")
                 self.lines.append(f"{pad}    {statement.var} = np.int64({statement.var}_)")
+                self.emit(statement.body, depth + 1)
+            elif cls is L.Parallel:
+                self.lines.append(f"{pad}for {statement.var} in range({self.ix(statement.count)}):")
                 self.emit(statement.body, depth + 1)
             elif cls is L.Block:
                 self.emit(statement.body, depth)
@@ -237,41 +241,60 @@ class NumbaLoopsModule(NamedTuple):
 def numba_loops_module(graph, dtype, name: str = "function") -> NumbaLoopsModule:
     """The numba module of an array program.
 
+    Each kernel's iterations (a point of the batch and a chunk of the kernel's first
+    axis) are one small compiled function, ``_k<n>(first, last, ...)``. The program,
+    ``_program``, is Python: it allocates the buffers, calls each kernel once over all
+    its iterations (or, when there is work enough for threads, :data:`PARALLEL_MIN_WORK`,
+    ``_p<n>``: a ``numba.prange`` loop over blocks of them), multiplies the matrices of
+    einsums with ``np.matmul`` (BLAS) and combines per-chunk partial results. numba
+    compiles each function on its first use (a parallel loop costs it most: only those
+    a large evaluation needs are compiled) and caches it on disk.
+
     Raises :class:`~symad.compile.loops.LoopsUnsupported` for a primitive numba cannot
     write here (the caller falls back to numexpr, with a note).
     """
     program = L.lower_loops(graph, batch=True, name=name, spellable=numba_spellable)
     dtype = np.dtype(dtype)
-    externals, notes, prelude = [], [], []
+    externals, notes, literals = [], [], []
     for buffer in program.constants:
-        if buffer.data.size <= MAX_LITERAL_ELEMENTS:
+        numbers = buffer.data.reshape(-1)
+        if numbers.size <= MAX_LITERAL_ELEMENTS:
             if buffer.dtype == "int":
-                values = ", ".join(str(int(v)) for v in buffer.data.reshape(-1))
-                prelude.append(f"{buffer.name} = np.array([{values}], dtype=np.int64)")
+                values = ", ".join(str(int(v)) for v in numbers)
+                literals.append(f"{buffer.name} = np.array([{values}], dtype=np.int64)")
             else:
-                values = ", ".join(_number(v) for v in buffer.data.reshape(-1).tolist())
-                prelude.append(f"{buffer.name} = np.array([{values}], dtype=DTYPE)")
+                values = ", ".join(_number(v) for v in numbers.tolist())
+                literals.append(f"{buffer.name} = np.array([{values}], dtype=DTYPE)")
         else:
-            externals.append(np.ascontiguousarray(buffer.data.reshape(-1),
-                                                  dtype=np.int64 if buffer.dtype == "int" else dtype))
+            externals.append((buffer.name, np.ascontiguousarray(
+                numbers, dtype=np.int64 if buffer.dtype == "int" else dtype)))
             notes.append(buffer.label)
-            prelude.append(f"{buffer.name} = None  # EXTERNALS[{len(externals) - 1}], bound at the first call")
-    printer = _Printer(program)
-    inputs = [b.name for b in program.inputs]
-    extents = [f"n{k}" for k in range(len(program.inputs))]
-    constants = [b.name for b in program.constants]
-    printer.lines.append(f"def _program({', '.join(extents + inputs + constants)}):")
-    for name_, deps in program.extents:
-        value = f"max({', '.join(deps)})" if len(deps) > 1 else (deps[0] if deps else "1")
-        printer.lines.append(f"    {name_} = {value}")
-    for buffer in program.temporaries + program.outputs:
-        printer.lines.append(f"    {buffer.name} = {_allocation(buffer)}")
-    printer.emit(program.body, 1)
-    results = [f"{b.name}.reshape(({b.ext}, {', '.join(map(str, b.shape))}{',' if len(b.shape) == 0 else ''}))"
-               .replace(", ,", ",") for b in program.outputs]
-    printer.lines.append(f"    return ({', '.join(results)}{',' if len(results) == 1 else ''})")
-
-    work = max(1, sum(space * max(1, operations) for _, space, operations in program.kernels))
+    functions, driver = [], []
+    number = 0
+    for statement in program.body:
+        cls = statement.__class__
+        if cls is L.Parallel:
+            number += 1
+            arguments = _free_names(statement.body)
+            functions += _kernel_functions(program, statement, number, arguments)
+            driver += _dispatch(statement, number, arguments)
+        elif cls is L.Matmul:
+            driver += _matmul(statement)
+        elif cls is L.Combine:
+            driver += _combine(statement)
+        elif cls is L.Comment:
+            driver.append(f"    # {safe_comment(statement.text)}")
+        else:  # pragma: no cover - the lowering puts nothing else outside a kernel
+            raise L.LoopsUnsupported(f"no numba form for a {cls.__name__} outside a kernel")
+    signature = ["threads"] + [f"n{k}" for k in range(len(program.inputs))] + [
+        b.name for b in program.inputs] + [b.name for b in program.constants]
+    body = [f"    {n} = {f'max({chr(44).join(deps)})' if len(deps) > 1 else (deps[0] if deps else '1')}"
+            for n, deps in program.extents]
+    body += [f"    {b.name} = {_allocation(b)}" for b in program.temporaries + program.outputs]
+    body += driver
+    results = [f"{b.name}.reshape(({', '.join([b.ext] + [str(n) for n in b.shape])}{',' if not b.shape else ''}))"
+               for b in program.outputs]
+    body.append(f"    return ({', '.join(results)}{',' if len(results) == 1 else ''})")
     boolean = program.output_is_boolean
     header = [
         f"# Generated by symad: the numba loops of array program {safe_comment(name)} ({dtype.name}).",
@@ -285,23 +308,21 @@ def numba_loops_module(graph, dtype, name: str = "function") -> NumbaLoopsModule
         f"EXTERNALS = [None] * {len(externals)}",
         *[f"# EXTERNALS[{k}]: {safe_comment(note)}" for k, note in enumerate(notes)],
         f"OUTPUT_IS_BOOLEAN = {tuple(boolean)!r}",
-        f"INPUT_SIZES = {tuple(b.size for b in program.inputs)!r}",
-        "# Operations times elements per point: below PARALLEL_MIN_WORK in all, one thread.",
-        f"WORK_PER_POINT = {work}",
+        "# A kernel runs on threads when its iterations hold this much work (operations",
+        "# times elements) in all: a parallel region costs tens of microseconds, and",
+        "# milliseconds when another process holds a core.",
         f"PARALLEL_MIN_WORK = {PARALLEL_MIN_WORK}",
         "# numba caches machine code next to the module's file; source run with exec() has",
         "# no file, so it compiles uncached.",
         "_CACHE = '__file__' in globals()",
         "",
-        *[line for line in prelude if "EXTERNALS" not in line],
+        *literals,
         "",
+        *_kernel_comments(program),
     ]
-    for line in _kernel_comments(program):
-        header.append(line)
-    decorator = ["", "", "@numba.njit(parallel=True, cache=_CACHE, nogil=True, error_model='numpy')"]
-    bound = [f"    {b.name} = EXTERNALS[{k}]" for k, b in enumerate(
-        [b for b in program.constants if b.data.size > MAX_LITERAL_ELEMENTS])]
-    driver = [
+    program_function = ["", "", f"def _program({', '.join(signature)}):", *body]
+    bound = [f"    {buffer} = EXTERNALS[{k}]" for k, (buffer, _) in enumerate(externals)]
+    run = [
         "",
         "",
         "def run(*inputs):",
@@ -312,24 +333,115 @@ def numba_loops_module(graph, dtype, name: str = "function") -> NumbaLoopsModule
         "        raise RuntimeError('bind every entry of EXTERNALS (listed at the top) before evaluating')",
         *bound,
         "    arrays = [np.ascontiguousarray(x, dtype=DTYPE) for x in inputs]",
-        "    points = [x.shape[0] if x.ndim else 1 for x in arrays]",
+        "    points = [x.shape[0] for x in arrays]",
         "    flat = [x.reshape(-1) for x in arrays]",
-        "    threads = numba.get_num_threads()",
-        "    if max(points, default=1) * WORK_PER_POINT < PARALLEL_MIN_WORK and threads > 1:",
-        "        numba.set_num_threads(1)",
-        "    try:",
-        "        # Threads take chunks one at a time: on a busy machine, a thread that loses",
-        "        # its core leaves its chunks to the others.",
-        "        with numba.parallel_chunksize(1):",
-        f"            return _program(*points, *flat{''.join(', ' + c for c in constants)})",
-        "    finally:",
-        "        numba.set_num_threads(threads)",
+        "    # Threads take blocks of iterations one at a time: on a busy machine, a thread",
+        "    # that loses its core leaves its blocks to the others.",
+        "    with numba.parallel_chunksize(1):",
+        f"        return _program(numba.get_num_threads() > 1, *points, *flat"
+        f"{''.join(', ' + b.name for b in program.constants)})",
     ]
-    source = "\n".join(header + decorator + printer.lines + driver) + "\n"
-    temporaries = sum(b.size for b in program.temporaries + program.outputs) + sum(
-        b.size for b in program.inputs)
-    return NumbaLoopsModule(source, externals, tuple(boolean), max(1, temporaries) * dtype.itemsize,
-                            program)
+    source = "\n".join(header + functions + program_function + run) + "\n"
+    per_point = sum(b.size for b in program.temporaries + program.outputs + program.inputs)
+    return NumbaLoopsModule(source, [array for _, array in externals], tuple(boolean),
+                            max(1, per_point) * dtype.itemsize, program)
+
+
+def _free_names(statements) -> list:
+    """The buffers and runtime extents ``statements`` use but do not define, in order."""
+    read: set = set()
+    L._names_read(statements, read)
+    read |= L._used_buffers(statements)
+    defined: set = {"t"}
+    _defined_names(statements, defined)
+    return sorted(read - defined)
+
+
+def _defined_names(statements, defined: set) -> None:
+    for statement in statements:
+        cls = statement.__class__
+        if cls is L.Let or cls is L.Declare:
+            defined.add(statement.name)
+        elif cls is L.Loop:
+            defined.add(statement.var)
+        for part in ("body", "then", "orelse"):
+            inner = getattr(statement, part, None)
+            if inner:
+                _defined_names(inner, defined)
+
+
+_DECORATOR = "@numba.njit(cache=_CACHE, nogil=True, error_model='numpy')"
+
+
+def _kernel_functions(program, statement: L.Parallel, number: int, arguments: list) -> list:
+    """``_k<n>``: iterations ``first`` to ``last`` of a kernel; ``_p<n>``: all of them,
+    blocks of at least CHUNK elements shared by the threads."""
+    printer = _Printer(program, parallel=False)
+    printer.emit(statement.body, 2)
+    rest = "".join(", " + a for a in arguments)
+    group = max(1, L.CHUNK_ELEMENTS // statement.elements)
+    blocks, first, last = "count", "np.int64(block)", "first + 1"  # prange's index is unsigned
+    if group > 1:
+        blocks, first, last = (f"(count + {group - 1}) // {group}", f"np.int64(block) * {group}",
+                               f"min(count, first + {group})")
+    return ["", "", _DECORATOR, f"def _k{number}(first, last{rest}):",
+            f"    for {statement.var} in range(first, last):", *printer.lines,
+            "", "", _DECORATOR.replace("njit(", "njit(parallel=True, "), f"def _p{number}(count{rest}):",
+            f"    for block in numba.prange({blocks}):",
+            f"        first = {first}",
+            f"        _k{number}(first, {last}{rest})"]
+
+
+def _dispatch(statement: L.Parallel, number: int, arguments: list) -> list:
+    """The program's call of kernel ``number``: on threads when it has work enough."""
+    rest = "".join(", " + a for a in arguments)
+    count = _Printer(None, False).ix(statement.count)
+    return [f"    count = {count}",
+            f"    if threads and count * {statement.elements * statement.operations} >= PARALLEL_MIN_WORK:",
+            f"        _p{number}(count{rest})",
+            "    else:",
+            f"        _k{number}(0, count{rest})"]
+
+
+def _matmul(statement: L.Matmul) -> list:
+    """A batch of matrix products with NumPy (BLAS); the points broadcast (1 against many)."""
+    G, M, K, N = statement.shape
+    out = statement.out
+    return [f"    np.matmul({_view(*statement.a)}, {_view(*statement.b)}, "
+            f"out={out.name}.reshape(({out.ext}, {G}, {M}, {N})))"]
+
+
+def _view(buffer: L.Buffer, views: list) -> str:
+    """``buffer`` (with its points in front) after reshape/transpose/broadcast nodes, as
+    NumPy views (a reshape copies only where the memory does not allow a view)."""
+    points = buffer.ext or "1"
+
+    def shaped(shape):
+        return f"({', '.join([points] + [str(n) for n in shape])}{',' if not shape else ''})"
+
+    text = f"{buffer.name}.reshape({shaped(buffer.shape)})"
+    for node in views:
+        params = dict(node.params)
+        if node.primitive is L.A.reshape_p:
+            text = f"{text}.reshape({shaped(node.shape)})"
+        elif node.primitive is L.A.transpose_p:
+            perm = params["perm"]
+            lead = len(node.shape) - len(perm)
+            axes = (0,) + tuple(range(1, 1 + lead)) + tuple(1 + lead + p for p in perm)
+            text = f"np.transpose({text}, {axes})"
+        else:  # broadcast_to: the core's missing axes put in front of it, then repeated
+            lead = node.shape[: len(node.shape) - len(params["shape"])]
+            aligned = lead + (1,) * (len(params["shape"]) - len(params["in_shape"])) + params["in_shape"]
+            text = f"np.broadcast_to({text}.reshape({shaped(aligned)}), {shaped(node.shape)})"
+    return text
+
+
+def _combine(statement: L.Combine) -> list:
+    """Per-chunk partial results combined along the chunks, in order (NaN kept by max/min)."""
+    reduction = {"add": "np.sum", "reduce_max": "np.max", "reduce_min": "np.min"}[statement.primitive.name]
+    out, partial = statement.out, statement.partial
+    return [f"    {reduction}({partial.name}.reshape(({partial.ext}, {statement.chunks}, {out.size})), "
+            f"axis=1, out={out.name}.reshape(({out.ext}, {out.size})))"]
 
 
 def _kernel_comments(program) -> list:
