@@ -158,3 +158,43 @@ def test_traced_exponents_use_pow_and_match_the_evaluator(tmp_path):
         call = compile_c(F, name, tmp_path)
         for point in [(0.5, 0.5), (2.0, -1.25), (3.0, 2.5)]:
             np.testing.assert_allclose(call(*point), flat_outputs(F, *point), rtol=1e-13)
+
+
+@needs_compiler
+def test_array_programs_export_loops_over_whole_arrays(tmp_path):
+    # Arrays stay arrays: loops over the grid, the layout comment names each whole array.
+    weights = sd.Parameter(np.linspace(0.5, 1.5, 12).reshape(3, 4), name="weights")
+
+    def energy(u, shift):
+        return np.sum(weights * np.tanh(u - shift) ** 2) + np.sum((u[1:] - u[:-1]) ** 2)
+
+    u = np.random.default_rng(5).normal(size=(3, 4))
+    F = sd.grad(energy, (0, 1)).trace(u, 0.25)
+    source, header = F.to_c("energy_gradient")
+    assert "for (long" in source and source.count(";") < 120
+    assert "in[0..11]: u, row-major (shape (3, 4))" in header
+    assert "in[13..24]: Parameter weights (shape (3, 4))" in header
+    assert "#define ENERGY_GRADIENT_N_INPUTS 25" in header
+    assert "#define ENERGY_GRADIENT_N_OUTPUTS 13" in header
+    call = compile_c(F, "energy_gradient", tmp_path)
+    for shift in (0.25, -1.0):
+        np.testing.assert_allclose(call(*u.ravel(), shift, *weights.value.ravel()),
+                                   flat_outputs(F, u, shift), rtol=1e-13, atol=1e-14)
+
+
+@needs_compiler
+@pytest.mark.parametrize("name", HOSTILE)
+def test_user_names_of_array_programs_appear_only_in_comments(name, tmp_path):
+    weights = sd.Parameter(np.array([2.0, -1.0, 0.5]), name=name)
+    F = sd.trace(lambda x: np.sum(weights * np.sin(x)), np.zeros(3))
+    source, header = F.to_c("safe_array")
+    for text in (source, header):
+        assert name not in text
+    import re
+
+    code = re.sub(r"/\*.*?\*/", "", source, flags=re.DOTALL)  # what C reads outside comments
+    assert "evil" not in code and "passwd" not in code
+    assert {line for line in code.splitlines() if "#" in line} <= {"#include <math.h>", "#include <stdlib.h>"}
+    call = compile_c(F, "safe_array", tmp_path)
+    x = np.array([0.3, -0.2, 1.1])
+    assert call(*x, *weights.value)[0] == pytest.approx(float(np.sum(weights.value * np.sin(x))), rel=1e-14)

@@ -165,3 +165,27 @@ def test_numba_source_runs_with_exec_like_the_other_backends(tmp_path):
     spec.loader.exec_module(module)
     assert module._CACHE is True and namespace["_CACHE"] is False
     np.testing.assert_allclose(module.run(*points)[0], namespace["run"](*points)[0], rtol=0)
+
+
+@needs_numba
+def test_numba_compiles_array_programs_to_loop_kernels_cached_on_disk(caplog):
+    # Once numexpr's with a note; now fused loops (symad/compile/loops.py), no note.
+    def energy(u):
+        return np.sum((u[1:, :] - u[:-1, :]) ** 2) + np.sum((u ** 2 - 1) ** 2)
+
+    u = np.random.default_rng(7).normal(size=(40, 30))
+    G = sd.value_and_grad(energy).trace(u)
+    assert G.is_array_program
+    evaluate = G.compile("numba")
+    assert evaluate.note == "" and evaluate.cached_at.startswith(os.environ["SYMAD_CACHE_DIR"])
+    for got, want in zip(evaluate(u), G.compile("numpy")(u)):
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
+    source = G.source("numba")
+    assert "def _k1(" in source and "numba.prange(" in source and "ne.evaluate" not in source
+    directory = os.path.join(os.environ["SYMAD_CACHE_DIR"], "numba")
+    files = [name for _, _, names in os.walk(directory) for name in names]
+    assert any(name.endswith(".nbi") for name in files)  # the kernels' machine code, kept
+    batch = np.stack([u, -u, 2 * u])  # a batch of points, one loop nest for all
+    values, gradients = evaluate(batch)
+    np.testing.assert_allclose(values, [energy(p) for p in batch], rtol=1e-13)
+    np.testing.assert_allclose(gradients[1], G(batch[1])[1], rtol=1e-13)
