@@ -1149,19 +1149,21 @@ def _without_unread(statements, read: set, removed: list) -> list:
 
 
 def _operations(statements) -> int:
-    """How many operations the statements write (each loop body counted once)."""
-    count = 0
+    """About how many operations the statements do per element of their loops: each
+    statement once, and of consecutive loops (ranges of one axis, each with its copy of
+    the body) or two branches the larger."""
+    count, alternatives = 0, 0
     for statement in statements:
         cls = statement.__class__
         if (cls is Let or cls is Assign) and statement.expr[0] == "op" or cls is Update:
             count += 1
         elif cls in (Loop, Parallel, Block):
-            count += _operations(statement.body)
+            alternatives = max(alternatives, _operations(statement.body))
         elif cls is If:
-            count += _operations(statement.then) + _operations(statement.orelse)
+            count += max(_operations(statement.then), _operations(statement.orelse))
         elif cls is Matmul:
             count += 2 * statement.shape[2] * statement.shape[3]
-    return count
+    return count + alternatives
 
 
 def _describe(kernel) -> str:
