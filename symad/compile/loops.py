@@ -352,7 +352,7 @@ class Buffer:
 # Statements. Operands are ("lit", value) or ("name", local); expressions are operands,
 # ("load", buffer, Ix), ("op", primitive, exponent atom or None, [operands]), ("ix", Ix),
 # ("imin", Ix, Ix). Conditions are (Ix, lo, hi, step, offset): lo <= ix < hi and
-# (ix - offset) % step == 0.
+# (ix - offset) % step == 0 (lo and hi None when the loop range already keeps ix within).
 
 
 class Let:
@@ -1466,7 +1466,7 @@ class _Emitter:
             decided += [c for c, state in zip(conds, states) if state is not None]
             if False in states:
                 continue
-            dynamic = [c for c, s in zip(conds, states) if s is None]
+            dynamic = [self.residual(c) for c, s in zip(conds, states) if s is None]
             live.append((dynamic, thunk))
             if not dynamic:
                 break
@@ -1485,6 +1485,15 @@ class _Emitter:
         self.level[name], self.uses[name] = level, depends | set(self.batch_names())
         self.frames[level].memo[key] = ("name", name)
         return ("name", name)
+
+    def residual(self, cond):
+        """What is left to test of ``cond``: its step alone where the loop ranges keep the
+        index within its bounds (a range of None: no test)."""
+        ix, lo, hi, step, offset = cond
+        a, b = ix_bounds(ix, self.bounds())
+        if step > 1 and a is not None and b is not None and lo <= a and b < hi:
+            return (ix, None, None, step, offset)
+        return cond
 
     def decided(self, key, operand, conds):
         """A piecewise value known from the loop ranges: what it is holds only within the

@@ -89,7 +89,9 @@ class _Printer:
         parts = []
         for ix, lo, hi, step, offset in conds:
             text = self.ix(ix)
-            if hi - lo == 1:
+            if lo is None:
+                pass
+            elif hi - lo == 1:
                 parts.append(f"{text} == {lo}")
             else:
                 parts += [f"{text} >= {lo}", f"{text} < {hi}"]
