@@ -1148,14 +1148,24 @@ def _without_unread(statements, read: set, removed: list) -> list:
     return kept
 
 
+#: What a call of a mathematical function (exp, sin...) costs, in additions: a loop of
+#: additions vectorizes, calls of the C library do not.
+CALL_COST = 16
+
+
 def _operations(statements) -> int:
-    """About how many operations the statements do per element of their loops: each
+    """About what the statements cost per element of their loops, in additions: each
     statement once, and of consecutive loops (ranges of one axis, each with its copy of
     the body) or two branches the larger."""
     count, alternatives = 0, 0
     for statement in statements:
         cls = statement.__class__
-        if (cls is Let or cls is Assign) and statement.expr[0] == "op" or cls is Update:
+        if (cls is Let or cls is Assign) and statement.expr[0] == "op":
+            name = statement.expr[1].name
+            cheap = name in _CHEAP or name == "power" and statement.expr[2] is not None \
+                and not statement.expr[2].is_Symbol and _literal(statement.expr[2])[1] == 2.0
+            count += 1 if cheap else CALL_COST
+        elif cls is Update:
             count += 1
         elif cls in (Loop, Parallel, Block):
             alternatives = max(alternatives, _operations(statement.body))

@@ -34,11 +34,12 @@ from symad.compile.program import Instruction, safe_comment
 
 __all__ = ["numba_loops_module", "numba_spellable", "NumbaLoopsModule", "PARALLEL_MIN_WORK"]
 
-#: Work (operations per point times elements, summed over kernels, times points) below
-#: which ``run`` uses one thread. About 1-2 ms of one core: what a parallel region
-#: costs on a busy 2-core machine is then a loss (measured on such a machine: 4-8 ms
-#: for a region whose second thread had to wait for its core).
-PARALLEL_MIN_WORK = 1 << 21
+#: A kernel runs on threads when its work (elements times the cost of an element, in
+#: additions: symad.compile.loops.CALL_COST per call of exp, sin...) reaches this: about
+#: a millisecond of one core. A parallel region costs tens of microseconds, and
+#: milliseconds when another process holds the second core (measured on the shared
+#: 2-core machine: 4-8 ms for a region whose second thread waited for its core).
+PARALLEL_MIN_WORK = 1 << 22
 #: Constant arrays up to this many elements are literals in the module; larger ones are
 #: bound through EXTERNALS.
 MAX_LITERAL_ELEMENTS = 256
