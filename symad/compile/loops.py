@@ -1513,6 +1513,9 @@ class _Emitter:
         if not names:
             return self.remember(key, operand)
         if operand[0] == "name":
+            inside = max([self.if_level] + [self.level.get(v, 0) for v in names])
+            if self.level.get(operand[1], -1) >= inside:  # defined inside those loops already
+                return self.remember(key, operand)
             names.add(operand[1])
         name = self.low.fresh("v")
         kind = "float" if operand[0] == "lit" else self.kinds.get(operand[1], "float")
