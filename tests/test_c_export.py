@@ -1,6 +1,7 @@
 """C export: compile with the machine's C compiler, call through ctypes, compare with F(...)."""
 
 import ctypes
+import math
 import shutil
 import subprocess
 
@@ -9,6 +10,7 @@ import pytest
 
 import symad as sd
 import symad.numpy as snp
+from symad.graph import atom_shape
 from symad.pytree import tree_flatten
 
 COMPILER = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
@@ -26,9 +28,9 @@ def compile_c(F, name, tmp_path):
                    check=True, capture_output=True, text=True)
     function = getattr(ctypes.CDLL(str(library)), name)
     function.restype = None
-    # The C function takes every scalar input and output flattened: the per-element view's.
-    elements = F.expand()
-    n_in, n_out = len(elements.graph.inputs), len(elements.graph.outputs)
+    # The C function takes every input and output flattened, in order.
+    n_in = sum(math.prod(atom_shape(atom)) for atom in F.graph.inputs)
+    n_out = sum(math.prod(atom_shape(atom)) if atom.is_Symbol else 1 for atom in F.graph.outputs)
 
     def call(*flat_inputs):
         inputs = (ctypes.c_double * n_in)(*flat_inputs)

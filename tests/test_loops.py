@@ -10,10 +10,7 @@ where numba is not installed.
 
 from __future__ import annotations
 
-import ctypes
 import math
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -25,8 +22,8 @@ from symad.compile import loops as L
 from symad.compile.numba_backend import numba_available
 from symad.pytree import tree_flatten
 from tests.test_arrays import CASES, JAX_GRADIENTS
+from tests.test_c_export import COMPILER, compile_c
 
-COMPILER = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
 needs_compiler = pytest.mark.skipif(COMPILER is None, reason="no C compiler (cc/gcc/clang) on PATH")
 needs_numba = pytest.mark.skipif(not numba_available(),
                                  reason="numba is not installed (pip install symad[fast])")
@@ -180,28 +177,14 @@ def test_every_array_primitive_and_its_gradient_through_numba_matches_numpy(ever
 
 
 def build_c(F, name, tmp_path):
-    """F.to_c(name) compiled with -Wall -Wextra -Werror and loaded; a caller taking and
-    returning the flat inputs and outputs."""
-    source, header = F.to_c(name)
-    (tmp_path / f"{name}.h").write_text(header)
-    (tmp_path / f"{name}.c").write_text(f'#include "{name}.h"\n' + source)
-    library = tmp_path / f"lib{name}.so"
-    subprocess.run([COMPILER, "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
-                    "-o", str(library), str(tmp_path / f"{name}.c"), "-lm"],
-                   check=True, capture_output=True, text=True)
-    function = getattr(ctypes.CDLL(str(library)), name)
-    function.restype = None
+    """F.to_c(name) compiled with -Wall -Wextra -Werror and loaded (tests/test_c_export.py);
+    a caller taking the arrays, and the source."""
+    call = compile_c(F, name, tmp_path)
 
-    def call(*arguments):
-        flat = np.concatenate([np.ravel(np.asarray(a, dtype=float)) for a in arguments]) \
-            if arguments else np.zeros(0)
-        outputs = sum(math.prod(shape) for shape in F.out_shapes)
-        inputs = (ctypes.c_double * max(1, flat.size))(*flat)
-        result = (ctypes.c_double * max(1, outputs))()
-        function(inputs, result)
-        return np.array(result[:outputs])
+    def call_arrays(*arguments):
+        return call(*np.concatenate([np.ravel(np.asarray(a, dtype=float)) for a in arguments]))
 
-    return call, source
+    return call_arrays, F.to_c(name)[0]
 
 
 def _flat(values) -> np.ndarray:

@@ -75,7 +75,8 @@ from symad.primitives import (
     sub_p,
 )
 
-__all__ = ["lower_loops", "LoopProgram", "Buffer", "LoopsUnsupported", "Ix", "CHUNK_ELEMENTS"]
+__all__ = ["lower_loops", "LoopProgram", "Buffer", "LoopsUnsupported", "Ix", "ExpressionPrinter",
+           "CHUNK_ELEMENTS"]
 
 #: A parallel kernel hands its threads chunks of its first axis of about this many elements.
 CHUNK_ELEMENTS = 4096
@@ -491,6 +492,78 @@ class LoopProgram:
     def max_space(self) -> int:
         """Elements in the largest loop space of a kernel (per point of the batch)."""
         return max([space for _, space, _ in self.kernels], default=1)
+
+
+class ExpressionPrinter:
+    """What the printers share: index arithmetic, subscripts, operands, expressions and
+    conditions, which differ between languages only in spelling (the hooks below)."""
+
+    #: floor division of index arithmetic (C's ``/`` floors: numerators are never negative)
+    floor_division = "//"
+    conjunction = " and "
+
+    def number(self, value) -> str:
+        raise NotImplementedError
+
+    def operation(self, primitive, exponent, args: list) -> str:
+        raise NotImplementedError
+
+    def minimum(self, a: str, b: str) -> str:
+        raise NotImplementedError
+
+    def subscript(self, index: Ix) -> str:
+        return self.ix(index)
+
+    def ix(self, index: Ix) -> str:
+        parts = [self.atom(atom) if c == 1 else f"{c} * {self.atom(atom)}" for atom, c in index.terms]
+        if index.const or not parts:
+            parts.append(str(index.const))
+        return " + ".join(parts).replace("+ -", "- ")
+
+    def atom(self, atom) -> str:
+        if isinstance(atom, Var):
+            return atom.name
+        if isinstance(atom, Div):
+            return f"(({self.ix(atom.ix)}) {self.floor_division} {atom.k})"
+        if isinstance(atom, Mod):
+            return f"(({self.ix(atom.ix)}) % {atom.k})"
+        return f"{atom.table.name}[{self.subscript(atom.ix)}]"
+
+    def operand(self, operand) -> str:
+        return self.number(operand[1]) if operand[0] == "lit" else operand[1]
+
+    def expression(self, expr) -> str:
+        kind = expr[0]
+        if kind in ("lit", "name"):
+            return self.operand(expr)
+        if kind == "load":
+            return f"{expr[1].name}[{self.subscript(expr[2])}]"
+        if kind == "ix":
+            return self.ix(expr[1])
+        if kind == "imin":
+            return self.minimum(self.ix(expr[1]), self.ix(expr[2]))
+        _, primitive, exponent, operands = expr
+        return self.operation(primitive, exponent, [self.operand(o) for o in operands])
+
+    def store(self, statement) -> str:
+        """``buffer[ix] = value`` of a Store, or of an Update (the value combined with the old)."""
+        target = f"{statement.buffer.name}[{self.subscript(statement.ix)}]"
+        value = self.operand(statement.value)
+        if statement.__class__ is Update:
+            value = self.operation(statement.primitive, None, [target, value])
+        return f"{target} = {value}"
+
+    def condition(self, conds) -> str:
+        parts = []
+        for ix, lo, hi, step, offset in conds:
+            text = self.ix(ix)
+            if lo is not None and hi - lo == 1:
+                parts.append(f"{text} == {lo}")
+            elif lo is not None:
+                parts += [f"{text} >= {lo}", f"{text} < {hi}"]
+            if step > 1:
+                parts.append(f"({text} - {offset}) % {step} == 0")
+        return self.conjunction.join(f"({p})" for p in parts)
 
 
 # ---------------------------------------------------------------------------

@@ -23,7 +23,6 @@ microseconds, and milliseconds when another process holds the second core.
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np
@@ -31,6 +30,7 @@ import numpy as np
 from symad.compile import loops as L
 from symad.compile.numba_backend import scalar_form
 from symad.compile.program import Instruction, safe_comment
+from symad.compile.source import literal
 
 __all__ = ["numba_loops_module", "numba_spellable", "NumbaLoopsModule", "PARALLEL_MIN_WORK"]
 
@@ -68,65 +68,27 @@ def numba_spellable(node) -> bool:
 
 
 def _number(value) -> str:
-    if isinstance(value, (bool, np.bool_)):
-        return "True" if value else "False"
-    number = float(value)
-    if math.isnan(number):
-        return "np.nan"
-    if math.isinf(number):
-        return "np.inf" if number > 0 else "(-np.inf)"
-    text = repr(number)
-    return f"({text})" if number < 0 else text
+    """A literal numba reads: NumPy's names for inf and nan."""
+    return literal(value).replace('float("nan")', "np.nan").replace('float("inf")', "np.inf")
 
 
-class _Printer:
+class _Printer(L.ExpressionPrinter):
     def __init__(self, program: L.LoopProgram, parallel: bool):
         self.program = program
         self.parallel = parallel
         self.lines: list[str] = []
 
-    # -- expressions ----------------------------------------------------------------
+    def number(self, value) -> str:
+        return _number(value)
 
-    def ix(self, index: L.Ix) -> str:
-        parts = []
-        for atom, c in index.terms:
-            text = self.atom(atom)
-            parts.append(text if c == 1 else f"{c} * {text}")
-        if index.const or not parts:
-            parts.append(str(index.const))
-        text = " + ".join(parts).replace("+ -", "- ")
-        return text
+    def minimum(self, a: str, b: str) -> str:
+        return f"min({a}, {b})"
 
-    def index(self, index: L.Ix) -> str:
-        """A subscript. Unsigned: numba then skips the wrap-around of negative indices (a
-        select per access, which kept LLVM from vectorizing the grid gradient's loop: 4.7x
-        slower); the lowering reads only where indices are valid."""
+    def subscript(self, index: L.Ix) -> str:
+        """Unsigned: numba then skips the wrap-around of negative indices (a select per
+        access, which kept LLVM from vectorizing the grid gradient's loop: 4.7x slower);
+        the lowering reads only where indices are valid."""
         return self.ix(index) if index.is_const() else f"np.uint64({self.ix(index)})"
-
-    def atom(self, atom) -> str:
-        if isinstance(atom, L.Var):
-            return atom.name
-        if isinstance(atom, L.Div):
-            return f"(({self.ix(atom.ix)}) // {atom.k})"
-        if isinstance(atom, L.Mod):
-            return f"(({self.ix(atom.ix)}) % {atom.k})"
-        return f"{atom.table.name}[{self.index(atom.ix)}]"
-
-    def operand(self, operand) -> str:
-        return _number(operand[1]) if operand[0] == "lit" else operand[1]
-
-    def expression(self, expr) -> str:
-        kind = expr[0]
-        if kind in ("lit", "name"):
-            return self.operand(expr)
-        if kind == "load":
-            return f"{expr[1].name}[{self.index(expr[2])}]"
-        if kind == "ix":
-            return self.ix(expr[1])
-        if kind == "imin":
-            return f"min({self.ix(expr[1])}, {self.ix(expr[2])})"
-        _, primitive, exponent, operands = expr
-        return self.operation(primitive, exponent, [self.operand(o) for o in operands])
 
     def operation(self, primitive, exponent, args) -> str:
         if primitive.name == "power" and exponent is not None and not exponent.is_Symbol:
@@ -141,21 +103,6 @@ class _Printer:
         form = scalar_form(_instruction(primitive, len(args)))
         return form(args)
 
-    def condition(self, conds) -> str:
-        parts = []
-        for ix, lo, hi, step, offset in conds:
-            text = self.ix(ix)
-            if lo is None:
-                pass
-            elif hi - lo == 1:
-                parts.append(f"{text} == {lo}")
-            else:
-                parts.append(f"{text} >= {lo}")
-                parts.append(f"{text} < {hi}")
-            if step > 1:
-                parts.append(f"({text} - {offset}) % {step} == 0")
-        return " and ".join(f"({p})" for p in parts) if len(parts) > 1 else parts[0]
-
     # -- statements -------------------------------------------------------------------
 
     def emit(self, statements, depth: int) -> None:
@@ -168,13 +115,8 @@ class _Printer:
                 self.lines.append(f"{pad}{statement.name} = {self.expression(statement.expr)}")
             elif cls is L.Declare:
                 self.lines.append(f"{pad}{statement.name} = {self.operand(statement.init)}")
-            elif cls is L.Store:
-                self.lines.append(f"{pad}{statement.buffer.name}[{self.index(statement.ix)}] = "
-                                  f"{self.operand(statement.value)}")
-            elif cls is L.Update:
-                target = f"{statement.buffer.name}[{self.index(statement.ix)}]"
-                value = self.operation(statement.primitive, None, [target, self.operand(statement.value)])
-                self.lines.append(f"{pad}{target} = {value}")
+            elif cls is L.Store or cls is L.Update:
+                self.lines.append(pad + self.store(statement))
             elif cls is L.If:
                 self.lines.append(f"{pad}if {self.condition(statement.conds)}:")
                 self.emit(statement.then, depth + 1)

@@ -25,7 +25,8 @@ import numpy as np
 from symad.errors import ExportError
 from symad.graph import atom_shape, constant_value, is_constant
 
-__all__ = ["CCode", "function_c", "c_comment_text", "c_operation", "c_spellable", "translation_unit"]
+__all__ = ["CCode", "function_c", "c_comment_text", "c_number", "c_operation", "c_spellable",
+           "translation_unit"]
 
 _C_KEYWORDS = {
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
@@ -103,7 +104,16 @@ _TEMPLATES = {
 
 
 def _literal(atom) -> str:
-    value = float(constant_value(atom))
+    return c_number(constant_value(atom))
+
+
+def c_number(value) -> str:
+    """C for a number (``NAN``, ``HUGE_VAL`` for nan and inf).
+
+    >>> c_number(-0.5), c_number(float("inf"))
+    ('(-0.5)', 'HUGE_VAL')
+    """
+    value = float(value)
     if math.isnan(value):
         return "NAN"
     if math.isinf(value):

@@ -22,82 +22,30 @@ True
 
 from __future__ import annotations
 
-import math
-
 from symad.compile import loops as L
 from symad.errors import ExportError
-from symad.export.c import c_comment_text, c_operation, c_spellable, translation_unit
+from symad.export.c import c_comment_text, c_number, c_operation, c_spellable, translation_unit
 
 __all__ = ["function_c_loops"]
 
 
-def _number(value) -> str:
-    number = float(value)
-    if math.isnan(number):
-        return "NAN"
-    if math.isinf(number):
-        return "HUGE_VAL" if number > 0 else "(-HUGE_VAL)"
-    text = repr(number)
-    return f"({text})" if number < 0 else text
+class _Printer(L.ExpressionPrinter):
+    floor_division = "/"  # numerators are never negative where printed: C's / floors too
+    conjunction = " && "
 
-
-class _Printer:
     def __init__(self, function_name: str):
         self.function_name = function_name
         self.helpers: set = set()
         self.lines: list[str] = []
 
-    def ix(self, index: L.Ix) -> str:
-        parts = []
-        for atom, c in index.terms:
-            text = self.atom(atom)
-            parts.append(text if c == 1 else f"{c} * {text}")
-        if index.const or not parts:
-            parts.append(str(index.const))
-        return " + ".join(parts).replace("+ -", "- ")
+    def number(self, value) -> str:
+        return c_number(value)
 
-    def atom(self, atom) -> str:
-        if isinstance(atom, L.Var):
-            return atom.name
-        if isinstance(atom, L.Div):  # the numerator is never negative: C's / is floor here
-            return f"(({self.ix(atom.ix)}) / {atom.k})"
-        if isinstance(atom, L.Mod):
-            return f"(({self.ix(atom.ix)}) % {atom.k})"
-        return f"{atom.table.name}[{self.ix(atom.ix)}]"
-
-    def operand(self, operand) -> str:
-        return _number(operand[1]) if operand[0] == "lit" else operand[1]
-
-    def expression(self, expr) -> str:
-        kind = expr[0]
-        if kind in ("lit", "name"):
-            return self.operand(expr)
-        if kind == "load":
-            return f"{expr[1].name}[{self.ix(expr[2])}]"
-        if kind == "ix":
-            return self.ix(expr[1])
-        if kind == "imin":
-            a, b = self.ix(expr[1]), self.ix(expr[2])
-            return f"({a} < {b} ? {a} : {b})"
-        _, primitive, exponent, operands = expr
-        return self.operation(primitive, exponent, [self.operand(o) for o in operands])
+    def minimum(self, a: str, b: str) -> str:
+        return f"({a} < {b} ? {a} : {b})"
 
     def operation(self, primitive, exponent, args) -> str:
         return c_operation(primitive.name, args, exponent, self.function_name, self.helpers)
-
-    def condition(self, conds) -> str:
-        parts = []
-        for ix, lo, hi, step, offset in conds:
-            text = self.ix(ix)
-            if lo is None:
-                pass
-            elif hi - lo == 1:
-                parts.append(f"{text} == {lo}")
-            else:
-                parts += [f"{text} >= {lo}", f"{text} < {hi}"]
-            if step > 1:
-                parts.append(f"({text} - {offset}) % {step} == 0")
-        return " && ".join(f"({p})" for p in parts)
 
     def emit(self, statements, depth: int) -> None:
         pad = "    " * depth
@@ -110,33 +58,22 @@ class _Printer:
                 self.lines.append(f"{pad}double {statement.name} = {self.operand(statement.init)};")
             elif cls is L.Assign:
                 self.lines.append(f"{pad}{statement.name} = {self.expression(statement.expr)};")
-            elif cls is L.Store:
-                self.lines.append(f"{pad}{statement.buffer.name}[{self.ix(statement.ix)}] = "
-                                  f"{self.operand(statement.value)};")
-            elif cls is L.Update:
-                target = f"{statement.buffer.name}[{self.ix(statement.ix)}]"
-                value = self.operation(statement.primitive, None, [target, self.operand(statement.value)])
-                self.lines.append(f"{pad}{target} = {value};")
+            elif cls is L.Store or cls is L.Update:
+                self.lines.append(f"{pad}{self.store(statement)};")
             elif cls is L.If:
-                self.lines.append(f"{pad}if ({self.condition(statement.conds)}) {{")
-                self.emit(statement.then, depth + 1)
+                self.braced(f"if ({self.condition(statement.conds)}) ", statement.then, depth)
                 if statement.orelse:
-                    self.lines.append(f"{pad}}} else {{")
+                    self.lines[-1] += " else {"
                     self.emit(statement.orelse, depth + 1)
-                self.lines.append(f"{pad}}}")
+                    self.lines.append(f"{pad}}}")
             elif cls is L.Loop:
-                self.lines.append(f"{pad}for ({self.loop_header(statement)}) {{")
-                self.emit(statement.body, depth + 1)
-                self.lines.append(f"{pad}}}")
+                self.braced(f"for ({self.loop_header(statement)}) ", statement.body, depth)
             elif cls is L.Parallel:  # one point, no threads: a plain loop
-                self.lines.append(f"{pad}for (long {statement.var} = 0; {statement.var} < "
-                                  f"{self.ix(statement.count)}; {statement.var}++) {{")
-                self.emit(statement.body, depth + 1)
-                self.lines.append(f"{pad}}}")
+                var = statement.var
+                self.braced(f"for (long {var} = 0; {var} < {self.ix(statement.count)}; {var}++) ",
+                            statement.body, depth)
             elif cls is L.Block:
-                self.lines.append(f"{pad}{{")
-                self.emit(statement.body, depth + 1)
-                self.lines.append(f"{pad}}}")
+                self.braced("", statement.body, depth)
             elif cls is L.Combine:  # (only with threads: not written for C, which has none)
                 size, chunks = statement.out.size, statement.chunks
                 value = self.operation(statement.primitive, None, [
@@ -149,6 +86,12 @@ class _Printer:
                 self.lines.append(f"{pad}/* {c_comment_text(statement.text)} */")
             else:  # pragma: no cover - the C lowering writes products as loops
                 raise ExportError(f"to_c({self.function_name}): no C form for {cls.__name__}")
+
+    def braced(self, head: str, body, depth: int) -> None:
+        pad = "    " * depth
+        self.lines.append(f"{pad}{head}{{")
+        self.emit(body, depth + 1)
+        self.lines.append(f"{pad}}}")
 
     def loop_header(self, loop: L.Loop) -> str:
         start, stop = self.bound(loop.starts, ">"), self.bound(loop.stops, "<")
@@ -183,7 +126,7 @@ def function_c_loops(function, name: str) -> tuple:
     for buffer in program.constants:
         kind = "long" if buffer.dtype == "int" else "double"
         values = ([str(int(v)) for v in buffer.data] if buffer.dtype == "int"
-                  else [_number(v) for v in buffer.data.tolist()]) or ["0"]
+                  else [c_number(v) for v in buffer.data.tolist()]) or ["0"]
         file_scope.append(f"/* {c_comment_text(buffer.label)} */")
         file_scope.append(f"static const {kind} {buffer.name}[{len(values)}] = {{{', '.join(values)}}};")
     used = L._used_buffers(program.body)
@@ -215,7 +158,7 @@ def function_c_loops(function, name: str) -> tuple:
             at += buffer.size
     for buffer in program.temporaries + program.outputs:
         if buffer.init is not None and buffer.size:
-            body.append(f"    for (long k = 0; k < {buffer.size}; k++) {buffer.name}[k] = {_number(buffer.init)};")
+            body.append(f"    for (long k = 0; k < {buffer.size}; k++) {buffer.name}[k] = {c_number(buffer.init)};")
     printer.emit(program.body, 1)
     body += printer.lines
     if work:
