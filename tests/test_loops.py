@@ -19,7 +19,9 @@ import symad as sd
 import symad.numpy as snp
 from symad import array_primitives as A
 from symad.compile import loops as L
+from symad.compile.loops_numba import PARALLEL_MIN_WORK
 from symad.compile.numba_backend import numba_available
+from symad.compile.threads import numba_threads
 from symad.pytree import tree_flatten
 from tests.test_arrays import CASES, JAX_GRADIENTS
 from tests.test_c_export import COMPILER, compile_c
@@ -332,10 +334,10 @@ def test_threads_share_chunks_and_partial_sums_combine_in_order():
     serial = evaluator.run(x[None])
     namespace["PARALLEL_MIN_WORK"] = 0  # the parallel function, whatever the size
     try:
-        with sd.compile.threads.numba_threads(2):
+        with numba_threads(2):
             parallel = evaluator.run(x[None])
     finally:
-        namespace["PARALLEL_MIN_WORK"] = sd.compile.loops_numba.PARALLEL_MIN_WORK
+        namespace["PARALLEL_MIN_WORK"] = PARALLEL_MIN_WORK
     assert "numba.prange(" in F.source("numba") and "s" in "".join(b.name for b in
                                                                      _partial_buffers(F))
     want = F.compile("numpy")(x)
@@ -393,3 +395,31 @@ def test_c_export_names_a_primitive_without_a_c_form():
 
     with pytest.raises(sd.ExportError, match="softsign.*in C"):
         sd.trace(lambda x: np.sum(softsign(x)), WAVE_X).to_c("f")
+
+
+@needs_numba
+def test_numba_falls_back_for_array_programs_too_large_to_compile(monkeypatch):
+    from symad.compile import numba_backend
+
+    monkeypatch.setattr(numba_backend, "MAX_NUMBA_NODES", 3)
+    F = sd.grad(wave).trace(WAVE_X)
+    evaluate = F.compile("numba")
+    assert "exceed 3" in evaluate.note and "numexpr instead" in evaluate.note
+    np.testing.assert_allclose(evaluate(WAVE_X), wave_gradient(WAVE_X), rtol=1e-13, atol=1e-15)
+
+
+def test_long_chains_are_written_in_pieces_without_recursion_limits(tmp_path):
+    # 300 inlined operations deep: each piece of MAX_INLINE_DEPTH is read from the last one's
+    # buffer, so neither the lowering nor numba's typing nests past Python's limits.
+    def chain(x):
+        for _ in range(100):
+            x = x * 0.99 + 0.01 * x[::-1]
+        return np.sum(x ** 2)
+
+    x = np.linspace(-1.0, 1.0, 7)
+    G = sd.grad(chain).trace(x)
+    program = L.lower_loops(G.graph, batch=False)
+    assert len(G.graph.nodes) > 10 * L.MAX_INLINE_DEPTH and len(program.kernels) > 10
+    if COMPILER is not None:
+        call, _ = build_c(G, "long_chain", tmp_path)
+        np.testing.assert_allclose(call(x), G.compile("numpy")(x), rtol=1e-12)

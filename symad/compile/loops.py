@@ -87,6 +87,9 @@ MAX_SPECIALISED_BODIES = 32
 #: A value read at more than this many distinct indices is materialized, however cheap
 #: (bounds the code a long chain of shifted slices would otherwise grow).
 MAX_SITES = 8
+#: The deepest nesting of inlined operations in one expression; a node deeper is
+#: materialized (Python's recursion limit, about 1,000 frames, allows some 250).
+MAX_INLINE_DEPTH = 32
 #: einsum products of at least this many multiply-adds (per matrix of a batch) go to BLAS.
 BLAS_MIN_FLOPS = 4096
 
@@ -489,10 +492,6 @@ class LoopProgram:
         self.kernels = kernels
         self.output_is_boolean = output_is_boolean
 
-    def max_space(self) -> int:
-        """Elements in the largest loop space of a kernel (per point of the batch)."""
-        return max([space for _, space, _ in self.kernels], default=1)
-
 
 class ExpressionPrinter:
     """What the printers share: index arithmetic, subscripts, operands, expressions and
@@ -733,7 +732,7 @@ class _Lowering:
         self.check_supported()
         self.find_dependencies()
         self.output_atoms = [self.resolve(a) if a.is_Symbol else a for a in self.graph.outputs]
-        materialized = self.required()
+        materialized = self.bounded_depth(self.required())
         # Buffers for expensive values that inlining would compute twice: each round can
         # change which kernels read what, so look again until nothing more is worth one.
         for _ in range(len(self.order) + 1):
@@ -741,7 +740,7 @@ class _Lowering:
             more = self.expensive_duplicates(kernels) - materialized
             if not more:
                 break
-            materialized = materialized | more
+            materialized = self.bounded_depth(materialized | more)
         return self.write(kernels, materialized)
 
     def setup_inputs(self) -> None:
@@ -932,6 +931,24 @@ class _Lowering:
                     if base.__class__ is Node:
                         needed.add(base)
         return needed
+
+    def bounded_depth(self, materialized: set) -> set:
+        """``materialized`` and every node whose inlined expression would nest more than
+        :data:`MAX_INLINE_DEPTH` operations (a long chain is written in pieces, each read
+        from the last one's buffer: no recursion limit, whatever the chain)."""
+        materialized = set(materialized)
+        depth: dict = {}
+        for node in self.order:
+            if node in materialized:
+                depth[node] = 0
+                continue
+            inner = max([depth.get(self.resolve(a), 0) for a in node.args if a.is_Symbol], default=0)
+            if inner >= MAX_INLINE_DEPTH:
+                materialized.add(node)
+                depth[node] = 0
+            else:
+                depth[node] = inner + 1
+        return materialized
 
     def matmul_operand(self, arranged):
         """What a matrix product reads: below the reshapes, transposes and broadcasts that
@@ -1467,14 +1484,9 @@ class _Emitter:
         batch = self.batch_index(buffer)
         return flat if batch is None else flat + batch * buffer.size
 
-    def load(self, buffer: Buffer, ix: tuple, key=None, shape=None):
-        """A local holding ``buffer`` at ``ix`` (read as an array of ``shape``: a reshaped view)."""
-        if shape is None:
-            flat = self.flat(buffer, ix)
-        else:
-            flat = flat_index(ix, shape)
-            batch = self.batch_index(buffer)
-            flat = flat if batch is None else flat + batch * buffer.size
+    def load(self, buffer: Buffer, ix: tuple, key=None):
+        """A local holding ``buffer`` at ``ix``."""
+        flat = self.flat(buffer, ix)
         name = self.low.fresh("v")
         kind = "bool" if buffer.dtype == "bool" else "float"
         self.kinds[name] = kind

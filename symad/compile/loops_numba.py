@@ -28,6 +28,7 @@ from typing import NamedTuple
 import numpy as np
 
 from symad.compile import loops as L
+from symad.compile import numba_backend
 from symad.compile.numba_backend import scalar_form
 from symad.compile.program import Instruction, safe_comment
 from symad.compile.source import literal
@@ -206,6 +207,9 @@ def numba_loops_module(graph, dtype, name: str = "function") -> NumbaLoopsModule
     Raises :class:`~symad.compile.loops.LoopsUnsupported` for a primitive numba cannot
     write here (the caller falls back to numexpr, with a note).
     """
+    limit = numba_backend.MAX_NUMBA_NODES  # as for scalar graphs: LLVM would take minutes
+    if len(graph.nodes) > limit:
+        raise L.LoopsUnsupported(f"{len(graph.nodes)} nodes exceed {limit}, too slow to compile")
     program = L.lower_loops(graph, batch=True, name=name, spellable=numba_spellable)
     dtype = np.dtype(dtype)
     externals, notes, literals = [], [], []
