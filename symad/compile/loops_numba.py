@@ -37,12 +37,14 @@ __all__ = ["numba_loops_module", "numba_spellable", "NumbaLoopsModule", "PARALLE
 
 #: A kernel runs on threads when its work (elements times the cost of an element, in
 #: additions: symad.compile.loops.CALL_COST per call of exp, sin...) reaches this: about
-#: 10 ms of one core. A parallel region costs tens of microseconds, and milliseconds
-#: when another process holds the second core (measured on the shared 2-core machine:
-#: 4-8 ms for a region whose second thread waited for its core; the gradient of
-#: sum(sin(x) exp(-x**2)) at 10^5 elements took 1.3 ms on two threads in one run and
-#: 7.1 ms in the next, 2.0 ms on one).
-PARALLEL_MIN_WORK = 1 << 24
+#: 2.5 ms of one core. A parallel region costs tens of microseconds on an idle machine,
+#: and milliseconds when another process holds the second core (on the shared 2-core
+#: machine the gradient of sum(sin(x) exp(-x**2)) at 10^5 elements took 1.3 ms on two
+#: threads in one run and 7.1 ms in the next, 2.0 ms on one). The threshold is set for
+#: the idle machine a user's workstation usually is (there the 10^5 gradient takes
+#: 1.25-1.3 ms on two threads against 2.1 ms on one; with threads from 10 ms, 1.9x
+#: JAX's time instead of 0.7x); a loaded machine loses those milliseconds.
+PARALLEL_MIN_WORK = 1 << 22
 #: Constant arrays up to this many elements are literals in the module; larger ones are
 #: bound through EXTERNALS.
 MAX_LITERAL_ELEMENTS = 256
