@@ -329,3 +329,90 @@ def test_taylor_mode_through_array_operations_matches_sympy():
     for (i, j), value in coefficients.items():
         want = sympy.diff(two, x, i, y, j).subs({x: sympy.Rational(1, 10), y: sympy.Rational(1, 5)})
         assert float(value) == pytest.approx(float(want / (sympy.factorial(i) * sympy.factorial(j))), rel=1e-13)
+
+
+# ---------------------------------------------------------------------------
+# Large intermediates in buffers kept between calls (symad.array_runtime.rt_buffer)
+# ---------------------------------------------------------------------------
+
+
+def _grid_energy(u):
+    return (np.sum((u[1:, :] - u[:-1, :]) ** 2) + np.sum((u[:, 1:] - u[:, :-1]) ** 2)
+            + np.sum((u ** 2 - 1) ** 2))
+
+
+def _grid_gradient(u):
+    """The analytic gradient of _grid_energy."""
+    gradient = 4 * u * (u ** 2 - 1)
+    rows, columns = u[1:, :] - u[:-1, :], u[:, 1:] - u[:, :-1]
+    gradient[1:, :] += 2 * rows
+    gradient[:-1, :] -= 2 * rows
+    gradient[:, 1:] += 2 * columns
+    gradient[:, :-1] -= 2 * columns
+    return gradient
+
+
+@pytest.mark.parametrize("backend", ["numexpr", "numpy"])
+def test_pooled_buffers_never_reach_the_caller_or_a_later_read(backend):
+    # 256x256 values are past symad.array_runtime.RT_POOL_MIN_ELEMENTS: the module writes
+    # them into pooled buffers. A result kept from one call must not change in the next,
+    # and every released buffer is read by no later line.
+    import re
+
+    rng = np.random.default_rng(3)
+    u, w = rng.normal(size=(256, 256)), rng.normal(size=(256, 256))
+    value_and_gradient = sd.value_and_grad(_grid_energy).trace(u)
+    source = value_and_gradient.source(backend)
+    assert "out=rt_buffer(DTYPE" in source and "rt_release(" in source
+    body = source[source.index("def run("):].splitlines()
+    for position, line in enumerate(body):
+        if line.strip().startswith("rt_release("):
+            released = re.findall(r"v\d+", line)
+            later = "\n".join(body[position + 1:])
+            assert not any(re.search(rf"\b{name}\b", later) for name in released), line
+    evaluate = value_and_gradient.compile(backend)
+    first_value, first_gradient = evaluate(u)
+    kept = first_gradient.copy()
+    for _ in range(3):
+        value, gradient = evaluate(w)
+    np.testing.assert_array_equal(first_gradient, kept)
+    np.testing.assert_allclose(kept, _grid_gradient(u), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gradient, _grid_gradient(w), rtol=1e-12, atol=1e-12)
+    assert value == pytest.approx(_grid_energy(w), rel=1e-12)
+
+
+@pytest.mark.parametrize("backend", ["numexpr", "numpy"])
+def test_a_view_of_a_pooled_value_keeps_its_buffer(backend):
+    # t is used twice (so it is written, into a pooled buffer); the outputs are a strided
+    # view of it and a product of two shifted views: none may be overwritten by a later call.
+    def f(x):
+        t = np.sin(x) * x + 1.0
+        return t[::2], t[1:] * t[:-1]
+
+    rng = np.random.default_rng(4)
+    x, y = rng.normal(size=1 << 15), rng.normal(size=1 << 15)
+    F = sd.trace(f, x)
+    evaluate = F.compile(backend)
+    every_other, products = evaluate(x)
+    kept = every_other.copy(), products.copy()
+    evaluate(y)
+    t = np.sin(x) * x + 1.0
+    np.testing.assert_array_equal(every_other, kept[0])
+    np.testing.assert_array_equal(products, kept[1])
+    np.testing.assert_allclose(every_other, t[::2], rtol=1e-15)
+    np.testing.assert_allclose(products, t[1:] * t[:-1], rtol=1e-15)
+
+
+def test_pooled_buffers_are_per_thread():
+    # Chunks of one evaluation may run on several threads: each takes its own buffers.
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(5)
+    grids = [rng.normal(size=(256, 256)) for _ in range(8)]
+    gradient = sd.grad(_grid_energy).trace(grids[0])
+    evaluate = gradient.compile("numpy")
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda u: [evaluate(u) for _ in range(5)], grids))
+    for u, calls in zip(grids, results):
+        for result in calls:
+            np.testing.assert_allclose(result, _grid_gradient(u), rtol=1e-12, atol=1e-12)

@@ -14,7 +14,11 @@ Each node becomes one line of a generated module:
 * **contractions** (``einsum``) are one batched matrix product (``np.matmul``,
   BLAS), whatever the indices;
 * **structural operations** are NumPy views or copies (``reshape``,
-  ``transpose``, slices, ``take``...).
+  ``transpose``, slices, ``take``...);
+* **large intermediates** are written into buffers kept between calls
+  (``out=rt_buffer(...)``, given back by ``rt_release`` after the last line
+  that reads them or a view of them): fresh large arrays cost a page fault per
+  4 KB page on every call.
 
 Values carry the batch of points in front: an input arrives as ``(points,) +
 its core shape`` (or ``(1,) + core`` when it is the same at every point) and a
@@ -30,14 +34,17 @@ literals (large ones are bound through ``EXTERNALS``, listed at the top).
 User text appears only in comments.
 
 >>> import symad as sd, numpy as np
->>> F = sd.trace(lambda x: np.sum(np.sin(x) * np.exp(-x ** 2)), np.zeros(4))
->>> "ne.evaluate" in F.source("numexpr"), "np.sum" in F.source("numpy") or "rt_reduce_sum" in F.source("numpy")
-(True, True)
+>>> wave = lambda x: np.sum(np.sin(x) * np.exp(-x ** 2))
+>>> "ne.evaluate" in sd.trace(wave, np.zeros(10 ** 5)).source("numexpr")
+True
+>>> "ne.evaluate" in sd.trace(wave, np.zeros(4)).source("numexpr")   # too little work for numexpr
+False
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
@@ -54,6 +61,16 @@ __all__ = ["generate_array_module", "make_array_evaluator", "ArrayEvaluator", "a
 MAX_FUSED_LEAVES = 24
 #: Constant arrays up to this many elements are written into the module as literals.
 MAX_LITERAL_ELEMENTS = 256
+#: An elementwise node goes into a numexpr expression when its work on one point's arrays
+#: (elements times numexpr's nanoseconds per element, ``COST_NS``) reaches this; below it
+#: NumPy's call is faster. A numexpr call costs about 8 us before its first element and,
+#: on two threads, 50-100 us more to wake the second (measured 2026-11-25 on the project's
+#: 2-core machine: 2*(a-b) over 65,536 elements took 30 us in NumPy, 63 us in numexpr on
+#: one thread and 111 us on two; over 10^6, 0.58, 1.45 and 0.69 ms; the 256x256 grid
+#: gradient 0.98 ms with every node in numexpr, 0.46 ms with every node in NumPy).
+NUMEXPR_MIN_WORK_NS = 200_000
+#: ns per element of an operation ``COST_NS`` does not list (comparisons, where...).
+_DEFAULT_COST_NS = (0.5, 0.5)
 #: The batch is evaluated in blocks whose live values stay near this many bytes.
 WORKING_SET_BYTES = 256 << 20
 
@@ -117,6 +134,9 @@ class _Lowering:
             if atom.is_Symbol:
                 uses[atom] = uses.get(atom, 0) + 2  # an output is stored: never inlined
         self.uses = uses
+        self.outputs = {atom for atom in graph.outputs if atom.is_Symbol}
+        self.pooled: set[str] = set()  # names of values written into pooled buffers
+        self.viewed: dict = {}  # value name -> the text of what it may be a view of
         self.inlined: dict = {}  # node -> its numexpr expression tree, not yet written
         # Single-use unslices (the cotangent of a slice), kept unwritten: a sum that adds
         # them adds each into its region in place (rt_accumulate) instead of adding a
@@ -147,7 +167,7 @@ class _Lowering:
         if atom in self.deferred:  # an unslice needed on its own after all
             value, params = self.deferred.pop(atom)
             return self.assign(atom, f"rt_unslice({self.operand(value)}, {params['in_shape']!r}, "
-                                     f"{params['index']!r})")
+                                     f"{params['index']!r})", viewed="")
         raise CompileError(f"{self.name}: the graph reads {atom}, which is neither an input nor a "
                            "node before it (a value of an enclosing trace?)")
 
@@ -178,8 +198,14 @@ class _Lowering:
         else:
             self.array_node(node)
 
+    def _poolable(self, node) -> bool:
+        """True if the node's value may be written into a pooled buffer: a floating-point
+        intermediate (outputs go to the caller, boolean values have their own dtype)."""
+        return (node not in self.outputs and not node.primitive.returns_boolean
+                and (self.backend == "numpy" or self.dtype == np.float64))
+
     def _fusible(self, node) -> bool:
-        """True if the node goes into a numexpr expression: numexpr has it, and (by the scalar
+        """True if the node may go into a numexpr expression: numexpr has it, and (by the scalar
         compiler's measured cost table) NumPy's own loop is not faster for it."""
         if self.backend != "numexpr" or not node.primitive.elementwise:
             return False
@@ -203,8 +229,20 @@ class _Lowering:
                 return
             self.write_tree(node, tree)
             return
+        self.numpy_call(node)
+
+    def numpy_call(self, node) -> str:
+        """One elementwise node as a NumPy (or SciPy) call; its operands are written."""
         rank = len(node.shape)
         args = [self.aligned(a, rank) for a in node.args]
+        ufunc = _ufunc_name(node)
+        if _square_operand(node) is not None:  # x**2: NumPy's power takes 2.4x square's time
+            ufunc, args = "np.square", args[:1]
+        if ufunc is not None and self._poolable(node):
+            return self.assign(node, f"{ufunc}({', '.join(args)}, out={_buffer_call(args)})",
+                               pooled=True)
+        if ufunc is not None:  # a ufunc's result is a new array
+            return self.assign(node, f"{ufunc}({', '.join(args)})", viewed="")
         spelling = numpy_spelling(_instruction(node))
         if spelling is None:
             index = self._external(node.primitive.numpy_impl, f"the numeric implementation of "
@@ -212,7 +250,7 @@ class _Lowering:
             call = f"EXTERNALS[{index}]({', '.join(args)})"
         else:
             call = spelling(args)
-        self.assign(node, call)
+        return self.assign(node, call)
 
     def accumulate(self, node) -> None:
         """A sum holding unslices: the other terms, then each unslice added into its region."""
@@ -250,7 +288,9 @@ class _Lowering:
                 value, sign = value.args[0], -1.0
             pieces.append(f"({self.operand(value)}, {params['in_shape']!r}, {params['index']!r}, "
                           f"{sign!r})")
-        self.assign(node, f"rt_accumulate({base}, [{', '.join(pieces)}], fresh={fresh})")
+        # In place into its base (when fresh), else a new array.
+        self.assign(node, f"rt_accumulate({base}, [{', '.join(pieces)}], fresh={fresh})",
+                    viewed=base)
 
     def _leaf_or_tree(self, atom):
         if atom.is_Symbol and atom in self.inlined:
@@ -258,8 +298,19 @@ class _Lowering:
         return ("leaf", atom)
 
     def write_tree(self, node, tree) -> str:
-        """One ``ne.evaluate`` call for a fused expression tree rooted at ``node``."""
+        """One ``ne.evaluate`` call for a fused expression tree rooted at ``node`` (NumPy calls,
+        one per node, when its work is too small to pay for numexpr's call)."""
         rank = len(node.shape)
+        if _tree_work_ns(tree, node) < NUMEXPR_MIN_WORK_NS:
+            if tree[1] is not _SUM:
+                return self.write_numpy_tree(tree)
+            terms = []
+            for part in tree[2]:
+                if part[0] == "op":
+                    self.write_numpy_tree(part)
+                terms.append(self.aligned(part[1], rank) if part[1].is_Symbol
+                             else literal(_constant_value(part[1])))
+            return self.assign(node, " + ".join(terms), viewed="")
         names: dict = {}
         local = []
 
@@ -279,19 +330,38 @@ class _Lowering:
 
         expression = render(tree)
         if not local:  # a constant expression (unusual): NumPy evaluates it
-            call = f"np.asarray(ne.evaluate({expression!r}))"
-        else:
-            call = f"ne.evaluate({expression!r}, local_dict=dict({', '.join(local)}))"
-        return self.assign(node, call)
+            return self.assign(node, f"np.asarray(ne.evaluate({expression!r}))", viewed="")
+        call = f"ne.evaluate({expression!r}, local_dict=dict({', '.join(local)})"
+        # numexpr computes in float64 whatever the inputs (its constants are doubles): a
+        # float64 module's intermediates may go into a pooled buffer.
+        root = tree[1]
+        if root is _SUM or self._poolable(root):
+            operands = [entry.split("=", 1)[1] for entry in local]
+            return self.assign(node, f"{call}, out={_buffer_call(operands)})", pooled=True)
+        return self.assign(node, call + ")", viewed="")
+
+    def write_numpy_tree(self, tree) -> str:
+        """A fused tree as NumPy calls, operands first."""
+        _, node, parts = tree
+        for part in parts:
+            if part[0] == "op":
+                self.write_numpy_tree(part)
+        return self.numpy_call(node)
 
     def write_inlined(self, node) -> str:
         return self.write_tree(node, self.inlined.pop(node))
 
-    def assign(self, node, call: str) -> str:
+    def assign(self, node, call: str, *, pooled: bool = False, viewed: str | None = None) -> str:
+        """Write ``v<k> = call`` for ``node``. ``pooled``: the call writes into a pooled
+        buffer; ``viewed``: the text of what its result may be (a view of), "" for a new
+        array (default: the whole call, any operand)."""
         name = f"v{self.value_counter}"
         self.value_counter += 1
         self.lines.append(f"    {name} = {call}")
         self.text[node] = name
+        if pooled:
+            self.pooled.add(name)
+        self.viewed[name] = call if viewed is None else viewed
         return name
 
     def array_node(self, node) -> None:
@@ -349,7 +419,10 @@ class _Lowering:
                                    f"{safe_comment(name)!r}")
             keywords = ", ".join(f"{k}={v!r}" for k, v in params.items())
             call = f"EXTERNALS[{index}]({', '.join(args)}{', ' if keywords else ''}{keywords})"
-        self.assign(node, call)
+        fresh = primitive in (A.reduce_sum_p, A.amax_p, A.amin_p, A.reduce_logsumexp_p, A.einsum_p,
+                              A.unslice_p, A.take_p, A.take_add_p, A.concatenate_p, A.cumsum_p,
+                              A.pack_p)
+        self.assign(node, call, viewed="" if fresh else None)
 
     def constant_array(self, array: np.ndarray, integer: bool = False) -> str:
         """A module-level name for a constant array: a literal if small, else an external."""
@@ -398,6 +471,7 @@ class _Lowering:
             "import scipy.special",
             "from scipy import special",
         ]
+        header.append("import threading")
         if self.backend == "numexpr":
             header.append("import numexpr as ne")
         header.append(f"DTYPE = np.{self.dtype.name}")
@@ -410,8 +484,8 @@ class _Lowering:
         inputs = ", ".join(f"i{k}" for k in range(len(self.graph.inputs)))
         body = [f"def run({inputs}):"]
         body.extend(f"    {line}" for line in self.prelude)
-        body.extend(self.lines)
-        body.append(f"    return ({', '.join(outputs)}{',' if len(outputs) == 1 else ''})")
+        result = f"    return ({', '.join(outputs)}{',' if len(outputs) == 1 else ''})"
+        body.extend(_with_releases(self.lines + [result], self.pooled, self.viewed))
         source = "\n".join(header + [""] + body) + "\n"
         per_point = sum(max(1, math.prod(node.shape)) for node in self.graph.nodes) * self.dtype.itemsize
         return ArrayModule(source, self.externals, self.backend, self.dtype, "", boolean, per_point)
@@ -426,6 +500,104 @@ class _Sum:
 
 
 _SUM = _Sum()
+
+
+def _tree_work_ns(tree, root) -> float:
+    """Nanoseconds numexpr would spend on one point's arrays of a fused tree (``COST_NS``)."""
+    from symad.compile.numexpr_backend import COST_NS
+
+    if tree[0] == "leaf":
+        return 0.0
+    _, node, parts = tree
+    if node is _SUM:  # an accumulation's other terms, added up
+        own = math.prod(root.shape) * COST_NS["add"][0] * (len(parts) - 1)
+    elif _square_operand(node) is not None or (node.primitive.name == "power" and
+                                               _integral_exponent(_instruction(node)) is not None):
+        own = math.prod(node.shape) * COST_NS["multiply"][0]  # numexpr multiplies
+    else:
+        own = math.prod(node.shape) * COST_NS.get(node.primitive.name, _DEFAULT_COST_NS)[0]
+    return own + sum(_tree_work_ns(part, root) for part in parts)
+
+
+def _square_operand(node):
+    """The base of ``x ** 2`` (a constant exponent 2), else None."""
+    if node.primitive.name == "power" and len(node.args) == 2 and not node.args[1].is_Symbol:
+        if _constant_value(node.args[1]) == 2:
+            return node.args[0]
+    return None
+
+
+def _integral_exponent(instruction):
+    from symad.compile.numexpr_backend import _integral_exponent as integral
+
+    return integral(instruction)
+
+
+def _ufunc_name(node) -> str | None:
+    """``np.<name>``/``special.<name>`` when the node is one call of a NumPy or SciPy ufunc
+    (which takes ``out=``), else None."""
+    from symad.compile.source import SPECIAL_NUMPY_FORMS, is_builtin_primitive
+
+    primitive = node.primitive
+    if node.params or not isinstance(primitive.numpy_impl, np.ufunc):
+        return None
+    if primitive.name == "add" and len(node.args) == 2:
+        return "np.add"
+    if primitive.name in SPECIAL_NUMPY_FORMS and is_builtin_primitive(primitive):
+        return None
+    spelling = numpy_spelling(_instruction(node))
+    if spelling is None:
+        return None
+    text = spelling(["_"])
+    name = text[: -len("(_)")]
+    return name if text == f"{name}(_)" and name.replace(".", "").isidentifier() else None
+
+
+def _buffer_call(operands: list[str]) -> str:
+    return f"rt_buffer(DTYPE, {', '.join(operands)})"
+
+
+_VALUE_NAME = re.compile(r"\bv\d+\b")
+
+
+def _with_releases(lines: list[str], pooled: set[str], viewed: dict) -> list[str]:
+    """``lines`` (straight-line code ending in the return) with ``rt_release`` after the last
+    line that needs each pooled buffer. A value that may be a view of pooled values (a
+    slice, a reshape, an in-place accumulation: ``viewed``) keeps their buffers alive for
+    as long as it is read; a buffer the return reads is never released (it goes to the
+    caller)."""
+    holds: dict = {}  # value name -> the pooled buffers it may be (a view of)
+    last: dict = {}  # pooled buffer -> index of the last line that needs it
+    for position, line in enumerate(lines):
+        target, equals, expression = line.strip().partition(" = ")
+        if not equals:
+            target, expression = None, line
+        needed = set()
+        for name in _VALUE_NAME.findall(expression):
+            needed |= holds.get(name, set())
+        for name in needed:
+            last[name] = position
+        if target in pooled:
+            holds[target] = {target}
+            last.setdefault(target, position)  # released at once if nothing reads it
+        elif target is not None:
+            holds[target] = set()
+            for name in _VALUE_NAME.findall(viewed.get(target, expression)):
+                holds[target] |= holds.get(name, set())
+    after: dict = {}
+    for name, position in last.items():
+        if position < len(lines) - 1:  # not read by the return
+            after.setdefault(position, []).append(name)
+    result = []
+    for position, line in enumerate(lines):
+        result.append(line)
+        if position in after:
+            result.append(f"    rt_release({', '.join(sorted(after[position], key=_value_number))})")
+    return result
+
+
+def _value_number(name: str) -> int:
+    return int(name[1:])
 
 
 def _numexpr_ready(part) -> bool:
