@@ -61,6 +61,31 @@ def test_equal_graphs_share_a_key_and_any_difference_changes_it():
     assert key(first) is None  # turned off (the test suite's default)
 
 
+def test_an_edited_or_reinstalled_compiler_changes_every_key(monkeypatch):
+    # The fingerprint names each source file of the compiler by path, modification time
+    # and size (what Python's bytecode cache trusts): touching one changes it.
+    import types
+
+    disk_cache._fingerprint.cache_clear()
+    before = disk_cache._fingerprint("numexpr")
+    real_stat = os.stat
+
+    def touched(path, *args, **kwargs):
+        status = real_stat(path, *args, **kwargs)
+        if str(path).endswith(os.path.join("compile", "numexpr_backend.py")):
+            return types.SimpleNamespace(st_mtime_ns=status.st_mtime_ns + 1, st_size=status.st_size)
+        return status
+
+    monkeypatch.setattr(disk_cache.os, "stat", touched)
+    disk_cache._fingerprint.cache_clear()
+    try:
+        assert disk_cache._fingerprint("numexpr") != before
+    finally:
+        monkeypatch.undo()
+        disk_cache._fingerprint.cache_clear()
+    assert disk_cache._fingerprint("numexpr") == before
+
+
 def test_constants_are_written_exactly():
     x = sympy.Symbol("x")
 
