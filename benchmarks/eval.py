@@ -422,7 +422,7 @@ sys.path.insert(0, {root!r})
 sys.path.insert(0, {benchmarks!r})
 import numpy as np, numexpr, symad as sd
 import symad.compile.numexpr_backend, symad.compile.numpy_backend, symad.compile.levels
-import symad.compile.disk_cache, symad.compile.progress, symad.compile.evaluator, platformdirs
+import symad.compile.disk_cache, symad.compile.progress, symad.compile.evaluator, symad.compile.arrays, platformdirs
 if {backend!r} == "numba":
     import numba, symad.compile.numba_backend
 import eval as bench

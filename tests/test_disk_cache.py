@@ -164,6 +164,51 @@ def test_externals_are_bound_from_the_graph_at_hand(cache):
     np.testing.assert_allclose(got, 2 * x / (1 + np.abs(x)), rtol=1e-15)
 
 
+def _array_program(data):
+    # An array program with a large constant (bound through EXTERNALS), a contraction and
+    # elementwise steps: its gradient's module is an array module.
+    return sd.grad(lambda w: np.sum(np.tanh(data @ w) ** 2)).trace(np.zeros(data.shape[1]))
+
+
+@pytest.mark.parametrize("backend", ["numexpr", "numpy"])
+def test_array_programs_are_cached_with_their_constants_bound_from_the_graph(cache, backend,
+                                                                             monkeypatch):
+    from symad.compile import arrays
+
+    rng = np.random.default_rng(0)
+    data, w = rng.normal(size=(40, 30)), rng.normal(size=30) * 0.1
+    want = 2 * data.T @ (np.tanh(data @ w) / np.cosh(data @ w) ** 2)
+    first = _array_program(data)
+    np.testing.assert_allclose(first.compile(backend)(w), want, rtol=1e-12)
+    (meta_path,) = (cache / "modules").glob("*.json")
+    meta = json.loads(meta_path.read_text())
+    assert meta["array_module"] is not None
+    assert any(how == "array" for how, *_ in meta["externals"])  # the data: bound, not stored
+    assert not list((cache / "modules").glob("*.np*"))
+    generated = []
+    real = arrays.generate_array_module
+    monkeypatch.setattr(arrays, "generate_array_module",
+                        lambda *a, **k: generated.append(a) or real(*a, **k))
+    second = _array_program(data)
+    np.testing.assert_allclose(second.compile(backend)(w), want, rtol=1e-12)
+    assert generated == []  # served from the cache
+    other = _array_program(data + 1.0)  # other data: another key, lowered anew
+    np.testing.assert_allclose(other.compile(backend)(w),
+                               2 * (data + 1).T @ (np.tanh((data + 1) @ w) / np.cosh((data + 1) @ w) ** 2),
+                               rtol=1e-12)
+    assert len(generated) == 1 and len(_entries(cache)) == 2
+
+
+def test_array_shapes_are_part_of_the_key():
+    f = lambda x: np.sum(np.sin(x))  # noqa: E731
+    key = lambda F: disk_cache.entry_key(F.graph, "numexpr", "float64", "f", compiler="arrays")  # noqa: E731
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(config, "cache", True)
+        assert key(sd.grad(f).trace(np.zeros(3))) == key(sd.grad(f).trace(np.ones(3)))
+        assert key(sd.grad(f).trace(np.zeros(3))) != key(sd.grad(f).trace(np.zeros(4)))
+        assert key(sd.grad(f).trace(np.zeros(3))) != key(sd.grad(f).trace(np.zeros((3, 1))))
+
+
 @pytest.mark.parametrize("damage", ["source", "code", "meta", "key", "truncated"])
 def test_damaged_entries_are_ignored_and_rebuilt(cache, damage):
     x = np.linspace(-1, 1, 11)

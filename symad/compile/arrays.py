@@ -51,7 +51,7 @@ import numpy as np
 from symad.array_runtime import runtime_source
 from symad.compile import threads
 from symad.compile.program import Constant, Instruction, safe_comment
-from symad.compile.source import literal, numpy_spelling
+from symad.compile.source import ArrayModule, literal, numpy_spelling
 from symad.errors import CompileError
 from symad.graph import Node
 
@@ -73,20 +73,6 @@ NUMEXPR_MIN_WORK_NS = 200_000
 _DEFAULT_COST_NS = (0.5, 0.5)
 #: The batch is evaluated in blocks whose live values stay near this many bytes.
 WORKING_SET_BYTES = 256 << 20
-
-
-class ArrayModule:
-    """The generated source of an array program's evaluator and what it needs bound."""
-
-    def __init__(self, source: str, externals: list, backend: str, dtype, note: str,
-                 output_is_boolean: tuple, bytes_per_point: int):
-        self.source = source
-        self.externals = externals
-        self.backend = backend
-        self.dtype = np.dtype(dtype)
-        self.note = note
-        self.output_is_boolean = output_is_boolean
-        self.bytes_per_point = bytes_per_point
 
 
 def _numexpr_usable() -> bool:
@@ -758,20 +744,20 @@ def array_program_leaves(evaluator, values: list, count: int, out_shapes, out_wh
 
 
 def make_array_evaluator(graph, backend: str, dtype="float64", name: str = "function") -> ArrayEvaluator:
-    """Generate, load and wrap the evaluator of an array program."""
-    from symad.compile import _LOG, _check_backend
+    """Generate (or find in the disk cache), load and wrap the evaluator of an array program."""
+    from symad.compile import _LOG, _check_backend, disk_cache
+    from symad.compile.evaluator import load_module
 
     _check_backend(backend)
-    module = generate_array_module(graph, backend, dtype, name)
-    if module.backend == "numba":  # from a file, so numba can cache its machine code beside it
-        from symad.compile.evaluator import load_module
-
-        namespace = load_module(module, on_disk=True)
-    else:
-        namespace = {"__name__": f"symad_generated_array_{module.backend}"}
-        code = compile(module.source, f"<symad array {module.backend} evaluator>", "exec")
-        exec(code, namespace)  # noqa: S102 - our own generated text; user text only in comments
-        namespace["EXTERNALS"][:] = module.externals
+    key = disk_cache.entry_key(graph, backend, np.dtype(dtype).name, name, compiler="arrays")
+    module = disk_cache.load_entry(key, graph) if key is not None else None
+    cached = module is not None
+    if not cached:
+        module = generate_array_module(graph, backend, dtype, name)
+    # numba's module is imported from a file, so numba keeps its machine code beside it.
+    namespace = load_module(module, on_disk=module.backend == "numba")
+    if key is not None and not cached:
+        disk_cache.store_entry(key, graph, module, getattr(module, "code", None))
     if module.backend != backend and backend == "numba":
         _LOG.warning("symad: %s: %s", name, module.note)
     return ArrayEvaluator(module, namespace)

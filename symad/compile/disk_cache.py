@@ -92,12 +92,16 @@ def canonical_form(graph) -> bytes:
         return found
 
     tags: dict[int, object] = {}
-    lines = [f"inputs {len(graph.inputs)}"]
+    shapes = [tuple(getattr(atom, "shape", ())) for atom in graph.inputs]
+    lines = [f"inputs {len(graph.inputs)}" + (f" shapes {shapes!r}" if any(shapes) else "")]
     for node in graph.nodes:
         tag = tags.get(id(node.primitive))
         if tag is None:
             tag = tags[id(node.primitive)] = _primitive_tag(node.primitive)
-        lines.append(repr((tag, _canonical_param(node.params), tuple(map(operand, node.args)))))
+        line = (tag, _canonical_param(node.params), tuple(map(operand, node.args)))
+        if node.shape:  # an array node (scalar nodes' lines are as they always were)
+            line += (tuple(node.shape),)
+        lines.append(repr(line))
     lines.append(f"outputs {tuple(map(operand, graph.outputs))!r}")
     return "\n".join(lines).encode()
 
@@ -139,6 +143,10 @@ def _canonical_param(value):
         return ("float", value.hex())
     if isinstance(value, tuple):
         return tuple(_canonical_param(item) for item in value)
+    from symad.array_primitives import ConstantArray
+
+    if isinstance(value, ConstantArray):  # by content (a 128-bit digest), as the builder compares
+        return ("array", _canonical_param(value._key))
     raise NotCanonical(f"a parameter of type {type(value).__name__}")
 
 
@@ -180,9 +188,10 @@ def _fingerprint(backend: str) -> bytes:
     return digest.digest()
 
 
-def entry_key(graph, backend: str, dtype, name: str) -> str | None:
+def entry_key(graph, backend: str, dtype, name: str, compiler: str = "scalar") -> str | None:
     """The entry's key for this graph, or None when it is not cached (turned off, too
-    large, or holding what :func:`canonical_form` cannot write)."""
+    large, or holding what :func:`canonical_form` cannot write). ``compiler``: "scalar"
+    (:mod:`symad.compile.program`'s modules) or "arrays" (:mod:`symad.compile.arrays`')."""
     if not config.cache_enabled() or len(graph.nodes) > MAX_CACHED_NODES:
         return None
     try:
@@ -193,6 +202,8 @@ def entry_key(graph, backend: str, dtype, name: str) -> str | None:
     digest = hashlib.sha256(b"symad generated module, layout 1\0")
     digest.update(_fingerprint(backend))
     labels = (backend, str(dtype), name, tuple(str(getattr(s, "name", s)) for s in graph.inputs))
+    if compiler != "scalar":
+        labels += (compiler,)
     digest.update(repr(labels).encode())
     digest.update(form)
     return digest.hexdigest()
@@ -225,25 +236,49 @@ def _private(path: str) -> bool:
     return not status.st_mode & 0o022
 
 
-def _externals_spec(graph, externals: list) -> list[int] | None:
-    """Each external as the index of its (primitive, params) among the graph's distinct
-    ones, so that a later process binds them from its own graph; None if one is not found."""
+def _externals_spec(graph, externals: list) -> list | None:
+    """How a later process binds each external from its own graph: ``["kind", k]``, the
+    implementation of the graph's k-th distinct (primitive, params) (with its params bound
+    when it has any), ``["impl", k]``, that implementation alone (an array module writes
+    the params into its call), or ``["array", j, name, dtype]``, the constant array
+    parameter ``name`` of node j. None if one is not found."""
+    import numpy as np
+
     kinds = _distinct_kinds(graph)
     spec = []
     for external in externals:
-        for index, (primitive, params) in enumerate(kinds):
-            implementation = primitive.numpy_impl
-            if params:
-                found = (isinstance(external, functools.partial) and external.func is implementation
-                         and external.keywords == dict(params) and not external.args)
-            else:
-                found = external is implementation
-            if found:
-                spec.append(index)
-                break
+        if isinstance(external, np.ndarray):
+            found = _constant_array_source(graph, external)
         else:
+            found = None
+            for index, (primitive, params) in enumerate(kinds):
+                implementation = primitive.numpy_impl
+                if external is implementation:
+                    found = ["impl" if params else "kind", index]
+                elif (params and isinstance(external, functools.partial)
+                      and external.func is implementation and external.keywords == dict(params)
+                      and not external.args):
+                    found = ["kind", index]
+                if found is not None:
+                    break
+        if found is None:
             return None
+        spec.append(found)
     return spec
+
+
+def _constant_array_source(graph, array) -> list | None:
+    """``["array", j, name, dtype]`` for the constant array parameter equal to ``array``."""
+    import numpy as np
+
+    from symad.array_primitives import ConstantArray
+
+    for position, node in enumerate(graph.nodes):
+        for name, value in node.params:
+            if (isinstance(value, ConstantArray) and value.array.shape == array.shape
+                    and np.array_equal(np.asarray(value.array, dtype=array.dtype), array)):
+                return ["array", position, name, array.dtype.str]
+    return None
 
 
 def _distinct_kinds(graph) -> list:
@@ -255,14 +290,21 @@ def _distinct_kinds(graph) -> list:
                   key=lambda kind: repr((_primitive_tag(kind[0]), _canonical_param(kind[1]))))
 
 
-def _bind_externals(graph, spec: list[int]) -> list:
+def _bind_externals(graph, spec: list) -> list:
+    import numpy as np
+
     kinds = _distinct_kinds(graph)
     externals = []
-    for index in spec:
-        primitive, params = kinds[index]
+    for how, *where in spec:
+        if how == "array":
+            position, name, dtype = where
+            value = dict(graph.nodes[position].params)[name]
+            externals.append(np.ascontiguousarray(value.array, dtype=np.dtype(dtype)))
+            continue
+        primitive, params = kinds[where[0]]
         implementation = primitive.numpy_impl
-        externals.append(functools.partial(implementation, **dict(params)) if params
-                         else implementation)
+        externals.append(functools.partial(implementation, **dict(params))
+                         if params and how == "kind" else implementation)
     return externals
 
 
@@ -295,7 +337,8 @@ def store_entry(key: str, graph, module, code) -> None:
     try:
         source = module.source.encode()
         meta = {"key": key, "backend": module.backend, "dtype": module.dtype.name,
-                "block_size": module.block_size, "note": module.note, "externals": spec,
+                "block_size": getattr(module, "block_size", None), "note": module.note,
+                "externals": spec, "array_module": _array_fields(module),
                 "source_sha256": _sha(source), "code_sha256": None,
                 "numba_file": getattr(module, "path", None)}
         if meta["numba_file"] is None:
@@ -310,10 +353,18 @@ def store_entry(key: str, graph, module, code) -> None:
         _LOG.debug("symad: could not write the module cache: %s", error)
 
 
+def _array_fields(module) -> dict | None:
+    """What an array program's module carries besides a scalar graph's, or None."""
+    if not hasattr(module, "bytes_per_point"):
+        return None
+    return {"output_is_boolean": [bool(b) for b in module.output_is_boolean],
+            "bytes_per_point": int(module.bytes_per_point)}
+
+
 def load_entry(key: str, graph):
-    """The GeneratedModule kept under ``key`` (with ``.code``, its bytecode, or None), or None
-    if there is no whole entry matching it."""
-    from symad.compile.source import GeneratedModule
+    """The GeneratedModule (or an array program's ArrayModule) kept under ``key`` (with
+    ``.code``, its bytecode, or None), or None if there is no whole entry matching it."""
+    from symad.compile.source import ArrayModule, GeneratedModule
 
     directory = _modules_directory()
     if directory is None:
@@ -341,12 +392,18 @@ def load_entry(key: str, graph):
                 return None
             code = marshal.loads(data)
         externals = _bind_externals(graph, meta["externals"])
-        module = GeneratedModule(source.decode(), externals, meta["backend"], meta["dtype"],
-                                 int(meta["block_size"]), None, meta["note"])
+        if meta.get("array_module") is not None:  # an array program's module
+            fields = meta["array_module"]
+            module = ArrayModule(source.decode(), externals, meta["backend"], meta["dtype"],
+                                 meta["note"], tuple(bool(b) for b in fields["output_is_boolean"]),
+                                 int(fields["bytes_per_point"]))
+        else:
+            module = GeneratedModule(source.decode(), externals, meta["backend"], meta["dtype"],
+                                     int(meta["block_size"]), None, meta["note"])
         module.code = code
         os.utime(path)  # recently used
         return module
-    except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError) as error:
+    except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError, AttributeError) as error:
         if not isinstance(error, FileNotFoundError):
             _LOG.debug("symad: ignoring the module cache entry %s: %s", key, error)
         return None

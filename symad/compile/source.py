@@ -84,6 +84,19 @@ class GeneratedModule:
         self.note = note
 
 
+class ArrayModule:
+    """The generated source of an array program's evaluator and what it needs bound."""
+
+    def __init__(self, source: str, externals: list, backend: str, dtype, note: str,
+                 output_is_boolean: tuple, bytes_per_point: int):
+        self.source = source
+        self.externals = externals
+        self.backend = backend
+        self.dtype = np.dtype(dtype)
+        self.note = note
+        self.output_is_boolean = output_is_boolean
+        self.bytes_per_point = bytes_per_point
+
 
 # ---------------------------------------------------------------------------
 # NumPy spellings: the translation table of the NumPy lowering
