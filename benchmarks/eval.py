@@ -384,12 +384,18 @@ def memory_figure(which: str, n: int, block: str) -> dict:
 
 def round_robin(runners: dict, arrays: list, reps: int) -> dict:
     """Seconds of each of ``runners`` on ``arrays``, ``reps`` times: every repetition times
-    each once, so a noisy moment on a shared machine hits all of them alike."""
+    each once, so a noisy moment on a shared machine hits all of them alike. Each repetition
+    starts one system later in the list, so no system always runs right after the same
+    other one (JAX's and OpenBLAS's threads keep spinning for a while after a call, and
+    slowed whatever came next: the MLP's numexpr column read 1.8x its numpy column, with
+    the same module)."""
     times: dict = {key: [] for key in runners}
-    for _ in range(reps):
-        for key, run in runners.items():
+    keys = list(runners)
+    for repetition in range(reps):
+        shift = repetition % len(keys) if keys else 0
+        for key in keys[shift:] + keys[:shift]:
             start = time.perf_counter()
-            run(*arrays)
+            runners[key](*arrays)
             times[key].append(time.perf_counter() - start)
     return times
 
