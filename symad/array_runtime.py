@@ -32,9 +32,23 @@ import scipy.special
 # 256x256 grid gradient's NumPy evaluator. A buffer goes back to its thread's free list
 # after the last line that reads it (or reads a view of it); outputs are never pooled.
 # Arrays under RT_POOL_MIN_ELEMENTS (128 KB of float64, where the C library starts
-# mapping fresh pages) are left to NumPy's allocator.
+# mapping fresh pages) are left to NumPy's allocator. Buffers of a shape the last
+# RT_POOL_CALLS calls did not ask for are dropped when a call begins, so a pool holds
+# what one or two calls need (blocked evaluations alternate a block and a last,
+# smaller block), not every batch size it ever saw.
 RT_POOL = threading.local()
 RT_POOL_MIN_ELEMENTS = 1 << 14
+RT_POOL_CALLS = 2
+
+
+def rt_pool_begin():
+    """Start a call: drop this thread's buffers of shapes recent calls did not use."""
+    pool = RT_POOL.__dict__
+    call = pool["call"] = pool.get("call", 0) + 1
+    free, used = pool.setdefault("free", {}), pool.setdefault("used", {})
+    for key in [key for key, last in used.items() if last <= call - 1 - RT_POOL_CALLS]:
+        free.pop(key, None)
+        del used[key]
 
 
 def rt_buffer(dtype, *operands):
@@ -44,8 +58,10 @@ def rt_buffer(dtype, *operands):
     if max([np.size(operand) for operand in operands]) < RT_POOL_MIN_ELEMENTS:
         return None
     shape = np.broadcast_shapes(*[np.shape(operand) for operand in operands])
-    free = RT_POOL.__dict__.setdefault("free", {})
-    stack = free.get((shape, dtype))
+    pool = RT_POOL.__dict__
+    key = (shape, dtype)
+    pool.setdefault("used", {})[key] = pool.get("call", 0)
+    stack = pool.setdefault("free", {}).get(key)
     if stack:
         return stack.pop()
     return np.empty(shape, dtype)

@@ -416,3 +416,42 @@ def test_pooled_buffers_are_per_thread():
     for u, calls in zip(grids, results):
         for result in calls:
             np.testing.assert_allclose(result, _grid_gradient(u), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("backend", ["numexpr", "numpy"])
+def test_the_callers_array_is_never_written_in_place(backend):
+    # stop_gradient(x) is x itself: the cotangent sum that starts from it must not add into
+    # the caller's array (it did, for a sum whose other term was a slice's cotangent).
+    def f(x):
+        return np.sum(sd.stop_gradient(x) * x) + np.sum(x[1:] ** 2)
+
+    x = np.linspace(0.0, 1.0, 1 << 15)
+    kept = x.copy()
+    gradient = sd.grad(f).trace(x).compile(backend)(x)
+    np.testing.assert_array_equal(x, kept)
+    want = kept.copy()
+    want[1:] += 2 * kept[1:]
+    np.testing.assert_allclose(gradient, want, rtol=1e-15)
+    assert not np.shares_memory(gradient, x)
+
+
+@pytest.mark.parametrize("backend", ["numexpr", "numpy"])
+def test_pools_keep_only_what_recent_calls_used(backend):
+    # Forty batch sizes: the pool keeps the buffers of the last calls' shapes, not all forty.
+    n = 1 << 14
+    rng = np.random.default_rng(2)
+
+    def f(x):
+        t = np.sin(x) * x + x * x
+        return np.sum(t[1:] * t[:-1]) + np.sum(np.exp(-t ** 2))
+
+    F = sd.grad(f).trace(rng.normal(size=n))
+    evaluate = F.compile(backend)
+    for points in range(1, 41):
+        xs = rng.normal(size=(points, n))
+        gradients = evaluate(xs)
+    np.testing.assert_allclose(gradients[-1], sd.grad(f)(xs[-1]), rtol=1e-13)
+    pool = F._evaluator(backend, np.float64).run.__globals__["RT_POOL"].free
+    batch_sizes = {shape[0] for shape, _ in pool}
+    assert batch_sizes <= {38, 39, 40}  # this call's, and the two before it (RT_POOL_CALLS)
+    assert sum(b.nbytes for buffers in pool.values() for b in buffers) < 10 * 3 * 40 * n * 8

@@ -199,6 +199,24 @@ def test_array_programs_are_cached_with_their_constants_bound_from_the_graph(cac
     assert len(generated) == 1 and len(_entries(cache)) == 2
 
 
+def test_a_constant_array_is_bound_from_its_own_parameter_bit_for_bit(cache):
+    # A and B differ only in the sign of a zero; arctan2 tells them apart. The entry must
+    # bind B's parameter for B, not the first parameter equal to it in value.
+    n = 1000
+    a = np.arange(n, dtype=float)
+    b = a.copy()
+    b[0] = -0.0
+
+    def f(x):
+        return x * a + np.arctan2(b, x)
+
+    x = -np.ones(n)
+    for _ in range(2):  # generated, then from the cache
+        got = sd.trace(f, np.zeros(n)).compile("numpy")(x)
+        np.testing.assert_array_equal(got, x * a + np.arctan2(b, x))
+    assert len(_entries(cache)) == 1
+
+
 def test_array_shapes_are_part_of_the_key():
     f = lambda x: np.sum(np.sin(x))  # noqa: E731
     key = lambda F: disk_cache.entry_key(F.graph, "numexpr", "float64", "f", compiler="arrays")  # noqa: E731

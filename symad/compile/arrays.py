@@ -247,14 +247,17 @@ class _Lowering:
         if not rest:
             base, fresh = "0.0", False
         elif len(rest) == 1:
-            if rest[0].is_Symbol and rest[0] in self.inlined:  # written now: a fresh array
-                base, fresh = self.write_inlined(rest[0]), True
+            if rest[0].is_Symbol and rest[0] in self.inlined:  # written now, read here alone
+                base = self.write_inlined(rest[0])
             else:
                 base = self.aligned(rest[0], len(node.shape))
-                # A value computed here by an elementwise NumPy call, used by this sum alone,
-                # is a new array nothing else reads: it may be written in place.
-                fresh = (rest[0].__class__ is Node and rest[0].primitive.elementwise
-                         and self.uses.get(rest[0], 0) == 1)
+            # A value used by this sum alone and known to be a new array (a pooled buffer, a
+            # ufunc's or numexpr's result) may be written in place; one that may be its
+            # operand itself (stop_gradient is its argument, a custom primitive may return
+            # its input) may not: it could be the caller's array.
+            name = self.text.get(rest[0]) if rest[0].is_Symbol else None
+            fresh = (self.uses.get(rest[0], 0) == 1 and name is not None
+                     and (name in self.pooled or self.viewed.get(name) == ""))
         else:
             terms = [self._leaf_or_tree(a) for a in rest]
             if self.backend == "numexpr" and all(t[0] == "op" or _numexpr_ready(t) for t in terms):
@@ -469,6 +472,8 @@ class _Lowering:
         header.append(runtime_source())
         inputs = ", ".join(f"i{k}" for k in range(len(self.graph.inputs)))
         body = [f"def run({inputs}):"]
+        if self.pooled:
+            body.append("    rt_pool_begin()")
         body.extend(f"    {line}" for line in self.prelude)
         result = f"    return ({', '.join(outputs)}{',' if len(outputs) == 1 else ''})"
         body.extend(_with_releases(self.lines + [result], self.pooled, self.viewed))
@@ -525,10 +530,12 @@ def _ufunc_name(node) -> str | None:
     from symad.compile.source import SPECIAL_NUMPY_FORMS, is_builtin_primitive
 
     primitive = node.primitive
-    if node.params or not isinstance(primitive.numpy_impl, np.ufunc):
+    if node.params:
         return None
-    if primitive.name == "add" and len(node.args) == 2:
-        return "np.add"
+    if primitive.name == "add" and len(node.args) == 2 and is_builtin_primitive(primitive):
+        return "np.add"  # (the primitive's own implementation adds any number of terms)
+    if not isinstance(primitive.numpy_impl, np.ufunc):
+        return None
     if primitive.name in SPECIAL_NUMPY_FORMS and is_builtin_primitive(primitive):
         return None
     spelling = numpy_spelling(_instruction(node))

@@ -174,6 +174,7 @@ def _fingerprint(backend: str) -> bytes:
     package = os.path.dirname(here)
     files = sorted(os.path.join(here, name) for name in os.listdir(here) if name.endswith(".py"))
     files += [os.path.join(package, name) for name in ("primitives.py", "special.py", "graph.py",
+                                                       "atoms.py", "array_primitives.py",
                                                        "array_runtime.py")]
     for path in files:
         status = os.stat(path)
@@ -273,10 +274,13 @@ def _constant_array_source(graph, array) -> list | None:
 
     from symad.array_primitives import ConstantArray
 
+    # Bit for bit after the cast (-0.0 is not 0.0 here, a NaN equals itself): any parameter
+    # found gives the module exactly the array it was written with.
+    data = np.ascontiguousarray(array).tobytes()
     for position, node in enumerate(graph.nodes):
         for name, value in node.params:
             if (isinstance(value, ConstantArray) and value.array.shape == array.shape
-                    and np.array_equal(np.asarray(value.array, dtype=array.dtype), array)):
+                    and np.ascontiguousarray(value.array, dtype=array.dtype).tobytes() == data):
                 return ["array", position, name, array.dtype.str]
     return None
 
