@@ -455,3 +455,30 @@ def test_pools_keep_only_what_recent_calls_used(backend):
     batch_sizes = {shape[0] for shape, _ in pool}
     assert batch_sizes <= {38, 39, 40}  # this call's, and the two before it (RT_POOL_CALLS)
     assert sum(b.nbytes for buffers in pool.values() for b in buffers) < 10 * 3 * 40 * n * 8
+
+
+@pytest.mark.parametrize("subscripts, a_core, b_core", [
+    ("j,k->jk", (8,), (32,)),          # an outer product: a broadcast multiplication
+    (",j->j", (), (5,)),
+    ("j,jk->k", (8,), (8, 32)),        # one matrix on the right: one folded BLAS product
+    ("ij,jk->ik", (3, 8), (8, 4)),
+    ("ij,kj->ki", (3, 8), (4, 8)),
+    ("j,j->", (6,), (6,)),
+    ("bij,bjk->bik", (2, 3, 4), (2, 4, 5)),  # a batch index: matmul's own batching
+])
+@pytest.mark.parametrize("lead_a, lead_b", [((), ()), ((7,), (1,)), ((7,), ()), ((1,), (7,)),
+                                            ((7,), (7,)), ((), (1, 1)), ((2, 3), (1,))])
+def test_einsum_runtime_matches_numpy_for_every_lead(subscripts, a_core, b_core, lead_a, lead_b):
+    # rt_einsum takes leading (batch) dimensions in front of each operand's core and
+    # broadcasts them; its three routes must agree with np.einsum on each.
+    from symad.array_runtime import rt_einsum
+
+    rng = np.random.default_rng(7)
+    a, b = rng.normal(size=lead_a + a_core), rng.normal(size=lead_b + b_core)
+    got = rt_einsum(a, b, subscripts)
+    lead = np.broadcast_shapes(lead_a, lead_b)
+    inputs, out = subscripts.split("->")
+    sa, sb = inputs.split(",")
+    want = np.einsum(f"...{sa},...{sb}->...{out}", a, b)
+    assert got.shape == lead + want.shape[len(want.shape) - len(out):]
+    np.testing.assert_allclose(got, np.broadcast_to(want, got.shape), rtol=1e-13, atol=1e-13)
