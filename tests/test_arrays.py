@@ -482,3 +482,30 @@ def test_einsum_runtime_matches_numpy_for_every_lead(subscripts, a_core, b_core,
     want = np.einsum(f"...{sa},...{sb}->...{out}", a, b)
     assert got.shape == lead + want.shape[len(want.shape) - len(out):]
     np.testing.assert_allclose(got, np.broadcast_to(want, got.shape), rtol=1e-13, atol=1e-13)
+
+
+def test_a_long_loop_over_arrays_holds_only_its_live_values():
+    # 100 steps over 2^16 elements: each step's intermediates die at the next (pooled
+    # buffers go back, other values are deleted after their last read), so one call's
+    # peak is a few arrays, not one per step (it was 100: 52 MB).
+    import tracemalloc
+
+    def f(x):
+        for _ in range(100):
+            x = x + 0.01 * np.sin(x) * np.roll(x, 1)
+        return x
+
+    x = np.random.default_rng(8).normal(size=1 << 16)
+    want = x.copy()
+    for _ in range(100):
+        want = want + 0.01 * np.sin(want) * np.roll(want, 1)
+    evaluate = sd.trace(f, x).compile("numexpr")
+    evaluate(x)
+    tracemalloc.start()
+    try:
+        got = evaluate(x)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert peak < 12 * x.nbytes
