@@ -509,3 +509,44 @@ def test_a_long_loop_over_arrays_holds_only_its_live_values():
         tracemalloc.stop()
     np.testing.assert_allclose(got, want, rtol=1e-12)
     assert peak < 12 * x.nbytes
+
+
+@pytest.mark.parametrize("backend", ["numexpr", "numpy"])
+@pytest.mark.parametrize("n", [10, 1 << 15])
+def test_a_negated_fused_value_added_into_a_slice(backend, n):
+    # The cotangent of cos(u[::2]) is -sin(u[::2]) placed into every other element; added
+    # to 2u it is subtracted there, and the sine fused into the negation must still be
+    # written (the numexpr backend raised "the graph reads _n6" for these).
+    u = np.linspace(0.1, 1.0, n)
+    cases = [
+        (lambda u: np.sum(u ** 2) + np.sum(np.cos(u[::2])), lambda u: 2 * u - _placed(np.sin(u[::2]), n, slice(None, None, 2))),
+        (lambda u: np.sum(u ** 2) + np.sum(np.cos(u[1:])), lambda u: 2 * u - _placed(np.sin(u[1:]), n, slice(1, None))),
+        (lambda u: np.sum(u ** 2) - np.sum(u[::2] ** 2), lambda u: 2 * u - _placed(2 * u[::2], n, slice(None, None, 2))),
+    ]
+    for f, gradient in cases:
+        np.testing.assert_allclose(sd.grad(f).trace(u).compile(backend)(u), gradient(u), rtol=1e-14)
+
+
+def _placed(values, n, where):
+    out = np.zeros(n)
+    out[where] = values
+    return out
+
+
+@pytest.mark.parametrize("backend", ["numexpr", "numpy"])
+def test_results_are_writeable_arrays_of_their_own(backend):
+    # As NumPy's (and the scalar compiler's) are: g *= lr works, and never writes into an
+    # argument, even where the value is an argument (the gradient of sum(x*y) by x is y).
+    x, y = np.ones(5), np.arange(5.0)
+    G = sd.grad(lambda x, y: np.sum(x * y)).trace(x, y)
+    g = G.compile(backend)(x, y)
+    assert g.flags.writeable and not np.shares_memory(g, y)
+    g *= 2.0
+    np.testing.assert_array_equal(y, np.arange(5.0))
+    F = sd.trace(lambda x: (np.sum(x ** 2), np.arange(4.0), np.ones(3) * np.sum(x)), x)
+    for value in F.compile(backend)(x)[1:]:
+        assert value.flags.writeable
+    batch = F.compile(backend)(np.ones((3, 5)))  # the constant broadcast to the batch, copied
+    assert batch[1].shape == (3, 4) and batch[1].flags.writeable
+    batch[1][0, 0] = -1.0
+    assert batch[1][1, 0] == 0.0

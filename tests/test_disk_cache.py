@@ -217,6 +217,18 @@ def test_a_constant_array_is_bound_from_its_own_parameter_bit_for_bit(cache):
     assert len(_entries(cache)) == 1
 
 
+def test_exact_numbers_among_parameters_are_keyed_not_refused():
+    # A gradient through max carries SymPy's exact 1 in a parameter (a fill's exact value):
+    # it is written exactly, so such graphs are cached too.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(config, "cache", True)
+        key = lambda F: disk_cache.entry_key(F.graph, "numexpr", "float64", "f", compiler="arrays")  # noqa: E731
+        first = key(sd.grad(lambda x: np.max(x) + np.sum(x ** 2)).trace(np.arange(5.0)))
+        assert first is not None
+        assert first == key(sd.grad(lambda x: np.max(x) + np.sum(x ** 2)).trace(np.ones(5)))
+        assert first != key(sd.grad(lambda x: np.max(2 * x) + np.sum(x ** 2)).trace(np.ones(5)))
+
+
 def test_array_shapes_are_part_of_the_key():
     f = lambda x: np.sum(np.sin(x))  # noqa: E731
     key = lambda F: disk_cache.entry_key(F.graph, "numexpr", "float64", "f", compiler="arrays")  # noqa: E731

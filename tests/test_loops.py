@@ -423,3 +423,20 @@ def test_long_chains_are_written_in_pieces_without_recursion_limits(tmp_path):
     if COMPILER is not None:
         call, _ = build_c(G, "long_chain", tmp_path)
         np.testing.assert_allclose(call(x), G.compile("numpy")(x), rtol=1e-12)
+
+
+@needs_numba
+def test_numba_falls_back_for_an_array_returned_element_by_element(caplog):
+    # A constant array returned beside the result is one output per element: past
+    # MAX_NUMBA_ARRAYS the loops would take numba minutes (1,000 elements: 35 s), so the
+    # backend falls back to numexpr with a note, as for scalar graphs.
+    import logging
+
+    rng = np.random.default_rng(0)
+    constant, x = rng.normal(size=1000), rng.normal(size=1000)
+    F = sd.trace(lambda x: (np.sum(x ** 2), constant), x)
+    with caplog.at_level(logging.WARNING, logger="symad"):
+        value, returned = F.compile("numba")(x)
+    assert "scalar outputs exceed" in caplog.text and "numexpr instead" in caplog.text
+    np.testing.assert_array_equal(returned, constant)
+    assert value == pytest.approx(np.sum(x ** 2), rel=1e-14)

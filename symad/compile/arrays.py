@@ -272,8 +272,11 @@ class _Lowering:
             sign = 1.0
             if (value.__class__ is Node and value.primitive.name == "negative"
                     and self.uses.get(value, 0) == 1 and value in self.inlined):
-                # -v added into a region: v subtracted there, no negated copy.
-                self.inlined.pop(value)
+                # -v added into a region: v subtracted there, no negated copy. The negation's
+                # tree holds v's own tree when v was fused into it: v stays to be written.
+                _, _, (inner,) = self.inlined.pop(value)
+                if inner[0] == "op":
+                    self.inlined[inner[1]] = inner
                 value, sign = value.args[0], -1.0
             pieces.append(f"({self.operand(value)}, {params['in_shape']!r}, {params['index']!r}, "
                           f"{sign!r})")
@@ -762,7 +765,15 @@ def array_program_leaves(evaluator, values: list, count: int, out_shapes, out_wh
             value = (np.stack([np.broadcast_to(v, (count,)) for v in outputs[start:start + size]],
                               axis=-1) if size else np.zeros((count, 0), evaluator.dtype))
             start += size
-        leaves.append(np.broadcast_to(value, (count,) + tuple(shape)))
+        target = (count,) + tuple(shape)
+        value = np.asarray(value)
+        # Results are ordinary arrays the caller may write to (as NumPy's are, and as the
+        # scalar compiler's are): a value the same at every point, a read-only constant or
+        # a view of an argument (the gradient of sum(x * y) by x is y) is copied.
+        if (value.shape != target or not value.flags.writeable
+                or any(np.may_share_memory(value, argument) for argument in values)):
+            value = np.array(np.broadcast_to(value, target))
+        leaves.append(value)
     return leaves
 
 

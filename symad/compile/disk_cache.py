@@ -147,6 +147,10 @@ def _canonical_param(value):
 
     if isinstance(value, ConstantArray):  # by content (a 128-bit digest), as the builder compares
         return ("array", _canonical_param(value._key))
+    if getattr(value, "is_Number", False) and not getattr(value, "is_Symbol", True):
+        from symad.graph import constant_value
+
+        return _constant(value, constant_value)  # a SymPy number (an exact fill, say): exactly
     raise NotCanonical(f"a parameter of type {type(value).__name__}")
 
 

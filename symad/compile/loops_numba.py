@@ -32,6 +32,7 @@ from symad.compile import numba_backend
 from symad.compile.numba_backend import scalar_form
 from symad.compile.program import Instruction, safe_comment
 from symad.compile.source import literal
+from symad.graph import atom_shape
 
 __all__ = ["numba_loops_module", "numba_spellable", "NumbaLoopsModule", "PARALLEL_MIN_WORK"]
 
@@ -212,6 +213,13 @@ def numba_loops_module(graph, dtype, name: str = "function") -> NumbaLoopsModule
     limit = numba_backend.MAX_NUMBA_NODES  # as for scalar graphs: LLVM would take minutes
     if len(graph.nodes) > limit:
         raise L.LoopsUnsupported(f"{len(graph.nodes)} nodes exceed {limit}, too slow to compile")
+    # Outputs held element by element (a constant array returned beside the result: one
+    # scalar output per element) each get a store in the module; past MAX_NUMBA_ARRAYS
+    # numba's compile time runs away as for scalar graphs (1,000 elements: 35 s).
+    scalars = sum(1 for atom in graph.outputs if atom_shape(atom) == ())
+    if scalars > numba_backend.MAX_NUMBA_ARRAYS:
+        raise L.LoopsUnsupported(f"{scalars} scalar outputs exceed {numba_backend.MAX_NUMBA_ARRAYS}"
+                                 " (an array returned element by element?), too slow to compile")
     program = L.lower_loops(graph, batch=True, name=name, spellable=numba_spellable)
     dtype = np.dtype(dtype)
     externals, notes, literals = [], [], []
