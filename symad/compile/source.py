@@ -84,16 +84,14 @@ class GeneratedModule:
         self.note = note
 
 
-class ArrayModule:
-    """The generated source of an array program's evaluator and what it needs bound."""
+class ArrayModule(GeneratedModule):
+    """The generated source of an array program's evaluator (:mod:`symad.compile.arrays`):
+    no block size or scalar program, but which outputs are boolean and the bytes a point's
+    values take (what the batch's blocks are sized by)."""
 
     def __init__(self, source: str, externals: list, backend: str, dtype, note: str,
                  output_is_boolean: tuple, bytes_per_point: int):
-        self.source = source
-        self.externals = externals
-        self.backend = backend
-        self.dtype = np.dtype(dtype)
-        self.note = note
+        super().__init__(source, externals, backend, dtype, None, None, note)
         self.output_is_boolean = output_is_boolean
         self.bytes_per_point = bytes_per_point
 
