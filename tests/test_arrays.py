@@ -509,6 +509,10 @@ def test_a_long_loop_over_arrays_holds_only_its_live_values():
         tracemalloc.stop()
     np.testing.assert_allclose(got, want, rtol=1e-12)
     assert peak < 12 * x.nbytes
+    # ... and a batch of such points is cut into blocks by that peak, not by the sum of
+    # every value (which would make the blocks a hundred times smaller).
+    module = sd.trace(f, x)._evaluator("numexpr", np.float64).module
+    assert module.bytes_per_point < 12 * x.nbytes
 
 
 @pytest.mark.parametrize("backend", ["numexpr", "numpy"])

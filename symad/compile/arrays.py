@@ -123,6 +123,7 @@ class _Lowering:
         self.outputs = {atom for atom in graph.outputs if atom.is_Symbol}
         self.pooled: set[str] = set()  # names of values written into pooled buffers
         self.viewed: dict = {}  # value name -> the text of what it may be a view of
+        self.sizes: dict = {}  # value name -> its elements at one point
         self.inlined: dict = {}  # node -> its numexpr expression tree, not yet written
         # Single-use unslices (the cotangent of a slice), kept unwritten: a sum that adds
         # them adds each into its region in place (rt_accumulate) instead of adding a
@@ -354,6 +355,7 @@ class _Lowering:
         if pooled:
             self.pooled.add(name)
         self.viewed[name] = call if viewed is None else viewed
+        self.sizes[name] = max(1, math.prod(getattr(node, "shape", ())))
         return name
 
     def array_node(self, node) -> None:
@@ -479,9 +481,10 @@ class _Lowering:
             body.append("    rt_pool_begin()")
         body.extend(f"    {line}" for line in self.prelude)
         result = f"    return ({', '.join(outputs)}{',' if len(outputs) == 1 else ''})"
-        body.extend(_with_releases(self.lines + [result], self.pooled, self.viewed))
+        lines = _with_releases(self.lines + [result], self.pooled, self.viewed)
+        body.extend(lines)
         source = "\n".join(header + [""] + body) + "\n"
-        per_point = sum(max(1, math.prod(node.shape)) for node in self.graph.nodes) * self.dtype.itemsize
+        per_point = _peak_live_elements(lines, self.sizes, self.pooled) * self.dtype.itemsize
         return ArrayModule(source, self.externals, self.backend, self.dtype, "", boolean, per_point)
 
 
@@ -606,6 +609,34 @@ def _with_releases(lines: list[str], pooled: set[str], viewed: dict) -> list[str
         if position in deleted:
             result.append(f"    del {', '.join(sorted(deleted[position], key=_value_number))}")
     return result
+
+
+def _peak_live_elements(lines: list[str], sizes: dict, pooled: set[str]) -> int:
+    """The most elements (per point) the values of ``lines`` hold at once, what the blocks of
+    a batch are sized by. A value counts from its line until its ``del`` (a view as if it
+    were a copy); a pooled buffer stays allocated once taken, and a later pooled value of
+    its size reuses it after its ``rt_release``."""
+    held = peak = 0
+    free: dict = {}  # size of a released pooled buffer -> how many such are free
+    for line in lines:
+        text = line.strip()
+        if text.startswith("del "):
+            held -= sum(sizes.get(name, 0) for name in _VALUE_NAME.findall(text))
+            continue
+        if text.startswith("rt_release("):
+            for name in _VALUE_NAME.findall(text):
+                free[sizes.get(name, 0)] = free.get(sizes.get(name, 0), 0) + 1
+            continue
+        target, equals, _ = text.partition(" = ")
+        if not equals:
+            continue
+        size = sizes.get(target, 0)
+        if target in pooled and free.get(size):
+            free[size] -= 1  # the pool hands back a buffer of this size
+            continue
+        held += size
+        peak = max(peak, held)
+    return max(peak, 1)
 
 
 def _value_number(name: str) -> int:
