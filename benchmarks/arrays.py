@@ -13,8 +13,11 @@ Cases (issue 19, docs/benchmarks.md §"Array programs"):
   sparse Hessian beside it).
 
 For each: the first call (trace + differentiate + compile + evaluate, a new function object
-each repetition; JAX's includes XLA's compile) and the call again (compiled), the ratio to
-JAX, the gradient's node count, and symad's peak memory for the first call (tracemalloc:
+each repetition; JAX's includes XLA's compile) and the call again (compiled) once the
+default backend's tier is settled (it starts with numexpr and moves to numba once the
+function has spent numba's compile time and numba proved faster: symad.compile.tiers; the
+table says after how many calls), the call again with numexpr alone, the ratios to JAX, the
+gradient's node count, and symad's peak memory for the first call (tracemalloc:
 what Python and NumPy allocate). Medians of at least 5 repetitions after a warm-up; the
 machine line gives the load.
 """
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tracemalloc
+import typing
 
 import numpy as np
 
@@ -90,15 +94,47 @@ def mlp_problem():
 
 
 def symad_row(make_function, argument):
+    """symad's figures for one case: the first call, the call again once ``F(...)``'s tier is
+    settled (symad.compile.tiers: numexpr, then numba if it proved faster), how it settled,
+    the call again with numexpr alone, the node count and the first call's peak memory."""
+    import time
+
     import symad as sd
 
     first = time_repeatedly(lambda: sd.grad(make_function()), lambda g: g(argument), REPETITIONS)
     gradient = sd.grad(make_function())
-    gradient(argument)
+    start, calls = time.perf_counter(), 0
+    while True:  # the first calls, until the default backend's tier is settled
+        gradient(argument)
+        calls += 1
+        promotion = gradient.trace(argument)._promotion
+        if promotion is None or promotion.decided or time.perf_counter() - start > 300:
+            break
+    function = gradient.trace(argument)
+    settled = f"{function.tier} after {calls} calls, {time.perf_counter() - start:.1f} s"
     again = time_repeatedly(lambda: gradient, lambda g: g(argument), REPETITIONS * 3)
-    nodes = gradient.trace(argument).stats()["nodes"]
+    numexpr_alone = function.compile("numexpr")
+    numexpr_again = time_repeatedly(lambda: numexpr_alone, lambda g: g(argument), REPETITIONS * 3)
+    nodes = function.stats()["nodes"]
     peak = _peak_mb(lambda: sd.grad(make_function())(argument))
-    return first, again, nodes, peak, gradient(argument)
+    return SymadRow(first, again, numexpr_again, settled, nodes, peak, gradient(argument))
+
+
+class SymadRow(typing.NamedTuple):
+    first: object
+    again: object
+    numexpr_again: object
+    settled: str
+    nodes: int
+    peak: float
+    value: object
+
+    def cells(self, name, jax_first, jax_again, casadi="—"):
+        """The table's row: symad beside JAX."""
+        return [name, _ms(self.first), _ms(jax_first), _ratio(self.first, jax_first),
+                _ms(self.again), _ms(jax_again), _ratio(self.again, jax_again), self.settled,
+                _ms(self.numexpr_again), _ratio(self.numexpr_again, jax_again), str(self.nodes),
+                f"{self.peak:.0f}", casadi]
 
 
 def jax_row(make_function, argument):
@@ -144,35 +180,32 @@ def case_sum(rows):
 
     for n in (10 ** 4, 10 ** 5, 10 ** 6):
         x = np.linspace(-2.0, 2.0, n)
-        first, again, nodes, peak, value = symad_row(lambda: sum_energy(np), x)
+        row = symad_row(lambda: sum_energy(np), x)
         jfirst, jagain, jvalue = jax_row(lambda: sum_energy(jnp), x)
-        assert np.allclose(value, jvalue, rtol=1e-12, atol=1e-15)
+        assert np.allclose(row.value, jvalue, rtol=1e-12, atol=1e-15)
         sx, mx = casadi_sum(n) if n <= 10 ** 5 else (None, None)
-        rows.append([f"sum, {n:.0e}", _ms(first), _ms(jfirst), _ratio(first, jfirst), _ms(again),
-                     _ms(jagain), _ratio(again, jagain), str(nodes), f"{peak:.0f}",
-                     f"SX {_ms(sx)} / MX {_ms(mx)}" if sx else "—"])
+        rows.append(row.cells(f"sum, {n:.0e}", jfirst, jagain,
+                              f"SX {_ms(sx)} / MX {_ms(mx)}" if sx else "—"))
 
 
 def case_mlp(rows):
     import jax.numpy as jnp
 
     data, targets, params = mlp_problem()
-    first, again, nodes, peak, value = symad_row(lambda: mlp_loss(np, data, targets), params)
+    row = symad_row(lambda: mlp_loss(np, data, targets), params)
     jfirst, jagain, jvalue = jax_row(lambda: mlp_loss(jnp, data, targets), params)
-    assert all(np.allclose(value[k], jvalue[k], rtol=1e-10, atol=1e-14) for k in value)
-    rows.append(["MLP 784-128-10, batch 256", _ms(first), _ms(jfirst), _ratio(first, jfirst),
-                 _ms(again), _ms(jagain), _ratio(again, jagain), str(nodes), f"{peak:.0f}", "—"])
+    assert all(np.allclose(row.value[k], jvalue[k], rtol=1e-10, atol=1e-14) for k in row.value)
+    rows.append(row.cells("MLP 784-128-10, batch 256", jfirst, jagain))
 
 
 def case_grid(rows):
     import jax.numpy as jnp
 
     u = np.random.default_rng(1).normal(size=(256, 256))
-    first, again, nodes, peak, value = symad_row(lambda: grid_energy(np), u)
+    row = symad_row(lambda: grid_energy(np), u)
     jfirst, jagain, jvalue = jax_row(lambda: grid_energy(jnp), u)
-    assert np.allclose(value, jvalue, rtol=1e-12, atol=1e-12)
-    rows.append(["grid energy 256x256", _ms(first), _ms(jfirst), _ratio(first, jfirst), _ms(again),
-                 _ms(jagain), _ratio(again, jagain), str(nodes), f"{peak:.0f}", "—"])
+    assert np.allclose(row.value, jvalue, rtol=1e-12, atol=1e-12)
+    rows.append(row.cells("grid energy 256x256", jfirst, jagain))
 
 
 def case_sparse(rows):
@@ -186,7 +219,7 @@ def case_sparse(rows):
         matrix = sd.hessian(energy, sparse=True)(u)
         casadi_timing = casadi_sparse_hessian(n, u) if n <= 100 else None
         rows.append([f"sparse Hessian {n}x{n} ({matrix.nnz:,} nnz)", _ms(first), "—", "—", "—", "—",
-                     "—", "—", "—",
+                     "—", "—", "—", "—", "—", "—",
                      f"SX {_ms(casadi_timing)} (ratio {_ratio(first, casadi_timing)})"
                      if casadi_timing else "—"])
 
@@ -223,7 +256,8 @@ def main(argv=None) -> None:
     for name in arguments.cases:
         CASES[name](rows)
     header = ["case", "symad first ms", "JAX first ms", "ratio", "symad again ms", "JAX again ms",
-              "ratio", "nodes", "peak MB", "CasADi ms"]
+              "ratio", "F(...) settled on", "numexpr alone again ms", "ratio", "nodes", "peak MB",
+              "CasADi ms"]
     print(format_table(header, rows))
 
 

@@ -16,6 +16,11 @@ attribute               environment variable        meaning
 ``cache_dir``           ``SYMAD_CACHE_DIR``         where the cache lives (default: the platform's
                                                     user cache directory, via platformdirs)
 ``cache_max_bytes``     ``SYMAD_CACHE_MAX_BYTES``   size bound of the module cache (default 1 GiB)
+``promote``             ``SYMAD_PROMOTE``           ``False``/``0``: ``F(...)`` always evaluates with
+                                                    numexpr; otherwise (default) a function that
+                                                    has spent numba's compile time in numexpr
+                                                    moves to numba if that is faster
+                                                    (:mod:`symad.compile.tiers`)
 ======================  ==========================  ==============================================
 
 >>> import symad as sd
@@ -31,13 +36,14 @@ import os
 
 __all__ = ["progress", "progress_after", "cache", "cache_dir", "cache_max_bytes",
            "progress_enabled", "progress_delay", "cache_enabled", "cache_directory",
-           "cache_size_bound"]
+           "cache_size_bound", "promote", "promote_enabled"]
 
 progress: bool | None = None
 progress_after: float | None = None
 cache: bool | None = None
 cache_dir: str | None = None
 cache_max_bytes: int | None = None
+promote: bool | None = None
 
 _FALSE = {"0", "false", "no", "off"}
 _TRUE = {"1", "true", "yes", "on"}
@@ -114,3 +120,12 @@ def cache_size_bound() -> int:
         return int(os.environ.get("SYMAD_CACHE_MAX_BYTES", str(1 << 30)))
     except ValueError:
         return 1 << 30
+
+
+def promote_enabled() -> bool | None:
+    """False if ``F(...)`` must stay with numexpr, else True or None (the default: promote).
+
+    >>> promote_enabled() in (True, False, None)
+    True
+    """
+    return _switch(promote, "SYMAD_PROMOTE")

@@ -204,6 +204,7 @@ class Function:
         self.out_whole = tuple(out_whole) if out_whole is not None else (False,) * len(self.out_shapes)
         self.parameters = tuple(parameters)
         self._evaluators: dict = {}
+        self._promotion = None  # the default backend's tiers (symad.compile.tiers), made on use
         #: LaTeX labels of the output leaves (set by transforms, e.g. partial derivatives).
         self.output_labels: list[str] | None = None
         #: Per output leaf, ``(function name, variables)`` if it is a partial derivative (for labels).
@@ -578,6 +579,7 @@ class Function:
         # Pickled by its graph: the compiled modules are dropped and rebuilt on use.
         state = dict(self.__dict__)
         state["_evaluators"] = {}
+        state["_promotion"] = None
         return state
 
     def source(self, backend: str = DEFAULT_BACKEND, dtype: Any = "float64") -> str:
@@ -621,9 +623,23 @@ class Function:
         return flag
 
     def __call__(self, *args) -> Any:
-        return self._call(args, DEFAULT_BACKEND)
+        return self._call(args, None)
 
-    def _call(self, args: tuple, backend: str, options: dict | None = None) -> Any:
+    @property
+    def tier(self) -> str:
+        """The backend ``F(...)`` evaluates with now: ``"numexpr"``, or ``"numba"`` once this
+        function has spent numba's compile time in numexpr and numba proved faster on its
+        arguments (:mod:`symad.compile.tiers`; ``sd.config.promote = False`` keeps numexpr).
+
+        >>> import symad as sd
+        >>> sd.trace(lambda x: x * x, 1.0).tier
+        'numexpr'
+        """
+        return DEFAULT_BACKEND if self._promotion is None else self._promotion.backend
+
+    def _call(self, args: tuple, backend: str | None, options: dict | None = None) -> Any:
+        """Evaluate (or record, inside a trace) on ``args``; ``backend`` None: the default,
+        whose tier may change (:mod:`symad.compile.tiers`)."""
         leaves, treedef = tree_flatten(tuple(args))
         if treedef != self.in_treedef:
             raise TracingError(
@@ -640,8 +656,28 @@ class Function:
         ):
             return self._inline(leaves)
         if any(is_dask_array(leaf) for leaf in leaves):
-            return evaluate_dask(self, leaves, backend, options or {})
+            return evaluate_dask(self, leaves, backend or DEFAULT_BACKEND, options or {})
+        if backend is None:
+            return self._evaluate_by_tier(leaves)
         return self._evaluate(leaves, backend, options or {})
+
+    def _evaluate_by_tier(self, leaves: list) -> Any:
+        """A default call: numexpr, or numba once this function is hot (symad.compile.tiers)."""
+        from symad import config
+
+        if config.promote_enabled() is False:
+            return self._evaluate(leaves, DEFAULT_BACKEND, {})
+        promotion = self._promotion
+        if promotion is None:
+            from symad.compile.tiers import Promotion
+
+            promotion = self._promotion = Promotion(self.name, len(self.graph.nodes))
+        if promotion.decided:  # settled: no more timing
+            return self._evaluate(leaves, promotion.backend, {})
+        # Calls time alike when their arguments have the same shapes and types.
+        key = tuple((getattr(leaf, "shape", None), getattr(leaf, "dtype", type(leaf)))
+                    for leaf in leaves)
+        return promotion.run(lambda backend: self._evaluate(leaves, backend, {}), key)
 
     def _inline(self, leaves: list) -> Any:
         """Record this function's graph into the active trace, applied to ``leaves``."""

@@ -11,6 +11,10 @@ import pytest
 # module cache turn it on, in a directory of their own (tests/test_disk_cache.py); the
 # setting reaches the subprocesses tests start.
 os.environ["SYMAD_CACHE"] = "0"
+# F(...) moves a hot function from numexpr to numba when that proves faster, by timing
+# (symad.compile.tiers): tests must not depend on how fast this machine is, so the suite
+# runs with promotion off, and tests/test_tiers.py turns it on where it is the subject.
+os.environ["SYMAD_PROMOTE"] = "0"
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,171 @@
+"""The default backend in two tiers: numexpr from the first call, numba once a function is hot.
+
+A :class:`~symad.function.Function` called without naming a backend (``F(x)``,
+``sd.grad(f)(x)``, every transform) starts with numexpr, whose module is ready in
+milliseconds. numexpr is an interpreter of whole-block operations: on graphs of
+plain arithmetic (the logistic map's gradient, a 24th derivative by Taylor mode,
+a grid's energy) numba's one compiled loop is 3-6 times faster per call, but
+compiling it costs 0.5-3 s, more than most scripts ever spend evaluating.
+
+:class:`Promotion` settles this the way a tiered JIT does. It adds up the time a
+function spends evaluating in numexpr; once that reaches what numba's compile
+is expected to cost (:func:`compile_estimate`), it compiles the numba evaluator
+and times it on the call at hand, as many times as numexpr's last calls. numba takes over only if it is clearly faster
+there (:data:`KEEP_RATIO`): a graph whose time goes to ``sin``/``cos`` (the same
+C library calls in both) or to BLAS stays with numexpr. The rule is the ski
+rental's: the compile is paid only after as much time has gone into the slower
+tier, so a function never costs more than about twice what the better choice
+would have in hindsight, and a function evaluated a few times never compiles.
+
+The switch happens at most once per function and is logged (INFO, the
+``"symad"`` logger); ``F.tier`` says which backend ``F(...)`` uses now.
+numexpr and numba agree to rounding, not always to the last bit (a sum's
+order of additions, a C library's ``exp`` against NumPy's): runs that must be
+bit-for-bit reproducible name their backend (``F.compile("numexpr")``) or turn
+promotion off (``sd.config.promote = False`` or ``SYMAD_PROMOTE=0``), as with
+other auto-tuners (FFTW's measured plans, cuDNN's benchmark mode).
+
+>>> promotion = Promotion("f", operations=10, target="numpy")
+>>> promotion.compile_seconds = 0.0          # promote at the first chance (as a test would)
+>>> promotion.run(lambda backend: backend, key=("n", 3))
+'numexpr'
+>>> promotion.state in ("numpy", "numexpr")  # numpy kept only if it was faster
+True
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Hashable
+from typing import Any
+
+__all__ = ["Promotion", "compile_estimate", "promotion_enabled", "KEEP_RATIO"]
+
+#: The second tier takes over only if its fastest of ``TRIAL_CALLS`` calls takes at most
+#: this fraction of the first tier's fastest of its last ``TRIAL_CALLS`` calls on arguments
+#: of the same shapes: a 10 % margin, so that timing noise on a busy machine does not move
+#: a function whose tiers are equally fast. (The same number of calls on both sides: the
+#: fastest of a hundred numexpr calls would be a luckier draw than the fastest of three.)
+KEEP_RATIO = 0.9
+TRIAL_CALLS = 3
+
+#: numba's compile of a module, in seconds: a fixed part and a part per graph operation.
+#: Measured 2026-11-25 on the project's 2-core machine (numba 0.68.1): 0.37 s for the
+#: 12-operation gradient of log(x) + xy - sin(y), 1.6 s for a 192-operation 30th
+#: derivative, 3.4 s for a 24th derivative of 500 operations (cold caches).
+COMPILE_FIXED_SECONDS = 0.3
+COMPILE_SECONDS_PER_OPERATION = 0.006
+#: ... and numba's own start in a process that has not imported it: the import (0.4 s)
+#: and the NumPy support it loads on its first compile (0.2-0.3 s).
+NUMBA_START_SECONDS = 0.6
+
+_LOG = logging.getLogger("symad")
+
+#: States of a :class:`Promotion` besides the backends' names.
+_WATCHING = "numexpr"
+
+
+def compile_estimate(operations: int) -> float:
+    """Seconds numba is expected to take to compile a graph of ``operations`` operations.
+
+    >>> round(compile_estimate(100), 2) >= 0.9
+    True
+    """
+    seconds = COMPILE_FIXED_SECONDS + COMPILE_SECONDS_PER_OPERATION * operations
+    if "numba" not in sys.modules:
+        seconds += NUMBA_START_SECONDS
+    return seconds
+
+
+def promotion_enabled() -> bool:
+    """Whether ``F(...)`` may move a hot function to numba: ``sd.config.promote`` or
+    ``$SYMAD_PROMOTE`` if set, else True where numba is installed.
+
+    >>> isinstance(promotion_enabled(), bool)
+    True
+    """
+    from symad import config
+
+    switch = config.promote_enabled()
+    if switch is False:
+        return False
+    from symad.compile import available_backends
+
+    return "numba" in available_backends()
+
+
+class Promotion:
+    """Which backend one function's default calls use, and when that changes (see the module).
+
+    Args:
+        name: the function's name (for the log).
+        operations: its graph's operations (for :func:`compile_estimate`).
+        target: the second tier's backend (``"numba"``; tests use ``"numpy"``, which
+            is always there).
+    """
+
+    def __init__(self, name: str, operations: int, target: str = "numba"):
+        self.name = name
+        self.target = target
+        #: seconds of evaluation in the first tier so far
+        self.spent = 0.0
+        #: seconds the second tier's compile is expected to take: the threshold of ``spent``
+        self.compile_seconds = compile_estimate(operations)
+        #: the backend calls use now: "numexpr" while watching, then the target or "numexpr"
+        self.state = _WATCHING
+        #: True once the tier is settled (it changes at most once)
+        self.decided = False
+        self._recent: dict[Hashable, deque] = {}  # call signature -> its last first-tier times
+        self._trial = threading.Lock()  # one thread tries the second tier; others go on
+
+    @property
+    def backend(self) -> str:
+        """The backend default calls use now."""
+        return self.state
+
+    def run(self, evaluate: Callable[[str], Any], key: Hashable) -> Any:
+        """``evaluate(backend)`` with the backend of this tier; ``key`` says which calls time
+        alike (the arguments' shapes and dtypes)."""
+        if self.decided:
+            return evaluate(self.state)
+        start = time.perf_counter()
+        result = evaluate(_WATCHING)
+        seconds = time.perf_counter() - start
+        self.spent += seconds
+        self._recent.setdefault(key, deque(maxlen=TRIAL_CALLS)).append(seconds)
+        if self.spent >= self.compile_seconds and self._trial.acquire(blocking=False):
+            try:
+                if not self.decided:
+                    self._try_target(evaluate, key)
+            finally:
+                self._trial.release()
+        return result  # this call's result is the first tier's: the switch shows from the next
+
+    def _try_target(self, evaluate: Callable[[str], Any], key: Hashable) -> None:
+        """Compile the second tier, time it on this call's arguments, keep the faster tier."""
+        outcome = "numexpr"
+        try:
+            if self.target == "numba" and not promotion_enabled():
+                return
+            evaluate(self.target)  # the compile (and a first evaluation)
+            seconds = float("inf")
+            for _ in range(TRIAL_CALLS):
+                start = time.perf_counter()
+                evaluate(self.target)
+                seconds = min(seconds, time.perf_counter() - start)
+            first = min(self._recent[key])
+            if seconds <= KEEP_RATIO * first:
+                outcome = self.target
+            _LOG.info("symad: %s: after %.2f s in numexpr, one call takes %.3g s in %s against "
+                      "%.3g s in numexpr: %s", self.name, self.spent, seconds, self.target, first,
+                      f"{self.target} takes over" if outcome == self.target else "numexpr stays")
+        except Exception as error:  # noqa: BLE001 - any failure of the second tier keeps the first
+            _LOG.warning("symad: %s: %s could not take over from numexpr (%s: %s); numexpr stays",
+                         self.name, self.target, type(error).__name__, error)
+        finally:
+            self.state = outcome
+            self.decided = True

@@ -1,0 +1,161 @@
+"""The default backend's tiers (symad.compile.tiers): F(...) starts with numexpr and moves
+to a faster compiled backend once it has spent that backend's compile time.
+
+Timing decides in use; here the threshold and the margin are set so that each test's
+outcome is fixed whatever the machine's speed.
+"""
+
+import logging
+import pickle
+import threading
+
+import numpy as np
+import pytest
+
+import symad as sd
+from symad import config
+from symad.compile import tiers
+from symad.compile.tiers import Promotion
+
+
+def logistic(x):
+    for _ in range(6):
+        x = 4 * x * (1 - x)
+    return x
+
+
+@pytest.fixture
+def promoting(monkeypatch):
+    """Promotion on, at the first call's end, and the second tier always kept."""
+    monkeypatch.setattr(config, "promote", True)
+    monkeypatch.setattr(tiers, "compile_estimate", lambda operations: 0.0)
+    monkeypatch.setattr(tiers, "KEEP_RATIO", float("inf"))
+
+
+def points(n=5000):
+    return np.random.default_rng(1).uniform(0.05, 0.95, n)
+
+
+def test_a_function_starts_with_numexpr_and_says_so():
+    F = sd.grad(logistic).trace(0.3)
+    assert F.tier == "numexpr"
+    F(points())  # the suite runs with promotion off: nothing is watched
+    assert F._promotion is None and F.tier == "numexpr"
+
+
+def test_a_hot_function_moves_to_the_second_tier_and_keeps_its_values(promoting):
+    F = sd.grad(logistic).trace(0.3)
+    F._promotion = Promotion(F.name, len(F.graph.nodes), target="numpy")
+    x = points()
+    first = F(x)                      # numexpr, then the trial of numpy
+    assert F.tier == "numpy" and F._promotion.decided
+    assert ("numpy", "float64") in F._evaluators
+    later = F(x)                      # numpy from now on
+    np.testing.assert_array_equal(later, F.compile("numpy")(x))
+    np.testing.assert_allclose(first, later, rtol=1e-13)
+    h = 1e-6                          # and both are the derivative
+    np.testing.assert_allclose(later, (logistic(x + h) - logistic(x - h)) / (2 * h), rtol=1e-5, atol=1e-6)
+
+
+def test_the_first_tier_stays_if_the_second_is_not_faster(promoting, monkeypatch):
+    monkeypatch.setattr(tiers, "KEEP_RATIO", 0.0)  # no backend is infinitely faster
+    F = sd.trace(lambda x: np.sin(x) * x, 0.0)
+    F._promotion = Promotion(F.name, len(F.graph.nodes), target="numpy")
+    F(points())
+    assert F._promotion.decided and F.tier == "numexpr"
+
+
+def test_nothing_is_compiled_before_the_time_is_spent(monkeypatch):
+    monkeypatch.setattr(config, "promote", True)
+    F = sd.trace(lambda x: np.exp(x) + x, 0.0)
+    for _ in range(3):
+        F(points(100))  # microseconds each, against a compile estimate of a second
+    assert F._promotion is not None and not F._promotion.decided
+    assert F._promotion.spent > 0
+    assert set(F._evaluators) == {("numexpr", "float64")}
+
+
+def test_promotion_can_be_turned_off(promoting, monkeypatch):
+    monkeypatch.setattr(config, "promote", False)
+    F = sd.trace(lambda x: x * x, 0.0)
+    F(points())
+    assert F._promotion is None and F.tier == "numexpr"
+    monkeypatch.setattr(config, "promote", None)
+    monkeypatch.setenv("SYMAD_PROMOTE", "off")
+    F(points())
+    assert F._promotion is None
+
+
+def test_a_second_tier_that_fails_leaves_the_first_with_a_warning(promoting, caplog):
+    F = sd.trace(lambda x: x * (1 - x), 0.0)
+    F._promotion = Promotion(F.name, len(F.graph.nodes), target="no-such-backend")
+    x = points()
+    with caplog.at_level(logging.WARNING, logger="symad"):
+        result = F(x)
+    np.testing.assert_array_equal(result, x * (1 - x))
+    assert F.tier == "numexpr" and F._promotion.decided
+    assert "no-such-backend could not take over from numexpr" in caplog.text
+    assert "unknown backend" in caplog.text
+
+
+def test_numba_takes_over_a_hot_gradient(promoting, caplog):
+    pytest.importorskip("numba")
+    F = sd.grad(logistic).trace(0.3)
+    x = points(20_000)
+    expected = F.compile("numexpr")(x)
+    with caplog.at_level(logging.INFO, logger="symad"):
+        F(x)
+    assert F.tier == "numba"
+    assert "numba takes over" in caplog.text
+    np.testing.assert_allclose(F(x), expected, rtol=1e-12)
+
+
+def test_transforms_promote_the_function_they_keep(promoting):
+    pytest.importorskip("numba")
+    gradient = sd.grad(lambda v: np.sum(v[1:] * v[:-1]) - np.sum(v ** 2))
+    v = np.linspace(-1.0, 1.0, 64)
+    gradient(v)
+    assert gradient.trace(v).tier == "numba"
+    expected = np.zeros_like(v)
+    expected[1:] += v[:-1]
+    expected[:-1] += v[1:]
+    expected -= 2 * v
+    np.testing.assert_allclose(gradient(v), expected, rtol=1e-14, atol=1e-15)
+
+
+def test_threads_calling_during_the_trial_all_get_values(promoting):
+    F = sd.grad(logistic).trace(0.3)
+    F._promotion = Promotion(F.name, len(F.graph.nodes), target="numpy")
+    x = points()
+    expected = F.compile("numpy")(x)
+    results, errors = [], []
+
+    def call():
+        try:
+            for _ in range(5):
+                results.append(F(x))
+        except BaseException as error:  # reported below
+            errors.append(error)
+
+    workers = [threading.Thread(target=call) for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert not errors and len(results) == 20
+    for result in results:
+        np.testing.assert_allclose(result, expected, rtol=1e-13)
+    assert F.tier == "numpy"
+
+
+def test_a_pickled_function_starts_watching_again(promoting):
+    F = sd.trace(lambda x: x * x, 0.0)
+    F._promotion = Promotion(F.name, len(F.graph.nodes), target="numpy")
+    F(points())
+    assert F.tier == "numpy"
+    G = pickle.loads(pickle.dumps(F))
+    assert G._promotion is None and G.tier == "numexpr"
+
+
+def test_the_compile_estimate_grows_with_the_graph():
+    assert tiers.compile_estimate(800) > tiers.compile_estimate(10) > 0
