@@ -677,7 +677,14 @@ class Function:
         # Calls time alike when their arguments have the same shapes and types.
         key = tuple((getattr(leaf, "shape", None), getattr(leaf, "dtype", type(leaf)))
                     for leaf in leaves)
-        return promotion.run(lambda backend: self._evaluate(leaves, backend, {}), key)
+        return promotion.run(lambda backend: self._evaluate(leaves, backend, {}), key,
+                             self._serving_backend)
+
+    def _serving_backend(self, backend: str) -> str:
+        """The backend whose module serves ``backend`` here (numba may have fallen back)."""
+        served = {evaluator.backend for (asked, _), evaluator in self._evaluators.items()
+                  if asked == backend}
+        return served.pop() if len(served) == 1 else backend
 
     def _inline(self, leaves: list) -> Any:
         """Record this function's graph into the active trace, applied to ``leaves``."""

@@ -162,7 +162,9 @@ def make_evaluator(graph, backend: str, dtype="float64", name: str = "function")
                     ticking=True))
                 module = generate_module(graph, backend, dtype, name)
             if module.backend != backend:  # numba asked for, numexpr given: say so
-                _LOG.warning("symad: %s: %s", name, module.note)
+                from symad.compile.tiers import fallback_level
+
+                _LOG.log(fallback_level(), "symad: %s: %s", name, module.note)
             namespace = load_module(module, on_disk=module.backend == "numba")
         if key is not None and not cached:
             disk_cache.store_entry(key, graph, module, getattr(module, "code", None))

@@ -824,5 +824,7 @@ def make_array_evaluator(graph, backend: str, dtype="float64", name: str = "func
     if key is not None and not cached:
         disk_cache.store_entry(key, graph, module, getattr(module, "code", None))
     if module.backend != backend and backend == "numba":
-        _LOG.warning("symad: %s: %s", name, module.note)
+        from symad.compile.tiers import fallback_level
+
+        _LOG.log(fallback_level(), "symad: %s: %s", name, module.note)
     return ArrayEvaluator(module, namespace)

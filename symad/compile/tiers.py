@@ -27,14 +27,15 @@ other auto-tuners (FFTW's measured plans, cuDNN's benchmark mode).
 
 >>> promotion = Promotion("f", operations=10, target="numpy")
 >>> promotion.compile_seconds = 0.0          # promote at the first chance (as a test would)
->>> promotion.run(lambda backend: backend, key=("n", 3))
-'numexpr'
+>>> [promotion.run(lambda backend: backend, key=("n", 3)) for call in range(2)]
+['numexpr', 'numexpr']
 >>> promotion.state in ("numpy", "numexpr")  # numpy kept only if it was faster
 True
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import sys
 import threading
@@ -43,7 +44,7 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Any
 
-__all__ = ["Promotion", "compile_estimate", "promotion_enabled", "KEEP_RATIO"]
+__all__ = ["Promotion", "compile_estimate", "promotion_enabled", "fallback_level", "KEEP_RATIO"]
 
 #: The second tier takes over only if its fastest of ``TRIAL_CALLS`` calls takes at most
 #: this fraction of the first tier's fastest of its last ``TRIAL_CALLS`` calls on arguments
@@ -64,6 +65,20 @@ COMPILE_SECONDS_PER_OPERATION = 0.006
 NUMBA_START_SECONDS = 0.6
 
 _LOG = logging.getLogger("symad")
+
+#: True while a Promotion tries the second tier (in this thread): a numba that falls back
+#: to numexpr then says so at INFO level, since nobody asked for numba.
+_TRYING = contextvars.ContextVar("symad_trying_second_tier", default=False)
+
+
+def fallback_level() -> int:
+    """The level at which a backend falling back is logged: a warning if the user asked for
+    it, INFO while a :class:`Promotion` tries it.
+
+    >>> fallback_level() == logging.WARNING
+    True
+    """
+    return logging.INFO if _TRYING.get() else logging.WARNING
 
 #: States of a :class:`Promotion` besides the backends' names.
 _WATCHING = "numexpr"
@@ -127,31 +142,46 @@ class Promotion:
         """The backend default calls use now."""
         return self.state
 
-    def run(self, evaluate: Callable[[str], Any], key: Hashable) -> Any:
+    def run(self, evaluate: Callable[[str], Any], key: Hashable,
+            serving: Callable[[str], str] | None = None) -> Any:
         """``evaluate(backend)`` with the backend of this tier; ``key`` says which calls time
-        alike (the arguments' shapes and dtypes)."""
+        alike (the arguments' shapes and dtypes); ``serving(backend)`` names the backend that
+        actually serves ``backend`` once used (numba falls back to numexpr on some graphs)."""
         if self.decided:
             return evaluate(self.state)
         start = time.perf_counter()
         result = evaluate(_WATCHING)
         seconds = time.perf_counter() - start
         self.spent += seconds
-        self._recent.setdefault(key, deque(maxlen=TRIAL_CALLS)).append(seconds)
-        if self.spent >= self.compile_seconds and self._trial.acquire(blocking=False):
+        recent = self._recent.get(key)
+        if recent is None:  # a first call with these shapes also compiles: it does not count
+            if len(self._recent) >= 64:  # arguments of ever new shapes: forget the oldest
+                del self._recent[next(iter(self._recent))]
+            self._recent[key] = deque(maxlen=TRIAL_CALLS)
+        else:
+            recent.append(seconds)
+        if (recent and self.spent >= self.compile_seconds
+                and self._trial.acquire(blocking=False)):
             try:
                 if not self.decided:
-                    self._try_target(evaluate, key)
+                    self._try_target(evaluate, key, serving)
             finally:
                 self._trial.release()
         return result  # this call's result is the first tier's: the switch shows from the next
 
-    def _try_target(self, evaluate: Callable[[str], Any], key: Hashable) -> None:
+    def _try_target(self, evaluate: Callable[[str], Any], key: Hashable,
+                    serving: Callable[[str], str] | None) -> None:
         """Compile the second tier, time it on this call's arguments, keep the faster tier."""
         outcome = "numexpr"
+        trying = _TRYING.set(True)
         try:
             if self.target == "numba" and not promotion_enabled():
                 return
             evaluate(self.target)  # the compile (and a first evaluation)
+            if serving is not None and serving(self.target) != self.target:
+                _LOG.info("symad: %s: %s cannot take this graph; numexpr stays", self.name,
+                          self.target)
+                return
             seconds = float("inf")
             for _ in range(TRIAL_CALLS):
                 start = time.perf_counter()
@@ -167,5 +197,6 @@ class Promotion:
             _LOG.warning("symad: %s: %s could not take over from numexpr (%s: %s); numexpr stays",
                          self.name, self.target, type(error).__name__, error)
         finally:
+            _TRYING.reset(trying)
             self.state = outcome
             self.decided = True
