@@ -10,8 +10,9 @@ compiling it costs 0.5-3 s, more than most scripts ever spend evaluating.
 :class:`Promotion` settles this the way a tiered JIT does. It adds up the time a
 function spends evaluating in numexpr; once that reaches what numba's compile
 is expected to cost (:func:`compile_estimate`), it compiles the numba evaluator
-and times it on the call at hand, as many times as numexpr's last calls. numba takes over only if it is clearly faster
-there (:data:`KEEP_RATIO`): a graph whose time goes to ``sin``/``cos`` (the same
+and times it on the call at hand, as many times as it kept numexpr's last
+calls on such arguments. numba takes over only if it is clearly faster there
+(:data:`KEEP_RATIO`): a graph whose time goes to ``sin``/``cos`` (the same
 C library calls in both) or to BLAS stays with numexpr. The rule is the ski
 rental's: the compile is paid only after as much time has gone into the slower
 tier, so a function never costs more than about twice what the better choice
@@ -29,7 +30,7 @@ other auto-tuners (FFTW's measured plans, cuDNN's benchmark mode).
 >>> promotion.compile_seconds = 0.0          # promote at the first chance (as a test would)
 >>> [promotion.run(lambda backend: backend, key=("n", 3)) for call in range(2)]
 ['numexpr', 'numexpr']
->>> promotion.state in ("numpy", "numexpr")  # numpy kept only if it was faster
+>>> promotion.backend in ("numpy", "numexpr")  # numpy kept only if it was faster
 True
 """
 
@@ -130,17 +131,13 @@ class Promotion:
         self.spent = 0.0
         #: seconds the second tier's compile is expected to take: the threshold of ``spent``
         self.compile_seconds = compile_estimate(operations)
-        #: the backend calls use now: "numexpr" while watching, then the target or "numexpr"
-        self.state = _WATCHING
+        #: the backend default calls use now: "numexpr" while watching, then the target or
+        #: "numexpr" for good
+        self.backend = _WATCHING
         #: True once the tier is settled (it changes at most once)
         self.decided = False
         self._recent: dict[Hashable, deque] = {}  # call signature -> its last first-tier times
         self._trial = threading.Lock()  # one thread tries the second tier; others go on
-
-    @property
-    def backend(self) -> str:
-        """The backend default calls use now."""
-        return self.state
 
     def run(self, evaluate: Callable[[str], Any], key: Hashable,
             serving: Callable[[str], str] | None = None) -> Any:
@@ -148,7 +145,7 @@ class Promotion:
         alike (the arguments' shapes and dtypes); ``serving(backend)`` names the backend that
         actually serves ``backend`` once used (numba falls back to numexpr on some graphs)."""
         if self.decided:
-            return evaluate(self.state)
+            return evaluate(self.backend)
         start = time.perf_counter()
         result = evaluate(_WATCHING)
         seconds = time.perf_counter() - start
@@ -164,14 +161,15 @@ class Promotion:
                 and self._trial.acquire(blocking=False)):
             try:
                 if not self.decided:
-                    self._try_target(evaluate, key, serving)
+                    self._try_target(evaluate, min(recent), serving)
             finally:
                 self._trial.release()
         return result  # this call's result is the first tier's: the switch shows from the next
 
-    def _try_target(self, evaluate: Callable[[str], Any], key: Hashable,
+    def _try_target(self, evaluate: Callable[[str], Any], first: float,
                     serving: Callable[[str], str] | None) -> None:
-        """Compile the second tier, time it on this call's arguments, keep the faster tier."""
+        """Compile the second tier, time it on this call's arguments, keep it if it is faster
+        than ``first``, the first tier's time on them."""
         outcome = "numexpr"
         trying = _TRYING.set(True)
         try:
@@ -187,7 +185,6 @@ class Promotion:
                 start = time.perf_counter()
                 evaluate(self.target)
                 seconds = min(seconds, time.perf_counter() - start)
-            first = min(self._recent[key])
             if seconds <= KEEP_RATIO * first:
                 outcome = self.target
             _LOG.info("symad: %s: after %.2f s in numexpr, one call takes %.3g s in %s against "
@@ -198,5 +195,5 @@ class Promotion:
                          self.name, self.target, type(error).__name__, error)
         finally:
             _TRYING.reset(trying)
-            self.state = outcome
+            self.backend = outcome
             self.decided = True
