@@ -10,9 +10,8 @@ compiling it costs 0.5-3 s, more than most scripts ever spend evaluating.
 :class:`Promotion` settles this the way a tiered JIT does. It adds up the time a
 function spends evaluating in numexpr; once that reaches what numba's compile
 is expected to cost (:func:`compile_estimate`), it compiles the numba evaluator
-and times it on the call at hand, as many times as it kept numexpr's last
-calls on such arguments. numba takes over only if it is clearly faster there
-(:data:`KEEP_RATIO`): a graph whose time goes to ``sin``/``cos`` (the same
+and times both tiers on the call at hand, alternately. numba takes over only
+if it is clearly faster there (:data:`KEEP_RATIO`): a graph whose time goes to ``sin``/``cos`` (the same
 C library calls in both) or to BLAS stays with numexpr. The rule is the ski
 rental's: the compile is paid only after as much time has gone into the slower
 tier, so a function never costs more than about twice what the better choice
@@ -41,19 +40,19 @@ import logging
 import sys
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Any
 
 __all__ = ["Promotion", "compile_estimate", "promotion_enabled", "fallback_level", "KEEP_RATIO"]
 
-#: The second tier takes over only if its fastest of ``TRIAL_CALLS`` calls takes at most
-#: this fraction of the first tier's fastest of its last ``TRIAL_CALLS`` calls on arguments
-#: of the same shapes: a 10 % margin, so that timing noise on a busy machine does not move
-#: a function whose tiers are equally fast. (The same number of calls on both sides: the
-#: fastest of a hundred numexpr calls would be a luckier draw than the fastest of three.)
-KEEP_RATIO = 0.9
+#: The trial calls each tier this many times on the same arguments, alternately, so that
+#: a busy moment of a shared machine slows both alike (a yardstick taken from earlier
+#: calls was not: on a loaded machine a per-sample MLP gradient moved to numba at 1.8x
+#: numexpr's time). The second tier takes over only if its fastest call takes at most
+#: ``KEEP_RATIO`` of the first tier's fastest: a 10 % margin, so that noise does not
+#: move a function whose tiers are equally fast.
 TRIAL_CALLS = 3
+KEEP_RATIO = 0.9
 
 #: numba's compile of a module, in seconds: a fixed part and a part per graph operation.
 #: Measured 2026-11-25 on the project's 2-core machine (numba 0.68.1): 0.37 s for the
@@ -136,7 +135,7 @@ class Promotion:
         self.backend = _WATCHING
         #: True once the tier is settled (it changes at most once)
         self.decided = False
-        self._recent: dict[Hashable, deque] = {}  # call signature -> its last first-tier times
+        self._seen: set = set()  # call signatures the first tier has compiled for
         self._trial = threading.Lock()  # one thread tries the second tier; others go on
 
     def run(self, evaluate: Callable[[str], Any], key: Hashable,
@@ -150,26 +149,24 @@ class Promotion:
         result = evaluate(_WATCHING)
         seconds = time.perf_counter() - start
         self.spent += seconds
-        recent = self._recent.get(key)
-        if recent is None:  # a first call with these shapes also compiles: it does not count
-            if len(self._recent) >= 64:  # arguments of ever new shapes: forget the oldest
-                del self._recent[next(iter(self._recent))]
-            self._recent[key] = deque(maxlen=TRIAL_CALLS)
-        else:
-            recent.append(seconds)
-        if (recent and self.spent >= self.compile_seconds
-                and self._trial.acquire(blocking=False)):
+        # A first call with new shapes may compile for them: the trial waits for the next
+        # (arguments of ever new shapes: only the last few are remembered).
+        seen = key in self._seen
+        if not seen:
+            if len(self._seen) >= 64:
+                self._seen.clear()
+            self._seen.add(key)
+        if seen and self.spent >= self.compile_seconds and self._trial.acquire(blocking=False):
             try:
                 if not self.decided:
-                    self._try_target(evaluate, min(recent), serving)
+                    self._try_target(evaluate, serving)
             finally:
                 self._trial.release()
         return result  # this call's result is the first tier's: the switch shows from the next
 
-    def _try_target(self, evaluate: Callable[[str], Any], first: float,
+    def _try_target(self, evaluate: Callable[[str], Any],
                     serving: Callable[[str], str] | None) -> None:
-        """Compile the second tier, time it on this call's arguments, keep it if it is faster
-        than ``first``, the first tier's time on them."""
+        """Compile the second tier, time both tiers on this call's arguments, keep the faster."""
         outcome = "numexpr"
         trying = _TRYING.set(True)
         try:
@@ -180,11 +177,13 @@ class Promotion:
                 _LOG.info("symad: %s: %s cannot take this graph; numexpr stays", self.name,
                           self.target)
                 return
-            seconds = float("inf")
+            fastest = {_WATCHING: float("inf"), self.target: float("inf")}
             for _ in range(TRIAL_CALLS):
-                start = time.perf_counter()
-                evaluate(self.target)
-                seconds = min(seconds, time.perf_counter() - start)
+                for backend in fastest:
+                    start = time.perf_counter()
+                    evaluate(backend)
+                    fastest[backend] = min(fastest[backend], time.perf_counter() - start)
+            seconds, first = fastest[self.target], fastest[_WATCHING]
             if seconds <= KEEP_RATIO * first:
                 outcome = self.target
             _LOG.info("symad: %s: after %.2f s in numexpr, one call takes %.3g s in %s against "
