@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import symad as sd
 import symad.numpy as snp
+from symad.compile.numba_backend import numba_available
 
 onp = np  # the programs below are written against a NumPy-like namespace `np`
 
@@ -517,7 +518,8 @@ def _mlp_per_sample_gradients(params, x, y):
             "w2": residual[:, None] * h}
 
 
-@pytest.mark.parametrize("backend", ["numexpr", "numpy"])
+@pytest.mark.parametrize("backend", ["numexpr", "numpy", pytest.param("numba", marks=pytest.mark.skipif(
+    not numba_available(), reason="numba is not installed (pip install symad[fast])"))])
 def test_per_sample_mlp_gradients_whole_and_in_blocks(backend):
     # The per-sample gradient of an 8-32-1 MLP's squared error (benchmarks/eval.py's "mlp"
     # case) at 3,000 samples: its hidden values are pooled buffers, its 3000 x 8 x 32 weight
@@ -535,7 +537,8 @@ def test_per_sample_mlp_gradients_whole_and_in_blocks(backend):
     F = sd.grad(loss).trace(params, np.zeros(8), 0.0)
     want = _mlp_per_sample_gradients(params, x, y)
     want["b2"] = want["b2"] + 0.5
-    # The blocks are sized by the intermediates alone: the results exist whole anyway.
+    # The blocks are sized by the intermediates alone: the results (321 numbers a sample)
+    # and the inputs exist whole anyway.
     module = F._evaluator(backend, np.float64).module
     assert module.bytes_per_point < 321 * 8
     for block_size in (None, 1000, 7):
@@ -546,7 +549,7 @@ def test_per_sample_mlp_gradients_whole_and_in_blocks(backend):
     F0 = sd.trace(lambda w, x: (np.tanh(x @ w), np.sin(w)), params["w1"], np.zeros(8))
     for block_size in (None, 7):
         hidden, constant = F0.compile(backend, block_size=block_size)(params["w1"], x)
-        np.testing.assert_allclose(hidden, np.tanh(x @ params["w1"]), rtol=1e-13)
+        np.testing.assert_allclose(hidden, np.tanh(x @ params["w1"]), rtol=1e-13, atol=1e-15)
         assert constant.shape == (3000, 8, 32)
         np.testing.assert_array_equal(constant, np.broadcast_to(np.sin(params["w1"]), (3000, 8, 32)))
 
