@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import symad as sd
 import symad.numpy as snp
+from symad.compile.numba_backend import numba_available
 
 onp = np  # the programs below are written against a NumPy-like namespace `np`
 
@@ -468,20 +469,89 @@ def test_pools_keep_only_what_recent_calls_used(backend):
 ])
 @pytest.mark.parametrize("lead_a, lead_b", [((), ()), ((7,), (1,)), ((7,), ()), ((1,), (7,)),
                                             ((7,), (7,)), ((), (1, 1)), ((2, 3), (1,))])
-def test_einsum_runtime_matches_numpy_for_every_lead(subscripts, a_core, b_core, lead_a, lead_b):
+@pytest.mark.parametrize("pooled", [False, True])
+def test_einsum_runtime_matches_numpy_for_every_lead(subscripts, a_core, b_core, lead_a, lead_b,
+                                                     pooled, monkeypatch):
     # rt_einsum takes leading (batch) dimensions in front of each operand's core and
-    # broadcasts them; its three routes must agree with np.einsum on each.
-    from symad.array_runtime import rt_einsum
+    # broadcasts them; its three routes must agree with np.einsum on each. Pooled (every
+    # size pooled here, and multiplications through numexpr, as a numexpr module's large
+    # intermediates are), a result comes from the pool and goes back under its own shape.
+    import numexpr
 
+    from symad import array_runtime as R
+
+    if pooled:
+        monkeypatch.setattr(R, "RT_POOL_MIN_ELEMENTS", 1)
+        monkeypatch.setattr(R, "RT_NUMEXPR", numexpr)
+        monkeypatch.setattr(R, "RT_NUMEXPR_MIN_ELEMENTS", 1)
     rng = np.random.default_rng(7)
     a, b = rng.normal(size=lead_a + a_core), rng.normal(size=lead_b + b_core)
-    got = rt_einsum(a, b, subscripts)
+    got = R.rt_einsum(a, b, subscripts, pooled=pooled)
     lead = np.broadcast_shapes(lead_a, lead_b)
     inputs, out = subscripts.split("->")
     sa, sb = inputs.split(",")
     want = np.einsum(f"...{sa},...{sb}->...{out}", a, b)
     assert got.shape == lead + want.shape[len(want.shape) - len(out):]
     np.testing.assert_allclose(got, np.broadcast_to(want, got.shape), rtol=1e-13, atol=1e-13)
+    if pooled and sa + sb != "ijkj":  # (ij,kj->ki comes out transposed: a new array)
+        R.rt_release(got)
+        again = R.rt_einsum(a, b, subscripts, pooled=True)
+        assert np.shares_memory(again, got)  # the released buffer, taken again
+        np.testing.assert_allclose(again, np.broadcast_to(want, got.shape), rtol=1e-13, atol=1e-13)
+
+
+def test_sech_in_one_buffer_is_numpys_one_over_cosh():
+    from symad.array_runtime import rt_sech
+
+    x = np.linspace(-30.0, 30.0, 1001)
+    out = np.empty_like(x)
+    assert rt_sech(x, out=out) is out
+    np.testing.assert_array_equal(out, 1.0 / np.cosh(x))
+
+
+def _mlp_per_sample_gradients(params, x, y):
+    """The per-sample gradients of (tanh(x @ w1 + b1) @ w2 + b2 - y)**2, written out by hand."""
+    h = np.tanh(x @ params["w1"] + params["b1"])
+    residual = 2.0 * (h @ params["w2"] + params["b2"] - y)
+    hidden = residual[:, None] * params["w2"] * (1.0 - h ** 2)
+    return {"b1": hidden, "b2": residual, "w1": x[:, :, None] * hidden[:, None, :],
+            "w2": residual[:, None] * h}
+
+
+@pytest.mark.parametrize("backend", ["numexpr", "numpy", pytest.param("numba", marks=pytest.mark.skipif(
+    not numba_available(), reason="numba is not installed (pip install symad[fast])"))])
+def test_per_sample_mlp_gradients_whole_and_in_blocks(backend):
+    # The per-sample gradient of an 8-32-1 MLP's squared error (benchmarks/eval.py's "mlp"
+    # case) at 3,000 samples: its hidden values are pooled buffers, its 3000 x 8 x 32 weight
+    # gradient a multiplication large enough for numexpr's threads. In blocks, each block's
+    # results are written into arrays of the whole batch; a result that is the same at every
+    # sample (the constant's gradient) is one broadcast row.
+    rng = np.random.default_rng(11)
+    params = {"w1": rng.normal(size=(8, 32)) / 3, "b1": rng.normal(size=32) / 3,
+              "w2": rng.normal(size=32) / 6, "b2": np.array(0.1)}
+    x, y = rng.normal(size=(3000, 8)), rng.normal(size=3000)
+
+    def loss(p, x, y):
+        return (np.tanh(x @ p["w1"] + p["b1"]) @ p["w2"] + p["b2"] - y) ** 2 + 0.5 * p["b2"]
+
+    F = sd.grad(loss).trace(params, np.zeros(8), 0.0)
+    want = _mlp_per_sample_gradients(params, x, y)
+    want["b2"] = want["b2"] + 0.5
+    # The blocks are sized by the intermediates alone: the results (321 numbers a sample)
+    # and the inputs exist whole anyway.
+    module = F._evaluator(backend, np.float64).module
+    assert module.bytes_per_point < 321 * 8
+    for block_size in (None, 1000, 7):
+        got = F.compile(backend, block_size=block_size)(params, x, y)
+        for name in want:
+            assert got[name].shape == (3000,) + np.shape(params[name])
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-12, atol=1e-14)
+    F0 = sd.trace(lambda w, x: (np.tanh(x @ w), np.sin(w)), params["w1"], np.zeros(8))
+    for block_size in (None, 7):
+        hidden, constant = F0.compile(backend, block_size=block_size)(params["w1"], x)
+        np.testing.assert_allclose(hidden, np.tanh(x @ params["w1"]), rtol=1e-13, atol=1e-15)
+        assert constant.shape == (3000, 8, 32)
+        np.testing.assert_array_equal(constant, np.broadcast_to(np.sin(params["w1"]), (3000, 8, 32)))
 
 
 def test_a_long_loop_over_arrays_holds_only_its_live_values():

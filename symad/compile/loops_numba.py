@@ -312,7 +312,11 @@ def numba_loops_module(graph, dtype, name: str = "function") -> NumbaLoopsModule
         "        return _program(True, *arguments)",
     ]
     source = "\n".join(header + functions + program_function + run) + "\n"
-    per_point = sum(b.size for b in program.temporaries + program.outputs + program.inputs)
+    # Blocks are sized by the temporaries alone: the inputs are the caller's arrays and the
+    # results are written into whole-batch arrays (ArrayEvaluator.evaluate_arrays), so
+    # neither shrinks with the block (counting them cut the per-sample MLP gradient's 10^5
+    # samples into three blocks, each allocating its 2.6 KB a sample of results afresh).
+    per_point = sum(b.size for b in program.temporaries)
     return NumbaLoopsModule(source, [array for _, array in externals], tuple(boolean),
                             max(1, per_point) * dtype.itemsize, program)
 
