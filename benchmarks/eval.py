@@ -419,15 +419,19 @@ def memory_figure(which: str, n: int, block: str) -> dict:
 def round_robin(runners: dict, arrays: list, reps: int) -> dict:
     """Seconds of each of ``runners`` on ``arrays``, ``reps`` times: every repetition times
     each once, so a noisy moment on a shared machine hits all of them alike. Each repetition
-    starts one system later in the list, so no system always runs right after the same
-    other one (JAX's and OpenBLAS's threads keep spinning for a while after a call, and
-    slowed whatever came next: the MLP's numexpr column read 1.8x its numpy column, with
-    the same module)."""
+    takes the systems in a new order (shuffled, seeded: the same in every run), so no system
+    always runs right after the same other one. JAX's and OpenBLAS's threads keep spinning
+    for a while after a call and slow whatever comes next: with the order only rotated, the
+    MLP's numexpr column ran after JAX in most repetitions and read 92 ms there against
+    77 ms after numba (helper's measurement, 2026-11-25)."""
+    import random
+
+    order = random.Random(20)
     times: dict = {key: [] for key in runners}
     keys = list(runners)
-    for repetition in range(reps):
-        shift = repetition % len(keys) if keys else 0
-        for key in keys[shift:] + keys[:shift]:
+    for _ in range(reps):
+        order.shuffle(keys)
+        for key in keys:
             start = time.perf_counter()
             runners[key](*arrays)
             times[key].append(time.perf_counter() - start)
