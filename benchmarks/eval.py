@@ -42,7 +42,7 @@ With ``--threads``, each backend that uses threads (numexpr, numba) with 1 and
 with 2 threads, round-robin; with ``--cache``, the first call (compile and
 1,000 points) in a new process with an empty on-disk module cache, then in
 another with the entry the first left (imports, tracing and the libraries' own
-start -- BLAS's first call, numba's first compile -- timed apart); ``--calibrate`` measures the costs per
+start -- BLAS's and numexpr's first calls, numba's first compile -- timed apart); ``--calibrate`` measures the costs per
 element behind symad.compile.numexpr_backend.COST_NS.
 
 Machines are shared and noisy: read the ratios (symad / JAX) measured in the
@@ -474,10 +474,12 @@ F = bench.traced({case!r})
 arrays = [a[:1000] for a in bench.points({case!r}, 1000)]
 params = bench.mlp_params()
 # The libraries' own start in a new process, not what the cache can save: BLAS's and
-# einsum's first calls, and numba's first compile, which loads its NumPy support.
+# einsum's first calls, numexpr's first call on its threads (which starts them), and
+# numba's first compile, which loads its NumPy support.
 started = time.perf_counter()
 np.einsum("ij,jk->ik", np.ones((64, 8)), np.ones((8, 32)))
 np.ones((64, 8)) @ np.ones((8, 32))
+numexpr.evaluate("a * 2.0", local_dict={{"a": np.ones(1 << 18)}})
 if {backend!r} == "numba":
     numba.njit(lambda v: v + 1.0)(1.0)
 startup = time.perf_counter() - started
@@ -496,8 +498,8 @@ def cache_first_calls(args) -> None:
     print()
     print("First call in a new process (compile and evaluate 1,000 points; imports, tracing and "
           "the libraries' own start excluded), cold cache then warm cache (target: warm at most "
-          "20 % of cold); the libraries' start in each process (BLAS's first call; numba's first "
-          "compile, which loads its NumPy support) is its own column, and the last column counts it:")
+          "20 % of cold); the libraries' start in each process (BLAS's and numexpr's first calls; "
+          "numba's first compile, which loads its NumPy support) is its own column, and the last column counts it:")
     print("| case | backend | cold | warm | warm ÷ cold | libraries' start (cold, warm) | "
           "warm ÷ cold with it | note |")
     print("|---|---|---|---|---|---|---|---|")
