@@ -178,6 +178,10 @@ class Function:
     11.652071455223084
     """
 
+    #: the default backend's tiers (symad.compile.tiers), made on the first default call; a
+    #: class default too, so that a Function pickled before tiers existed loads and works
+    _promotion = None
+
     def __init__(
         self,
         graph: Graph,
@@ -204,7 +208,7 @@ class Function:
         self.out_whole = tuple(out_whole) if out_whole is not None else (False,) * len(self.out_shapes)
         self.parameters = tuple(parameters)
         self._evaluators: dict = {}
-        self._promotion = None  # the default backend's tiers (symad.compile.tiers), made on use
+        self._promotion = None
         #: LaTeX labels of the output leaves (set by transforms, e.g. partial derivatives).
         self.output_labels: list[str] | None = None
         #: Per output leaf, ``(function name, variables)`` if it is a partial derivative (for labels).

@@ -200,3 +200,13 @@ def test_a_first_call_with_new_shapes_is_never_the_yardstick(promoting):
     assert not F._promotion.decided
     F(points(200))
     assert F._promotion.decided
+
+
+def test_a_function_pickled_before_tiers_existed_still_evaluates():
+    F = sd.trace(lambda x: x * (1 - x), 0.0)
+    state = F.__getstate__()
+    del state["_promotion"]  # as a pickle written by the version before tiers holds it
+    G = sd.Function.__new__(sd.Function)
+    G.__dict__.update(state)
+    assert G.tier == "numexpr"
+    np.testing.assert_array_equal(G(np.array([0.5, 2.0])), [0.25, -2.0])
