@@ -72,3 +72,19 @@ def pytest_collection_modifyitems(session, config, items):
     """The KaTeX check of everything exported runs last, after every other test exported."""
     last = [item for item in items if item.name == KATEX_SUITE_TEST]
     items[:] = [item for item in items if item.name != KATEX_SUITE_TEST] + last
+
+
+@pytest.fixture(scope="session")
+def softsign_primitive():
+    """The SPEC's example of a custom primitive, softsign(x) = x / (1 + |x|), with its partial."""
+    import symad as sd
+
+    @sd.primitive
+    def softsign(x):
+        return x / (1 + np.abs(x))
+
+    @softsign.defpartials
+    def _(x):
+        return (1 / (1 + abs(x)) ** 2,)
+
+    return softsign

@@ -246,14 +246,8 @@ def test_taylor_along_another_argument_and_with_constants():
     assert sd.taylor(lambda x: 3.0, 2)(1.0) == (3.0, 0.0, 0.0)
 
 
-def test_custom_primitive_under_taylor_mode():
-    @sd.primitive
-    def softsign(x):
-        return x / (1 + np.abs(x))
-
-    @softsign.defpartials
-    def _(x):
-        return (1 / (1 + abs(x)) ** 2,)
+def test_custom_primitive_under_taylor_mode(softsign_primitive):
+    softsign = softsign_primitive
 
     # For x > 0, softsign = 1 - 1/(1+x): the n-th derivative is (-1)^(n+1) n! / (1+x)^(n+1).
     for n in range(1, 7):

@@ -81,16 +81,8 @@ def cli_latex(command, expression, *wrt):
     return output.getvalue().strip()
 
 
-def exported_samples():
+def exported_samples(softsign):
     f = lambda x1, x2: np.log(x1) + x1 * x2 - np.sin(x2)  # noqa: E731
-
-    @sd.primitive
-    def softsign(x):
-        return x / (1 + np.abs(x))
-
-    @softsign.defpartials
-    def _(x):
-        return (1 / (1 + abs(x)) ** 2,)
 
     def model(w, x):
         z = w @ x
@@ -135,9 +127,9 @@ def exported_samples():
     return samples
 
 
-def test_every_exported_form_renders_in_katex():
+def test_every_exported_form_renders_in_katex(softsign_primitive):
     require_katex()
-    assert katex_errors(exported_samples()) == []
+    assert katex_errors(exported_samples(softsign_primitive)) == []
 
 
 def test_katex_would_catch_a_broken_formula():
@@ -145,11 +137,11 @@ def test_katex_would_catch_a_broken_formula():
     assert len(katex_errors([r"\frac{1}{", r"\input{/etc/passwd}"])) == 2
 
 
-def test_every_latex_string_the_suite_exported_renders(exported_latex):
+def test_every_latex_string_the_suite_exported_renders(exported_latex, softsign_primitive):
     # Runs last (tests/conftest.py): by then every other test has exported its LaTeX.
     require_katex()
     if not exported_latex:  # run on its own: export the samples, through the recorder
-        exported_samples()
+        exported_samples(softsign_primitive)
     texts = list(dict.fromkeys(exported_latex))
     assert len(texts) >= 20, "the recorder in tests/conftest.py saw no exports"
     assert katex_errors(texts) == []

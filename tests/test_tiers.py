@@ -167,17 +167,9 @@ def test_the_compile_estimate_grows_with_the_graph():
     assert tiers.compile_estimate(800) > tiers.compile_estimate(10) > 0
 
 
-def test_a_graph_numba_cannot_take_stays_without_a_warning(promoting, caplog):
+def test_a_graph_numba_cannot_take_stays_without_a_warning(promoting, caplog, softsign_primitive):
     pytest.importorskip("numba")
-
-    @sd.primitive
-    def softsign(x):
-        return x / (1 + np.abs(x))
-
-    @softsign.defpartials
-    def _(x):
-        return (1 / (1 + abs(x)) ** 2,)
-
+    softsign = softsign_primitive  # a custom primitive: numba has no scalar form for it
     F = sd.grad(lambda x: softsign(x) * x).trace(0.5)
     x = points()
     with caplog.at_level(logging.INFO, logger="symad"):
