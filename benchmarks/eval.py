@@ -42,8 +42,11 @@ With ``--threads``, each backend that uses threads (numexpr, numba) with 1 and
 with 2 threads, round-robin; with ``--cache``, the first call (compile and
 1,000 points) in a new process with an empty on-disk module cache, then in
 another with the entry the first left (imports, tracing and the libraries' own
-start -- BLAS's and numexpr's first calls, numba's first compile -- timed apart); ``--calibrate`` measures the costs per
-element behind symad.compile.numexpr_backend.COST_NS.
+start -- BLAS's and numexpr's first calls, numba's first compile -- timed apart),
+then the same calls split into their compile part (what the cache saves) and
+their first evaluation, with its page faults and the time to write the results
+into memory fresh from the kernel (what no cache can save); ``--calibrate``
+measures the costs per element behind symad.compile.numexpr_backend.COST_NS.
 
 Machines are shared and noisy: read the ratios (symad / JAX) measured in the
 same run. Run from the project root::
@@ -461,7 +464,7 @@ def thread_scaling(args) -> None:
 
 
 _FIRST_CALL_CHILD = r"""
-import sys, time
+import mmap, resource, sys, time
 sys.path.insert(0, {root!r})
 sys.path.insert(0, {benchmarks!r})
 import numpy as np, numexpr, symad as sd
@@ -473,6 +476,10 @@ import eval as bench
 F = bench.traced({case!r})
 arrays = [a[:1000] for a in bench.points({case!r}, 1000)]
 params = bench.mlp_params()
+def timed(call):
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
 # The libraries' own start in a new process, not what the cache can save: BLAS's and
 # einsum's first calls, numexpr's first call on its threads (which starts them), and
 # numba's first compile, which loads its NumPy support.
@@ -483,48 +490,85 @@ numexpr.evaluate("a * 2.0", local_dict={{"a": np.ones(1 << 18)}})
 if {backend!r} == "numba":
     numba.njit(lambda v: v + 1.0)(1.0)
 startup = time.perf_counter() - started
+run = (lambda: evaluate(params, *arrays)) if {case!r} == "mlp" else (lambda: evaluate(*arrays))
 start = time.perf_counter()
 evaluate = F.compile({backend!r})
-evaluate(params, *arrays) if {case!r} == "mlp" else evaluate(*arrays)
-print(time.perf_counter() - start, startup, evaluate.note.replace(" ", "_") or "-")
+compiled = time.perf_counter()
+faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+run()
+faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+first = time.perf_counter()
+steady = min(timed(run) for _ in range(5))  # the same evaluation once this process's memory is in use
+def leaves(tree):
+    if isinstance(tree, dict):
+        return [leaf for key in sorted(tree) for leaf in leaves(tree[key])]
+    return [leaf for item in tree for leaf in leaves(item)] if isinstance(tree, (tuple, list)) else [tree]
+# The floor no cache can lower: the results' bytes written into memory fresh from the kernel,
+# as a new process's first evaluation writes them.
+fresh = mmap.mmap(-1, max(8, sum(np.asarray(leaf).nbytes for leaf in leaves(run()))))
+floor = timed(lambda: np.frombuffer(fresh, np.float64).fill(1.0))
+print(first - start, startup, compiled - start, first - compiled, steady, faults, floor,
+      evaluate.note.replace(" ", "_") or "-")
 """
 
 
 def cache_first_calls(args) -> None:
     """The first call (compile + evaluation at 1,000 points) in a new process, with an empty
-    cache and then with the entry the first process left; imports and tracing not counted."""
+    cache and then with the entry the first process left; imports and tracing not counted.
+
+    The call is also split: its compile part (lowering and compiling, or loading the cached
+    entry: what the cache can save) and its first evaluation, beside the same evaluation
+    again in that process and the minor page faults of the first (its fresh memory, which
+    every new process pays and no cache can save)."""
     import tempfile
 
     print()
     print("First call in a new process (compile and evaluate 1,000 points; imports, tracing and "
           "the libraries' own start excluded), cold cache then warm cache (target: warm at most "
           "20 % of cold); the libraries' start in each process (BLAS's and numexpr's first calls; "
-          "numba's first compile, which loads its NumPy support) is its own column, and the last column counts it:")
+          "numba's first compile, which loads its NumPy support) is its own column, and the last "
+          "column counts it:")
     print("| case | backend | cold | warm | warm ÷ cold | libraries' start (cold, warm) | "
           "warm ÷ cold with it | note |")
     print("|---|---|---|---|---|---|---|---|")
+    parts = []
     for case in args.cases:
         for backend in sd.available_backends():
             with tempfile.TemporaryDirectory() as directory:
                 script = _FIRST_CALL_CHILD.format(root=ROOT, benchmarks=os.path.dirname(__file__),
                                                   backend=backend, case=case)
                 env = dict(os.environ, SYMAD_CACHE="1", SYMAD_CACHE_DIR=directory)
-                seconds, starts, note = [], [], "-"
+                runs, note = [], "-"
                 for _ in range(2):
                     result = subprocess.run([sys.executable, "-c", script], capture_output=True,
                                             text=True, env=env, timeout=1800)
                     if result.returncode != 0:
-                        seconds.append(math.nan)
-                        starts.append(math.nan)
+                        runs.append([math.nan] * 7)
                         note = result.stderr.strip().splitlines()[-1][:60]
                         continue
-                    value, startup, note = result.stdout.split()
-                    seconds.append(float(value))
-                    starts.append(float(startup))
-            (cold, warm), (cold_start, warm_start) = seconds, starts
-            print(f"| {case} | {backend} | {cold:.3f} s | {warm:.3f} s | {warm / cold:.0%} | "
-                  f"{cold_start:.3f} s, {warm_start:.3f} s | "
-                  f"{(warm + warm_start) / (cold + cold_start):.0%} | {note.replace('_', ' ')} |")
+                    *values, note = result.stdout.split()
+                    runs.append([float(value) for value in values])
+            cold, warm = runs
+            print(f"| {case} | {backend} | {cold[0]:.3f} s | {warm[0]:.3f} s | {warm[0] / cold[0]:.0%} | "
+                  f"{cold[1]:.3f} s, {warm[1]:.3f} s | "
+                  f"{(warm[0] + warm[1]) / (cold[0] + cold[1]):.0%} | {note.replace('_', ' ')} |")
+            parts.append((case, backend, cold, warm))
+    print()
+    print("The same first calls split: the compile part (lowering and compiling, or loading the "
+          "cached entry: what the cache can save; numba compiles its kernels at their first call, "
+          "so its first evaluation holds its compile), then the first evaluation of 1,000 points, "
+          "the same evaluation again in that process (best of 5), the first one's minor page "
+          "faults, and the results' bytes written into memory fresh from the kernel (what every "
+          "new process pays, no cache can save) as a share of the cold first call:")
+    print("| case | backend | compile cold | compile warm | warm ÷ cold | first evaluation "
+          "(cold, warm) | again | page faults (cold, warm) | results into fresh memory | "
+          "÷ cold first call |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for case, backend, cold, warm in parts:
+        print(f"| {case} | {backend} | {cold[2] * 1e3:.2f} ms | {warm[2] * 1e3:.2f} ms | "
+              f"{warm[2] / cold[2]:.0%} | {cold[3] * 1e3:.2f} ms, {warm[3] * 1e3:.2f} ms | "
+              f"{min(cold[4], warm[4]) * 1e3:.2f} ms | {cold[5]:.0f}, {warm[5]:.0f} | "
+              f"{min(cold[6], warm[6]) * 1e3:.2f} ms | {min(cold[6], warm[6]) / cold[0]:.0%} |")
 
 
 # ---------------------------------------------------------------------------
@@ -720,7 +764,11 @@ def main() -> int:
                          + (f", {numexpr_time / numba_time:.2f}× numba" if numba_time else "")
                          if numexpr_time else "")
                 tier, calls, seconds = SETTLED.get(case, ("?", 0, 0.0))
-                print(f"  {case:12s} {mine / numpy_time:.2f}× numpy{versus_numba}{alone}; "
+                # The fastest repetitions too: a case that writes hundreds of MB of fresh
+                # results a call (the MLP) varies by tens of percent with the kernel's paging.
+                least_disturbed = fastest[case, default] / fastest[case, reference]
+                print(f"  {case:12s} {mine / numpy_time:.2f}× numpy (fastest runs "
+                      f"{least_disturbed:.2f}×){versus_numba}{alone}; "
                       f"settled on {tier} after {calls} calls, {seconds:.1f} s")
         if jax_name in peers:
             ratios = [table[c, default] / table[c, jax_name] for c in GRADIENTS
