@@ -580,21 +580,12 @@ def test_gradient_does_not_swell():
     assert gradient <= 4 * primal
 
 
-@sd.primitive
-def softsign(x):
-    return x / (1 + np.abs(x))
-
-
-@softsign.defpartials
-def _softsign_partials(x):
-    return (1 / (1 + abs(x)) ** 2,)
-
-
 def _softsign_second(x):
     return -2 * np.sign(x) / (1 + np.abs(x)) ** 3
 
 
-def test_custom_primitive_formula_and_first_derivative():
+def test_custom_primitive_formula_and_first_derivative(softsign_primitive):
+    softsign = softsign_primitive
     assert sd.trace(lambda x: softsign(x), 0.5).formula() == sympy.Function("softsign")(x)
     xs = np.array([-1.5, -0.3, 0.4, 2.0])
     np.testing.assert_allclose(sd.grad(softsign)(xs[2]), 1 / (1 + 0.4) ** 2, rtol=1e-14)
@@ -604,7 +595,8 @@ def test_custom_primitive_formula_and_first_derivative():
 
 
 @pytest.mark.parametrize("point", [-1.3, -0.4, 0.35, 1.7])
-def test_custom_primitive_second_derivative(point):
+def test_custom_primitive_second_derivative(point, softsign_primitive):
+    softsign = softsign_primitive
     second = sd.grad(sd.grad(softsign))(point)
     h = 1e-4
     numeric = (softsign(point + h) - 2 * softsign(point) + softsign(point - h)) / h**2
