@@ -200,3 +200,51 @@ def test_user_names_of_array_programs_appear_only_in_comments(name, tmp_path):
     call = compile_c(F, "safe_array", tmp_path)
     x = np.array([0.3, -0.2, 1.1])
     assert call(*x, *weights.value)[0] == pytest.approx(float(np.sum(weights.value * np.sin(x))), rel=1e-14)
+
+
+def _values(result, backend):
+    result = np.asarray(result)
+    if backend == "interval":  # an enclosure: its midpoint, within rounding of the value
+        result = np.vectorize(lambda interval: float(interval.mid))(result)
+    return result.astype(float)
+
+
+ALL_BACKENDS = [*sd.available_backends(), "mpmath", "interval"]
+
+
+def test_sums_of_hundreds_of_terms_in_every_backend(tmp_path):
+    # The gradient of a sum of 300 terms is one add of 300 operands: past MAX_INFIX_TERMS (64)
+    # it is spelled with functools.reduce, which array modules once did not import ("name
+    # 'functools' is not defined"). Every backend, the precise interpreters and the C export.
+    x = np.array([0.0, 0.4, -1.3])
+    ks = np.arange(1.0, 301.0)
+    program = lambda v: np.sum(sum(np.sin(v * k) for k in ks))  # noqa: E731
+    G = sd.grad(program).trace(x)
+    assert max(len(node.args) for node in G.graph.nodes if node.primitive.name == "add") >= 300
+    want = np.sum(ks[:, None] * np.cos(ks[:, None] * x), axis=0)
+    for backend in ALL_BACKENDS:
+        np.testing.assert_allclose(_values(G.compile(backend)(x), backend), want, rtol=1e-12,
+                                   err_msg=backend)
+    sums = sd.trace(lambda *values: sum(values), *([1.0] * 300))  # scalar code, one add node
+    for backend in ALL_BACKENDS:
+        assert float(_values(sums.compile(backend)(*range(300)), backend)) == 300 * 299 / 2
+    if COMPILER is not None:
+        call = compile_c(G, "gradient_of_300_terms", tmp_path)
+        np.testing.assert_allclose(call(*x), want, rtol=1e-12)
+
+
+def test_concatenations_of_over_a_hundred_operands_in_every_backend(tmp_path):
+    # A concatenation of 110 operands is a chain of 110 index ranges in a loop nest: numba's
+    # source once nested one block per operand, past Python's limit of 100 blocks, and its
+    # gradient is an add of 110 slices. The function and its gradient, every backend and C.
+    copies = 110
+    x = np.array([0.0, 0.4, -1.3])
+    program = lambda v: np.sum(np.sin(np.concatenate([v] * copies)))  # noqa: E731
+    for name, F, want in [("concatenation", sd.trace(program, x), copies * np.sum(np.sin(x))),
+                          ("concatenation_gradient", sd.grad(program).trace(x), copies * np.cos(x))]:
+        for backend in ALL_BACKENDS:
+            np.testing.assert_allclose(_values(F.compile(backend)(x), backend), want,
+                                       rtol=1e-12, atol=1e-12, err_msg=backend)
+        if COMPILER is not None:
+            np.testing.assert_allclose(compile_c(F, name, tmp_path)(*x),
+                                       np.ravel(want), rtol=1e-12, atol=1e-12)

@@ -51,7 +51,13 @@ import numpy as np
 from symad.array_runtime import runtime_source
 from symad.compile import threads
 from symad.compile.program import Constant, Instruction, safe_comment
-from symad.compile.source import ArrayModule, is_builtin_primitive, literal, numpy_spelling
+from symad.compile.source import (
+    STANDARD_IMPORTS,
+    ArrayModule,
+    is_builtin_primitive,
+    literal,
+    numpy_spelling,
+)
 from symad.errors import CompileError
 from symad.graph import Node
 
@@ -471,12 +477,8 @@ class _Lowering:
             "# Standalone: it needs NumPy, SciPy" + (" and numexpr" if self.backend == "numexpr" else "")
             + ", not symad. run(*inputs): each input as (points,) + its core shape (or (1,) + core",
             "# when the same at every point), in the order of the graph's inputs.",
-            "import math",
-            "import numpy as np",
-            "import scipy.special",
-            "from scipy import special",
+            *STANDARD_IMPORTS,
         ]
-        header.append("import threading")
         if self.backend == "numexpr":
             header.append("import numexpr as ne")
         header.append(f"DTYPE = np.{self.dtype.name}")

@@ -122,11 +122,20 @@ class _Printer(L.ExpressionPrinter):
             elif cls is L.Store or cls is L.Update:
                 self.lines.append(pad + self.store(statement))
             elif cls is L.If:
-                self.lines.append(f"{pad}if {self.condition(statement.conds)}:")
-                self.emit(statement.then, depth + 1)
-                if statement.orelse:
-                    self.lines.append(f"{pad}else:")
-                    self.emit(statement.orelse, depth + 1)
+                # A chain of ifs in else branches (a concatenation of many operands) is one
+                # if/elif chain: Python refuses more than 100 nested blocks.
+                keyword = "if"
+                while True:
+                    self.lines.append(f"{pad}{keyword} {self.condition(statement.conds)}:")
+                    self.emit(statement.then, depth + 1)
+                    orelse = statement.orelse
+                    if len(orelse) == 1 and orelse[0].__class__ is L.If:
+                        statement, keyword = orelse[0], "elif"
+                        continue
+                    if orelse:
+                        self.lines.append(f"{pad}else:")
+                        self.emit(orelse, depth + 1)
+                    break
             elif cls is L.Loop:
                 self.lines.append(f"{pad}for {statement.var} in {self.range(statement)}:")
                 self.emit(statement.body, depth + 1)

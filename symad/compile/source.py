@@ -21,7 +21,7 @@ import scipy.special
 
 from symad.compile.program import Constant, Instruction, Program, safe_comment, safe_comments
 
-__all__ = ["literal", "numpy_spelling", "module_header", "DRIVER", "RUN", "WORKING_SET_BYTES", "block_size_for",
+__all__ = ["STANDARD_IMPORTS", "literal", "numpy_spelling", "module_header", "DRIVER", "RUN", "WORKING_SET_BYTES", "block_size_for",
            "GeneratedModule", "is_builtin_primitive"]
 
 #: The working set the blocked driver aims for: every live temporary of a block
@@ -200,6 +200,21 @@ def boolean_tuple_source(values: Sequence[bool]) -> str:
     return f"tuple(map(bool, bytes.fromhex({bytes(values).hex()!r})))"
 
 
+#: The imports at the top of every generated module, scalar or array: whatever a spelling
+#: of this module or of symad.array_runtime may call (``sum_spelling`` needs functools
+#: and operator past MAX_INFIX_TERMS terms, whichever pipeline generated the sum).
+STANDARD_IMPORTS = (
+    "import functools",
+    "import math",
+    "import operator",
+    "import threading",
+    "",
+    "import numpy as np",
+    "import scipy.special",
+    "from scipy import special",
+)
+
+
 def module_header(program: Program, backend: str, dtype, imports: Sequence[str],
                   buffer_is_boolean: Sequence[bool], externals: Sequence[str],
                   block_size: int) -> list[str]:
@@ -212,12 +227,7 @@ def module_header(program: Program, backend: str, dtype, imports: Sequence[str],
         "# run(*arrays) evaluates on broadcastable arrays, one per input, and returns a tuple;",
         "# evaluate(inputs, outputs, n) fills 1-D outputs of length n from 1-D (or 0-d) inputs,",
         "# in blocks of BLOCK_SIZE points so memory stays near inputs + outputs.",
-        "import functools",
-        "import operator",
-        "import threading",
-        "",
-        "import numpy as np",
-        "import scipy.special as special",
+        *STANDARD_IMPORTS,
         *imports,
         "",
         f"DTYPE = np.{dtype_name}",

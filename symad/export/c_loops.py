@@ -61,10 +61,18 @@ class _Printer(L.ExpressionPrinter):
             elif cls is L.Store or cls is L.Update:
                 self.lines.append(f"{pad}{self.store(statement)};")
             elif cls is L.If:
+                # A chain of ifs in else branches is one if / else if chain, not a nest that
+                # grows with the number of a concatenation's operands.
                 self.braced(f"if ({self.condition(statement.conds)}) ", statement.then, depth)
-                if statement.orelse:
+                orelse = statement.orelse
+                while len(orelse) == 1 and orelse[0].__class__ is L.If:
+                    self.lines[-1] += " else "
+                    self.braced(f"if ({self.condition(orelse[0].conds)}) ", orelse[0].then, depth,
+                                join=True)
+                    orelse = orelse[0].orelse
+                if orelse:
                     self.lines[-1] += " else {"
-                    self.emit(statement.orelse, depth + 1)
+                    self.emit(orelse, depth + 1)
                     self.lines.append(f"{pad}}}")
             elif cls is L.Loop:
                 self.braced(f"for ({self.loop_header(statement)}) ", statement.body, depth)
@@ -87,9 +95,13 @@ class _Printer(L.ExpressionPrinter):
             else:  # pragma: no cover - the C lowering writes products as loops
                 raise ExportError(f"to_c({self.function_name}): no C form for {cls.__name__}")
 
-    def braced(self, head: str, body, depth: int) -> None:
+    def braced(self, head: str, body, depth: int, join: bool = False) -> None:
+        """``head {`` body ``}``; with ``join``, the head continues the last line (``} else if``)."""
         pad = "    " * depth
-        self.lines.append(f"{pad}{head}{{")
+        if join:
+            self.lines[-1] += f"{head}{{"
+        else:
+            self.lines.append(f"{pad}{head}{{")
         self.emit(body, depth + 1)
         self.lines.append(f"{pad}}}")
 

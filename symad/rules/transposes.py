@@ -27,6 +27,8 @@ True
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import sympy
 
@@ -41,30 +43,55 @@ def _params(node) -> dict:
     return dict(node.params)
 
 
-def unbroadcast(builder, value, shape: tuple, lead: int = 0):
-    """``value`` summed over the axes where broadcasting against ``shape`` repeated it.
+def unbroadcast(builder, value, shape: tuple, lead: int = 0, from_shape: tuple | None = None):
+    """The cotangent of an operand of ``shape`` that NumPy broadcast to ``from_shape``.
 
-    The reverse of NumPy's broadcasting: the cotangent of an operand of shape
-    ``shape`` that was broadcast in an elementwise operation. The result
-    broadcasts to ``shape`` (axes where ``value`` has size 1, or that it lacks,
-    are left as they are: it is constant along them).
+    ``value`` (behind ``lead`` leading dimensions of seeds) is the cotangent of
+    the broadcast result, ``from_shape``; it may be stored smaller, broadcasting
+    to it (the seed 1 of a sum is a scalar). Along each axis where the operand
+    was repeated -- it lacks the axis or has size 1 there, and ``from_shape``
+    does not -- the operand's cotangent is the sum of the repeats: a real sum
+    where ``value`` varies along the axis, the axis length times ``value`` where
+    ``value`` is constant along it (stored with size 1 or without the axis).
+    Forgetting that second case drops the repeat count: ``sum(ones((2, 3)) + s)``
+    would give 1 for each element of ``s`` instead of 2.
+
+    The result broadcasts to ``shape``: axes the operand lacks are removed, and
+    with ``lead`` the core has the operand's full rank (the seeds stay in front).
+    ``from_shape`` defaults to ``value``'s own core shape.
     """
     core = atom_shape(value)[lead:]
     shape = tuple(shape)
-    rank = max(len(core), len(shape))
-    padded_value = (1,) * (rank - len(core)) + core
-    padded_shape = (1,) * (rank - len(shape)) + shape
-    summed = tuple(axis - rank for axis in range(rank)
-                   if padded_value[axis] != 1 and padded_shape[axis] == 1)
-    if not summed:
-        return value
-    value = A.record_reduction(builder, A.reduce_sum_p, value,
-                               tuple(a for a in summed if a >= -len(core)))
+    from_shape = core if from_shape is None else tuple(from_shape)
+    rank = max(len(core), len(shape), len(from_shape))
+
+    def padded(sizes):
+        return (1,) * (rank - len(sizes)) + tuple(sizes)
+
+    padded_value, padded_shape, padded_from = padded(core), padded(shape), padded(from_shape)
+    repeated = [axis for axis in range(rank) if padded_shape[axis] == 1 and padded_from[axis] != 1]
+    summed = tuple(axis - rank for axis in repeated if padded_value[axis] != 1)
+    count = math.prod(padded_from[axis] for axis in repeated if padded_value[axis] == 1)
+    if summed:
+        value = A.record_reduction(builder, A.reduce_sum_p, value, summed)
+    if count != 1:
+        value = builder.record(P.mul_p, (value, sympy.Integer(count)))
     kept = tuple(1 if axis - rank in summed else size for axis, size in enumerate(padded_value))
-    kept = kept[rank - len(shape):] if len(shape) < rank else kept
-    if atom_shape(value)[lead:] != kept:
-        value = A.record_reshape(builder, value, kept, lead)
-    return value
+    kept = kept[rank - len(shape):]
+    now = atom_shape(value)[lead:]
+    if lead:  # with seeds in front, the core keeps the operand's full rank
+        return value if now == kept else A.record_reshape(builder, value, kept, lead)
+    # Without seeds, leading size-1 axes are what broadcasting adds anyway.
+    if len(now) <= len(shape) and _without_leading_ones(now) == _without_leading_ones(kept):
+        return value
+    return A.record_reshape(builder, value, _without_leading_ones(kept), lead)
+
+
+def _without_leading_ones(sizes: tuple) -> tuple:
+    start = 0
+    while start < len(sizes) and sizes[start] == 1:
+        start += 1
+    return sizes[start:]
 
 
 def _keepdims(builder, value, in_core: tuple, axes: tuple, lead: int):
@@ -208,7 +235,7 @@ def _scatter(builder, ct, node, index, lead):
         return builder.record(A.scatter_p, (ct, sympy.Integer(0)),
                               (("in_shape", in_shape), ("index", item_index)))
     taken = A.record_slice(builder, ct, item_index, lead)
-    return unbroadcast(builder, taken, atom_shape(node.args[1])[lead:] if lead else atom_shape(node.args[1]), lead)
+    return unbroadcast(builder, taken, atom_shape(node.args[1]), lead)
 
 
 TRANSPOSES = {

@@ -60,9 +60,13 @@ def push_forward(
             # The tangent of where(c, a, b) is where(c, a_dot, b_dot): the branch
             # not taken is discarded whole, with any nan or inf in its tangent
             # (a sum of products with 0/1 masks would give 0 * inf = nan).
+            # With seeds in front, each branch's tangent gets the node's full rank first, so
+            # that the condition (no seeds) broadcasts against its core, not the seeds.
             condition, if_true, if_false = node.args
-            total = builder.record(select_p, (condition, tangent_of.get(if_true, ZERO),
-                                              tangent_of.get(if_false, ZERO)))
+            total = builder.record(select_p, (
+                condition,
+                _aligned(builder, tangent_of.get(if_true, ZERO), len(node.shape), lead),
+                _aligned(builder, tangent_of.get(if_false, ZERO), len(node.shape), lead)))
         else:
             partials = partial_atoms(node, seeded, function_name)
             terms = [builder.record(mul_p, (partial, _aligned(builder, tangent_of[node.args[index]],

@@ -257,7 +257,8 @@ def _backpropagate_elementwise_array(builder, node, terms, masks, active, functi
                 continue
             branch = masks.conjoin(pending, ((condition, index == 1),))
             if branch is not _NEVER:
-                _add_term(builder, masks, terms, node.args[index], (cotangent, branch, applied), lead)
+                _add_term(builder, masks, terms, node.args[index], (cotangent, branch, applied), lead,
+                          node.shape)
         return
     for index, partial in partial_atoms(node, wanted, function_name).items():
         term = _chain_rule_product(builder, cotangent, partial)
@@ -267,26 +268,39 @@ def _backpropagate_elementwise_array(builder, node, terms, masks, active, functi
             masked = (term, masks.conjoin(pending, applied), None)
             if masked[1] is _NEVER:
                 continue
-        _add_term(builder, masks, terms, node.args[index], masked, lead)
+        _add_term(builder, masks, terms, node.args[index], masked, lead, node.shape)
 
 
-def _add_term(builder, masks, terms: dict, operand, masked: tuple, lead: int = 0) -> None:
+def _add_term(builder, masks, terms: dict, operand, masked: tuple, lead: int = 0,
+              from_shape: tuple | None = None) -> None:
     """Add a cotangent term for ``operand``, summed down to its shape where it is larger.
 
-    A term smaller than its operand (the seed 1 of a sum, broadcast) is kept as it
-    is: it broadcasts. One larger than the operand, or under a mask whose condition
-    is larger, is masked first and then summed over the broadcast axes.
+    ``from_shape`` is the shape the term stands for: that of the elementwise
+    node the operand was broadcast into (None: the term's own shape, as a
+    transpose rule returns it). A term stored smaller than that (the seed 1 of
+    a sum) is kept as it is where the operand has the node's shape: it
+    broadcasts. Where broadcasting repeated the operand, or a mask's condition
+    is larger than the operand, the term is masked first and then summed over
+    the repeats (:func:`symad.rules.transposes.unbroadcast`).
     """
     value, pending, applied = masked
     shape = atom_shape(operand)
-    if (_fits(atom_shape(value), shape, lead) and _mask_fits(pending, shape)
+    repeated = from_shape is not None and _was_repeated(shape, from_shape)
+    if (not repeated and _fits(atom_shape(value), shape, lead) and _mask_fits(pending, shape)
             and _mask_fits(applied, shape)):
         terms.setdefault(operand, []).append(masked)
         return
     value = masks.apply(value, pending)
-    if not _fits(atom_shape(value), shape, lead):
-        value = unbroadcast(builder, value, shape, lead)
+    value = unbroadcast(builder, value, shape, lead, from_shape)
     terms.setdefault(operand, []).append((value, None, None))
+
+
+def _was_repeated(shape: tuple, from_shape: tuple) -> bool:
+    """True if broadcasting an operand of ``shape`` to ``from_shape`` repeats its elements."""
+    if len(shape) > len(from_shape):
+        return False
+    return any(size == 1 and target != 1
+               for size, target in zip(((1,) * (len(from_shape) - len(shape)) + shape), from_shape))
 
 
 def _fits(value_shape: tuple, shape: tuple, lead: int = 0) -> bool:
