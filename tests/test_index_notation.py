@@ -535,3 +535,41 @@ def test_latex_options_are_checked_for_array_programs_too():
         G.latex(temporaries="1")
     with pytest.raises(ExportError, match="output_names"):
         G.latex(output_names=["a", "b"])
+
+
+# ---------------------------------------------------------------------------
+# A where inside nested reductions: no index escapes the sum that binds it
+# ---------------------------------------------------------------------------
+
+_X32 = np.random.default_rng(0).normal(size=(3, 2))
+
+
+def _stable_logsumexp_loss(b):
+    shifted = _X32 + b
+    peak = np.max(shifted, axis=1, keepdims=True)
+    return np.mean(peak[:, 0] + np.log(np.sum(np.exp(shifted - peak), axis=1)))
+
+
+NESTED_PIECES = [
+    ("gradient of a stable log-sum-exp", sd.grad(_stable_logsumexp_loss), (np.array([0.3, -0.2]),)),
+    ("where inside two sums", lambda x: np.sum(np.sum(np.where(x > 0, x, 0), axis=1) ** 2),
+     (np.array([[0.5, -1.0, 2.0], [-0.3, 0.7, 1.1]]),)),
+    ("a tie count inside a sum", lambda x: np.sum(np.sum(np.where(x > 0, 1.0, 0.0), axis=0) * x[0]),
+     (np.array([[0.5, -1.0, 2.0], [-0.3, 0.7, 1.1]]),)),
+    ("max inside a sum of where's", lambda x: np.sum(np.max(np.where(x > 0, x, -x), axis=1) ** 2),
+     (np.array([[0.5, -1.0, 2.0], [-0.3, 0.7, 1.1]]),)),
+]
+
+
+@pytest.mark.parametrize("name, function, args", NESTED_PIECES, ids=[c[0] for c in NESTED_PIECES])
+def test_formulas_keep_every_bound_index_inside_its_sum(name, function, args):
+    # SymPy's Sum folds a Piecewise out of the sums nested in it, so a where's condition on
+    # a summation index once stood outside the sum binding it: formula() named an index that
+    # nothing bound, and substituting the free indices gave another function.
+    F = sd.trace(function, *args)
+    formula = F.formula()
+    names = {str(base) for base in F.formula_constants} | {leaf.name for leaf in F.in_symbols}
+    stray = {symbol for symbol in formula.free_symbols
+             if isinstance(symbol, sympy.Symbol) and symbol.name not in names}
+    assert stray <= set(F.index_symbols), (stray, formula)
+    assert_formula_is_exact(F, *args)

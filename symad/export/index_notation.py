@@ -61,7 +61,7 @@ from functools import cache
 
 import numpy as np
 import sympy
-from sympy.concrete.expr_with_limits import ExprWithLimits
+from sympy.concrete.expr_with_limits import ExprWithLimits, _common_new
 from sympy.tensor.indexed import Indexed, IndexedBase
 
 from symad import array_primitives as A
@@ -116,11 +116,67 @@ def index_symbol(name: str) -> sympy.Symbol:
 # ---------------------------------------------------------------------------
 
 
+def _new_without_folds_through_inner_sums(cls, function, *limits, **assumptions):
+    """A sum (or max, min) over ``limits``, built as SymPy builds one, minus one step.
+
+    SymPy's constructor (``_common_new``) folds every ``Piecewise`` of the summand
+    up to its top level (``piecewise_fold``), and the fold does not stop at the
+    sums nested inside: ``Sum(Sum(Piecewise((1, x[j, k] > 0), (0, True)), (k, 0, 2)), (j, 0, 1))``
+    becomes a ``Piecewise`` whose condition names ``k`` outside the sum that
+    binds it, a formula that no longer means anything. So the nested sums
+    holding a ``Piecewise`` are hidden from the fold, then put back as they were.
+    """
+    function = sympy.sympify(function)
+    hidden = {inner: sympy.Dummy() for inner in function.atoms(ExprWithLimits)
+              if inner.has(sympy.Piecewise)}
+    shown = {dummy: inner for inner, dummy in hidden.items()}
+    built = _common_new(cls, function.xreplace(hidden), *limits, discrete=True, **assumptions)
+    if not isinstance(built, tuple):  # nan, or an equation of two sums
+        return built.xreplace(shown)
+    function, limits, orientation = built
+    function = (orientation * function).xreplace(shown)
+    result = sympy.Expr.__new__(cls, **assumptions)
+    result._args = (function, *limits)
+    result.is_commutative = function.is_commutative
+    return result
+
+
+class Sum(sympy.Sum):
+    """SymPy's ``Sum``, except that building one folds no ``Piecewise`` out of the sums inside.
+
+    Every sum in an index-notation formula is one of these, so ``formula()``
+    stays correct when the user substitutes indices or values into it (SymPy
+    rebuilds each sum then). It is named ``Sum`` and equal to, hashed and
+    ordered like the SymPy ``Sum`` of the same arguments, so comparisons with
+    ``sympy.Sum(...)`` hold.
+
+    >>> x, j, k = IndexedBase("x"), index_symbol("j"), index_symbol("k")
+    >>> inner = Sum(sympy.Piecewise((1, x[j, k] > 0), (0, True)), (k, 0, 2))
+    >>> Sum(inner ** 2, (j, 0, 1))
+    Sum(Sum(Piecewise((1, x[j, k] > 0), (0, True)), (k, 0, 2))**2, (j, 0, 1))
+    >>> Sum(x[j], (j, 0, 1)) == sympy.Sum(x[j], (j, 0, 1))
+    True
+    """
+
+    def __new__(cls, function, *limits, **assumptions):
+        return _new_without_folds_through_inner_sums(cls, function, *limits, **assumptions)
+
+    def __eq__(self, other):
+        if isinstance(other, sympy.Sum) and type(other) is not type(self):
+            return self._hashable_content() == other._hashable_content()
+        return super().__eq__(other)
+
+    __hash__ = sympy.Sum.__hash__
+
+
 class _IndexedReduction(ExprWithLimits):
     """``max``/``min`` of an expression over ranges of bound indices, like ``sympy.Sum`` for ``+``."""
 
     _combine = None  # sympy.Max or sympy.Min
     _command = ""
+
+    def __new__(cls, function, *limits, **assumptions):
+        return _new_without_folds_through_inner_sums(cls, function, *limits, **assumptions)
 
     def doit(self, **hints):
         body = self.function.doit(**hints) if hints.get("deep", True) else self.function
@@ -548,7 +604,7 @@ class IndexNotation:
                 continue
             rest, value = found
             body = rest.xreplace({limit[0]: value})
-        return sympy.Sum(body, *kept) if kept else body
+        return Sum(body, *kept) if kept else body
 
     def condition(self, condition, scope: tuple):
         return _tidy_condition(condition, self.ranges(scope))
@@ -637,7 +693,7 @@ def _reduction(combine):
 
 
 def _logsumexp(nb: IndexNotation, body, limits: list, scope: tuple):
-    return sympy.log(sympy.Sum(sympy.exp(body), *limits))
+    return sympy.log(Sum(sympy.exp(body), *limits))
 
 
 def _einsum(nb: IndexNotation, node, index: tuple, scope: tuple):
@@ -895,7 +951,7 @@ def _cumsum(nb: IndexNotation, node, index: tuple, scope: tuple):
     k, _, scope = nb.bound(size, scope)
     body = nb.operand(node.args[0], index[:at] + (k,) + index[at + 1:], scope)
     limit = (k, target, size - 1) if params["reverse"] else (k, 0, target)
-    return sympy.Sum(body, limit)
+    return Sum(body, limit)
 
 
 def _pack(nb: IndexNotation, node, index: tuple, scope: tuple):
