@@ -1051,20 +1051,35 @@ def sparse_hessian_function(function: Function, argnum: int) -> Function:
     """The structural non-zeros of the Hessian: a sparse Jacobian of the gradient, symmetric.
 
     Compressed (star colouring) when ``function`` is an array program; a
-    scalar program's gradient keeps one sweep per column.
+    scalar program's gradient keeps one sweep per column. A function with
+    several or non-scalar outputs has one Hessian per output element, as the
+    dense ``hessian`` gives them (shape ``out.shape + in.shape + in.shape``):
+    the sparse Jacobian of its Jacobian, whose rows are the pairs (output
+    element, first derivative) in row-major order, so that its dense form
+    reshaped to the dense Hessian's shape is the dense Hessian. (The Hessian
+    of the sum of the outputs, which ``grad``'s convention would give, is
+    ``hessian(lambda x: np.sum(f(x)), sparse=True)``.)
     """
-    gradient = grad_function(function, argnum)
-    return sparse_jacobian_function(gradient, argnum, symmetric=True, compressed=function.is_array_program)
+    if function.out_treedef.num_leaves == 1 and function.out_shapes[0] == ():
+        gradient = grad_function(function, argnum)
+        return sparse_jacobian_function(gradient, argnum, symmetric=True,
+                                        compressed=function.is_array_program)
+    jacobian = jacobian_function(function, argnum, False, "rev")
+    return sparse_jacobian_function(jacobian, argnum, compressed=function.is_array_program)
 
 
 def hessian(fun: Callable, argnums=0, has_aux: bool = False, *, sparse: bool = False) -> Transformed:
     """The Hessian of ``fun``: ``jacfwd(jacrev(fun))``, shape ``out.shape + in.shape + in.shape``.
 
     With ``has_aux`` the call returns ``(hessian, aux)``. With ``sparse=True``
-    (a scalar function of one array argument) the call returns a
+    (a function of one array argument) the call returns a
     ``scipy.sparse.csr_matrix`` of the structural non-zeros, computing only
-    those (see :func:`jacobian`); for an array program from a few
-    Hessian-vector products chosen by star colouring, exactly symmetric.
+    those (see :func:`jacobian`); for a scalar array program from a few
+    Hessian-vector products chosen by star colouring, exactly symmetric. For
+    a function with several or non-scalar outputs, each output element's
+    Hessian is a block of rows: the matrix has ``out.size * n`` rows and
+    ``n`` columns, and its dense form reshaped to the dense Hessian's shape
+    is the dense Hessian.
 
     >>> import symad as sd
     >>> import numpy as np
@@ -1072,6 +1087,8 @@ def hessian(fun: Callable, argnums=0, has_aux: bool = False, *, sparse: bool = F
     [[4.0, 2.0], [2.0, 0.0]]
     >>> sd.hessian(lambda x: np.sum(x ** 3), sparse=True)(np.array([1.0, 2.0])).nnz
     2
+    >>> sd.hessian(lambda x: x ** 3, sparse=True)(np.array([1.0, 2.0])).toarray().tolist()
+    [[6.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 12.0]]
     """
     if sparse:
         return _make_sparse(fun, argnums, has_aux, "hessian", sparse_hessian_function)

@@ -352,3 +352,33 @@ def test_sparse_jacobian_of_element_reads_beside_whole_arrays():
     np.testing.assert_allclose(J.toarray(), central_jacobian(f, x), rtol=1e-8, atol=1e-9)
     F = sd.trace(f, x)
     np.testing.assert_array_equal(J.toarray() != 0, F.expand().sparsity().toarray() != 0)
+
+
+VECTOR_FUNCTIONS = [
+    ("elementwise", lambda x: np.sin(x) * np.sum(x ** 2), np.array([0.1, 0.2, 0.3])),
+    ("stacked scalars", lambda x: np.stack([x[0] * x[1], np.sin(x[2])]), np.array([0.1, 0.2, 0.3])),
+    ("outer product", lambda x: np.outer(x, x ** 2), np.array([0.4, 0.7])),
+    ("contraction", lambda x: np.einsum("ij,jk->ik", np.outer(x, x), np.outer(x, np.sin(x))),
+     np.array([0.4, 0.7, 0.2])),
+]
+
+
+@pytest.mark.parametrize("name, function, x", VECTOR_FUNCTIONS, ids=[c[0] for c in VECTOR_FUNCTIONS])
+def test_sparse_hessian_of_a_vector_function_holds_each_outputs_hessian(name, function, x):
+    # hessian(sparse=True) of a vector function once gave the Hessian of the sum of the
+    # outputs, shape (n, n), where the dense call gives one per output element. Now its rows
+    # are (output element, first derivative) pairs: reshaped, the dense Hessian. Each
+    # output's Hessian is also checked against central differences of its gradient.
+    dense = sd.hessian(function)(x)
+    sparse = sd.hessian(function, sparse=True)(x)
+    out_size = int(np.prod(np.shape(function(x))))
+    assert sparse.shape == (out_size * x.size, x.size)
+    np.testing.assert_allclose(sparse.toarray().reshape(dense.shape), dense, rtol=1e-13, atol=1e-14)
+    flat = lambda v: np.ravel(function(v))  # noqa: E731
+    step = 1e-5
+    for k in range(out_size):
+        gradient = sd.grad(lambda v, k=k: flat(v)[k])
+        differences = np.stack([(gradient(x + step * e) - gradient(x - step * e)) / (2 * step)
+                                for e in np.eye(x.size)], axis=1)
+        np.testing.assert_allclose(dense.reshape(out_size, x.size, x.size)[k], differences,
+                                   rtol=1e-6, atol=1e-7)

@@ -395,6 +395,12 @@ class _Lowering:
         elif primitive is A.reduce_logsumexp_p:
             call = f"rt_logsumexp({args[0]}, {params['axes']!r})"
         elif primitive is A.einsum_p:
+            # The operands' leading (batch) dimensions broadcast right-aligned, as in the graph:
+            # each gets the result's batch rank behind the points axis, which stays in front.
+            (letters_a, letters_b), letters_out = A.parse_subscripts(params["subscripts"])
+            batch = len(node.shape) - len(letters_out)
+            args = [self.aligned(node.args[0], batch + len(letters_a)),
+                    self.aligned(node.args[1], batch + len(letters_b))]
             if self._poolable(node):
                 # An intermediate: into a pooled buffer (a fresh one page-faults each call).
                 call = f"rt_einsum({args[0]}, {args[1]}, {params['subscripts']!r}, pooled=True)"

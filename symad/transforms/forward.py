@@ -113,6 +113,13 @@ def array_tangent(builder: GraphBuilder, node: Node, tangents: list, lead: int =
         return builder.record(primitive, operands, node.params)
     if primitive is A.einsum_p:
         (a, b), (ta, tb) = node.args, tangents
+        if lead:
+            # Each tangent's leading (batch) dimensions get the rank of the result's, so that
+            # the seeds in front broadcast against nothing of the other operand's.
+            (letters_a, letters_b), letters_out = A.parse_subscripts(dict(node.params)["subscripts"])
+            batch = len(node.shape) - len(letters_out)
+            ta = None if ta is None else _aligned(builder, ta, batch + len(letters_a), lead)
+            tb = None if tb is None else _aligned(builder, tb, batch + len(letters_b), lead)
         terms = []
         if ta is not None:
             terms.append(builder.record(primitive, (ta, b), node.params))
