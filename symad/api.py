@@ -696,7 +696,8 @@ def jacobian_function(function: Function, argnums, has_aux: bool = False, mode: 
         if not has_aux:
             from symad.export.latex import jacobian_labels
 
-            result.output_labels = jacobian_labels(function, _wrt_leaves(function, positions))
+            result.output_labels, result.output_derivatives = jacobian_labels(
+                function, _wrt_leaves(function, positions))
         return result
 
     def build(builder, primal_nodes, outputs):
@@ -730,7 +731,8 @@ def jacobian_function(function: Function, argnums, has_aux: bool = False, mode: 
     if not has_aux:
         from symad.export.latex import jacobian_labels
 
-        result.output_labels = jacobian_labels(function, _wrt_leaves(function, positions))
+        result.output_labels, result.output_derivatives = jacobian_labels(
+            function, _wrt_leaves(function, positions))
     return result
 
 

@@ -7,6 +7,7 @@ import subprocess
 
 import numpy as np
 import pytest
+import scipy.sparse
 
 import symad as sd
 import symad.numpy as snp
@@ -248,3 +249,30 @@ def test_concatenations_of_over_a_hundred_operands_in_every_backend(tmp_path):
         if COMPILER is not None:
             np.testing.assert_allclose(compile_c(F, name, tmp_path)(*x),
                                        np.ravel(want), rtol=1e-12, atol=1e-12)
+
+
+@needs_compiler
+@pytest.mark.parametrize("kind", ["hessian", "jacobian"])
+def test_sparse_matrices_export_where_their_values_go(kind, tmp_path):
+    # A sparse Hessian's C function fills out[] with its non-zeros; the header once did not
+    # say where they belong. It declares name_rows[] and name_columns[], which the source
+    # defines: rebuilt with them, the matrix equals the one symad returns.
+    def chain(x):
+        return np.sum(x[1:] * x[:-1] ** 2) + np.sum(np.sin(x))
+
+    x = np.array([0.3, -0.7, 1.1, 0.4, 2.0])
+    transform = sd.hessian(chain, sparse=True) if kind == "hessian" else \
+        sd.jacobian(lambda v: np.sin(v[1:]) * v[:-1], sparse=True)
+    F = transform.trace(x)
+    name = f"sparse_{kind}"
+    source, header = F.to_c(name)
+    for declaration in (f"extern const long {name}_rows[", f"extern const long {name}_columns[",
+                        f"#define {name.upper()}_N_ROWS", f"#define {name.upper()}_N_COLUMNS"):
+        assert declaration in header
+    call = compile_c(F, name, tmp_path)
+    library = ctypes.CDLL(str(tmp_path / f"lib{name}.so"))
+    count = len(F.sparse_layout[0])
+    rows = np.array((ctypes.c_long * count).in_dll(library, f"{name}_rows")[:])
+    columns = np.array((ctypes.c_long * count).in_dll(library, f"{name}_columns")[:])
+    rebuilt = scipy.sparse.csr_matrix((call(*x), (rows, columns)), shape=F.sparse_layout[2])
+    np.testing.assert_allclose(rebuilt.toarray(), transform(x).toarray(), rtol=1e-13, atol=1e-15)

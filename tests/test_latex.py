@@ -309,3 +309,20 @@ def test_bad_options_are_refused_naming_the_option(options, named):
 
 def test_one_output_name_may_be_a_string():
     assert lines(sd.latex(lambda x: x ** 2, 1.0, output_names="L")) == ["L &= x^{2}"]
+
+
+def test_nested_transforms_name_their_derivatives_as_hessian_does():
+    # jacfwd of a grad once labelled its entries J_{\mathrm{grad(L)0}, \theta_{1}}; each entry
+    # is a second partial derivative of L, and a third transform makes it a third one.
+    def L(theta1, theta2, omega1, omega2):
+        return 1.5 * omega1 ** 2 + omega1 * omega2 * np.cos(theta1 - theta2) + np.cos(theta1)
+
+    point = (0.1, 0.2, 0.3, 0.4)
+    mixed = sd.jacfwd(sd.grad(L, argnums=(2, 3)), argnums=(0, 1, 2, 3)).trace(*point).latex()
+    assert r"\mathrm{grad" not in mixed and "J_{" not in mixed
+    assert r"\frac{\partial^{2} L}{\partial \theta_{1} \partial \omega_{1}} &= " in mixed
+    assert r"\frac{\partial^{2} L}{\partial \omega_{1}^{2}} &= 3" in mixed
+    third = sd.jacrev(sd.jacfwd(sd.grad(L, argnums=2), argnums=0), argnums=1).trace(*point).latex()
+    assert r"\frac{\partial^{3} L}{\partial \theta_{2} \partial \theta_{1} \partial \omega_{1}}" in third
+    # A plain Jacobian keeps its J label.
+    assert "J_{" in sd.jacfwd(lambda x, y: x * y, argnums=(0, 1)).trace(1.0, 2.0).latex()

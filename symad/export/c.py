@@ -274,16 +274,49 @@ def translation_unit(function, name: str, inputs: int, outputs: int, helpers: se
     """The source and header around a function ``body`` (its lines, indented): the layout
     comment, includes, the ``helpers`` used, ``file_scope`` declarations (constant data)."""
     signature = f"void {name}(const double *in, double *out)"
-    comment = ["/*", *_layout_comment(function), " */"]
+    comment = ["/*", *_layout_comment(function), *_sparse_layout_comment(function, name), " */"]
     guard = f"SYMAD_{name.upper()}_H"
+    layout_declarations, layout_data = _sparse_layout_arrays(function, name)
     header = "\n".join([
         *comment, f"#ifndef {guard}", f"#define {guard}",
         f"#define {name.upper()}_N_INPUTS {inputs}",
         f"#define {name.upper()}_N_OUTPUTS {outputs}",
+        *layout_declarations,
         f"{signature};", f"#endif /* {guard} */\n"])
     source = "\n".join([
         *comment, "#include <math.h>", *[f"#include <{i}>" for i in includes], "",
         *[_HELPERS[h] for h in sorted(helpers)], *([""] if helpers else []),
-        *file_scope, *([""] if file_scope else []),
+        *file_scope, *([""] if file_scope else []), *layout_data,
         f"{signature};", "", f"{signature}", "{", *body, "}", ""])
     return CCode(source, header)
+
+
+def _sparse_layout_comment(function, name: str) -> list[str]:
+    """Where a sparse Jacobian's or Hessian's values go, for the header's reader."""
+    layout = getattr(function, "sparse_layout", None)
+    if layout is None:
+        return []
+    rows, columns, (row_count, column_count) = layout
+    return [" *", f" * A sparse {row_count} x {column_count} matrix: out[k] is its entry at row "
+            f"{name}_rows[k], column {name}_columns[k]", f" * ({len(rows)} structural non-zeros "
+            "in row-major order: CSR's, as scipy.sparse.csr_matrix((out, (rows, columns))))."]
+
+
+def _sparse_layout_arrays(function, name: str) -> tuple[list[str], list[str]]:
+    """The header's declarations and the source's definitions of a sparse matrix's row and
+    column index arrays (none for a dense function)."""
+    layout = getattr(function, "sparse_layout", None)
+    if layout is None:
+        return [], []
+    rows, columns, (row_count, column_count) = layout
+    upper = name.upper()
+    declarations = [f"#define {upper}_N_ROWS {row_count}", f"#define {upper}_N_COLUMNS {column_count}",
+                    f"extern const long {name}_rows[{max(1, len(rows))}];",
+                    f"extern const long {name}_columns[{max(1, len(columns))}];"]
+
+    def table(label, values):
+        numbers = [str(int(v)) for v in values] or ["0"]  # C has no empty array
+        lines = [", ".join(numbers[k:k + 16]) for k in range(0, len(numbers), 16)]
+        return [f"const long {name}_{label}[{len(numbers)}] = {{", *(f"    {line}," for line in lines), "};"]
+
+    return declarations, [*table("rows", rows), *table("columns", columns), ""]

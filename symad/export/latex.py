@@ -497,16 +497,36 @@ def gradient_labels(function, wrt_leaves) -> tuple[list[str], list]:
     return labels, derivatives
 
 
-def jacobian_labels(function, wrt_leaves) -> list[str]:
-    """One label per Jacobian block: ``J_{f}`` for one output and one argument, else ``J_{f_{k}, x}``."""
+def jacobian_labels(function, wrt_leaves) -> tuple[list[str], list]:
+    r"""One label per Jacobian block, and what each block is the derivative of.
+
+    Where every output of ``function`` is a known scalar derivative (a
+    ``grad``'s: its ``output_derivatives``) and every argument a scalar, each
+    block is one more partial derivative and is labelled as mathematics writes
+    it: ``jacfwd(grad(L, 2), 0)`` gives ``rac{\partial^{2} L}{\partial 	heta
+    \partial \omega}``, as ``hessian`` does. Otherwise ``J_{f}`` for one output
+    and one argument, else ``J_{f_{k}, x}``. Returns ``(labels, derivatives)``
+    as :func:`gradient_labels` does.
+    """
     outputs = len(function.out_shapes)
+    previous = getattr(function, "output_derivatives", None)
+    if (previous is not None and len(previous) == outputs and None not in previous
+            and all(shape == () for shape in function.out_shapes)
+            and all(s.shape == () for s in wrt_leaves)):
+        labels, derivatives = [], []
+        for function_name, variables in previous:
+            for symbols in wrt_leaves:
+                differentiated = variables + (leaf_name(symbols),)
+                labels.append(mixed_partial_label(function_name, differentiated))
+                derivatives.append((function_name, differentiated))
+        return labels, derivatives
     if outputs == 1 and len(wrt_leaves) == 1:
-        return [jacobian_label(function.name)]
+        return [jacobian_label(function.name)], [None]
     labels = []
     for k in range(outputs):
         name = function.name if outputs == 1 else f"{display_name(function.name)}{k}"
         labels.extend(jacobian_label(name, leaf_name(s)) for s in wrt_leaves)
-    return labels
+    return labels, [None] * len(labels)
 
 
 def hessian_labels(function, wrt_leaves) -> list[str]:
