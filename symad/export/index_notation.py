@@ -126,9 +126,8 @@ def _new_without_folds_through_inner_sums(cls, function, *limits, **assumptions)
     binds it, a formula that no longer means anything. So the nested sums
     holding a ``Piecewise`` are hidden from the fold, then put back as they were.
     """
-    function = sympy.sympify(function)
-    hidden = {inner: sympy.Dummy() for inner in function.atoms(ExprWithLimits)
-              if inner.has(sympy.Piecewise)}
+    hidden = ({inner: sympy.Dummy() for inner in function.atoms(ExprWithLimits)
+               if inner.has(sympy.Piecewise)} if isinstance(function, sympy.Basic) else {})
     shown = {dummy: inner for inner, dummy in hidden.items()}
     built = _common_new(cls, function.xreplace(hidden), *limits, discrete=True, **assumptions)
     if not isinstance(built, tuple):  # nan, or an equation of two sums
