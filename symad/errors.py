@@ -32,7 +32,8 @@ class DifferentiationError(SymadError, TypeError, ValueError):
 
     It is both a ``TypeError`` (wrong kind of input, e.g. integers in a
     differentiated position) and a ``ValueError`` (bad ``argnums``, a
-    primitive without a partial derivative rule), as SPEC §5 allows either.
+    primitive without a partial derivative rule), so code that catches
+    either, as it would around NumPy or JAX, catches it.
     """
 
 

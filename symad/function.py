@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -1066,7 +1067,8 @@ def trace(fun: Callable, *example_args, name: str | None = None) -> Function:
         try:
             result = fun(*tree_unflatten(in_treedef, tracers))
         except SymadError as error:
-            pointed = _library_equivalent(error, name)
+            pointed = _library_equivalent(error, name) or _explain_container_argument(
+                error, name, names, in_treedef)
             if pointed is None:
                 raise
             raise pointed.with_traceback(error.__traceback__) from None
@@ -1083,13 +1085,82 @@ def trace(fun: Callable, *example_args, name: str | None = None) -> Function:
             error.__suppress_context__ = True
             raise explained from error
         except Exception as error:
-            explained = _library_equivalent(error, name) or _explain_library_error(error, name)
+            explained = (_explain_container_argument(error, name, names, in_treedef)
+                         or _library_equivalent(error, name) or _explain_library_error(error, name))
             if explained is None:
                 raise
             raise explained from error
         return finish_function(
             builder, name, in_treedef, in_symbols, result, list(builder.parameters.items())
         )
+
+
+# What Python says when an operation meets a list or tuple it cannot take: "unsupported
+# operand type(s) for ** or pow(): 'list' and 'int'", "'tuple' object has no attribute
+# 'shape'", "can only concatenate list (not "float") to list", "can't multiply sequence by
+# non-int of type 'float'"; and what symad says when NumPy turns such a list of traced
+# values into an array (np.sum(u), np.asarray(u)).
+_CONTAINER_WORDS = re.compile(r"\b(list|tuple|sequence)\b")
+_TO_ARRAY = "converts a traced value to a NumPy array"
+
+
+def _containers(treedef: TreeDef, code: str) -> list[tuple[str, str, int]]:
+    """(Python expression, "list" or "tuple", number of items) of every list and tuple in an
+    argument: ``u``, ``params['w']``, ``xs[0]``."""
+    found = []
+    if treedef.kind in ("list", "tuple"):
+        found.append((code, treedef.kind, len(treedef.children)))
+    for index, child in enumerate(treedef.children):
+        key = treedef.keys[index] if treedef.kind == "dict" else index
+        found.extend(_containers(child, f"{code}[{key!r}]"))
+    return found
+
+
+def _explain_container_argument(error: Exception, function_name: str, names: Sequence[str],
+                                in_treedef: TreeDef) -> TracingError | None:
+    """A TracingError for array arithmetic on an argument passed as a list or tuple.
+
+    Lists, tuples and dicts are pytrees, as in JAX: ``sd.grad(f)([0.1, 0.2])`` traces
+    ``u`` as a Python list of two traced scalars, and its gradient is a list. ``u ** 2``
+    on that list is then Python's TypeError (JAX raises the same); this names the
+    function and the argument, and says how to pass an array instead.
+    """
+    if isinstance(error, TracingError):
+        if _TO_ARRAY not in str(error):
+            return None
+    elif not isinstance(error, (TypeError, AttributeError)) or isinstance(error, SymadError):
+        return None
+    match = _CONTAINER_WORDS.search(str(error))
+    if match is None and not isinstance(error, TracingError):
+        return None
+    kinds = {"list", "tuple"} if match is None or match.group(1) == "sequence" else {match.group(1)}
+    found = [(name, *container) for name, child in zip(names, in_treedef.children)
+             for container in _containers(child, name) if container[1] in kinds]
+    if not found:
+        return None
+    root, code, kind, count = found[0]
+    nested = code != root
+    where = f"{code} (in argument {root!r})" if nested else f"argument {root!r}"
+    # The caller's own variable is unknown: the argument's name stands for it.
+    fix = (f"an array as {code} (np.asarray of the {kind})" if nested
+           else f"np.asarray({code}) in place of the {kind}")
+    others = "".join(f"; {c} too ({k} of {n})" for _, c, k, n in found[1:])
+    items = f"{count} item{'s' if count != 1 else ''}{others}"
+    explanation = (
+        f"symad treats lists and tuples as pytrees, as JAX does: each item is an input of its "
+        f"own, so inside the function {code} is a Python {kind} of traced values, and its "
+        f"derivative is a {kind} too. To differentiate with respect to an array, pass {fix} "
+        f"at the call; to keep the {kind}, make an array of its items inside the function "
+        f"with snp.asarray({code}) (import symad.numpy as snp)")
+    if isinstance(error, TracingError):
+        # NumPy met a traced value where it needed a number: maybe an item of the list it
+        # was given, maybe another value; the original reason stays first.
+        return TracingError(
+            f"{str(error).rstrip('.')}. Note that {where} was passed as a {kind} of {items}: "
+            f"if that is what NumPy was given (np.sum({code}), np.asarray({code})), {explanation}")
+    return TracingError(
+        f"function {function_name!r}: {where} was passed as a {kind} of {items}, and an "
+        f"array operation on it failed ({type(error).__name__}: {error}). {explanation}")
 
 
 # Library functions that take a traced value apart (np.asarray), with the symad.numpy

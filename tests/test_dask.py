@@ -5,6 +5,11 @@ Skipped cleanly without dask (``pip install symad[dask]``; CI installs it).
 
 from __future__ import annotations
 
+import contextlib
+import re
+import socket
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -82,8 +87,9 @@ def test_dask_distributed_local_cluster_runs_the_documented_code():
     gradient = sd.grad(sd.trace(f, 0.0, 0.0), argnums=(0, 1))
     rng = np.random.default_rng(5)
     x_values, y_values = rng.uniform(0.5, 2.0, 4000), rng.uniform(0.5, 2.0, 4000)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, \
+    with dashboard_port_taken(), \
+            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                     dashboard_address="127.0.0.1:0") as cluster, \
             distributed.Client(cluster) as client:
         gx, gy = gradient(da.from_array(x_values, chunks=1000), da.from_array(y_values, chunks=1000))
         got_x, got_y = client.compute([gx, gy], sync=True)
@@ -92,3 +98,49 @@ def test_dask_distributed_local_cluster_runs_the_documented_code():
     want_x, want_y = sd.grad(f, argnums=(0, 1)).trace(0.0, 0.0).compile("numpy")(x_values, y_values)
     np.testing.assert_allclose(got_x, want_x, rtol=1e-13)
     np.testing.assert_allclose(got_y, want_y, rtol=1e-13)
+
+
+# ---------------------------------------------------------------------------
+# No fixed port: the scheduler's web server must not need 8787
+# ---------------------------------------------------------------------------
+# distributed's scheduler always starts a web server (the dashboard, or without bokeh a
+# page saying to install it, and its health and metrics routes). dashboard_address=None
+# only turns the dashboard's pages off: the server still asks for port 8787, and when
+# another program holds it distributed warns "Port 8787 is already in use", which the
+# suite's filterwarnings = error turns into "Cluster failed to start". False is no
+# better (it is not None, so the dashboard is on, at 8787). "127.0.0.1:0" lets the
+# system pick a free port, on the loopback interface only.
+
+DASHBOARD_PORT = 8787  # distributed's default
+COMPILER_PAGE = Path(__file__).resolve().parents[1] / "docs" / "compiler.md"
+
+
+@contextlib.contextmanager
+def dashboard_port_taken():
+    """127.0.0.1:8787 held by this process for the block, or by another one already."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+        try:
+            holder.bind(("127.0.0.1", DASHBOARD_PORT))
+            holder.listen()
+        except OSError:
+            pass  # taken by another program: the case under test all the same
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe, \
+                pytest.raises(OSError):
+            probe.bind(("127.0.0.1", DASHBOARD_PORT))
+        yield
+
+
+def test_the_documented_cluster_starts_while_port_8787_is_taken():
+    """docs/compiler.md's LocalCluster block, run as written, with the dashboard port taken."""
+    pytest.importorskip("distributed", reason="dask.distributed is not installed")
+    block = next(code for code in re.findall(r"```python\n(.*?)```", COMPILER_PAGE.read_text(), re.S)
+                 if "LocalCluster(" in code)
+    f = lambda x, y: np.tanh(x * y) * np.exp(-y**2) + np.log(1 + x**2)  # noqa: E731
+    rng = np.random.default_rng(6)
+    x_values, y_values = rng.uniform(0.5, 2.0, 2000), rng.uniform(0.5, 2.0, 2000)
+    namespace = {"gradient": sd.grad(sd.trace(f, 0.0, 0.0), argnums=(0, 1)),
+                 "x": da.from_array(x_values, chunks=500), "y": da.from_array(y_values, chunks=500)}
+    with dashboard_port_taken():
+        exec(compile(block, str(COMPILER_PAGE), "exec"), namespace)  # noqa: S102 - our own docs
+    want_x, _ = sd.grad(f, argnums=(0, 1)).trace(0.0, 0.0).compile("numpy")(x_values, y_values)
+    assert namespace["on_cluster"] == pytest.approx(want_x.mean(), rel=1e-12)

@@ -161,3 +161,119 @@ def test_no_page_or_script_cites_a_benchmarks_file_the_project_does_not_have():
     files = [*PAGES, *scripts]
     citing = [str(path.relative_to(ROOT)) for path in files if "BENCHMARKS.md" in path.read_text()]
     assert not (ROOT / "BENCHMARKS.md").exists() and citing == []
+
+
+# ---------------------------------------------------------------------------
+# The site renders its math without a network
+# ---------------------------------------------------------------------------
+# KaTeX was loaded from a CDN, so offline every formula showed as raw TeX. The site now
+# serves KaTeX itself (docs/ext/katex_assets.py copies it in at build time).
+
+EXTERNAL = re.compile(r"^(?:[a-z][a-z0-9+.-]*:)?//", re.I)  # http://, https://, //host
+
+
+def _mkdocs_config() -> dict:
+    yaml = pytest.importorskip("yaml", reason="PyYAML is not installed (it comes with mkdocs, dask)")
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    # mkdocs.yml names Python objects (!!python/name:...) that only MkDocs resolves.
+    Loader.add_multi_constructor("tag:yaml.org,2002:python/", lambda loader, suffix, node: None)
+    return yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=Loader)
+
+
+def test_ci_the_site_and_the_katex_tests_use_one_katex_version():
+    # The site serves the KaTeX .ci/run installs, and the tests render with the same one.
+    import importlib.util
+
+    pytest.importorskip("mkdocs", reason="mkdocs is not installed (pip install -e '.[docs]')")
+    spec = importlib.util.spec_from_file_location("katex_assets", DOCS / "ext" / "katex_assets.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    installed = re.findall(r"katex@([\d.]+)", (ROOT / ".ci" / "run").read_text())
+    hinted = re.findall(r"katex@([\d.]+)", (ROOT / "tests" / "test_katex.py").read_text())
+    assert set(installed) == set(hinted) == {hook.KATEX_VERSION}
+
+
+def test_mkdocs_yml_loads_no_script_or_stylesheet_from_another_host():
+    config = _mkdocs_config()
+    assets = list(config.get("extra_javascript", [])) + list(config.get("extra_css", []))
+    assets = [a if isinstance(a, str) else a["path"] for a in assets]
+    assert [a for a in assets if EXTERNAL.match(a)] == []
+    assert "katex/katex.min.js" in assets and "katex/katex.min.css" in assets
+    assert "docs/ext/katex_assets.py" in config.get("hooks", [])
+    assert config["theme"].get("font") is False  # Material's default loads Google Fonts
+
+
+@pytest.fixture(scope="module")
+def built_site(tmp_path_factory) -> Path:
+    """The site as CI builds it (mkdocs build --strict), or a skip without KaTeX or mkdocs."""
+    import importlib.util
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("mkdocs", reason="mkdocs is not installed (pip install -e '.[docs]')")
+    spec = importlib.util.spec_from_file_location("katex_assets", DOCS / "ext" / "katex_assets.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    try:
+        hook.find_katex(ROOT)
+    except Exception as error:  # mkdocs' PluginError: not installed, or another version
+        if os.environ.get("SYMAD_REQUIRE_KATEX") == "1":
+            pytest.fail(f"SYMAD_REQUIRE_KATEX=1 but {error}")
+        pytest.skip(str(error))
+    site = tmp_path_factory.mktemp("site")
+    build = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
+                            str(site)], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                           env=dict(os.environ, NO_MKDOCS_2_WARNING="1"))
+    assert build.returncode == 0, build.stderr[-3000:]
+    return site
+
+
+def test_the_built_site_serves_katex_and_loads_nothing_from_another_host(built_site):
+    site = built_site
+    loaded = re.compile(r"<(?:script[^>]*\ssrc|link[^>]*\shref)=\"([^\"]+)\"")
+    pages_with_math = 0
+    for page in sorted(site.rglob("*.html")):
+        html = page.read_text()
+        references = loaded.findall(html)
+        external = [r for r in references if EXTERNAL.match(r)]
+        assert external == [], f"{page.relative_to(site)} loads {external}"
+        if 'class="arithmatex"' in html:
+            pages_with_math += 1
+            for asset in ("katex/katex.min.js", "katex/contrib/auto-render.min.js",
+                          "katex/katex.min.css"):
+                reference = next((r for r in references if r.endswith(asset)), None)
+                assert reference is not None, f"{page.relative_to(site)} does not load {asset}"
+                assert (page.parent / reference).resolve().is_file(), reference
+    assert pages_with_math >= 4  # the tutorials on modes, Jacobians, n-th derivatives, research
+    # Every font KaTeX's stylesheet asks for is in the site.
+    css = (site / "katex" / "katex.min.css").read_text()
+    fonts = set(re.findall(r"url\(([^)]+)\)", css))
+    assert fonts and all((site / "katex" / font).is_file() for font in fonts)
+
+
+def test_the_reference_page_renders_its_docstrings_as_text_a_reader_can_use(built_site):
+    import html as html_module
+
+    page = (built_site / "reference" / "index.html").read_text()
+    text = html_module.unescape(re.sub(r"<[^>]+>", "", page))
+    # Sphinx roles (docs/ext/sphinx_roles.py turns them into code spans)
+    assert re.findall(r":(?:class|func|meth|mod|attr|data|exc):`?~?[\w.]+", text) == []
+    assert "SPEC" not in text  # the design documents are not part of the site
+    # Its table of contents names each module once (it listed symad twice). Material
+    # writes the page's contents twice, in the navigation and in the right-hand sidebar.
+    toc = page[page.rindex("md-nav--secondary"):page.index('class="md-content"')]
+    entries = re.findall(r'href="#([^"]+)"', toc)
+    assert entries.count("symad") == 1 and "symad.numpy" in entries and "symad.testing" in entries
+    assert len(entries) == len(set(entries))
+
+
+def test_no_link_text_of_the_site_is_a_bare_file_name():
+    # "[special-functions.md](special-functions.md)" read as a file name, not a page title.
+    # (README.md names files on purpose: it is read in the repository, beside them.)
+    bare = [(page.name, text) for page in PAGES if page.parent != ROOT
+            for text in re.findall(r"\[([^\]]+\.md)\]\(", page.read_text())]
+    assert bare == []

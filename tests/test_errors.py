@@ -181,6 +181,81 @@ def test_bad_argnums(transform, argnums, culprit):
     assert "bilinear" in msg
 
 
+# Every boundary of the range check, for every transform that takes argument positions.
+# Off by one at the top, ``argnums=n`` would wrap round to argument 0 (``n % n``) and
+# silently differentiate with respect to the wrong argument; at the bottom, ``-n - 1``
+# would wrap round to the last one. A check off by one the other way refuses ``n - 1``
+# or ``-n``, which are valid.
+
+
+def one_argument(x):
+    return x ** 3
+
+
+def two_arguments(x, y):
+    return x ** 3 * y + y ** 2
+
+
+def three_arguments(x, y, z):
+    return x * y * z + z ** 3
+
+
+FUNCTIONS_BY_COUNT = {1: one_argument, 2: two_arguments, 3: three_arguments}
+
+#: transform name -> (make the transform from (fun, positions), whether it takes a tuple)
+POSITION_TRANSFORMS = {
+    "grad": (lambda f, p: sd.grad(f, argnums=p), True),
+    "value_and_grad": (lambda f, p: sd.value_and_grad(f, argnums=p), True),
+    "jacfwd": (lambda f, p: sd.jacfwd(f, argnums=p), True),
+    "jacrev": (lambda f, p: sd.jacrev(f, argnums=p), True),
+    "jacobian": (lambda f, p: sd.jacobian(f, argnums=p), True),
+    "hessian": (lambda f, p: sd.hessian(f, argnums=p), True),
+    "jacobian-sparse": (lambda f, p: sd.jacobian(f, argnums=p, sparse=True), False),
+    "hessian-sparse": (lambda f, p: sd.hessian(f, argnums=p, sparse=True), False),
+    "derivative": (lambda f, p: sd.derivative(f, 2, argnum=p), False),
+    "taylor": (lambda f, p: sd.taylor(f, 2, argnum=p), True),
+}
+
+
+def _out_of_range_cases():
+    """(transform, count, argnums, the bad entry) for every boundary, n and -n - 1, alone and
+    (where the transform takes several positions) in tuples."""
+    for transform, (_, takes_tuples) in POSITION_TRANSFORMS.items():
+        for count in FUNCTIONS_BY_COUNT:
+            for bad in (count, -count - 1):
+                forms = [bad, (bad,), (0, bad), (bad, count - 1)] if takes_tuples else [bad]
+                for argnums in forms:
+                    yield pytest.param(transform, count, argnums, bad,
+                                       id=f"{transform}-n{count}-{argnums}")
+
+
+@pytest.mark.parametrize("transform, count, argnums, bad", _out_of_range_cases())
+def test_every_out_of_range_argnums_boundary_is_refused_naming_the_entry(transform, count,
+                                                                        argnums, bad):
+    make, _ = POSITION_TRANSFORMS[transform]
+    fun = FUNCTIONS_BY_COUNT[count]
+    args = (0.5,) * count
+    with pytest.raises(ValueError) as info:
+        make(fun, argnums)(*args)
+    assert isinstance(info.value, sd.SymadError)
+    message = str(info.value)
+    assert f"entry {bad} is out of range" in message, message
+    assert f"{count} positional argument" in message and fun.__name__ in message
+
+
+@pytest.mark.parametrize("transform", POSITION_TRANSFORMS)
+@pytest.mark.parametrize("count", FUNCTIONS_BY_COUNT)
+def test_the_in_range_boundaries_of_argnums_are_accepted(transform, count):
+    # n - 1 and -n are the last and the first argument: the check must let them through.
+    make, takes_tuples = POSITION_TRANSFORMS[transform]
+    fun = FUNCTIONS_BY_COUNT[count]
+    args = (0.5,) * count
+    for good in (count - 1, -count):
+        make(fun, good)(*args)
+        if takes_tuples:
+            make(fun, (good,))(*args)
+
+
 @pytest.mark.parametrize("transform", [sd.grad, sd.value_and_grad], ids=["grad", "vag"])
 def test_argnums_none_without_weights(transform):
     with pytest.raises(ValueError) as info:
@@ -206,6 +281,75 @@ def test_integer_input_message():
     msg = str(info.value)
     assert "scaled_log" in msg
     assert "count" in msg
+
+
+# ---------------------------------------------------------------------------
+# A list (or tuple) as an argument: a pytree, as in JAX
+# ---------------------------------------------------------------------------
+# sd.grad(f)([0.1, 0.2]) differentiates with respect to each item and returns a list,
+# as jax.grad does; array arithmetic on the list (u ** 2) is then Python's TypeError
+# (JAX's too), which symad explains: the function, the argument, np.asarray(u).
+
+
+def sum_of_squares(u):
+    return np.sum(u ** 2)
+
+
+def numpy_sum(u):
+    return np.sum(u)  # NumPy makes an array of the list's traced items: also explained
+
+
+def scaled(u):
+    return u * 2.5  # list * float: "can't multiply sequence by non-int of type 'float'"
+
+
+LIST_TRANSFORMS = {
+    "grad": lambda f, a: sd.grad(f)(a),
+    "jacobian": lambda f, a: sd.jacobian(f)(a),
+    "jacfwd": lambda f, a: sd.jacfwd(f)(a),
+    "value_and_grad": lambda f, a: sd.value_and_grad(f)(a),
+    "hessian": lambda f, a: sd.hessian(f)(a),
+    "trace": lambda f, a: sd.trace(f, a),
+}
+
+
+@pytest.mark.parametrize("container", [[0.1, 0.2], (0.1, 0.2)], ids=["list", "tuple"])
+@pytest.mark.parametrize("fun", [sum_of_squares, numpy_sum, scaled], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("transform", LIST_TRANSFORMS)
+def test_array_arithmetic_on_a_list_argument_names_function_argument_and_fix(transform, fun,
+                                                                            container):
+    with pytest.raises(TypeError) as info:
+        LIST_TRANSFORMS[transform](fun, container)
+    assert isinstance(info.value, sd.TracingError)
+    message = str(info.value)
+    kind = type(container).__name__
+    assert f"function {fun.__name__!r}" in message
+    assert f"argument 'u' was passed as a {kind} of 2 items" in message
+    assert "pytrees, as JAX does" in message and f"its derivative is a {kind} too" in message
+    assert f"np.asarray(u) in place of the {kind}" in message and "snp.asarray(u)" in message
+
+
+def test_a_list_nested_in_an_argument_is_named_by_its_path():
+    with pytest.raises(sd.TracingError) as info:
+        sd.grad(lambda params: np.sum(params["w"] ** 2))({"w": [1.0, 2.0]})
+    assert "params['w'] (in argument 'params') was passed as a list of 2 items" in str(info.value)
+
+
+def test_a_list_argument_is_a_pytree_and_the_suggested_fixes_work():
+    gradient = sd.grad(lambda u: u[0] ** 2 + 3 * u[1])([0.1, 0.2])  # as jax.grad: a list
+    assert isinstance(gradient, list) and np.allclose(gradient, [0.2, 3.0])
+    np.testing.assert_allclose(sd.grad(sum_of_squares)(np.asarray([0.1, 0.2])), [0.2, 0.4])
+    kept = sd.grad(lambda u: np.sum(snp.asarray(u) ** 2))([0.1, 0.2])
+    assert isinstance(kept, list) and np.allclose(kept, [0.2, 0.4])
+
+
+def test_other_type_errors_of_a_function_with_a_list_argument_pass_through():
+    def strict(u):
+        raise TypeError("the caller's own message")
+
+    with pytest.raises(TypeError, match="the caller's own message") as info:
+        sd.grad(strict)([0.1, 0.2])
+    assert not isinstance(info.value, sd.SymadError)
 
 
 # ---------------------------------------------------------------------------

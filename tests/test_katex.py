@@ -4,7 +4,7 @@ Two checks: a fixed set of samples covering every kind of output (labels, matric
 cases, custom primitives, hostile names), and every LaTeX string the rest of the
 test suite exported (recorded by tests/conftest.py; that test is moved to the end).
 
-Where KaTeX comes from: ``.ci/run`` installs it (the version mkdocs.yml loads) with
+Where KaTeX comes from: ``.ci/run`` installs it (the version the site serves) with
 npm into ``.ci/node_modules``, which git ignores; a folder on ``NODE_PATH`` works too.
 Without node, or without the package, the tests skip and say so, except under
 ``SYMAD_REQUIRE_KATEX=1`` (set by ``.ci/run``), where a missing KaTeX fails them.
