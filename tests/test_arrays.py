@@ -663,3 +663,81 @@ def test_random_sums_of_terms_on_slices_agree_across_backends_and_elements(terms
     G = sd.grad(program).trace(large)
     np.testing.assert_allclose(G.compile("numexpr")(large), G.compile("numpy")(large),
                                rtol=1e-12, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# Transposes of broadcasting: the conditions of symad.rules.transposes
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("c, shape", [(C, (2, 3)), (V[None, :], (2, 3)), (S, (2, 3)),
+                                      (V[None, :], (4, 1, 3)), (C[None], (2, 2, 3)),
+                                      (C[:, :, None], (2, 1, 3))],
+                         ids=["column", "row", "0-d", "row-new-axes", "size-1-to-2", "keeps-size-1"])
+def test_broadcast_to_sums_the_cotangent_over_every_repeated_axis(c, shape):
+    # The transpose of broadcast_to sums over the axes it added in front and over each of
+    # the operand's size-1 axes that it stretched -- to 3 or to 2 -- and reshapes the sum back
+    # to the operand's shape. A size-1 axis left out of that sum cannot be reshaped back.
+    weights = np.arange(1.0, 1.0 + np.prod(shape)).reshape(shape)
+    f = lambda c: np.sum(np.sin(np.broadcast_to(c, shape)) * weights)  # noqa: E731
+    expected = np.cos(c) * np.sum(weights, axis=tuple(
+        i for i, (n, m) in enumerate(zip((1,) * (len(shape) - np.ndim(c)) + np.shape(c), shape))
+        if n != m)).reshape(np.shape(c))
+    gradient = sd.grad(f)(c)
+    assert gradient.shape == np.shape(c)
+    np.testing.assert_allclose(gradient, expected, rtol=1e-13)
+    np.testing.assert_allclose(gradient, central_differences(f, (c,), 0), rtol=1e-6)
+
+
+def test_broadcast_to_an_empty_axis_has_a_zero_gradient():
+    # A size-1 axis broadcast to size 0 is summed too: over no elements, so the operand's
+    # cotangent through it is 0 (np.einsum keeps the empty sum in the graph; np.sum folds it).
+    row = V[None, :]
+    f = lambda c: np.sum(np.einsum("ij->j", np.sin(np.broadcast_to(c, (0, 3))))) + np.sum(c ** 2)  # noqa: E731
+    np.testing.assert_allclose(sd.grad(f)(row), 2 * row, rtol=1e-15)
+
+
+def test_an_operand_repeated_along_an_empty_axis_gets_no_cotangent_from_it():
+    # unbroadcast: where the cotangent is the same along an axis the operand was repeated on
+    # (stored with size 1), the operand's cotangent is the axis length times it -- 0 for an
+    # empty axis, where only the multiplication by the count makes it 0. d/ds of
+    # sum_j sum_{i in {}} (s + e_ij) + s^2 is 2 s.
+    f = lambda s, e: np.sum(np.einsum("ij->j", s + e)) + s ** 2  # noqa: E731
+    gs, ge = sd.grad(f, argnums=(0, 1))(0.7, np.zeros((0, 3)))
+    assert float(gs) == pytest.approx(1.4, rel=1e-15)
+    assert ge.shape == (0, 3)
+    # Repeat counts above 1 (the docstring's case): s counted once per repeat.
+    assert float(sd.grad(lambda s: np.sum(np.ones((2, 3)) + s))(0.7)) == 6.0
+    assert float(sd.grad(lambda s: np.sum(np.ones(2) + s))(0.7)) == 2.0
+
+
+def test_a_jacobian_through_a_broadcast_operand_keeps_its_size_one_axes():
+    # jacrev sweeps with seeds in front of the cotangents: unbroadcast sums the column c
+    # over the columns of a (removing that axis) and must give the size-1 axis back before
+    # the term meets c's other cotangent (from c ** 2), or the two broadcast together.
+    g = lambda c, a: np.sum(np.sin(c * a), axis=1, keepdims=True) + c ** 2  # noqa: E731
+    jacobian = sd.jacrev(g)(C, A)
+    assert jacobian.shape == (2, 1, 2, 1)
+    diagonal = np.sum(np.cos(C * A) * A, axis=1) + 2 * C[:, 0]
+    np.testing.assert_allclose(jacobian.reshape(2, 2), np.diag(diagonal), rtol=1e-14)
+    np.testing.assert_allclose(sd.jacfwd(g)(C, A), jacobian, rtol=1e-14)
+    h = 1e-6
+    for row in range(2):
+        up, down = C.copy(), C.copy()
+        up[row, 0] += h
+        down[row, 0] -= h
+        column = (g(up, A) - g(down, A)) / (2 * h)
+        np.testing.assert_allclose(jacobian[:, :, row, 0], column, rtol=1e-6, atol=1e-9)
+
+
+def test_a_scalar_broadcast_into_a_column_keeps_its_shape_over_a_batch():
+    # broadcast_to of a scalar is an array of one repeated scalar atom; its leaf is
+    # assembled from elements, and those were stacked as (points, 3) for a (3, 1) output
+    # ("operands could not be broadcast together", found by the random programs).
+    F = sd.trace(lambda x: np.broadcast_to(np.sum(x), (3, 1)) * 2.0, np.ones(1))
+    np.testing.assert_array_equal(F(np.array([0.5])), np.full((3, 1), 1.0))
+    batch = F(np.arange(4.0).reshape(4, 1))
+    assert batch.shape == (4, 3, 1)
+    np.testing.assert_array_equal(batch, 2.0 * np.arange(4.0)[:, None, None] * np.ones((4, 3, 1)))
+    np.testing.assert_array_equal(sd.grad(lambda x: np.sum(np.broadcast_to(np.sum(x), (3, 1))))(
+        np.array([0.5])), [3.0])

@@ -827,8 +827,10 @@ def array_program_leaves(evaluator, values: list, count: int, out_shapes, out_wh
             start += 1
         else:
             size = math.prod(shape)
+            # The elements in row-major order, then the leaf's own shape ((3, 1) from 3 scalars).
             value = (np.stack([np.broadcast_to(v, (count,)) for v in outputs[start:start + size]],
                               axis=-1) if size else np.zeros((count, 0), evaluator.dtype))
+            value = value.reshape((count,) + tuple(shape))
             start += size
         target = (count,) + tuple(shape)
         value = np.asarray(value)
