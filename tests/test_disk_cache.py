@@ -311,3 +311,25 @@ def test_a_second_process_skips_lowering(cache, backend):
     assert all(run.returncode == 0 for run in runs), runs[0].stderr + runs[1].stderr
     (first_lowered, first_value), (second_lowered, second_value) = (run.stdout.split() for run in runs)
     assert (first_lowered, second_lowered) == ("1", "0") and first_value == second_value
+
+
+def test_stores_scan_the_cache_only_now_and_then_and_still_keep_the_bound(cache, monkeypatch):
+    # Every store once scanned every entry of the cache to decide on eviction: a session
+    # compiling thousands of functions read 35,000 files per store. The size is now
+    # measured at the first store, estimated after, and measured again every RESCAN_EVERY
+    # stores or when the estimate passes the bound -- which eviction still keeps.
+    monkeypatch.setattr(disk_cache, "_SIZE_ESTIMATES", {})
+    monkeypatch.setattr(disk_cache, "RESCAN_EVERY", 4)
+    scans = []
+    original = disk_cache._evict
+    monkeypatch.setattr(disk_cache, "_evict", lambda root, bound: scans.append(1) or original(root, bound))
+    for k in range(10):
+        sd.trace(lambda x, k=k: np.sin(x) * (k + 1.5), 0.0)(np.ones(3))
+    assert len(_entries(cache)) == 10
+    assert len(scans) == 2  # at the first store, and at the sixth (after four estimated)
+    entry_bytes = sum(p.stat().st_size for p in (cache / "modules").iterdir()) / 10
+    monkeypatch.setattr(config, "cache_max_bytes", int(12 * entry_bytes))
+    for k in range(10, 16):  # past the bound by the estimate: measured, and evicted
+        sd.trace(lambda x, k=k: np.sin(x) * (k + 1.5), 0.0)(np.ones(3))
+    assert sum(p.stat().st_size for p in (cache / "modules").iterdir()) <= 12 * entry_bytes
+    assert len(scans) > 2

@@ -45,6 +45,7 @@ import marshal
 import os
 import sys
 import tempfile
+import threading
 
 from symad import config
 
@@ -56,6 +57,12 @@ _LOG = logging.getLogger("symad")
 MAX_CACHED_NODES = 200_000
 #: Entries are removed down to this share of the size bound when it is passed.
 EVICT_TO = 0.8
+#: The cache's size is measured (a scan of every entry) at the first store of a process,
+#: then estimated by adding what each store writes, and measured again after this many
+#: stores (other processes write too, and numba's machine code is written by numba) or
+#: when the estimate passes the bound. Scanning at every store made a session that
+#: compiled thousands of functions quadratic: 35,000 files read per store.
+RESCAN_EVERY = 256
 
 
 class NotCanonical(Exception):
@@ -355,8 +362,11 @@ def store_entry(key: str, graph, module, code) -> None:
                 data = marshal.dumps(code)
                 _write(directory, f"{key}.code", data)
                 meta["code_sha256"] = _sha(data)
-        _write(directory, f"{key}.json", json.dumps(meta).encode())  # last: the entry is whole
-        _evict(config.cache_directory(), config.cache_size_bound())
+        record = json.dumps(meta).encode()
+        _write(directory, f"{key}.json", record)  # last: the entry is whole
+        written = len(source) + len(record) + (len(data) if code is not None and
+                                               meta["numba_file"] is None else 0)
+        _keep_within_bound(config.cache_directory(), config.cache_size_bound(), written)
     except OSError as error:
         _LOG.debug("symad: could not write the module cache: %s", error)
 
@@ -417,9 +427,25 @@ def load_entry(key: str, graph):
         return None
 
 
-def _evict(root: str, bound: int) -> None:
+_SIZE_ESTIMATES: dict[str, tuple[int, int]] = {}  # cache root -> (bytes, stores since a scan)
+_SIZE_LOCK = threading.Lock()
+
+
+def _keep_within_bound(root: str, bound: int, written: int) -> None:
+    """After a store of ``written`` bytes: evict if the cache may have passed ``bound``,
+    scanning it only when the running estimate says so or is stale (:data:`RESCAN_EVERY`)."""
+    with _SIZE_LOCK:
+        estimate, stores = _SIZE_ESTIMATES.get(root, (None, 0))
+        if estimate is not None and stores < RESCAN_EVERY and estimate + written <= bound:
+            _SIZE_ESTIMATES[root] = (estimate + written, stores + 1)
+            return
+        _SIZE_ESTIMATES[root] = (_evict(root, bound), 0)
+
+
+def _evict(root: str, bound: int) -> int:
     """Remove the least recently used entries (module files, and numba's module files with
-    the machine code beside them) until the cache holds at most ``EVICT_TO`` of ``bound``."""
+    the machine code beside them) until the cache holds at most ``EVICT_TO`` of ``bound``;
+    return the bytes it holds then."""
     groups: dict[str, list] = {}  # an entry's stem -> [(path, size, mtime)]
     for sub in ("modules", "numba", os.path.join("numba", "__pycache__")):
         directory = os.path.join(root, sub)
@@ -435,7 +461,7 @@ def _evict(root: str, bound: int) -> None:
             groups.setdefault(stem, []).append((entry.path, status.st_size, status.st_mtime))
     total = sum(size for files in groups.values() for _, size, _ in files)
     if total <= bound:
-        return
+        return total
     oldest_first = sorted(groups.values(), key=lambda files: max(m for _, _, m in files))
     for files in oldest_first:
         if total <= EVICT_TO * bound:
@@ -447,3 +473,4 @@ def _evict(root: str, bound: int) -> None:
                 total -= size
             except OSError:
                 pass
+    return total
