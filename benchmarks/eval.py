@@ -581,7 +581,9 @@ def calibrate() -> None:
     one thread, 2^16 points (a cached block), the first quartile of 200 calls."""
     import numexpr
 
-    from symad.compile.numexpr_backend import COST_NS
+    from symad.compile.numexpr_backend import numexpr_form
+    from symad.compile.program import Instruction
+    from symad.primitives import PRIMITIVES
 
     numexpr.set_num_threads(1)
     n = 1 << 16
@@ -598,20 +600,24 @@ def calibrate() -> None:
             samples.append(time.perf_counter() - start)
         return sorted(samples)[len(samples) // 4] / n * 1e9
 
-    infix = {"add": "a + b", "subtract": "a - b", "multiply": "a * b", "divide": "a / b",
-             "power": "a ** b", "negative": "-a"}
-    binary = {"arctan2", "hypot", "maximum", "minimum"}
-    spelled = {"abs": "absolute"}
+    # Every primitive with a measured cost (its stanza's cost_ns), by its own numexpr
+    # spelling and its own NumPy implementation.
     print("name | numexpr ns | numpy ns | in the table")
-    for name, listed in COST_NS.items():
-        text = infix.get(name) or (f"{name}(a, b)" if name in binary else f"{name}(a)")
-        ufunc = getattr(np, spelled.get(name, name))
+    for name, primitive in PRIMITIVES.items():
+        if primitive.cost_ns is None:
+            continue
+        count = 2 if primitive.variadic else primitive.arity
+        instruction = Instruction(count, primitive, tuple(range(count)), (), False)
+        text = numexpr_form(instruction)(["a", "b"][:count])
         x = a + 1.0 if name == "arccosh" else a
-        operands = (x, b) if name in binary or name in infix and name != "negative" else (x,)
-        program = numexpr.NumExpr(text, signature=[("a", np.float64), ("b", np.float64)][:len(operands)])
+        operands = (x, b)[:count]
+        program = numexpr.NumExpr(text, signature=[("a", np.float64), ("b", np.float64)][:count])
         in_numexpr = per_element(functools.partial(program, *operands, out=out, ex_uses_vml=False))
-        in_numpy = per_element(functools.partial(ufunc, *operands, out=out))
-        print(f"{name} | {in_numexpr:.2f} | {in_numpy:.2f} | {listed}")
+        implementation = primitive.numpy_impl
+        if isinstance(implementation, np.ufunc):
+            implementation = functools.partial(implementation, out=out)
+        in_numpy = per_element(functools.partial(implementation, *operands))
+        print(f"{name} | {in_numexpr:.2f} | {in_numpy:.2f} | {primitive.cost_ns}")
     print(f"copy | - | {per_element(lambda: np.copyto(out, a)):.2f} | PASS_NS")
 
 
@@ -632,7 +638,8 @@ def main() -> int:
                         help="also time first calls in new processes, cold and warm cache")
     parser.add_argument("--calibrate", action="store_true",
                         help="measure numexpr's and NumPy's cost per element of each function "
-                             "(symad.compile.numexpr_backend.COST_NS) and stop")
+                             "(the primitives' cost_ns, symad.compile.numexpr_backend.COST_NS) "
+                             "and stop")
     args = parser.parse_args()
     if args.calibrate:
         calibrate()

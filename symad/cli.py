@@ -51,25 +51,31 @@ SPECIAL_HELPERS = ("polygamma_difference", "lambertw1p", "sinpi", "cospi")
 def _functions() -> dict[str, Callable]:
     from symad import numpy as snp
     from symad import special as ssp
-    from symad.primitives import Primitive
+    from symad.primitives import Primitive, stop_gradient_p
 
+    # symad.numpy's functions of numbers (each records the built-in primitive of its name)
+    # that a formula calls by name: not those Python writes as operators (+, -, *, /, **,
+    # negation), not truth-valued ones, not stop_gradient (no derivative to show).
+    operators = {snp.add, snp.subtract, snp.multiply, snp.divide, snp.power, snp.negative}
     table = {
-        name: getattr(snp, name) for name in (
-            "sin", "cos", "tan", "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh",
-            "arcsinh", "arccosh", "arctanh", "exp", "exp2", "expm1", "log", "log2", "log10",
-            "log1p", "sqrt", "cbrt", "abs", "sign", "erf", "erfc", "sigmoid", "softplus",
-            "hypot", "logaddexp", "maximum", "minimum")
+        name: function for name, function in vars(snp).items()
+        if isinstance(getattr(function, "primitive", None), Primitive)
+        and function.primitive.name == name and function.primitive.elementwise
+        and function not in operators and not function.primitive.returns_boolean
+        and not function.primitive.boolean_operands and function.primitive is not stop_gradient_p
     }
+    elementary = list(table.values())
     # Every function symad.special traces, by its SciPy name (gamma, jv, zeta, ...), and the
     # helpers by their primitive's name: the same objects a Python caller traces.
     table.update({name: getattr(ssp, name) for name in ssp.__all__ if name != "SCIPY_UFUNCS"})
     by_primitive = {function.primitive.name: function for function in vars(ssp).values()
                     if isinstance(getattr(function, "primitive", None), Primitive)}
     table.update({name: by_primitive[name] for name in SPECIAL_HELPERS})
-    aliases = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "atan2": "arctan2",
-               "asinh": "arcsinh", "acosh": "arccosh", "atanh": "arctanh", "ln": "log",
-               "max": "maximum", "min": "minimum", "yn": "yv"}
-    table.update({alias: table[name] for alias, name in aliases.items()})
+    # The names SymPy gives the same functions (asin, atan2, max: its classes' names), and ln.
+    table.update({function.primitive._to_sympy.__name__.lower(): function
+                  for function in elementary if isinstance(function.primitive._to_sympy, type)
+                  and function.primitive._to_sympy.__name__.lower() not in table})
+    table.update({"ln": table["log"], "yn": table["yv"]})
     return table
 
 

@@ -1,27 +1,38 @@
-"""Every primitive symad records: its name, SymPy form, NumPy implementation and identities.
+"""Every primitive symad records, one stanza each: everything the system knows about it.
 
-One stanza per primitive keeps what *defines* it together: the name, the
-SymPy expression it records, the NumPy implementation, its spellings for the
-backends and its algebraic identities. The rules of each transform live in
-one table per transform, registered onto these primitives the way
-autograd's ``numpy_vjps.py`` registers onto ``numpy_wrapper``:
-:mod:`symad.rules.partials` (symbolic partial derivatives, written with
-traceable operations) and :mod:`symad.rules.taylor` (Taylor-coefficient
-recurrences). This module imports nothing traced, so the layers stay
-acyclic: graph -> primitives, and rules -> numpy -> tracer -> graph.
+A primitive is declared once, through :func:`register`, and each fact about it
+is a field of that declaration: its name and SymPy form, its NumPy
+implementation, its algebraic identities, its LaTeX spelling, its structural
+facts (finite for finite operands, what an element costs, measured timings)
+and its spelling for every backend -- the NumPy, numexpr, numba and C
+lowerings, and the mpmath and interval interpreters. Backends and printers
+read those fields (:meth:`Primitive.spelling`); none keeps its own table of
+names, and a primitive with no spelling for a backend is the one fallback that
+backend has (evaluated in NumPy, or refused with a message naming it). The
+rules of each transform live in one table per transform, registered onto these
+primitives the way autograd's ``numpy_vjps.py`` registers onto
+``numpy_wrapper``: :mod:`symad.rules.partials` (symbolic partial derivatives,
+written with traceable operations) and :mod:`symad.rules.taylor`
+(Taylor-coefficient recurrences). This module imports nothing traced and no
+backend, so the layers stay acyclic: graph -> primitives, rules -> numpy ->
+tracer -> graph, and every backend -> primitives.
 
 A primitive whose ``partials`` is ``None`` has no rule: differentiating
 through it raises :class:`~symad.errors.DifferentiationError`.
 
->>> sin_p.name, sin_p.numpy_name
-('sin', 'sin')
+>>> sin_p.name, sin_p.numpy_name, sin_p.spelling("c")
+('sin', 'sin', 'sin({0})')
 >>> import sympy
 >>> sin_p.to_sympy((sympy.Symbol("x"),), {})
 sin(x)
+>>> spell(hypot_ratio_p.spelling("numba"), ["a", "b"])
+'(a / np.hypot(a, b))'
 """
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,14 +40,49 @@ import mpmath
 import numpy as np
 import scipy.special
 import sympy
+from mpmath import iv
+from mpmath.libmp.libmpi import mpi_atan, mpi_cosh_sinh
 from sympy.codegen.cfunctions import expm1 as sympy_expm1
 from sympy.codegen.cfunctions import log1p as sympy_log1p
 
 from symad.atoms import is_constant, is_zero_constant, same_atom
 
-__all__ = ["Primitive", "PRIMITIVES"]
+__all__ = ["Primitive", "PRIMITIVES", "BACKENDS", "register", "spell", "FREE", "ARITHMETIC",
+           "NATIVE", "CALL"]
 
 PartialRule = Callable[..., Any]
+
+#: The backends a stanza spells a primitive for (keys of ``Primitive.spellings``):
+#:
+#: * ``"numpy"``, ``"numba"``, ``"c"``: source text. A template over the operands'
+#:   texts, ``"np.tanh({0})"``, or a callable ``form(args, constants) -> text`` (see
+#:   :func:`spell`); for C also ``(form, helper, ...)``, with the C helper functions the
+#:   form calls. The NumPy spelling defaults to ``np.<numpy_name>(...)`` (or
+#:   ``special.<numpy_name>``) where that function is ``numpy_impl`` itself.
+#: * ``"numexpr"``: an expression in numexpr's language, as a tree ``(operator,
+#:   operand, ...)``: the operator a numexpr function name (``"tanh"``) or operator
+#:   (``"+"``, ``"<"``, ``"~"``, ``"-"`` with one operand for negation), each operand
+#:   an int (the primitive's operand at that position), a string (a numeric literal,
+#:   ``"1"``) or a tree; ``...`` as the only operand stands for all of them (``a + b + ...``),
+#:   and a bare int is that operand itself. The numexpr backend writes both its string
+#:   programs and its virtual machine's three-address code from it.
+#: * ``"mpmath"``: a callable on mpmath numbers, with NumPy's real semantics.
+#: * ``"interval"``: a callable on ``mpmath.iv`` intervals returning an enclosure, or a
+#:   helper kind ``(kind, {parameter: value})`` that the interval backend builds from
+#:   the primitive's mpmath spelling (``("monotone", {"lower": 0})``).
+BACKENDS = ("numpy", "numexpr", "numba", "c", "mpmath", "interval")
+
+#: ``Primitive.cost``, what one element costs, in classes the compilers compare against:
+#: passes an operand through (stop_gradient);
+FREE = 0
+#: one arithmetic instruction (``+ - * /``, negation): the numexpr planner recomputes such
+#: a shared value in each consumer rather than storing it;
+ARITHMETIC = 1
+#: a few machine instructions, no library call (abs, sign, maximum, sqrt, comparisons,
+#: where): loop nests recompute such a value wherever it is read;
+NATIVE = 2
+#: a call of a mathematical library function (exp, sin, erf, ...): computed once and stored.
+CALL = 3
 
 
 class Primitive:
@@ -44,7 +90,9 @@ class Primitive:
 
     Args:
         name: the primitive's name, as printed in errors.
-        to_sympy: builds the node's SymPy expression from operand atoms.
+        to_sympy: builds the node's SymPy expression from operand atoms (a SymPy function
+            class where there is one: ``sd.from_sympy`` imports that class as this
+            primitive).
         numpy_impl: evaluates the primitive on NumPy arrays or floats.
         partials: usually registered later by :mod:`symad.rules.partials`
             (custom primitives pass theirs here): one rule per argument, each ``rule(out, *args) -> value or
@@ -59,9 +107,9 @@ class Primitive:
             such as ``x * 1 -> x`` applied before recording.
         folds_constants: constant operands are evaluated exactly by SymPy.
         variadic: takes any number of operands.
-        numpy_name: the NumPy spelling, for generated code and dispatch.
-        numexpr_name: the numexpr spelling, or None where numexpr lacks it
-            (the translation table of the numexpr lowering).
+        numpy_name: the name of ``numpy_impl`` in ``numpy`` or ``scipy.special``: generated
+            NumPy code calls it by that name (unless the stanza gives a ``numpy`` spelling);
+            None where ``numpy_impl`` is no such function (generated code then binds it).
         returns_boolean: the result is a truth value (comparisons).
         boolean_operands: operand positions that take truth values (the
             condition of ``where``); the builder converts other operands.
@@ -75,6 +123,25 @@ class Primitive:
             their own rules).
         shape_rule: ``shape_rule(operand_shapes, params) -> shape`` for an
             array primitive (elementwise ones broadcast).
+        numpy, numexpr, numba, c, mpmath, interval: the primitive's spelling for each
+            backend (see :data:`BACKENDS`); None where the backend has none.
+        latex: how symad's LaTeX printer writes the SymPy form ``to_sympy`` builds: a
+            function name (``r"\\sigma"``, printed ``\\sigma{\\left(x \\right)}``) or
+            ``latex(printer, expr, exp) -> text`` (``exp``: a power to raise it to, or None);
+            None: as SymPy prints it.
+        printed: ``printed(*args) -> SymPy expression``, the form a formula shows the node
+            as where it differs from ``to_sympy`` (sech as ``1/cosh``); None: ``to_sympy``.
+        finite: the value is finite whenever the operands are (overflow aside): reverse
+            mode keeps a ``where``'s mask through products with it.
+        cost: what an element costs (:data:`FREE`, :data:`ARITHMETIC`, :data:`NATIVE` or
+            :data:`CALL`).
+        cost_ns: ``(numexpr, numpy)``: nanoseconds per float64 element in numexpr's machine
+            and in NumPy, or None. Measured 2026-11-25 on the project's 2-core machine (AMD
+            EPYC with AVX-512; numexpr 2.14.2 without Intel's VML, which calls libm once
+            per element; NumPy 2.4.6, whose SIMD loops make most functions 4-13x faster),
+            one thread, blocks of 2^16 points in cache; ``python benchmarks/eval.py
+            --calibrate`` measures them again. The numexpr backend computes in NumPy what
+            NumPy computes faster (``symad.compile.numexpr_backend.NUMPY_IS_FASTER``).
     """
 
     def __init__(
@@ -90,11 +157,21 @@ class Primitive:
         folds_constants: bool = True,
         variadic: bool = False,
         numpy_name: str | None = None,
-        numexpr_name: str | None = None,
         returns_boolean: bool = False,
         boolean_operands: tuple[int, ...] = (),
         kind: str = "elementwise",
         shape_rule: Callable | None = None,
+        numpy: Any = None,
+        numexpr: Any = None,
+        numba: Any = None,
+        c: Any = None,
+        mpmath: Any = None,
+        interval: Any = None,
+        latex: str | Callable | None = None,
+        printed: Callable | None = None,
+        finite: bool = False,
+        cost: int = CALL,
+        cost_ns: tuple[float, float] | None = None,
     ):
         self.name = name
         self._to_sympy = to_sympy
@@ -110,7 +187,6 @@ class Primitive:
         self.folds_constants = folds_constants
         self.variadic = variadic
         self.numpy_name = numpy_name
-        self.numexpr_name = numexpr_name
         self.returns_boolean = returns_boolean
         self.boolean_operands = boolean_operands
         self.kind = kind
@@ -119,9 +195,26 @@ class Primitive:
         #: Reverse mode of a linear or bilinear array primitive (symad.rules.transposes):
         #: ``transpose(cotangent, node, operand_index, lead) -> cotangent of that operand``.
         self.transpose = None
+        given = {"numpy": numpy, "numexpr": numexpr, "numba": numba, "c": c, "mpmath": mpmath,
+                 "interval": interval}
+        #: backend name -> spelling (see BACKENDS); a backend missing here has none
+        self.spellings: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+        self.latex = latex
+        self.printed = printed
+        self.finite = finite
+        self.cost = cost
+        self.cost_ns = cost_ns
 
     def to_sympy(self, args: Sequence, params: dict) -> sympy.Basic:
         return self._to_sympy(*args, **params)
+
+    def spelling(self, backend: str):
+        """This primitive's spelling for ``backend`` (one of :data:`BACKENDS`), or None.
+
+        Every backend finds a primitive's spelling here, and only here: a primitive
+        without one is that backend's one fallback (NumPy, or a clear refusal).
+        """
+        return self.spellings.get(backend)
 
     @property
     def has_partials(self) -> bool:
@@ -147,9 +240,232 @@ class Primitive:
 PRIMITIVES: dict[str, Primitive] = {}
 
 
-def _register(primitive: Primitive) -> Primitive:
+def register(primitive: Primitive) -> Primitive:
+    """Add ``primitive`` to the catalogue (:data:`PRIMITIVES`, by name) and return it.
+
+    >>> double = register(Primitive("double_example", lambda x: 2 * x, lambda x: 2 * x,
+    ...                             numba="(2.0 * {0})", c="2.0 * {0}"))
+    >>> PRIMITIVES["double_example"] is double, spell(double.spelling("c"), ["t0"])
+    (True, '2.0 * t0')
+    >>> del PRIMITIVES["double_example"]
+    """
+    unknown = set(primitive.spellings) - set(BACKENDS)
+    if unknown:
+        raise ValueError(f"register({primitive.name!r}): no backend named {sorted(unknown)}; "
+                         f"the backends are {', '.join(BACKENDS)}")
     PRIMITIVES[primitive.name] = primitive
     return primitive
+
+
+_register = register  # the array primitives' module registers through this name too
+
+
+# ---------------------------------------------------------------------------
+# Source spellings: templates and the few forms a template cannot write
+# ---------------------------------------------------------------------------
+
+
+def spell(form, args: Sequence[str], constants: Sequence = ()) -> str:
+    """The source text of ``form`` applied to the operand texts ``args``.
+
+    ``form`` is a template (``"np.hypot({0}, {1})"``, formatted with ``args``) or a
+    callable ``form(args, constants)``, where ``constants`` holds each operand's value
+    if it is a constant (a float), None if not, as far as the caller knows them.
+
+    >>> spell("atan2({0}, {1})", ["y", "x"]), spell(infix("+"), ["a", "b", "c"])
+    ('atan2(y, x)', '(a + b + c)')
+    """
+    if isinstance(form, str):
+        return form.format(*args)
+    return form(args, constants)
+
+
+def joined(separator: str) -> Callable:
+    """``a<separator>b<separator>...``: an operator over any number of operands."""
+    return lambda args, constants=(): separator.join(args)
+
+
+def infix(symbol: str) -> Callable:
+    """``(a <symbol> b <symbol> ...)``."""
+    return lambda args, constants=(): "(" + f" {symbol} ".join(args) + ")"
+
+
+def nested(function: str) -> Callable:
+    """``function(function(a, b), c)``: a binary function folded over the operands."""
+
+    def form(args, constants=()):
+        text = args[0]
+        for arg in args[1:]:
+            text = f"{function}({text}, {arg})"
+        return text
+
+    return form
+
+
+def stacked(reduction: str) -> Callable:
+    """``reduction(np.stack(np.broadcast_arrays(a, b, ...)), axis=0)``."""
+    return lambda args, constants=(): (f"{reduction}(np.stack(np.broadcast_arrays("
+                                       f"{', '.join(args)})), axis=0)")
+
+
+#: Sums of more terms than this are spelled without one nested expression per term.
+MAX_INFIX_TERMS = 64
+
+
+def python_sum(args: Sequence[str], constants: Sequence = ()) -> str:
+    """``a + b + ...`` left to right, as NumPy evaluates the add primitive.
+
+    Python's compiler recurses once per ``+`` of a chain and fails past about
+    a thousand terms, so a longer sum is a ``functools.reduce`` over a flat
+    tuple: the same additions in the same order, the same rounding.
+
+    >>> python_sum(["v0", "v1"])
+    '(v0 + v1)'
+    >>> python_sum([f"v{i}" for i in range(100)])[:47]
+    'functools.reduce(operator.add, (v0, v1, v2, v3,'
+    """
+    if len(args) <= MAX_INFIX_TERMS:
+        return "(" + " + ".join(args) + ")"
+    return f"functools.reduce(operator.add, ({', '.join(args)}))"
+
+
+def _c_power(args: Sequence[str], constants: Sequence = ()) -> str:
+    """C for ``base ** exponent``: exactly rounded either way, x**1, x**2 and x**-1 need
+    no pow() call; a traced exponent (x**y, 2.0**y) is pow() as NumPy computes it."""
+    base, exponent = args
+    value = constants[1] if len(constants) > 1 else None
+    if value is not None:
+        if value == 1:
+            return base
+        if value == 2:
+            return f"{base} * {base}"
+        if value == -1:
+            return f"1.0 / {base}"
+    return f"pow({base}, {exponent})"
+
+
+def _c_logsumexp(args: Sequence[str], constants: Sequence = ()) -> str:
+    return f"symad_logsumexp({len(args)}, (const double[]){{{', '.join(args)}}})"
+
+
+# C helpers the C spellings call: NumPy's semantics where C's differ, stable forms.
+_C_MAXIMUM = ("static double symad_maximum(double a, double b) "
+              "{ return (a != a || b != b) ? a + b : (a > b ? a : b); }")
+_C_MINIMUM = ("static double symad_minimum(double a, double b) "
+              "{ return (a != a || b != b) ? a + b : (a < b ? a : b); }")
+_C_SIGN = "static double symad_sign(double x) { return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : x); }"
+_C_SIGMOID = ("static double symad_sigmoid(double x) "
+              "{ if (x >= 0.0) return 1.0 / (1.0 + exp(-x)); double e = exp(x); return e / (1.0 + e); }")
+_C_SOFTPLUS = ("static double symad_softplus(double x) "
+               "{ return (x > 0.0 ? x : 0.0) + log1p(exp(-fabs(x))); }")
+_C_LOGADDEXP = ("static double symad_logaddexp(double a, double b) "
+                "{ if (a == b) return a + 0.69314718055994530942; "
+                "double m = a > b ? a : b; return m + log1p(exp(-fabs(a - b))); }")
+_C_LOGSUMEXP = ("static double symad_logsumexp(int n, const double *v) "
+                "{ double m = v[0], s = 0.0; int i; "
+                "for (i = 1; i < n; i++) if (v[i] > m || v[i] != v[i]) m = v[i]; "
+                "if (m != m || m == HUGE_VAL || m == -HUGE_VAL) return m; "
+                "for (i = 0; i < n; i++) s += exp(v[i] - m); return m + log(s); }")
+
+
+# ---------------------------------------------------------------------------
+# mpmath and interval implementations: NumPy's real semantics at any precision
+# ---------------------------------------------------------------------------
+
+NAN = mpmath.mpf("nan")
+
+
+def _mp_divide(a, b):
+    if b == 0:  # mpmath raises; IEEE gives a signed infinity, or nan for 0/0 and nan/0
+        return NAN if a == 0 or mpmath.isnan(a) else mpmath.inf * mpmath.sign(a)
+    return a / b
+
+
+def _mp_power(a, b):
+    if a == 0 and b < 0:
+        return mpmath.inf
+    return mpmath.power(a, b)
+
+
+def _mp_cbrt(x):
+    return mpmath.sign(x) * mpmath.cbrt(abs(x))  # the real cube root (mpmath's is the principal one)
+
+
+def _mp_extremum(choose):
+    def extremum(*args):
+        if any(mpmath.isnan(a) for a in args):
+            return NAN  # NumPy's maximum and minimum propagate nan
+        return choose(args)
+
+    return extremum
+
+
+def _mp_logaddexp(*args):
+    largest = max(args)
+    if mpmath.isinf(largest):
+        return largest
+    return largest + mpmath.log(mpmath.fsum(mpmath.exp(a - largest) for a in args))
+
+
+def _mp_sign(x):
+    return NAN if mpmath.isnan(x) else mpmath.mpf(mpmath.sign(x))
+
+
+def _mp_select(condition, if_true, if_false):
+    return if_true if condition else if_false
+
+
+def _iv_sum(*terms):
+    return functools.reduce(operator.add, terms)
+
+
+def _iv_atan(x):
+    return iv.make_mpf(mpi_atan(x._mpi_, iv.prec))
+
+
+def _iv_cosh(x):
+    return iv.make_mpf(mpi_cosh_sinh(x._mpi_, iv.prec)[0])
+
+
+def _iv_sinh(x):
+    return iv.make_mpf(mpi_cosh_sinh(x._mpi_, iv.prec)[1])
+
+
+def _identity(x):
+    return x
+
+
+def _one_minus_square(x):
+    return (1 - x) * (1 + x)  # numbers, mpmath numbers and intervals alike
+
+
+# ---------------------------------------------------------------------------
+# LaTeX spellings that are more than a function name
+# ---------------------------------------------------------------------------
+
+
+def _latex_log(printer, expr, exp=None):
+    # SymPy prints log(x)**2 as \log{(x)}^{2}, which reads as log(x^2); write \log^{2} like \sin^{2}.
+    name = r"\ln" if printer._settings["ln_notation"] else r"\log"
+    return printer._function_call(name, expr, exp)
+
+
+def _latex_sech(printer, expr, exp=None):
+    # 1/cosh: as readable as \operatorname{sech}, and every LaTeX reader knows \cosh.
+    cosh = printer._function_call(r"\cosh", expr, exp)
+    return rf"\frac{{1}}{{{cosh}}}"
+
+
+def _latex_cbrt(printer, expr, exp=None):
+    root = rf"\sqrt[3]{{{printer._print(expr.args[0])}}}"
+    return root if exp is None else rf"\left({root}\right)^{{{exp}}}"
+
+
+def _printed_sech(x):
+    # 1/cosh as a power, so that a product prints it as a denominator: 2 tanh(x)/cosh^2(x),
+    # not 2 tanh(x) (1/cosh^2(x)).
+    return sympy.Pow(sympy.cosh(x, evaluate=False), -1, evaluate=False) if not x.is_Number \
+        else sympy.sech(x)
 
 
 # ---------------------------------------------------------------------------
@@ -454,31 +770,44 @@ def _simplify_stop_gradient(builder, args):
 
 
 # ---------------------------------------------------------------------------
-# The table: names, SymPy forms, NumPy implementations, identities, spellings.
-# The derivative rules are registered onto these by symad/rules/partials.py
-# (symbolic partials) and symad/rules/taylor.py (Taylor recurrences).
+# The catalogue: one stanza per primitive. The derivative rules are registered onto
+# these by symad/rules/partials.py (symbolic partials) and symad/rules/taylor.py
+# (Taylor recurrences); symad/numpy.py gives each its NumPy name.
 # ---------------------------------------------------------------------------
 
 # -- arithmetic --------------------------------------------------------------
 
-add_p = _register(Primitive(
+add_p = register(Primitive(
     "add", lambda *a: sympy.Add(*a), lambda *a: _sum_arrays(a),
-    commutative=True, simplify=_simplify_add, variadic=True, numpy_name="add", numexpr_name="+"))
-sub_p = _register(Primitive(
-    "subtract", lambda a, b: a - b, np.subtract, arity=2,
-    simplify=_simplify_sub, numpy_name="subtract", numexpr_name="-"))
-mul_p = _register(Primitive(
-    "multiply", lambda a, b: a * b, np.multiply, arity=2,
-    commutative=True, simplify=_simplify_mul, numpy_name="multiply", numexpr_name="*"))
-div_p = _register(Primitive(
-    "divide", lambda a, b: a / b, np.true_divide, arity=2,
-    simplify=_simplify_div, numpy_name="true_divide", numexpr_name="/"))
-neg_p = _register(Primitive(
-    "negative", lambda a: -a, np.negative,
-    simplify=_simplify_neg, numpy_name="negative", numexpr_name="-"))
-pow_p = _register(Primitive(
-    "power", lambda a, b: a**b, np.power, arity=2,
-    simplify=_simplify_pow, numpy_name="power", numexpr_name="**"))
+    commutative=True, simplify=_simplify_add, variadic=True,
+    numpy=python_sum, numexpr=("+", ...), numba=infix("+"), c=joined(" + "),
+    mpmath=lambda *terms: mpmath.fsum(terms), interval=_iv_sum,
+    finite=True, cost=ARITHMETIC, cost_ns=(0.43, 0.26)))
+sub_p = register(Primitive(
+    "subtract", lambda a, b: a - b, np.subtract, arity=2, simplify=_simplify_sub,
+    numpy_name="subtract", numexpr=("-", 0, 1), numba="({0} - {1})", c="{0} - {1}",
+    mpmath=operator.sub, interval=operator.sub,
+    finite=True, cost=ARITHMETIC, cost_ns=(0.43, 0.26)))
+mul_p = register(Primitive(
+    "multiply", lambda a, b: a * b, np.multiply, arity=2, commutative=True,
+    simplify=_simplify_mul, numpy_name="multiply",
+    numexpr=("*", 0, 1), numba="({0} * {1})", c="{0} * {1}",
+    mpmath=operator.mul, interval=operator.mul,
+    finite=True, cost=ARITHMETIC, cost_ns=(0.36, 0.26)))
+div_p = register(Primitive(
+    "divide", lambda a, b: a / b, np.true_divide, arity=2, simplify=_simplify_div,
+    numpy_name="true_divide", numexpr=("/", 0, 1), numba="({0} / {1})", c="{0} / {1}",
+    mpmath=_mp_divide, interval=operator.truediv,
+    cost=ARITHMETIC, cost_ns=(0.70, 0.33)))
+neg_p = register(Primitive(
+    "negative", lambda a: -a, np.negative, simplify=_simplify_neg, numpy_name="negative",
+    numexpr=("-", 0), numba="(-{0})", c="-{0}", mpmath=operator.neg, interval=operator.neg,
+    finite=True, cost=ARITHMETIC, cost_ns=(0.26, 0.19)))
+# cost_ns: a variable or non-integral exponent (numexpr writes integral ones as products)
+pow_p = register(Primitive(
+    "power", lambda a, b: a**b, np.power, arity=2, simplify=_simplify_pow, numpy_name="power",
+    numexpr=("**", 0, 1), numba="({0} ** {1})", c=_c_power,
+    mpmath=_mp_power, interval=("power", {}), cost_ns=(9.96, 2.26)))
 
 
 def _sum_arrays(terms):
@@ -490,122 +819,252 @@ def _sum_arrays(terms):
 
 # -- roots, exponentials, logarithms -----------------------------------------
 
-sqrt_p = _register(Primitive("sqrt", sympy.sqrt, np.sqrt, numpy_name="sqrt", numexpr_name="sqrt"))
-cbrt_p = _register(Primitive("cbrt", cbrt, np.cbrt, numpy_name="cbrt"))
-exp_p = _register(Primitive("exp", sympy.exp, np.exp, numpy_name="exp", numexpr_name="exp"))
-exp2_p = _register(Primitive("exp2", lambda x: 2**x, np.exp2, numpy_name="exp2"))
-expm1_p = _register(Primitive(
-    "expm1", sympy_expm1, np.expm1, numpy_name="expm1", numexpr_name="expm1"))
-log_p = _register(Primitive("log", sympy.log, np.log, numpy_name="log", numexpr_name="log"))
-log2_p = _register(Primitive("log2", lambda x: sympy.log(x, 2), np.log2, numpy_name="log2"))
-log10_p = _register(Primitive(
-    "log10", lambda x: sympy.log(x, 10), np.log10, numpy_name="log10", numexpr_name="log10"))
-log1p_p = _register(Primitive(
-    "log1p", sympy_log1p, np.log1p, numpy_name="log1p", numexpr_name="log1p"))
+sqrt_p = register(Primitive(
+    "sqrt", sympy.sqrt, np.sqrt, numpy_name="sqrt",
+    numexpr=("sqrt", 0), numba="np.sqrt({0})", c="sqrt({0})",
+    mpmath=mpmath.sqrt, interval=("clipped", {"function": iv.sqrt, "lower": 0}),
+    cost=NATIVE, cost_ns=(2.34, 1.20)))
+cbrt_p = register(Primitive(
+    "cbrt", cbrt, np.cbrt, numpy_name="cbrt", numba="np.cbrt({0})", c="cbrt({0})",
+    mpmath=_mp_cbrt, interval=("monotone", {}), latex=_latex_cbrt, finite=True))
+exp_p = register(Primitive(
+    "exp", sympy.exp, np.exp, numpy_name="exp",
+    numexpr=("exp", 0), numba="np.exp({0})", c="exp({0})", mpmath=mpmath.exp, interval=iv.exp,
+    finite=True, cost_ns=(4.13, 0.82)))
+exp2_p = register(Primitive(
+    "exp2", lambda x: 2**x, np.exp2, numpy_name="exp2", numba="np.exp2({0})", c="exp2({0})",
+    mpmath=lambda x: mpmath.power(2, x), interval=("monotone", {}), finite=True))
+expm1_p = register(Primitive(
+    "expm1", sympy_expm1, np.expm1, numpy_name="expm1",
+    numexpr=("expm1", 0), numba="np.expm1({0})", c="expm1({0})",
+    mpmath=mpmath.expm1, interval=("monotone", {}), latex=r"\operatorname{expm1}",
+    finite=True, cost_ns=(7.19, 1.18)))
+log_p = register(Primitive(
+    "log", sympy.log, np.log, numpy_name="log",
+    numexpr=("log", 0), numba="np.log({0})", c="log({0})",
+    mpmath=mpmath.log, interval=("clipped", {"function": iv.log, "lower": 0}),
+    latex=_latex_log, cost_ns=(3.33, 0.82)))
+log2_p = register(Primitive(
+    "log2", lambda x: sympy.log(x, 2), np.log2, numpy_name="log2",
+    numexpr=("log2", 0), numba="np.log2({0})", c="log2({0})",
+    mpmath=lambda x: mpmath.log(x, 2), interval=("monotone", {"lower": 0}),
+    cost_ns=(3.60, 0.93)))
+log10_p = register(Primitive(
+    "log10", lambda x: sympy.log(x, 10), np.log10, numpy_name="log10",
+    numexpr=("log10", 0), numba="np.log10({0})", c="log10({0})",
+    mpmath=mpmath.log10, interval=("monotone", {"lower": 0}), cost_ns=(6.17, 0.88)))
+log1p_p = register(Primitive(
+    "log1p", sympy_log1p, np.log1p, numpy_name="log1p",
+    numexpr=("log1p", 0), numba="np.log1p({0})", c="log1p({0})",
+    mpmath=mpmath.log1p, interval=("monotone", {"lower": -1}), latex=r"\operatorname{log1p}",
+    cost_ns=(6.95, 1.04)))
 
 # -- trigonometric and hyperbolic ----------------------------------------------
 
-sin_p = _register(Primitive("sin", sympy.sin, np.sin, numpy_name="sin", numexpr_name="sin"))
-cos_p = _register(Primitive("cos", sympy.cos, np.cos, numpy_name="cos", numexpr_name="cos"))
-tan_p = _register(Primitive("tan", sympy.tan, np.tan, numpy_name="tan", numexpr_name="tan"))
-arcsin_p = _register(Primitive(
-    "arcsin", sympy.asin, np.arcsin, numpy_name="arcsin", numexpr_name="arcsin"))
-arccos_p = _register(Primitive(
-    "arccos", sympy.acos, np.arccos, numpy_name="arccos", numexpr_name="arccos"))
-arctan_p = _register(Primitive(
-    "arctan", sympy.atan, np.arctan, numpy_name="arctan", numexpr_name="arctan"))
-arctan2_p = _register(Primitive(
-    "arctan2", sympy.atan2, np.arctan2, arity=2, numpy_name="arctan2", numexpr_name="arctan2"))
-sinh_p = _register(Primitive("sinh", sympy.sinh, np.sinh, numpy_name="sinh", numexpr_name="sinh"))
-cosh_p = _register(Primitive("cosh", sympy.cosh, np.cosh, numpy_name="cosh", numexpr_name="cosh"))
-tanh_p = _register(Primitive("tanh", sympy.tanh, np.tanh, numpy_name="tanh", numexpr_name="tanh"))
+sin_p = register(Primitive(
+    "sin", sympy.sin, np.sin, numpy_name="sin",
+    numexpr=("sin", 0), numba="np.sin({0})", c="sin({0})", mpmath=mpmath.sin, interval=iv.sin,
+    finite=True, cost_ns=(8.32, 8.11)))
+cos_p = register(Primitive(
+    "cos", sympy.cos, np.cos, numpy_name="cos",
+    numexpr=("cos", 0), numba="np.cos({0})", c="cos({0})", mpmath=mpmath.cos, interval=iv.cos,
+    finite=True, cost_ns=(8.18, 7.99)))
+tan_p = register(Primitive(
+    "tan", sympy.tan, np.tan, numpy_name="tan",
+    numexpr=("tan", 0), numba="np.tan({0})", c="tan({0})", mpmath=mpmath.tan, interval=iv.tan,
+    cost_ns=(8.84, 1.35)))
+arcsin_p = register(Primitive(
+    "arcsin", sympy.asin, np.arcsin, numpy_name="arcsin",
+    numexpr=("arcsin", 0), numba="np.arcsin({0})", c="asin({0})",
+    mpmath=mpmath.asin, interval=("monotone", {"lower": -1, "upper": 1}),
+    cost_ns=(10.18, 1.26)))
+arccos_p = register(Primitive(
+    "arccos", sympy.acos, np.arccos, numpy_name="arccos",
+    numexpr=("arccos", 0), numba="np.arccos({0})", c="acos({0})",
+    mpmath=mpmath.acos, interval=("monotone", {"increasing": False, "lower": -1, "upper": 1}),
+    cost_ns=(10.14, 1.36)))
+arctan_p = register(Primitive(
+    "arctan", sympy.atan, np.arctan, numpy_name="arctan",
+    numexpr=("arctan", 0), numba="np.arctan({0})", c="atan({0})",
+    mpmath=mpmath.atan, interval=_iv_atan, finite=True, cost_ns=(8.23, 1.24)))
+arctan2_p = register(Primitive(
+    "arctan2", sympy.atan2, np.arctan2, arity=2, numpy_name="arctan2",
+    numexpr=("arctan2", 0, 1), numba="np.arctan2({0}, {1})", c="atan2({0}, {1})",
+    mpmath=mpmath.atan2, interval=iv.atan2, finite=True, cost_ns=(15.09, 2.22)))
+sinh_p = register(Primitive(
+    "sinh", sympy.sinh, np.sinh, numpy_name="sinh",
+    numexpr=("sinh", 0), numba="np.sinh({0})", c="sinh({0})", mpmath=mpmath.sinh,
+    interval=_iv_sinh, finite=True, cost_ns=(10.83, 1.18)))
+cosh_p = register(Primitive(
+    "cosh", sympy.cosh, np.cosh, numpy_name="cosh",
+    numexpr=("cosh", 0), numba="np.cosh({0})", c="cosh({0})", mpmath=mpmath.cosh,
+    interval=_iv_cosh, finite=True, cost_ns=(7.54, 0.98)))
+tanh_p = register(Primitive(
+    "tanh", sympy.tanh, np.tanh, numpy_name="tanh",
+    numexpr=("tanh", 0), numba="np.tanh({0})", c="tanh({0})", mpmath=mpmath.tanh,
+    interval=("monotone", {}), finite=True, cost_ns=(11.37, 1.71)))
 # sech is tanh's derivative rule (tanh' = sech**2, sech' = -sech*tanh): unlike
 # cosh**-2 it never overflows, so no 0 * inf appears at any order for large |x|.
-sech_p = _register(Primitive("sech", sympy.sech, lambda x: 1 / np.cosh(x), numpy_name="sech"))
-arcsinh_p = _register(Primitive(
-    "arcsinh", sympy.asinh, np.arcsinh, numpy_name="arcsinh", numexpr_name="arcsinh"))
-arccosh_p = _register(Primitive(
-    "arccosh", sympy.acosh, np.arccosh, numpy_name="arccosh", numexpr_name="arccosh"))
-arctanh_p = _register(Primitive(
-    "arctanh", sympy.atanh, np.arctanh, numpy_name="arctanh", numexpr_name="arctanh"))
+# Its cost is cosh's (the division adds well under a nanosecond).
+sech_p = register(Primitive(
+    "sech", sympy.sech, lambda x: 1 / np.cosh(x),
+    # 1/cosh everywhere: cosh's inf past |x| = 710 gives the right 0
+    numpy="(1.0 / np.cosh({0}))", numexpr=("/", "1", ("cosh", 0)),
+    numba="(1.0 / np.cosh({0}))", c="1.0 / cosh({0})",
+    mpmath=mpmath.sech, interval=("even", {"increasing": False}),
+    latex=_latex_sech, printed=_printed_sech, cost_ns=(7.54, 0.98)))
+arcsinh_p = register(Primitive(
+    "arcsinh", sympy.asinh, np.arcsinh, numpy_name="arcsinh",
+    numexpr=("arcsinh", 0), numba="np.arcsinh({0})", c="asinh({0})",
+    mpmath=mpmath.asinh, interval=("monotone", {}), cost_ns=(20.40, 2.08)))
+arccosh_p = register(Primitive(
+    "arccosh", sympy.acosh, np.arccosh, numpy_name="arccosh",
+    numexpr=("arccosh", 0), numba="np.arccosh({0})", c="acosh({0})",
+    mpmath=mpmath.acosh, interval=("monotone", {"lower": 1}), cost_ns=(18.05, 2.17)))
+arctanh_p = register(Primitive(
+    "arctanh", sympy.atanh, np.arctanh, numpy_name="arctanh",
+    numexpr=("arctanh", 0), numba="np.arctanh({0})", c="atanh({0})",
+    mpmath=mpmath.atanh, interval=("monotone", {"lower": -1, "upper": 1}),
+    cost_ns=(20.13, 1.58)))
 # 1 - x**2 as one primitive, for the partials of arcsin, arccos and arctanh: its value
 # is (1 - x)(1 + x), exact near |x| = 1 where 1 - x*x loses half the digits, and its
 # own partial is -2x, where the product rule on (1 - x)(1 + x) gives (1 - x) - (1 + x),
 # which cancels near 0 (arcsin''(1e-20) was 0, not 1e-20).
-one_minus_square_p = _register(Primitive(
-    "one_minus_square", lambda x: 1 - x**2, lambda x: (1 - x) * (1 + x), numpy_name=None))
+one_minus_square_p = register(Primitive(
+    "one_minus_square", lambda x: 1 - x**2, lambda x: (1 - x) * (1 + x), numpy_name=None,
+    numpy="((1.0 - {0}) * (1.0 + {0}))", numba="((1.0 - {0}) * (1.0 + {0}))",
+    c="(1.0 - {0}) * (1.0 + {0})", mpmath=_one_minus_square, interval=_one_minus_square,
+    cost=NATIVE))
 
 # -- piecewise and two-argument smooth functions ------------------------------
 
-abs_p = _register(Primitive("abs", sympy.Abs, np.abs, numpy_name="abs", numexpr_name="abs"))
-sign_p = _register(Primitive("sign", sympy.sign, np.sign, numpy_name="sign"))
-maximum_p = _register(Primitive(
-    "maximum", sympy.Max, np.maximum, arity=2, commutative=True, numpy_name="maximum"))
-minimum_p = _register(Primitive(
-    "minimum", sympy.Min, np.minimum, arity=2, commutative=True, numpy_name="minimum"))
-reduce_max_p = _register(Primitive(
+abs_p = register(Primitive(
+    "abs", sympy.Abs, np.abs, numpy_name="abs",
+    numexpr=("abs", 0), numba="np.abs({0})", c="fabs({0})", mpmath=abs, interval=abs,
+    finite=True, cost=NATIVE, cost_ns=(1.75, 0.18)))
+sign_p = register(Primitive(
+    "sign", sympy.sign, np.sign, numpy_name="sign",
+    numexpr=("sign", 0), numba="np.sign({0})", c=("symad_sign({0})", _C_SIGN),
+    mpmath=_mp_sign, interval=("endpoints", {}), finite=True, cost=NATIVE, cost_ns=(1.68, 0.58)))
+maximum_p = register(Primitive(
+    "maximum", sympy.Max, np.maximum, arity=2, commutative=True, numpy_name="maximum",
+    numexpr=("maximum", 0, 1), numba="np.maximum({0}, {1})",
+    c=("symad_maximum({0}, {1})", _C_MAXIMUM),
+    mpmath=_mp_extremum(max), interval=("extremum", {"choose": max}),
+    finite=True, cost=NATIVE, cost_ns=(2.25, 0.29)))
+minimum_p = register(Primitive(
+    "minimum", sympy.Min, np.minimum, arity=2, commutative=True, numpy_name="minimum",
+    numexpr=("minimum", 0, 1), numba="np.minimum({0}, {1})",
+    c=("symad_minimum({0}, {1})", _C_MINIMUM),
+    mpmath=_mp_extremum(min), interval=("extremum", {"choose": min}),
+    finite=True, cost=NATIVE, cost_ns=(2.25, 0.29)))
+reduce_max_p = register(Primitive(
     "reduce_max", lambda *a: sympy.Max(*a), lambda *a: np.max(np.stack(np.broadcast_arrays(*a)), axis=0),
-    commutative=True, variadic=True))
-reduce_min_p = _register(Primitive(
+    commutative=True, variadic=True,
+    numpy=stacked("np.max"), numba=nested("np.maximum"), c=(nested("symad_maximum"), _C_MAXIMUM),
+    mpmath=_mp_extremum(max), interval=("extremum", {"choose": max}), finite=True, cost=NATIVE))
+reduce_min_p = register(Primitive(
     "reduce_min", lambda *a: sympy.Min(*a), lambda *a: np.min(np.stack(np.broadcast_arrays(*a)), axis=0),
-    commutative=True, variadic=True))
-hypot_p = _register(Primitive(
+    commutative=True, variadic=True,
+    numpy=stacked("np.min"), numba=nested("np.minimum"), c=(nested("symad_minimum"), _C_MINIMUM),
+    mpmath=_mp_extremum(min), interval=("extremum", {"choose": min}), finite=True, cost=NATIVE))
+hypot_p = register(Primitive(
     "hypot", lambda a, b: sympy.sqrt(a**2 + b**2), np.hypot, arity=2,
-    commutative=True, numpy_name="hypot"))
+    commutative=True, numpy_name="hypot",
+    numexpr=("hypot", 0, 1), numba="np.hypot({0}, {1})", c="hypot({0}, {1})",
+    mpmath=mpmath.hypot, interval=lambda a, b: iv.sqrt(a**2 + b**2),
+    finite=True, cost_ns=(16.92, 16.55)))
 # a / hypot(a, b), the partial of hypot (the cosine of the angle of (a, b)), as tanh' = sech**2
 # uses sech: its partials b**2/h**3 and -a b/h**3 are written as products of the pair
 # hypot_ratio(b, a)**2 / h and -hypot_ratio(a, b) hypot_ratio(b, a) / h, which never
 # cancel. Differentiating the quotient a / h instead gives 1/h - (a/h)**2/h, which loses
 # (a/b)**2 of its digits (hypot(x, 2)'' at x = 1e20 was 0, not 4e-60).
-hypot_ratio_p = _register(Primitive(
+hypot_ratio_p = register(Primitive(
     "hypot_ratio", lambda a, b: a / sympy.sqrt(a**2 + b**2), lambda a, b: a / np.hypot(a, b),
-    arity=2, numpy_name=None))
-logaddexp_p = _register(Primitive(
+    arity=2, numpy_name=None,
+    numpy="({0} / np.hypot({0}, {1}))", numba="({0} / np.hypot({0}, {1}))",
+    c="{0} / hypot({0}, {1})", mpmath=lambda a, b: _mp_divide(a, mpmath.hypot(a, b)),
+    interval=lambda a, b: a / iv.sqrt(a**2 + b**2)))
+logaddexp_p = register(Primitive(
     "logaddexp", lambda a, b: sympy.log(sympy.exp(a) + sympy.exp(b)), np.logaddexp, arity=2,
-    commutative=True, numpy_name="logaddexp"))
-logsumexp_p = _register(Primitive(
+    commutative=True, numpy_name="logaddexp",
+    numba="np.logaddexp({0}, {1})", c=("symad_logaddexp({0}, {1})", _C_LOGADDEXP),
+    mpmath=_mp_logaddexp, interval=("corners", {}), finite=True))
+logsumexp_p = register(Primitive(
     "logsumexp", lambda *a: sympy.log(sympy.Add(*[sympy.exp(t) for t in a])),
     lambda *a: scipy.special.logsumexp(np.stack(np.broadcast_arrays(*a)), axis=0),
-    commutative=True, variadic=True))
+    commutative=True, variadic=True,
+    numpy=stacked("special.logsumexp"), c=(_c_logsumexp, _C_LOGSUMEXP),
+    mpmath=_mp_logaddexp, interval=("corners", {}), finite=True))
 
 # -- special functions ---------------------------------------------------------
 
-erf_p = _register(Primitive("erf", sympy.erf, scipy.special.erf, numpy_name="erf"))
-erfc_p = _register(Primitive("erfc", sympy.erfc, scipy.special.erfc, numpy_name="erfc"))
-sigmoid_p = _register(Primitive("sigmoid", sigmoid, scipy.special.expit, numpy_name="expit"))
-softplus_p = _register(Primitive(
-    "softplus", softplus, lambda x: np.logaddexp(0.0, x), numpy_name="softplus"))
+erf_p = register(Primitive(
+    "erf", sympy.erf, scipy.special.erf, numpy_name="erf", numba="math.erf({0})", c="erf({0})",
+    mpmath=mpmath.erf, interval=("monotone", {}), finite=True))
+erfc_p = register(Primitive(
+    "erfc", sympy.erfc, scipy.special.erfc, numpy_name="erfc", numba="math.erfc({0})",
+    c="erfc({0})", mpmath=mpmath.erfc, interval=("monotone", {"increasing": False}),
+    finite=True))
+sigmoid_p = register(Primitive(
+    "sigmoid", sigmoid, scipy.special.expit, numpy_name="expit",
+    numba="(1.0 / (1.0 + np.exp(-{0})))", c=("symad_sigmoid({0})", _C_SIGMOID),
+    mpmath=_mpmath_sigmoid, interval=("monotone", {}), latex=r"\sigma", finite=True))
+softplus_p = register(Primitive(
+    "softplus", softplus, lambda x: np.logaddexp(0.0, x),
+    numpy="np.logaddexp(0.0, {0})", numba="np.logaddexp(0.0, {0})",
+    c=("symad_softplus({0})", _C_SOFTPLUS), mpmath=_mpmath_softplus, interval=("monotone", {}),
+    latex=r"\operatorname{softplus}", finite=True))
 
 # -- selection, comparison, gradient control -----------------------------------
 
-select_p = _register(Primitive(
+select_p = register(Primitive(
     "where", lambda c, a, b: sympy.Piecewise((a, c), (b, True)), np.where, arity=3,
-    simplify=_simplify_select, numpy_name="where", numexpr_name="where", boolean_operands=(0,)))
+    simplify=_simplify_select, numpy_name="where", boolean_operands=(0,),
+    numexpr=("where", 0, 1, 2), numba="({1} if {0} else {2})", c="{0} != 0.0 ? {1} : {2}",
+    mpmath=_mp_select, interval=("select", {}), finite=True, cost=NATIVE))
 
 
-def _comparison(name, relation, numpy_impl, numexpr_name):
-    return _register(Primitive(
-        name, relation, numpy_impl, arity=2, numpy_name=name, numexpr_name=numexpr_name,
-        returns_boolean=True))
+def _comparison(name, relation, numpy_impl, symbol, mpmath_impl, interval):
+    return register(Primitive(
+        name, relation, numpy_impl, arity=2, numpy_name=name, returns_boolean=True,
+        numexpr=(symbol, 0, 1), numba=f"({{0}} {symbol} {{1}})",
+        c=f"{{0}} {symbol} {{1}} ? 1.0 : 0.0", mpmath=mpmath_impl, interval=interval,
+        finite=True, cost=NATIVE))
 
 
-less_p = _comparison("less", sympy.StrictLessThan, np.less, "<")
-less_equal_p = _comparison("less_equal", sympy.LessThan, np.less_equal, "<=")
-greater_p = _comparison("greater", sympy.StrictGreaterThan, np.greater, ">")
-greater_equal_p = _comparison("greater_equal", sympy.GreaterThan, np.greater_equal, ">=")
-equal_p = _comparison("equal", sympy.Eq, np.equal, "==")
-not_equal_p = _comparison("not_equal", sympy.Ne, np.not_equal, "!=")
+less_p = _comparison("less", sympy.StrictLessThan, np.less, "<", operator.lt, ("less", {}))
+less_equal_p = _comparison("less_equal", sympy.LessThan, np.less_equal, "<=", operator.le,
+                           ("less_equal", {}))
+greater_p = _comparison("greater", sympy.StrictGreaterThan, np.greater, ">", operator.gt,
+                        ("less", {"swapped": True}))
+greater_equal_p = _comparison("greater_equal", sympy.GreaterThan, np.greater_equal, ">=",
+                              operator.ge, ("less_equal", {"swapped": True}))
+equal_p = _comparison("equal", sympy.Eq, np.equal, "==", operator.eq, ("equal", {}))
+not_equal_p = _comparison("not_equal", sympy.Ne, np.not_equal, "!=", operator.ne,
+                          ("equal", {"negated": True}))
 
 
-def _logical(name, relation, numpy_impl, arity):
-    return _register(Primitive(
+def _logical(name, relation, numpy_impl, arity, **spellings):
+    return register(Primitive(
         name, relation, numpy_impl, arity=arity, numpy_name=name, returns_boolean=True,
-        boolean_operands=tuple(range(arity)), commutative=arity == 2))
+        boolean_operands=tuple(range(arity)), commutative=arity == 2, finite=True, cost=NATIVE,
+        **spellings))
 
 
-logical_and_p = _logical("logical_and", sympy.And, np.logical_and, 2)
-logical_or_p = _logical("logical_or", sympy.Or, np.logical_or, 2)
-logical_not_p = _logical("logical_not", sympy.Not, np.logical_not, 1)
+logical_and_p = _logical(
+    "logical_and", sympy.And, np.logical_and, 2, numexpr=("&", 0, 1), numba="({0} and {1})",
+    c="({0} != 0.0 && {1} != 0.0) ? 1.0 : 0.0", mpmath=lambda a, b: bool(a) and bool(b),
+    interval=("and", {}))
+logical_or_p = _logical(
+    "logical_or", sympy.Or, np.logical_or, 2, numexpr=("|", 0, 1), numba="({0} or {1})",
+    c="({0} != 0.0 || {1} != 0.0) ? 1.0 : 0.0", mpmath=lambda a, b: bool(a) or bool(b),
+    interval=("or", {}))
+logical_not_p = _logical(
+    "logical_not", sympy.Not, np.logical_not, 1, numexpr=("~", 0), numba="(not {0})",
+    c="{0} == 0.0 ? 1.0 : 0.0", mpmath=operator.not_, interval=("not", {}))
 
-stop_gradient_p = _register(Primitive(
-    "stop_gradient", stop_gradient, lambda x: x, simplify=_simplify_stop_gradient, numpy_name=None))
+stop_gradient_p = register(Primitive(
+    "stop_gradient", stop_gradient, lambda x: x, simplify=_simplify_stop_gradient, numpy_name=None,
+    numpy="{0}", numexpr=0, numba="{0}", c="{0}", mpmath=_identity, interval=_identity,
+    latex=r"\operatorname{sg}", finite=True, cost=FREE))

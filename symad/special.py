@@ -301,6 +301,145 @@ def _spherical_jn_impl(n, z):
 
 
 # ---------------------------------------------------------------------------
+# mpmath implementations (the "mpmath" backend's spellings, and the interval backend's
+# point values): NumPy's real semantics, and as many extra bits as a cancellation costs
+# ---------------------------------------------------------------------------
+
+_NAN = mpmath.mpf("nan")
+
+
+def _cancelling_difference(first, second):
+    """``first() - second()`` correct to the working precision however much the two agree.
+
+    Computed with 20 extra bits; where the difference is smaller than the terms by
+    more bits than that, again with as many more as it lost.
+    """
+    precision = mpmath.mp.prec
+    extra = 20
+    for _ in range(8):
+        with mpmath.workprec(precision + extra):
+            a, b = first(), second()
+            difference = a - b
+        if difference == 0 or not mpmath.isfinite(difference):
+            break
+        lost = max(mpmath.mag(a), mpmath.mag(b)) - mpmath.mag(difference)
+        if lost + 10 <= extra:
+            break
+        extra = lost + 30
+    return +difference  # rounded to the working precision
+
+
+def _mp_polygamma_difference(n, a, b):
+    total = mpmath.fadd(a, b, exact=True)
+    return _cancelling_difference(lambda: mpmath.polygamma(int(n), total),
+                                  lambda: mpmath.polygamma(int(n), a))
+
+
+def _below_branch_point(x) -> bool:
+    with mpmath.workprec(mpmath.mp.prec + 20):
+        return x < -mpmath.exp(-1)
+
+
+def _mp_lambertw(x):
+    if _below_branch_point(x):
+        return _NAN
+    return _mp_lambertw_plus_one(x) - 1
+
+
+def _mp_lambertw_plus_one(x):
+    """1 + W_0(x): near x = -1/e, W is near -1 and the sum cancels; extra bits keep it exact."""
+    if _below_branch_point(x):
+        return _NAN
+    return _cancelling_difference(lambda: mpmath.mpf(1), lambda: -mpmath.lambertw(x).real)
+
+
+def _mp_erfcinv(y):
+    """The inverse of erfc on (0, 2), relative-accurate for tiny y (where erfinv(1 - y) is not)."""
+    if not 0 <= y <= 2:
+        return _NAN
+    if y == 0:
+        return mpmath.inf
+    if y == 2:
+        return -mpmath.inf
+    if y > 1:  # erfc(-t) = 2 - erfc(t); 2 - y is exact (Sterbenz)
+        return -_mp_erfcinv(mpmath.fsub(2, y, exact=True))
+    if y > mpmath.mpf("0.1"):
+        return mpmath.erfinv(mpmath.fsub(1, y, exact=True))
+    # Newton on log erfc(t) = log y from the asymptotic start erfc(t) ~ exp(-t^2)/(t sqrt(pi)).
+    with mpmath.workprec(mpmath.mp.prec + 20):
+        log_y = mpmath.log(y)
+        u = mpmath.log(2 / (mpmath.pi * y**2))
+        start = mpmath.sqrt(u - mpmath.log(u)) / mpmath.sqrt(2)
+        root = mpmath.findroot(
+            lambda t: mpmath.log(mpmath.erfc(t)) - log_y, start, solver="newton",
+            df=lambda t: -2 / mpmath.sqrt(mpmath.pi) * mpmath.exp(-t**2) / mpmath.erfc(t))
+    return +root
+
+
+def _mp_erfinv(x):
+    if abs(x) <= mpmath.mpf("0.5"):
+        return mpmath.erfinv(x)
+    if abs(x) > 1:
+        return _NAN
+    # erfinv(x) = sign(x) erfcinv(1 - |x|); 1 - |x| is exact for |x| >= 1/2.
+    return mpmath.sign(x) * _mp_erfcinv(mpmath.fsub(1, abs(x), exact=True))
+
+
+def _mp_ndtri(p):
+    return -mpmath.sqrt(2) * _mp_erfcinv(mpmath.fmul(2, p, exact=True))
+
+
+def _mp_logit(p):
+    # log(p/(1-p)) = 2 atanh(2p - 1): 2p - 1 is exact, so no cancellation near p = 1/2.
+    if not 0 <= p <= 1:
+        return _NAN
+    return 2 * mpmath.atanh(mpmath.fsub(mpmath.fmul(2, p, exact=True), 1, exact=True))
+
+
+def _mp_log_ndtr(x):
+    if x > 0:  # Phi(x) = 1 - Phi(-x) rounds to 1: log1p keeps the tail's digits
+        return mpmath.log1p(-mpmath.ncdf(-x))
+    return mpmath.log(mpmath.ncdf(x))
+
+
+def _mp_gammaln(x):
+    return mpmath.loggamma(x) if x > 0 else mpmath.log(abs(mpmath.gamma(x)))
+
+
+def _mp_spherical_jn(n, z):
+    n = int(n)
+    if z == 0:
+        return mpmath.mpf(1 if n == 0 else 0)
+    if z < 0:  # j_n(-z) = (-1)^n j_n(z)
+        return (-1) ** n * _mp_spherical_jn(n, -z)
+    return mpmath.sqrt(mpmath.pi / (2 * z)) * mpmath.besselj(n + mpmath.mpf(1) / 2, z)
+
+
+def _mp_mills_excess(n, t):
+    # g(t) = pdf(t)/Phi(-t) - t and its n-th derivative (mpmath differentiates numerically,
+    # at extra precision of its own).
+    return mpmath.diff(lambda s: mpmath.npdf(s) / mpmath.ncdf(-s) - s, t, int(n))
+
+
+def _mp_zeta(s, q):
+    if s == 1:
+        return mpmath.inf  # the pole, as SciPy gives it (mpmath raises)
+    return mpmath.zeta(s, q)
+
+
+def _mp_elliptic_derivative(function):
+    def derivative(n, m):
+        return function(m) if int(n) == 0 else mpmath.diff(function, m, int(n))
+
+    return derivative
+
+
+def _iv_beta(a, b):
+    return mpmath.iv.gamma(a) * mpmath.iv.gamma(b) / mpmath.iv.gamma(a + b)
+
+
+
+# ---------------------------------------------------------------------------
 # Partials that do not exist: constant operands
 # ---------------------------------------------------------------------------
 
@@ -353,18 +492,20 @@ def _define(
     doc: str,
     *,
     scipy_ufuncs: tuple = (),
-    numpy_name: str | None = ...,
     simplify: Callable | None = None,
+    mpmath: Callable | None = None,
+    interval=None,
 ) -> Callable:
     """Register one primitive and return its traceable function, named like SciPy's.
 
     ``arguments`` names the parameters ("x", "v x"): traced inputs are named after them.
-    ``numpy_name`` is the dotted spelling for generated code, ``scipy.special.<name>``
-    by default; None where no single library function computes the primitive.
+    Generated NumPy code calls ``numpy_impl`` through its bound ``EXTERNALS``.
+    ``mpmath`` and ``interval`` are its spellings for those backends (see
+    :data:`symad.primitives.BACKENDS`).
     """
-    primitive = P._register(Primitive(
-        name, sympy_form, numpy_impl, partials, simplify=simplify,
-        numpy_name=f"scipy.special.{name}" if numpy_name is ... else numpy_name))
+    primitive = P.register(Primitive(
+        name, sympy_form, numpy_impl, partials, arity=len(arguments.split()), simplify=simplify,
+        mpmath=mpmath, interval=interval))
     function = snp._elementwise(primitive, name, doc)
     function.__module__ = __name__
     function.__signature__ = inspect.Signature([
@@ -388,11 +529,13 @@ def _zero_first_operand(builder, args):
 
 gamma = _define(
     "gamma", "x", sympy.gamma, sc.gamma, (lambda out, x: out * digamma(x),),
-    "The gamma function; gamma' = gamma(x)*digamma(x).", scipy_ufuncs=(sc.gamma,))
+    "The gamma function; gamma' = gamma(x)*digamma(x).", scipy_ufuncs=(sc.gamma,),
+    mpmath=mpmath.gamma, interval=mpmath.iv.gamma)
 gammaln = _define(
     "gammaln", "x", sympy.loggamma, sc.gammaln, (lambda out, x: digamma(x),),
     "log|gamma(x)|; its derivative is digamma(x) (for negative x too). Printed as "
-    "SymPy's loggamma, which equals it for x > 0.", scipy_ufuncs=(sc.gammaln,))
+    "SymPy's loggamma, which equals it for x > 0.", scipy_ufuncs=(sc.gammaln,),
+    mpmath=_mp_gammaln, interval=("log_abs", {"of": mpmath.iv.gamma}))
 @functools.cache
 def _cot_derivative_polynomial(n: int) -> np.ndarray:
     """Coefficients (highest power first) of P_n with d^n/dt^n cot(t) = P_n(cot t):
@@ -444,19 +587,21 @@ def _digamma_impl(x):
     return _polygamma_impl(0, x)
 
 
-# numpy_name None: generated code calls the functions above (SciPy for x >= 0), not
-# SciPy's psi and polygamma, whose values for x < 0 lose digits.
+# The implementations are the functions above (SciPy for x >= 0), not SciPy's psi and
+# polygamma, whose values for x < 0 lose digits.
 digamma = _define(
     "digamma", "x", sympy.digamma, _digamma_impl, (lambda out, x: polygamma(1, x),),
     "The digamma function psi(x) = gamma'(x)/gamma(x); psi' = polygamma(1, x).",
-    scipy_ufuncs=(sc.psi,), numpy_name=None)
+    scipy_ufuncs=(sc.psi,),
+    mpmath=mpmath.digamma, interval=("digamma", {}))
 psi = digamma
 polygamma = _define(
     "polygamma", "n x", sympy.polygamma, _polygamma_impl,
     (_constant_operand("symad.special.polygamma(n, x)", 0, "n", "n is the integer order of the derivative"),
      lambda out, n, x: polygamma(n + 1, x)),
     "The n-th derivative of digamma (n a constant non-negative integer); "
-    "its derivative is polygamma(n + 1, x).", numpy_name=None)
+    "its derivative is polygamma(n + 1, x).",
+    mpmath=lambda n, x: mpmath.polygamma(int(n), x), interval=("polygamma", {}))
 
 
 class polygamma_difference(_MpmathFunction):  # noqa: N801
@@ -514,19 +659,21 @@ _polygamma_difference = _define(
      lambda out, n, a, b: _polygamma_difference(n + 1, a, b),
      lambda out, n, a, b: polygamma(n + 1, a + b)),
     "polygamma(n, a + b) - polygamma(n, a), by its series in b where |b| <= a/10.",
-    numpy_name=None)
+    mpmath=_mp_polygamma_difference, interval=("corners", {"domain": "polygamma_difference"}))
 
 beta = _define(
     "beta", "a b", sympy.beta, sc.beta,
     (lambda out, a, b: -out * _polygamma_difference(0, a, b),
      lambda out, a, b: -out * _polygamma_difference(0, b, a)),
     "The beta function B(a, b) = gamma(a)gamma(b)/gamma(a + b); its partials are "
-    "B (digamma(a) - digamma(a + b)) and the same in b.", scipy_ufuncs=(sc.beta,))
+    "B (digamma(a) - digamma(a + b)) and the same in b.", scipy_ufuncs=(sc.beta,),
+    mpmath=mpmath.beta, interval=_iv_beta)
 betaln = _define(
     "betaln", "a b", lambda a, b: sympy.log(sympy.beta(a, b)), sc.betaln,
     (lambda out, a, b: -_polygamma_difference(0, a, b),
      lambda out, a, b: -_polygamma_difference(0, b, a)),
-    "log|B(a, b)|, without the overflow of beta.", scipy_ufuncs=(sc.betaln,))
+    "log|B(a, b)|, without the overflow of beta.", scipy_ufuncs=(sc.betaln,),
+    mpmath=lambda a, b: mpmath.log(abs(mpmath.beta(a, b))), interval=("log_abs", {"of": _iv_beta}))
 
 
 # 1/(12 a) - 1/(360 a^3) + ...: log gamma(a) - Stirling's formula, to 1e-20 for a >= 1000.
@@ -563,13 +710,17 @@ gammainc = _define(
     (_constant_operand("scipy.special.gammainc(a, x)", 0, "a", _SHAPE_WHY),
      lambda out, a, x: _gamma_density(a, x)),
     "The regularised lower incomplete gamma function P(a, x) = lowergamma(a, x)/gamma(a); "
-    "differentiable w.r.t. x (a must be constant).", scipy_ufuncs=(sc.gammainc,))
+    "differentiable w.r.t. x (a must be constant).", scipy_ufuncs=(sc.gammainc,),
+    mpmath=lambda a, x: mpmath.gammainc(a, 0, x, regularized=True),
+    interval=("corners", {"domain": "incomplete_gamma"}))
 gammaincc = _define(
     "gammaincc", "a x", lambda a, x: sympy.uppergamma(a, x) / sympy.gamma(a), sc.gammaincc,
     (_constant_operand("scipy.special.gammaincc(a, x)", 0, "a", _SHAPE_WHY),
      lambda out, a, x: -_gamma_density(a, x)),
     "The regularised upper incomplete gamma function Q(a, x) = 1 - P(a, x); "
-    "differentiable w.r.t. x (a must be constant).", scipy_ufuncs=(sc.gammaincc,))
+    "differentiable w.r.t. x (a must be constant).", scipy_ufuncs=(sc.gammaincc,),
+    mpmath=lambda a, x: mpmath.gammainc(a, x, mpmath.inf, regularized=True),
+    interval=("corners", {"domain": "incomplete_gamma"}))
 
 _BETA_SHAPE_WHY = ("the derivative of the regularised incomplete beta function w.r.t. its "
                    "shapes has no closed form that SciPy evaluates")
@@ -580,31 +731,36 @@ betainc = _define(
      # x**(a-1) (1-x)**(b-1) / B(a, b), in logarithms (each factor alone may overflow).
      lambda out, a, b, x: snp.exp(xlogy(a - 1, x) + xlog1py(b - 1, -x) - betaln(a, b))),
     "The regularised incomplete beta function I_x(a, b); differentiable w.r.t. x (a and b "
-    "must be constant).", scipy_ufuncs=(sc.betainc,))
+    "must be constant).", scipy_ufuncs=(sc.betainc,),
+    mpmath=lambda a, b, x: mpmath.betainc(a, b, 0, x, regularized=True),
+    interval=("corners", {"domain": "incomplete_beta"}))
 poch = _define(
     "poch", "z m", sympy.RisingFactorial, sc.poch,
     (lambda out, z, m: out * _polygamma_difference(0, z, m),
      lambda out, z, m: out * digamma(z + m)),
-    "The rising factorial (Pochhammer symbol) gamma(z + m)/gamma(z).", scipy_ufuncs=(sc.poch,))
+    "The rising factorial (Pochhammer symbol) gamma(z + m)/gamma(z).", scipy_ufuncs=(sc.poch,),
+    mpmath=mpmath.rf, interval=lambda z, m: mpmath.iv.gamma(z + m) / mpmath.iv.gamma(z))
 
 # -- error function and the normal distribution ----------------------------------
 
 erf = snp.erf
 erfc = snp.erfc
 expit = snp.sigmoid
-SCIPY_UFUNCS.update({sc.erf: erf, sc.erfc: erfc, sc.expit: expit})
 erfinv = _define(
     "erfinv", "x", sympy.erfinv, sc.erfinv,
     (lambda out, x: SQRT_PI_OVER_2 * snp.exp(out**2),),
     "The inverse error function; erfinv' = sqrt(pi)/2*exp(erfinv(x)**2).",
-    scipy_ufuncs=(sc.erfinv,))
+    scipy_ufuncs=(sc.erfinv,),
+    mpmath=_mp_erfinv, interval=("monotone", {"lower": -1, "upper": 1}))
 erfcinv = _define(
     "erfcinv", "x", sympy.erfcinv, sc.erfcinv,
     (lambda out, x: -SQRT_PI_OVER_2 * snp.exp(out**2),),
-    "The inverse complementary error function.", scipy_ufuncs=(sc.erfcinv,))
+    "The inverse complementary error function.", scipy_ufuncs=(sc.erfcinv,),
+    mpmath=_mp_erfcinv, interval=("monotone", {"increasing": False, "lower": 0, "upper": 2}))
 ndtr = _define(
     "ndtr", "x", ndtr, sc.ndtr, (lambda out, x: snp.exp(-(x**2) / 2) / SQRT_2PI,),
-    "The standard normal distribution function Phi(x).", scipy_ufuncs=(sc.ndtr,))
+    "The standard normal distribution function Phi(x).", scipy_ufuncs=(sc.ndtr,),
+    mpmath=mpmath.ncdf, interval=("monotone", {}))
 _TAIL = -4
 _TAIL_TERMS = 40  # the continued fraction's relative error at x = -4 is 1e-17
 
@@ -651,7 +807,8 @@ _mills_excess = _define(
     (_constant_operand("mills_excess(n, t)", 0, "n", "n is the order of the derivative"),
      lambda out, n, t: _mills_excess(n + 1, t)),
     "d^n/dt^n (1/R(t) - t), R the Mills ratio, for t >= 4 (log_ndtr's far tail).",
-    numpy_name=None)
+    mpmath=_mp_mills_excess,
+    interval=("none", {"why": "the derivatives of log_ndtr's far tail, x < -4"}))
 
 
 def _log_ndtr_partial(out, x):
@@ -676,21 +833,26 @@ log_ndtr = _define(
     "log_ndtr", "x", log_ndtr, sc.log_ndtr,
     (_log_ndtr_partial,),
     "log(Phi(x)), accurate for very negative x; its derivative is pdf(x)/Phi(x).",
-    scipy_ufuncs=(sc.log_ndtr,))
+    scipy_ufuncs=(sc.log_ndtr,),
+    mpmath=_mp_log_ndtr, interval=("monotone", {}))
 ndtri = _define(
     "ndtri", "p", ndtri, sc.ndtri, (lambda out, p: SQRT_2PI * snp.exp(out**2 / 2),),
-    "The standard normal quantile function, the inverse of ndtr.", scipy_ufuncs=(sc.ndtri,))
+    "The standard normal quantile function, the inverse of ndtr.", scipy_ufuncs=(sc.ndtri,),
+    mpmath=_mp_ndtri, interval=("monotone", {"lower": 0, "upper": 1}))
 logit = _define(
     "logit", "p", logit, sc.logit, (lambda out, p: 1 / (p * (1 - p)),),
-    "log(p/(1 - p)), the inverse of expit.", scipy_ufuncs=(sc.logit,))
+    "log(p/(1 - p)), the inverse of expit.", scipy_ufuncs=(sc.logit,),
+    mpmath=_mp_logit, interval=("monotone", {"lower": 0, "upper": 1}))
 xlogy = _define(
     "xlogy", "x y", xlogy, sc.xlogy,
     (lambda out, x, y: snp.log(y), lambda out, x, y: x / y),
-    "x*log(y), 0 where x = 0.", scipy_ufuncs=(sc.xlogy,), simplify=_zero_first_operand)
+    "x*log(y), 0 where x = 0.", scipy_ufuncs=(sc.xlogy,), simplify=_zero_first_operand,
+    mpmath=lambda x, y: mpmath.mpf(0) if x == 0 else x * mpmath.log(y), interval=("xlogy", {}))
 xlog1py = _define(
     "xlog1py", "x y", xlog1py, sc.xlog1py,
     (lambda out, x, y: snp.log1p(y), lambda out, x, y: x / (1 + y)),
-    "x*log(1 + y), 0 where x = 0.", scipy_ufuncs=(sc.xlog1py,), simplify=_zero_first_operand)
+    "x*log(1 + y), 0 where x = 0.", scipy_ufuncs=(sc.xlog1py,), simplify=_zero_first_operand,
+    mpmath=lambda x, y: mpmath.mpf(0) if x == 0 else x * mpmath.log1p(y), interval=("xlog1py", {}))
 
 # -- Bessel functions (one primitive per family, the order a constant operand) -----
 
@@ -699,25 +861,30 @@ jv = _define(
     (_constant_operand("scipy.special.jv(v, x)", 0, "v", _ORDER_WHY),
      lambda out, v, x: (jv(v - 1, x) - jv(v + 1, x)) / 2),
     "Bessel function of the first kind J_v(x); J_v' = (J_{v-1} - J_{v+1})/2.",
-    scipy_ufuncs=(sc.jv,))
+    scipy_ufuncs=(sc.jv,),
+    mpmath=mpmath.besselj, interval=("bessel_j", {}))
 yv = _define(
     "yv", "v x", sympy.bessely, sc.yv,
     (_constant_operand("scipy.special.yv(v, x)", 0, "v", _ORDER_WHY),
      lambda out, v, x: (yv(v - 1, x) - yv(v + 1, x)) / 2),
     "Bessel function of the second kind Y_v(x); Y_v' = (Y_{v-1} - Y_{v+1})/2.",
-    scipy_ufuncs=(sc.yv,))
+    scipy_ufuncs=(sc.yv,),
+    mpmath=mpmath.bessely,
+    interval=("none", {"why": "Bessel functions of the second kind are not enclosed"}))
 iv = _define(
     "iv", "v x", sympy.besseli, sc.iv,
     (_constant_operand("scipy.special.iv(v, x)", 0, "v", _ORDER_WHY),
      lambda out, v, x: (iv(v - 1, x) + iv(v + 1, x)) / 2),
     "Modified Bessel function of the first kind I_v(x); I_v' = (I_{v-1} + I_{v+1})/2.",
-    scipy_ufuncs=(sc.iv,))
+    scipy_ufuncs=(sc.iv,),
+    mpmath=mpmath.besseli, interval=("bessel_i", {}))
 kv = _define(
     "kv", "v x", sympy.besselk, _kv,
     (_constant_operand("scipy.special.kv(v, x)", 0, "v", _ORDER_WHY),
      lambda out, v, x: -(kv(v - 1, x) + kv(v + 1, x)) / 2),
     "Modified Bessel function of the second kind K_v(x); K_v' = -(K_{v-1} + K_{v+1})/2.",
-    scipy_ufuncs=(sc.kv,))
+    scipy_ufuncs=(sc.kv,),
+    mpmath=mpmath.besselk, interval=("monotone", {"increasing": False, "lower": 0}))
 jn = jv
 
 
@@ -745,7 +912,8 @@ spherical_jn = _define(
      lambda out, n, z: (n * spherical_jn(n - 1, z) - (n + 1) * spherical_jn(n + 1, z))
      / (2 * n + 1)),
     "Spherical Bessel function j_n(z) (a constant integer order n >= 0).",
-    numpy_name=None)
+    mpmath=_mp_spherical_jn,
+    interval=("derivative_bound", {"bound": 1}))
 
 
 def _reduced(x):
@@ -808,9 +976,11 @@ class cospi(_TrigPi):  # noqa: N801
 
 
 _sinpi = _define("sinpi", "x", sinpi, _sinpi_impl, (lambda out, x: sympy.pi * _cospi(x),),
-                 "sin(pi x), the argument reduced exactly.", numpy_name=None)
+                 "sin(pi x), the argument reduced exactly.",
+                 mpmath=mpmath.sinpi, interval=lambda x: mpmath.iv.sin(mpmath.iv.pi * x))
 _cospi = _define("cospi", "x", cospi, _cospi_impl, (lambda out, x: -sympy.pi * _sinpi(x),),
-                 "cos(pi x), the argument reduced exactly.", numpy_name=None)
+                 "cos(pi x), the argument reduced exactly.",
+                 mpmath=mpmath.cospi, interval=lambda x: mpmath.iv.cos(mpmath.iv.pi * x))
 _SINC_SMALL = sympy.Rational(1, 2)
 
 
@@ -836,7 +1006,8 @@ sinc = _define(
     "NumPy's normalised sinc, sin(pi x)/(pi x) (``numpy.sinc``, re-exported by "
     "scipy.special), with pi x reduced exactly (numpy.sinc rounds it: 4e-8 off at "
     "x = 1e8 + 0.1); printed as SymPy's sinc(pi*x), SymPy's sinc being unnormalised.",
-    numpy_name=None)
+    mpmath=mpmath.sincpi,
+    interval=("sinc", {}))
 
 
 #: NumPy array functions (``__array_function__``) that symad.special traces.
@@ -859,11 +1030,14 @@ zeta_derivative = _define(
      # d/dq of d^k/ds^k zeta(s, q) = -s zeta^(k)(s+1, q) - k zeta^(k-1)(s+1, q)
      lambda out, k, s, q: -s * zeta_derivative(k, s + 1, q) - k * zeta_derivative(k - 1, s + 1, q)),
     "The k-th derivative in s of the Hurwitz zeta function (mpmath evaluates it; SciPy has "
-    "no such function).", numpy_name=None, simplify=_zeta_derivative_order_zero)
+    "no such function).", simplify=_zeta_derivative_order_zero,
+    mpmath=lambda k, s, q: mpmath.zeta(s, q, int(k)),
+    interval=("none", {"why": "the derivatives of zeta in s are not enclosed"}))
 _hurwitz = _define(
     "zeta", "s q", sympy.zeta, _zeta_impl,
     (lambda out, s, q: zeta_derivative(1, s, q), lambda out, s, q: -s * _hurwitz(s + 1, q)),
-    "The Hurwitz zeta function zeta(s, q); q = 1 is Riemann's.", numpy_name=None)
+    "The Hurwitz zeta function zeta(s, q); q = 1 is Riemann's.",
+    mpmath=_mp_zeta, interval=("corners", {"domain": "zeta"}))
 SCIPY_UFUNCS[sc._ufuncs._zeta] = _hurwitz
 SCIPY_UFUNCS[sc._ufuncs._riemann_zeta] = lambda s: _hurwitz(s, 1)
 
@@ -902,7 +1076,8 @@ _lambertw_1p = _define(
     "lambertw1p", "x", lambertw1p, _lambertw_1p_impl,
     (lambda out, x: 1 / (snp.exp(out - 1) * out),),
     "1 + W_0(x), the denominator of W' (accurate next to -1/e, where 1 + W is tiny).",
-    numpy_name=None)
+    mpmath=_mp_lambertw_plus_one,
+    interval=("lambertw", {"at_branch_point": 0}))
 
 lambertw = _define(
     "lambertw", "x", sympy.LambertW, _lambertw_real,
@@ -911,7 +1086,8 @@ lambertw = _define(
     # only the digits of W's distance to -1 (5 at x = -1/e + 1e-15).
     (lambda out, x: 1 / (snp.exp(out) * _lambertw_1p(x)),),
     "The principal real branch W_0 of the Lambert W function, real-valued (nan below -1/e).",
-    numpy_name=None)
+    mpmath=_mp_lambertw,
+    interval=("lambertw", {"at_branch_point": -1}))
 
 
 def _traced_lambertw(z, k, tol):
@@ -998,12 +1174,15 @@ _k_derivative = _define(
     "elliptic_k_derivative", "n m", elliptic_k_derivative, _series_derivative(_K_SERIES),
     (_constant_operand("elliptic_k_derivative(n, m)", 0, "n", _ORDER_OF_DERIVATIVE),
      lambda out, n, m: _k_derivative(n + 1, m)),
-    "d^n K/dm^n for |m| < 0.1, by its Maclaurin series.", numpy_name=None)
+    "d^n K/dm^n for |m| < 0.1, by its Maclaurin series.",
+    mpmath=_mp_elliptic_derivative(mpmath.ellipk), interval=("monotone", {"upper": 1}))
 _e_derivative = _define(
     "elliptic_e_derivative", "n m", elliptic_e_derivative, _series_derivative(_E_SERIES),
     (_constant_operand("elliptic_e_derivative(n, m)", 0, "n", _ORDER_OF_DERIVATIVE),
      lambda out, n, m: _e_derivative(n + 1, m)),
-    "d^n E/dm^n for |m| < 0.1, by its Maclaurin series.", numpy_name=None)
+    "d^n E/dm^n for |m| < 0.1, by its Maclaurin series.",
+    mpmath=_mp_elliptic_derivative(mpmath.ellipe),
+    interval=("monotone", {"increasing": False, "upper": 1}))
 
 
 def _near_zero_by_series(series_derivative, closed_form):
@@ -1030,18 +1209,25 @@ ellipk = _define(
         lambda m: (ellipe(m) - (1 - m) * ellipk(m)) / (2 * m * (1 - m))),),
     "The complete elliptic integral of the first kind K(m), in SciPy's (and SymPy's) "
     "parameter m = k**2; K' = (E - (1 - m)K)/(2m(1 - m)), by its series near m = 0.",
-    scipy_ufuncs=(sc.ellipk,))
+    scipy_ufuncs=(sc.ellipk,),
+    mpmath=mpmath.ellipk, interval=("monotone", {"upper": 1}))
 ellipe = _define(
     "ellipe", "m", sympy.elliptic_e, sc.ellipe,
     (_near_zero_by_series(
         _e_derivative,
         lambda m: (ellipe(m) - ellipk(m)) / (2 * m)),),
     "The complete elliptic integral of the second kind E(m), parameter m = k**2; "
-    "E' = (E - K)/(2m), by its series near m = 0.", scipy_ufuncs=(sc.ellipe,))
+    "E' = (E - K)/(2m), by its series near m = 0.", scipy_ufuncs=(sc.ellipe,),
+    mpmath=mpmath.ellipe, interval=("monotone", {"increasing": False, "upper": 1}))
 
-# Same mathematics as NumPy's ufuncs of these names.
+# The SciPy ufunc named as an elementwise primitive's NumPy function (its stanza's
+# numpy_name: erf, expit, expm1, ...) computes the same mathematics: it traces as that
+# primitive, through symad.numpy's function of it.
 SCIPY_UFUNCS.update({
-    sc.expm1: snp.expm1, sc.log1p: snp.log1p, sc.cbrt: snp.cbrt, sc.exp2: snp.exp2,
+    getattr(sc, function.primitive.numpy_name): function
+    for name, function in vars(snp).items()
+    if isinstance(getattr(function, "primitive", None), Primitive) and function.primitive.name == name
+    and isinstance(getattr(sc, function.primitive.numpy_name or "", None), np.ufunc)
 })
 
 def scipy_ufunc_name(ufunc) -> str:
@@ -1057,21 +1243,6 @@ def scipy_ufunc_name(ufunc) -> str:
         return f"scipy.special._ufuncs.{name}"
     module = getattr(ufunc, "__module__", None) or type(ufunc).__module__
     return f"{module}.{name}"
-
-
-#: symad.special functions by the SymPy class they record (for ``sd.from_sympy``); the
-#: classes whose arguments differ (zeta, sinc, LambertW, lowergamma, ...) are adapted there.
-SYMPY_CLASSES: dict = {
-    sympy.gamma: gamma, sympy.loggamma: gammaln, sympy.polygamma: polygamma,
-    sympy.beta: beta, sympy.erfinv: erfinv, sympy.erfcinv: erfcinv, sympy.besselj: jv,
-    sympy.bessely: yv, sympy.besseli: iv, sympy.besselk: kv, sympy.jn: spherical_jn,
-    sympy.elliptic_k: ellipk, sympy_ndtr: ndtr, sympy_log_ndtr: log_ndtr, sympy_ndtri: ndtri,
-    sympy_logit: logit, sympy_xlogy: xlogy, sympy_xlog1py: xlog1py,
-    sympy_zeta_derivative: zeta_derivative, sympy.RisingFactorial: poch,
-    mills_excess: _mills_excess, elliptic_k_derivative: _k_derivative,
-    elliptic_e_derivative: _e_derivative, lambertw1p: _lambertw_1p,
-    polygamma_difference: _polygamma_difference, sinpi: _sinpi, cospi: _cospi,
-}
 
 
 snp.register_foreign_functions(SCIPY_UFUNCS, ARRAY_FUNCTIONS, scipy_ufunc_name)

@@ -13,8 +13,6 @@ import mpmath
 import numpy as np
 import scipy.special
 import sympy
-from sympy.codegen.cfunctions import expm1 as sympy_expm1
-from sympy.codegen.cfunctions import log1p as sympy_log1p
 
 from symad import primitives as P
 from symad import special
@@ -26,25 +24,6 @@ from symad.pytree import tree_flatten, tree_unflatten
 from symad.tracer import Tracer, as_atoms
 
 __all__ = ["from_sympy"]
-
-_UNARY = {
-    sympy.sin: P.sin_p, sympy.cos: P.cos_p, sympy.tan: P.tan_p, sympy.asin: P.arcsin_p,
-    sympy.acos: P.arccos_p, sympy.atan: P.arctan_p, sympy.sinh: P.sinh_p, sympy.cosh: P.cosh_p,
-    sympy.tanh: P.tanh_p, sympy.asinh: P.arcsinh_p, sympy.acosh: P.arccosh_p,
-    sympy.atanh: P.arctanh_p, sympy.exp: P.exp_p, sympy.Abs: P.abs_p, sympy.sign: P.sign_p,
-    sympy.erf: P.erf_p, sympy.erfc: P.erfc_p, P.sigmoid: P.sigmoid_p, P.softplus: P.softplus_p,
-    P.cbrt: P.cbrt_p, P.stop_gradient: P.stop_gradient_p, sympy_expm1: P.expm1_p,
-    sympy_log1p: P.log1p_p,
-}
-_BINARY = {sympy.atan2: P.arctan2_p}
-_FOLDED = {sympy.Max: P.maximum_p, sympy.Min: P.minimum_p}
-_LOGICAL = {sympy.And: P.logical_and_p, sympy.Or: P.logical_or_p}
-_RELATIONS = {
-    sympy.StrictLessThan: P.less_p, sympy.LessThan: P.less_equal_p,
-    sympy.StrictGreaterThan: P.greater_p, sympy.GreaterThan: P.greater_equal_p,
-    sympy.Equality: P.equal_p, sympy.Unequality: P.not_equal_p,
-}
-
 
 class _Importer:
     """Records a SymPy expression into ``builder``; ``bindings`` maps its symbols to atoms.
@@ -121,24 +100,17 @@ class _Importer:
                 return record(P.exp_p, (self.atom(exponent),))
             return record(P.pow_p, (self.atom(base), self.atom(exponent)))
         head = type(expr)
-        if head is sympy.log:
-            return record(P.log_p, (self.atom(expr.args[0]),))
-        if head in _UNARY:
-            return record(_UNARY[head], (self.atom(expr.args[0]),))
-        if head in _BINARY:
-            return record(_BINARY[head], tuple(self.atom(a) for a in expr.args))
-        if head in _FOLDED:
-            return self._fold(_FOLDED[head], expr.args)
-        if head in _LOGICAL:
-            return self._fold(_LOGICAL[head], expr.args)
-        if head is sympy.Not:
-            return record(P.logical_not_p, (self.atom(expr.args[0]),))
+        primitive = _PRIMITIVE_OF_CLASS.get(head)
+        if primitive is not None:
+            args = expr.args
+            if primitive.variadic or len(args) == primitive.arity:
+                return record(primitive, tuple(self.atom(a) for a in args))
+            if primitive.arity == 2 and primitive.commutative and len(args) > 2:
+                return self._fold(primitive, args)  # Max(a, b, c), And(p, q, r)
         if isinstance(expr, sympy.logic.boolalg.BooleanFunction):
             # ITE, Xor, Implies, ... (SymPy writes Piecewise conditions with them) in
             # terms of And, Or and Not.
             return self.atom(expr.to_nnf())
-        if head in _RELATIONS:
-            return record(_RELATIONS[head], tuple(self.atom(a) for a in expr.args))
         if isinstance(expr, sympy.Piecewise):
             return self._piecewise(expr.args)
         from symad.custom import CUSTOM_PRIMITIVES
@@ -159,9 +131,6 @@ class _Importer:
                 "(@sd.primitive) for it"
             )
         args = [self.atom(a) for a in expr.args]
-        special_function = special.SYMPY_CLASSES.get(head)
-        if special_function is not None:
-            return as_atoms(special_function(*map(Tracer.of_atom, args)))[()]
         adapter = _ADAPTERS.get(head)
         if adapter is not None:
             result = adapter(*map(Tracer.of_atom, args))
@@ -302,18 +271,33 @@ _ADAPTERS = {
 }
 
 
-def _piecewise_constant(name, sympy_form, numpy_impl, arity=1) -> Primitive:
+def _mp_heaviside(x, at_zero):
+    if mpmath.isnan(x):
+        return mpmath.mpf("nan")
+    return mpmath.mpf(0) if x < 0 else mpmath.mpf(1) if x > 0 else at_zero
+
+
+def _piecewise_constant(name, sympy_form, numpy_impl, arity=1, **spellings) -> Primitive:
     # Zero derivative almost everywhere (and, as in JAX, at the jumps too).
-    return P._register(Primitive(name, sympy_form, numpy_impl, (lambda out, *a: None,) * arity,
-                                 numpy_name=f"numpy.{numpy_impl.__name__}"))
+    return P.register(Primitive(name, sympy_form, numpy_impl, (lambda out, *a: None,) * arity,
+                                arity=arity, **spellings))
 
 
-floor_p = _piecewise_constant("floor", sympy.floor, np.floor)
-ceiling_p = _piecewise_constant("ceiling", sympy.ceiling, np.ceil)
-heaviside_p = _piecewise_constant("heaviside", sympy.Heaviside, np.heaviside, arity=2)
-frac_p = P._register(Primitive(
-    "frac", sympy.frac, lambda x: x - np.floor(x), (lambda out, x: sympy.Integer(1),)))
-_UNARY.update({sympy.floor: floor_p, sympy.ceiling: ceiling_p, sympy.frac: frac_p})
+floor_p = _piecewise_constant("floor", sympy.floor, np.floor, mpmath=mpmath.floor,
+                              interval=("endpoints", {}))
+ceiling_p = _piecewise_constant("ceiling", sympy.ceiling, np.ceil, mpmath=mpmath.ceil,
+                                interval=("endpoints", {}))
+heaviside_p = _piecewise_constant("heaviside", sympy.Heaviside, np.heaviside, arity=2,
+                                  mpmath=_mp_heaviside, interval=("heaviside", {}))
+frac_p = P.register(Primitive(
+    "frac", sympy.frac, lambda x: x - np.floor(x), (lambda out, x: sympy.Integer(1),),
+    mpmath=lambda x: x - mpmath.floor(x), interval=("frac", {})))
+
+#: SymPy function class -> the built-in primitive whose stanza records it (its ``to_sympy``
+#: is that class): sin, Max, StrictLessThan, And, gamma, besselj, symad's sigmoid, ...
+#: SymPy's n-ary Max, Min, And and Or fold into the binary primitives.
+_PRIMITIVE_OF_CLASS: dict = {primitive._to_sympy: primitive for primitive in P.PRIMITIVES.values()
+                             if primitive.elementwise and isinstance(primitive._to_sympy, type)}
 
 
 def _heaviside(x, value_at_zero=None):
@@ -443,9 +427,8 @@ def sympy_function_primitive(head) -> Primitive:
             "(@sd.primitive) instead"
         )
     primitive = Primitive(
-        f"sympy.{head.__name__}", head, implementation, _fdiff_partials(head), variadic=True,
-        numpy_name=source)
-    _SYMPY_FUNCTION_PRIMITIVES[head] = P._register(primitive)
+        f"sympy.{head.__name__}", head, implementation, _fdiff_partials(head), variadic=True)
+    _SYMPY_FUNCTION_PRIMITIVES[head] = P.register(primitive)
     return primitive
 
 
@@ -508,6 +491,6 @@ def _symbolic_partial(head, arity: int, index: int):
 
 def _supported_names() -> set:
     names = {getattr(head, "__name__", str(head)) for head in
-             list(_UNARY) + list(_BINARY) + list(_FOLDED) + list(special.SYMPY_CLASSES) + list(_ADAPTERS)}
+             list(_PRIMITIVE_OF_CLASS) + list(_ADAPTERS)}
     names.discard("sympy_function")
     return names

@@ -1,23 +1,26 @@
 """The ``"interval"`` backend: every node of the graph enclosed by an ``mpmath.iv`` interval.
 
 ``F.compile("interval", dps=30)`` walks ``F``'s graph node by node
-(:mod:`symad.compile.interpret`) with :data:`INTERVAL_TABLE`, in interval
+(:mod:`symad.compile.interpret`) with each primitive's enclosure (the ``"interval"``
+spelling of its stanza; :data:`INTERVAL_TABLE` lists them), in interval
 arithmetic at ``dps`` digits: each node's interval contains the exact value of
 that node for every input in the input intervals, so each output contains the
 exact value of the function (floats given as arguments are exact points; pass
 ``mpmath.iv.mpf([a, b])`` for a box).
 
-How each primitive is enclosed:
+How each primitive is enclosed is its stanza's ``"interval"`` spelling: a
+callable, or a helper kind of this module (``("monotone", {"lower": 0})``,
+``("corners", ...)``, ...) built from the primitive's ``"mpmath"`` spelling:
 
-* by ``mpmath.iv``'s own rigorous operations: ``+ - * /``, integer and real
+* by ``mpmath.iv``'s own rigorous operations (``+ - * /``, integer and real
   powers, ``exp``, ``log``, ``sqrt``, ``sin``, ``cos``, ``tan``, ``atan``,
-  ``atan2``, ``sinh``, ``cosh``, ``gamma``, ``loggamma`` and what is composed of
-  them (beta, the Pochhammer symbol, hypot, sin(pi x), sinc away from 0);
-* on pieces where the function is monotone in each argument (erf, the inverse
+  ``gamma``, ...) and what is composed of them (beta, the Pochhammer symbol,
+  sin(pi x), sinc away from 0);
+* on pieces where the function is monotone in each argument (the inverse
   trigonometric functions, digamma between its poles, the incomplete gamma and
   beta functions, Lambert W, the elliptic integrals, ...): its values at the
-  corners of the box, each computed by mpmath's point function (the ``"mpmath"``
-  backend's table) twice, at 30 and 60 bits beyond the working precision, and
+  corners of the box, each computed by mpmath's point function (the primitive's
+  ``"mpmath"`` spelling) twice, at 30 and 60 bits beyond the working precision, and
   widened by twice their difference plus 2**-(p + 10) relative; the enclosure is
   as reliable as mpmath's point values are accurate, which mpmath gives to the
   last bits of its working precision;
@@ -52,15 +55,13 @@ import operator
 
 import mpmath
 import sympy
-from mpmath import libmp
-from mpmath.libmp.libmpi import mpi_cosh_sinh
 
 from symad.compile.interpret import Arithmetic, number_constant, scalar_argument
-from symad.compile.mpmath_backend import _BY_NAME as MPMATH_FUNCTIONS
-from symad.compile.mpmath_backend import registered_entry
 from symad.errors import CompileError
+from symad.primitives import PRIMITIVES
 
-__all__ = ["IntervalArithmetic", "INTERVAL_TABLE", "NO_ENCLOSURE", "Unavailable", "interval_value"]
+__all__ = ["IntervalArithmetic", "INTERVAL_TABLE", "NO_ENCLOSURE", "Unavailable", "interval_enclosure",
+           "interval_value"]
 
 iv = mpmath.iv
 _make_mpf = mpmath.mp.make_mpf  # an mpf from libmp's raw tuple, without rounding
@@ -151,13 +152,14 @@ def _hull(bounds) -> tuple:
 # ---------------------------------------------------------------------------
 
 
-def _monotone(name: str, increasing: bool = True, lower=-INF, upper=INF):
-    """The enclosure of ``f(*orders, x)``, monotone in ``x`` on ``[lower, upper]``, from its ends.
+def _monotone(function, name: str, increasing: bool = True, lower=-INF, upper=INF):
+    """The enclosure of ``f(*orders, x)``, monotone in ``x`` on ``[lower, upper]``, from its ends
+    (``function``: f's mpmath implementation, ``name`` f's, for messages).
 
     Leading operands (a Bessel function's order, polygamma's ``n``) must be single
     numbers: constants of the graph.
     """
-    function = MPMATH_FUNCTIONS[name]
+    lower, upper = mpmath.mpf(lower), mpmath.mpf(upper)
 
     def enclosure(*operands):
         *orders, x = operands
@@ -171,14 +173,14 @@ def _monotone(name: str, increasing: bool = True, lower=-INF, upper=INF):
     return enclosure
 
 
-def _corners(name: str, domain):
-    """The enclosure of a function monotone in each argument on the box ``domain(*xs)`` returns.
+def _corners(function, domain):
+    """The enclosure of a function (``function``: its mpmath implementation) monotone in each
+    argument on the box ``domain(*xs)`` returns.
 
     Its extremes over a box are at corners: for each argument the function is
     monotone whatever the others are, so any point's value is between two
     corners' values.
     """
-    function = MPMATH_FUNCTIONS[name]
 
     def enclosure(*xs):
         box = domain(*xs)
@@ -188,10 +190,20 @@ def _corners(name: str, domain):
     return enclosure
 
 
-def _of_absolute_value(name: str, increasing: bool):
+def _of_absolute_value(function, name: str, increasing: bool):
     """An even function, monotone in ``|x|``."""
-    inner = _monotone(name, increasing, lower=mpmath.mpf(0))
+    inner = _monotone(function, name, increasing, lower=0)
     return lambda x: inner(abs(x))
+
+
+def _endpoints(function):
+    """A non-decreasing function computed exactly (sign, floor): its values at the ends."""
+
+    def enclosure(x):
+        a, b = _ends(x)
+        return _interval(function(a), function(b))
+
+    return enclosure
 
 
 def _point_order(v, name: str):
@@ -217,82 +229,42 @@ def _power(base, exponent):
     return _interval(a, b) ** exponent
 
 
-def _sqrt(x):
-    return iv.sqrt(_interval(*_clip(x, lower=mpmath.mpf(0))))
+def _clipped(function, lower=-INF, upper=INF):
+    """``function`` (of ``mpmath.iv``) on its argument intersected with ``[lower, upper]``."""
+    lower, upper = mpmath.mpf(lower), mpmath.mpf(upper)
+    return lambda x: function(_interval(*_clip(x, lower, upper)))
 
 
-def _log(x):
-    return iv.log(_interval(*_clip(x, lower=mpmath.mpf(0))))
+_log = _clipped(iv.log, lower=0)
 
 
-def _atan(x):
-    return iv.make_mpf(libmp.libmpi.mpi_atan(x._mpi_, iv.prec))
-
-
-def _cosh(x):
-    return iv.make_mpf(mpi_cosh_sinh(x._mpi_, iv.prec)[0])
-
-
-def _sinh(x):
-    return iv.make_mpf(mpi_cosh_sinh(x._mpi_, iv.prec)[1])
-
-
-def _gammaln(x):
+def _log_of_absolute_value(function):
     # log|gamma|, not iv.loggamma: mpmath 1.3's interval loggamma returned reversed ends at
     # x = 0.3 ([1.09579799481807556056299850030934, ...0309143] at 30 digits).
-    return _log(abs(iv.gamma(x)))
-
-
-def _beta(a, b):
-    return iv.gamma(a) * iv.gamma(b) / iv.gamma(a + b)
-
-
-def _betaln(a, b):
-    return _log(abs(_beta(a, b)))
-
-
-def _sinpi(x):
-    return iv.sin(iv.pi * x)
-
-
-def _cospi(x):
-    return iv.cos(iv.pi * x)
+    return lambda *xs: _log(abs(function(*xs)))
 
 
 #: sinc is at least this on the whole real line (its minimum, -0.2172 at x = +-1.4303).
 _SINC_MINIMUM = mpmath.mpf("-0.2173")
 
 
-def _sinc(x):
-    a, b = _ends(x)
-    if a > 0 or b < 0:
-        return _sinpi(x) / (iv.pi * x)
-    if a == b == 0:
-        return iv.mpf(1)
-    if -1 <= a and b <= 1:  # on [-1, 1] sinc rises to 1 at 0 and falls after: its least value is at an end
-        sinc = MPMATH_FUNCTIONS["sinc"]
-        return _interval(min(_point_enclosure(sinc, a)[0], _point_enclosure(sinc, b)[0]), mpmath.mpf(1))
-    return _interval(_SINC_MINIMUM, mpmath.mpf(1))
+def _sinc(sinc):
+    def enclosure(x):
+        a, b = _ends(x)
+        if a > 0 or b < 0:
+            return iv.sin(iv.pi * x) / (iv.pi * x)
+        if a == b == 0:
+            return iv.mpf(1)
+        if -1 <= a and b <= 1:  # on [-1, 1] sinc rises to 1 at 0 and falls after: its least value is at an end
+            return _interval(min(_point_enclosure(sinc, a)[0], _point_enclosure(sinc, b)[0]), mpmath.mpf(1))
+        return _interval(_SINC_MINIMUM, mpmath.mpf(1))
+
+    return enclosure
 
 
 # ---------------------------------------------------------------------------
 # Piecewise primitives, comparisons, selection
 # ---------------------------------------------------------------------------
-
-
-def _sign(x):
-    a, b = _ends(x)
-    return _interval(mpmath.sign(a), mpmath.sign(b))
-
-
-def _floor(x):
-    a, b = _ends(x)
-    return _interval(mpmath.floor(a), mpmath.floor(b))
-
-
-def _ceiling(x):
-    a, b = _ends(x)
-    return _interval(mpmath.ceil(a), mpmath.ceil(b))
 
 
 def _frac(x):
@@ -389,24 +361,27 @@ def _xlogy(x, y):
 def _xlog1py(x, y):
     if _is_point(x) and _ends(x)[0] == 0:
         return iv.mpf(0)
-    return x * _monotone("log1p", lower=mpmath.mpf(-1))(y)
+    return x * _monotone(mpmath.log1p, "xlog1py", lower=-1)(y)
 
 
 def _digamma(x):
     a, b = _ends(x)
     if b >= 0 >= a or (b < 0 and mpmath.floor(a) != mpmath.floor(b)) or (a <= 0 and mpmath.isint(a)):
         raise _Undefined  # a pole (0, -1, -2, ...) in the interval
-    return _monotone("digamma")(x)
+    return _monotone(mpmath.digamma, "digamma")(x)
 
 
-def _polygamma(n, x):
-    order = _point_order(n, "polygamma")
-    if order == 0:
-        return _digamma(x)
-    if not _positive(x):
-        raise _NoEnclosure("polygamma(n, x) for x <= 0 (it is not monotone between its poles there)")
-    # psi^(n) has the sign (-1)^(n+1) on x > 0 and its derivative the opposite: odd n falls.
-    return _monotone("polygamma", increasing=int(order) % 2 == 0)(n, x)
+def _polygamma(function):
+    def enclosure(n, x):
+        order = _point_order(n, "polygamma")
+        if order == 0:
+            return _digamma(x)
+        if not _positive(x):
+            raise _NoEnclosure("polygamma(n, x) for x <= 0 (it is not monotone between its poles there)")
+        # psi^(n) has the sign (-1)^(n+1) on x > 0 and its derivative the opposite: odd n falls.
+        return _monotone(function, "polygamma", increasing=int(order) % 2 == 0)(n, x)
+
+    return enclosure
 
 
 def _polygamma_difference_box(n, a, b):
@@ -434,9 +409,8 @@ def _zeta_box(s, q):
     return [_ends(s), _ends(q)]
 
 
-def _derivative_bound(name: str, bound: int):
+def _derivative_bound(function, name: str, bound: int):
     """``f(n, x)`` with ``|df/dx| <= bound``: the midpoint's value, widened by ``bound`` times the radius."""
-    function = MPMATH_FUNCTIONS[name]
 
     def enclosure(n, x):
         order = _point_order(n, name)
@@ -453,37 +427,39 @@ def _derivative_bound(name: str, bound: int):
     return enclosure
 
 
-def _jv(v, x):
-    # |J_v| <= 1 for v >= 0, and J_v' = (J_{v-1} - J_{v+1})/2: |J_v'| <= 1 for integer v
-    # (J_{-n} = (-1)^n J_n) and for v >= 1.
-    order = _point_order(v, "jv")
-    if not (mpmath.isint(order) or order >= 1):
-        raise _NoEnclosure(f"jv of order {order} (only integer orders and orders >= 1 have "
-                           "the bound |J_v'| <= 1 it is enclosed with)")
-    if not mpmath.isint(order):
-        x = _interval(*_clip(x, lower=mpmath.mpf(0)))  # J_v(x) is not real for x < 0
-    return _derivative_bound("jv", 1)(v, x)
+def _bessel_j(function, name: str):
+    bounded = _derivative_bound(function, name, 1)
+
+    def enclosure(v, x):
+        # |J_v| <= 1 for v >= 0, and J_v' = (J_{v-1} - J_{v+1})/2: |J_v'| <= 1 for integer v
+        # (J_{-n} = (-1)^n J_n) and for v >= 1.
+        order = _point_order(v, name)
+        if not (mpmath.isint(order) or order >= 1):
+            raise _NoEnclosure(f"{name} of order {order} (only integer orders and orders >= 1 have "
+                               "the bound |J_v'| <= 1 it is enclosed with)")
+        if not mpmath.isint(order):
+            x = _interval(*_clip(x, lower=mpmath.mpf(0)))  # J_v(x) is not real for x < 0
+        return bounded(v, x)
+
+    return enclosure
 
 
-def _spherical_jn(n, z):
-    # |j_n| <= 1 for n >= 0, and j_n' = (n j_{n-1} - (n+1) j_{n+1})/(2n+1): |j_n'| <= 1.
-    return _derivative_bound("spherical_jn", 1)(n, z)
+def _bessel_i(function, name: str):
+    def enclosure(v, x):
+        order = _point_order(v, name)
+        if mpmath.isint(order):
+            if int(order) % 2 == 0:  # I_n(-x) = I_n(x): increasing in |x|
+                return _monotone(function, name, lower=0)(v, abs(x))
+            return _monotone(function, name)(v, x)  # odd n: an odd function increasing everywhere
+        if order < 0:
+            raise _NoEnclosure(f"{name}(v, x) of a negative non-integer order")
+        return _monotone(function, name, lower=0)(v, x)  # not real for x < 0
+
+    return enclosure
 
 
-def _iv(v, x):
-    order = _point_order(v, "iv")
-    if mpmath.isint(order):
-        if int(order) % 2 == 0:  # I_n(-x) = I_n(x): increasing in |x|
-            return _monotone("iv", lower=mpmath.mpf(0))(v, abs(x))
-        return _monotone("iv")(v, x)  # odd n: an odd function increasing everywhere
-    if order < 0:
-        raise _NoEnclosure("iv(v, x) of a negative non-integer order")
-    return _monotone("iv", lower=mpmath.mpf(0))(v, x)  # not real for x < 0
-
-
-def _lambertw_enclosure(name: str, at_branch_point: int):
+def _lambertw_enclosure(function, at_branch_point: int):
     """W (or 1 + W), increasing on [-1/e, inf), where it is -1 (or 0)."""
-    function = MPMATH_FUNCTIONS[name]
 
     def enclosure(x):
         a, b = _ends(x)
@@ -510,99 +486,65 @@ def _no_enclosure(name: str, why: str):
 
 
 # ---------------------------------------------------------------------------
-# The table
+# The enclosures: each primitive's "interval" spelling, a callable or a helper kind
 # ---------------------------------------------------------------------------
 
-_HALF_LINE = {"lower": mpmath.mpf(0)}
-
-#: primitive name -> interval enclosure (intervals in, interval out; truth values for
-#: comparisons: True, False, or None where the intervals do not decide).
-_BY_NAME = {
-    # arithmetic
-    "add": lambda *terms: functools.reduce(operator.add, terms),
-    "subtract": operator.sub, "multiply": operator.mul, "divide": operator.truediv,
-    "negative": operator.neg, "power": _power,
-    # roots, exponentials, logarithms
-    "sqrt": _sqrt, "cbrt": _monotone("cbrt"), "exp": iv.exp,
-    "exp2": _monotone("exp2"), "expm1": _monotone("expm1"),
-    "log": _log, "log2": _monotone("log2", **_HALF_LINE), "log10": _monotone("log10", **_HALF_LINE),
-    "log1p": _monotone("log1p", lower=mpmath.mpf(-1)),
-    # trigonometric and hyperbolic
-    "sin": iv.sin, "cos": iv.cos, "tan": iv.tan,
-    "arcsin": _monotone("arcsin", lower=mpmath.mpf(-1), upper=mpmath.mpf(1)),
-    "arccos": _monotone("arccos", increasing=False, lower=mpmath.mpf(-1), upper=mpmath.mpf(1)),
-    "arctan": _atan, "arctan2": iv.atan2,
-    "sinh": _sinh, "cosh": _cosh, "tanh": _monotone("tanh"),
-    "sech": _of_absolute_value("sech", increasing=False),
-    "arcsinh": _monotone("arcsinh"), "arccosh": _monotone("arccosh", lower=mpmath.mpf(1)),
-    "arctanh": _monotone("arctanh", lower=mpmath.mpf(-1), upper=mpmath.mpf(1)),
-    "one_minus_square": lambda x: (1 - x) * (1 + x),
-    # piecewise and two-argument
-    "abs": abs, "sign": _sign,
-    "maximum": _extremum(max), "minimum": _extremum(min),
-    "reduce_max": _extremum(max), "reduce_min": _extremum(min),
-    "hypot": lambda a, b: iv.sqrt(a**2 + b**2),
-    "hypot_ratio": lambda a, b: a / iv.sqrt(a**2 + b**2),
-    "logaddexp": _corners("logaddexp", lambda *xs: [_ends(x) for x in xs]),
-    "logsumexp": _corners("logsumexp", lambda *xs: [_ends(x) for x in xs]),
-    "floor": _floor, "ceiling": _ceiling, "frac": _frac, "heaviside": _heaviside,
-    # selection, comparison, gradient control
-    "where": _select,
-    "less": _less, "less_equal": _less_equal,
-    "greater": lambda x, y: _less(y, x), "greater_equal": lambda x, y: _less_equal(y, x),
-    "equal": _equal, "not_equal": lambda x, y: _not(_equal(x, y)),
-    "logical_and": _and, "logical_or": _or, "logical_not": _not,
-    "stop_gradient": lambda x: x,
-    # error function and the normal distribution
-    "erf": _monotone("erf"), "erfc": _monotone("erfc", increasing=False),
-    "erfinv": _monotone("erfinv", lower=mpmath.mpf(-1), upper=mpmath.mpf(1)),
-    "erfcinv": _monotone("erfcinv", increasing=False, lower=mpmath.mpf(0), upper=mpmath.mpf(2)),
-    "sigmoid": _monotone("sigmoid"), "softplus": _monotone("softplus"),
-    "ndtr": _monotone("ndtr"), "log_ndtr": _monotone("log_ndtr"),
-    "ndtri": _monotone("ndtri", lower=mpmath.mpf(0), upper=mpmath.mpf(1)),
-    "logit": _monotone("logit", lower=mpmath.mpf(0), upper=mpmath.mpf(1)),
-    "mills_excess": _no_enclosure("mills_excess", "the derivatives of log_ndtr's far tail, x < -4"),
-    "xlogy": _xlogy, "xlog1py": _xlog1py,
-    # gamma and beta functions
-    "gamma": iv.gamma, "gammaln": _gammaln,
-    "digamma": _digamma, "polygamma": _polygamma,
-    "polygamma_difference": _corners("polygamma_difference", _polygamma_difference_box),
-    "beta": _beta, "betaln": _betaln, "poch": lambda z, m: iv.gamma(z + m) / iv.gamma(z),
-    "gammainc": _corners("gammainc", _incomplete_gamma_box),
-    "gammaincc": _corners("gammaincc", _incomplete_gamma_box),
-    "betainc": _corners("betainc", _incomplete_beta_box),
-    # Bessel functions
-    "jv": _jv, "iv": _iv,
-    "kv": lambda v, x: _monotone("kv", increasing=False, lower=mpmath.mpf(0))(v, x),
-    "yv": _no_enclosure("yv", "Bessel functions of the second kind are not enclosed"),
-    "spherical_jn": _spherical_jn,
-    # trigonometric functions of pi x
-    "sinpi": _sinpi, "cospi": _cospi, "sinc": _sinc,
-    # zeta, Lambert W, elliptic integrals
-    "zeta": _corners("zeta", _zeta_box),
-    "zeta_derivative": _no_enclosure("zeta_derivative", "the derivatives of zeta in s are not enclosed"),
-    "lambertw": _lambertw_enclosure("lambertw", -1),
-    "lambertw1p": _lambertw_enclosure("lambertw1p", 0),
-    "ellipk": _monotone("ellipk", upper=mpmath.mpf(1)),
-    "ellipe": _monotone("ellipe", increasing=False, upper=mpmath.mpf(1)),
-    "elliptic_k_derivative": _monotone("elliptic_k_derivative", upper=mpmath.mpf(1)),
-    "elliptic_e_derivative": _monotone("elliptic_e_derivative", increasing=False, upper=mpmath.mpf(1)),
+#: The boxes of functions monotone in each argument (``("corners", {"domain": ...})``).
+_DOMAINS = {
+    "box": lambda *xs: [_ends(x) for x in xs],
+    "polygamma_difference": _polygamma_difference_box,
+    "incomplete_gamma": _incomplete_gamma_box,
+    "incomplete_beta": _incomplete_beta_box,
+    "zeta": _zeta_box,
 }
 
-#: Primitives that take truth values or choose between branches: they see unavailable
-#: operands themselves (``where`` drops the branch its decided condition does not take).
-_SEES_UNAVAILABLE = {"where"}
 
-#: Primitives with no enclosure anywhere (they are in the table so that a graph holding them
-#: in a branch a decided ``where`` drops still evaluates).
-NO_ENCLOSURE = ("mills_excess", "yv", "zeta_derivative")
+def _point_function(primitive):
+    return primitive.spelling("mpmath")
 
 
-def _guarded(name: str, enclosure):
+#: Helper kinds a stanza's interval spelling may name: ``kind(primitive, **parameters) ->
+#: enclosure``; those from mpmath's point values read the primitive's "mpmath" spelling.
+_KINDS = {
+    "monotone": lambda p, increasing=True, lower=-INF, upper=INF: _monotone(
+        _point_function(p), p.name, increasing, lower, upper),
+    "even": lambda p, increasing: _of_absolute_value(_point_function(p), p.name, increasing),
+    "corners": lambda p, domain="box": _corners(_point_function(p), _DOMAINS[domain]),
+    "endpoints": lambda p: _endpoints(_point_function(p)),
+    "clipped": lambda p, function, lower=-INF, upper=INF: _clipped(function, lower, upper),
+    "log_abs": lambda p, of: _log_of_absolute_value(of),
+    "power": lambda p: _power,
+    "extremum": lambda p, choose: _extremum(choose),
+    "less": lambda p, swapped=False: (lambda x, y: _less(y, x)) if swapped else _less,
+    "less_equal": lambda p, swapped=False: (lambda x, y: _less_equal(y, x)) if swapped else _less_equal,
+    "equal": lambda p, negated=False: (lambda x, y: _not(_equal(x, y))) if negated else _equal,
+    "and": lambda p: _and,
+    "or": lambda p: _or,
+    "not": lambda p: _not,
+    "select": lambda p: _select,
+    "xlogy": lambda p: _xlogy,
+    "xlog1py": lambda p: _xlog1py,
+    "digamma": lambda p: _digamma,
+    "polygamma": lambda p: _polygamma(_point_function(p)),
+    "bessel_j": lambda p: _bessel_j(_point_function(p), p.name),
+    "bessel_i": lambda p: _bessel_i(_point_function(p), p.name),
+    "derivative_bound": lambda p, bound: _derivative_bound(_point_function(p), p.name, bound),
+    "sinc": lambda p: _sinc(_point_function(p)),
+    "lambertw": lambda p, at_branch_point: _lambertw_enclosure(_point_function(p), at_branch_point),
+    "frac": lambda p: _frac,
+    "heaviside": lambda p: _heaviside,
+    "none": lambda p, why: _no_enclosure(p.name, why),
+}
+#: Kinds that take truth values or choose between branches: they see unavailable operands
+#: themselves (``where`` drops the branch its decided condition does not take).
+_SEES_UNAVAILABLE = {"select"}
+
+
+def _guarded(name: str, enclosure, sees_unavailable: bool = False):
     """``enclosure`` made total: unavailable operands pass through, failures become marks."""
 
     def evaluate(*operands):
-        if name not in _SEES_UNAVAILABLE:
+        if not sees_unavailable:
             for operand in operands:
                 if isinstance(operand, Unavailable):
                     return operand
@@ -619,9 +561,35 @@ def _guarded(name: str, enclosure):
     return evaluate
 
 
-#: The one table the interval backend evaluates with: a built-in primitive's name -> its
-#: enclosure (found through ``registered_entry``, as the mpmath backend's).
-INTERVAL_TABLE: dict = {name: _guarded(name, enclosure) for name, enclosure in _BY_NAME.items()}
+_ENCLOSURES: dict = {}  # primitive -> its guarded enclosure (built on first use)
+
+
+def interval_enclosure(primitive):
+    """``primitive``'s enclosure, from its stanza's ``"interval"`` spelling (see
+    :data:`symad.primitives.BACKENDS`), made total; None if it has none."""
+    found = _ENCLOSURES.get(primitive)
+    if found is None:
+        spelling = primitive.spelling("interval")
+        if spelling is None:
+            return None
+        kind = None
+        if isinstance(spelling, tuple):
+            kind, parameters = spelling
+            spelling = _KINDS[kind](primitive, **parameters)
+        found = _ENCLOSURES[primitive] = _guarded(primitive.name, spelling, kind in _SEES_UNAVAILABLE)
+    return found
+
+
+#: A built-in primitive's name -> its enclosure: a view of the stanzas, for listing (the
+#: backend reads each primitive's own spelling, :func:`interval_enclosure`).
+INTERVAL_TABLE: dict = {name: interval_enclosure(primitive) for name, primitive in PRIMITIVES.items()
+                        if primitive.spelling("interval") is not None}
+
+#: Primitives with no enclosure anywhere (their stanzas say why: an enclosure that raises,
+#: so that a graph holding them in a branch a decided ``where`` drops still evaluates).
+NO_ENCLOSURE = tuple(sorted(name for name, primitive in PRIMITIVES.items()
+                            if isinstance(primitive.spelling("interval"), tuple)
+                            and primitive.spelling("interval")[0] == "none"))
 
 
 # ---------------------------------------------------------------------------
@@ -683,10 +651,9 @@ class IntervalArithmetic(Arithmetic):
     """``mpmath.iv`` intervals at ``dps`` decimal digits (``iv.prec``, set during each evaluation)."""
 
     name = "interval"
-    table = INTERVAL_TABLE
 
     def implementation(self, primitive):
-        return registered_entry(self.table, primitive)
+        return interval_enclosure(primitive)
 
     def missing(self, primitive, function_name: str) -> str:
         return (

@@ -62,6 +62,7 @@ from symad import array_primitives as A
 from symad.errors import CompileError
 from symad.graph import ArrayInput, Node
 from symad.primitives import (
+    NATIVE,
     Primitive,
     add_p,
     equal_p,
@@ -93,15 +94,10 @@ MAX_INLINE_DEPTH = 32
 #: einsum products of at least this many multiply-adds (per matrix of a batch) go to BLAS.
 BLAS_MIN_FLOPS = 4096
 
-# Elementwise primitives cheap enough to compute again wherever they are read (a few
-# cycles; XLA duplicates the same kind into each consumer). Others (exp, sin, log,
-# special functions...) are computed once and stored when read more than once per element.
-_CHEAP = {
-    "add", "subtract", "multiply", "negative", "abs", "sign", "maximum", "minimum", "where",
-    "less", "less_equal", "greater", "greater_equal", "equal", "not_equal", "logical_and",
-    "logical_or", "logical_not", "stop_gradient", "reduce_max", "reduce_min", "divide", "sqrt",
-    "one_minus_square",
-}
+# Elementwise primitives cheap enough to compute again wherever they are read are those
+# whose stanza's cost is at most NATIVE (a few cycles, no library call; XLA duplicates the
+# same kind into each consumer). Others (exp, sin, log, special functions...) are computed
+# once and stored when read more than once per element.
 
 
 class LoopsUnsupported(CompileError):
@@ -1252,7 +1248,7 @@ def _operations(statements) -> int:
         cls = statement.__class__
         if (cls is Let or cls is Assign) and statement.expr[0] == "op":
             name = statement.expr[1].name
-            cheap = name in _CHEAP or name == "power" and statement.expr[2] is not None \
+            cheap = statement.expr[1].cost <= NATIVE or name == "power" and statement.expr[2] is not None \
                 and not statement.expr[2].is_Symbol and _literal(statement.expr[2])[1] == 2.0
             count += 1 if cheap else CALL_COST
         elif cls is Update:
@@ -1276,11 +1272,10 @@ def _describe(kernel) -> str:
 
 
 def _is_cheap(node) -> bool:
-    name = node.primitive.name
-    if name == "power":
+    if node.primitive.name == "power":
         exponent = node.args[1]
         return not exponent.is_Symbol and _literal(exponent)[1] in (1.0, 2.0, -1.0, 0.5)
-    return name in _CHEAP
+    return node.primitive.cost <= NATIVE
 
 
 def _maker(chain: list):

@@ -17,7 +17,8 @@ which LLVM would take minutes to compile.
 from __future__ import annotations
 
 from symad.compile.program import Constant, Instruction, compile_program
-from symad.compile.source import RUN, GeneratedModule, is_builtin_primitive, literal, module_header
+from symad.compile.source import RUN, GeneratedModule, literal, module_header
+from symad.primitives import spell
 
 __all__ = ["lower_numba", "numba_available", "scalar_form", "MAX_NUMBA_NODES", "MAX_NUMBA_OPERANDS",
            "MAX_NUMBA_ARRAYS"]
@@ -53,21 +54,6 @@ def numba_available() -> bool:
     return True
 
 
-_INFIX = {
-    "add": "+", "subtract": "-", "multiply": "*", "divide": "/", "power": "**",
-    "less": "<", "less_equal": "<=", "greater": ">", "greater_equal": ">=",
-    "equal": "==", "not_equal": "!=", "logical_and": "and", "logical_or": "or",
-}
-_NUMPY_SCALAR = {
-    name: f"np.{name}" for name in (
-        "sqrt", "cbrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos",
-        "tan", "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh", "arcsinh",
-        "arccosh", "arctanh", "sign", "maximum", "minimum", "hypot", "logaddexp",
-    )
-}
-_NUMPY_SCALAR.update({"abs": "np.abs", "erf": "math.erf", "erfc": "math.erfc"})
-
-
 def scalar_form(instruction: Instruction):
     """``format(args) -> text`` of one element of this instruction in numba, or None.
 
@@ -78,45 +64,10 @@ def scalar_form(instruction: Instruction):
     >>> scalar_form(Instruction(1, erf_p, (0,), (), False))(["s0"])
     'math.erf(s0)'
     """
-    primitive = instruction.primitive
-    if instruction.params or not is_builtin_primitive(primitive):
+    form = instruction.primitive.spelling("numba")
+    if instruction.params or form is None:
         return None
-    name = primitive.name
-    if name in _INFIX:
-        symbol = f" {_INFIX[name]} "
-        return lambda args: "(" + symbol.join(args) + ")"
-    if name == "negative":
-        return lambda args: f"(-{args[0]})"
-    if name == "logical_not":
-        return lambda args: f"(not {args[0]})"
-    if name == "where":
-        return lambda args: f"({args[1]} if {args[0]} else {args[2]})"
-    if name == "stop_gradient":
-        return lambda args: args[0]
-    if name == "sigmoid":
-        return lambda args: f"(1.0 / (1.0 + np.exp(-{args[0]})))"
-    if name == "softplus":
-        return lambda args: f"np.logaddexp(0.0, {args[0]})"
-    if name == "sech":
-        return lambda args: f"(1.0 / np.cosh({args[0]}))"
-    if name == "one_minus_square":
-        return lambda args: f"((1.0 - {args[0]}) * (1.0 + {args[0]}))"
-    if name == "hypot_ratio":
-        return lambda args: f"({args[0]} / np.hypot({args[0]}, {args[1]}))"
-    if name in ("reduce_max", "reduce_min"):
-        function = "np.maximum" if name == "reduce_max" else "np.minimum"
-
-        def nested(args):
-            text = args[0]
-            for arg in args[1:]:
-                text = f"{function}({text}, {arg})"
-            return text
-
-        return nested
-    function = _NUMPY_SCALAR.get(name)
-    if function is not None:
-        return lambda args: f"{function}({', '.join(args)})"
-    return None
+    return lambda args: spell(form, args)
 
 
 def _scalar_operand(operand) -> str:

@@ -11,12 +11,14 @@ assigned at compile time by a linear scan over the liveness information, so
 a buffer is reused as soon as its value is dead and the working set is a
 handful of blocks.
 
-Operations numexpr lacks (erf, logaddexp, sigmoid, cbrt, exp2, logsumexp,
-custom primitives, ...), and the few NumPy computes faster
-(``NUMPY_IS_FASTER``), are steps of their own that call NumPy/SciPy inside
-the same block loop: the user never sees the difference. If this numexpr's
-internals do not accept assembled programs (probed once), the regions fall
-back to numexpr strings, which are trees (``fuse``).
+Each primitive's stanza spells it in numexpr's language (its ``"numexpr"``
+spelling, an expression tree); this module knows that language, not the
+primitives. Primitives with no such spelling (special functions, custom
+primitives, ...), and those NumPy computes faster (their stanzas' measured
+``cost_ns``: ``NUMPY_IS_FASTER``), are steps of their own that call
+NumPy/SciPy inside the same block loop: the user never sees the difference.
+If this numexpr's internals do not accept assembled programs (probed once),
+the regions fall back to numexpr strings, which are trees (``fuse``).
 
 >>> import sympy
 >>> from symad.graph import GraphBuilder
@@ -56,39 +58,37 @@ from symad.compile.program import (
 )
 from symad.compile.source import (
     DRIVER,
-    SPECIAL_NUMPY_FORMS,
     GeneratedModule,
     block_size_for,
     first_output_positions,
-    is_builtin_primitive,
     literal,
     module_header,
     numpy_spelling,
     operand_text,
     output_lines,
 )
+from symad.primitives import PRIMITIVES
 
 __all__ = ["lower_numexpr", "numexpr_form", "runs_in_numpy", "NUMPY_IS_FASTER", "COST_NS"]
 
 
 # ---------------------------------------------------------------------------
-# The translation table: symad primitive -> numexpr spelling
+# numexpr's language. Each primitive's stanza spells it as an expression tree (its
+# "numexpr" spelling, see symad.primitives.BACKENDS); this is how numexpr writes those
+# operators, as text and as operations of its virtual machine.
 # ---------------------------------------------------------------------------
 
-_INFIX = {
-    "add": "+", "subtract": "-", "multiply": "*", "divide": "/", "power": "**",
-    "less": "<", "less_equal": "<=", "greater": ">", "greater_equal": ">=",
-    "equal": "==", "not_equal": "!=", "logical_and": "&", "logical_or": "|",
-}
-_PREFIX = {"negative": "-", "logical_not": "~"}
-#: symad primitive name -> numexpr function name; kept only if this numexpr has it
-_FUNCTIONS = {
-    name: name for name in (
-        "sqrt", "exp", "expm1", "log", "log10", "log1p", "log2", "sin", "cos", "tan",
-        "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh", "arcsinh",
-        "arccosh", "arctanh", "abs", "sign", "maximum", "minimum", "hypot", "where",
-    )
-}
+#: Operators written between their operands, and the machine's operation for each.
+_INFIX = {"+": "add", "-": "sub", "*": "mul", "/": "div", "**": "pow", ">": "gt", ">=": "ge",
+          "==": "eq", "!=": "ne", "&": "and", "|": "or"}
+#: a < b is b > a: numexpr's machine has only gt and ge
+_SWAPPED = {"<": "gt", "<=": "ge"}
+#: Operators written before their one operand.
+_PREFIX = {"-": "neg", "~": "invert"}
+#: numexpr functions whose machine operation has another name.
+_VM_FUNCTIONS = {"abs": "absolute"}
+#: Operators whose result is a truth value.
+_BOOLEAN = frozenset({"<", "<=", ">", ">=", "==", "!=", "&", "|", "~"})
 
 
 def _numexpr_functions() -> set:
@@ -112,8 +112,8 @@ def numexpr_form(instruction: Instruction):
     >>> numexpr_form(Instruction(1, erf_p, (0,), (), False)) is None   # runs in SciPy
     True
     """
-    primitive = instruction.primitive
-    if instruction.params or not is_builtin_primitive(primitive):
+    tree = instruction.primitive.spelling("numexpr")
+    if instruction.params or tree is None or not _available(tree):
         return None
     if all(isinstance(o, Constant) for o in instruction.operands):
         return None  # constants the builder left unfolded (1/0): NumPy gives inf at run time
@@ -125,28 +125,46 @@ def numexpr_form(instruction: Instruction):
         # numexpr has no literal for inf or nan: such steps run in NumPy instead.
         if isinstance(o, Constant) and not isinstance(o.value, bool) and not math.isfinite(o.value):
             return None
-    name = primitive.name
-    if name in _INFIX:
-        symbol = f" {_INFIX[name]} "
-        return lambda args: "(" + symbol.join(args) + ")"
-    if name in _PREFIX:
-        return lambda args, symbol=_PREFIX[name]: f"({symbol}{args[0]})"
-    if name == "stop_gradient":
-        return lambda args: args[0]
-    if name == "divide" and instruction.operands[1:] and isinstance(instruction.operands[1], Constant):
-        divisor = instruction.operands[1].value
+    return lambda args: _text(tree, args, instruction.operands)
+
+
+def _available(tree) -> bool:
+    """Whether this numexpr has every function ``tree`` calls."""
+    if not isinstance(tree, tuple):
+        return True
+    operator, *parts = tree
+    if operator not in _INFIX and operator not in _SWAPPED and operator not in _PREFIX \
+            and operator not in _AVAILABLE:
+        return False
+    return all(_available(part) for part in parts)
+
+
+def _text(tree, args: list, operands) -> str:
+    """The numexpr text of a spelling ``tree`` on the operand texts ``args``."""
+    if isinstance(tree, int):
+        return args[tree]
+    if isinstance(tree, str):
+        return tree  # a literal
+    operator, *parts = tree
+    texts = list(args) if parts == [...] else [_text(part, args, operands) for part in parts]
+    if operator == "/" and len(parts) == 2 and isinstance(parts[1], int) \
+            and isinstance(operands[parts[1]], Constant):
+        divisor = operands[parts[1]].value
         if not isinstance(divisor, bool) and divisor != 0 and math.isfinite(divisor):
             mantissa, _ = math.frexp(divisor)
             if abs(mantissa) == 0.5 and math.isfinite(1.0 / divisor):
                 # x / 2**k is exactly x * 2**-k, and a multiplication is several times cheaper
-                factor = literal(1.0 / divisor)
-                return lambda args: f"({args[0]} * {factor})"
-    if name == "sech":  # 1/cosh: inf past |x| = 710 gives the right 0
-        return lambda args: f"(1 / cosh({args[0]}))"
-    function = _FUNCTIONS.get(name)
-    if function is not None and function in _AVAILABLE:
-        return lambda args: f"{function}({', '.join(args)})"
-    return None
+                return f"({texts[0]} * {literal(1.0 / divisor)})"
+    if operator in _PREFIX and len(texts) == 1:
+        return f"({operator}{texts[0]})"
+    if operator in _INFIX or operator in _SWAPPED:
+        return "(" + f" {operator} ".join(texts) + ")"
+    return f"{operator}({', '.join(texts)})"
+
+
+def _is_power(instruction: Instruction) -> bool:
+    """Whether the instruction is numexpr's ``a ** b`` of its two operands."""
+    return instruction.primitive.spelling("numexpr") == ("**", 0, 1)
 
 
 def _render(step_instruction: Instruction, inlined: dict, leaf_names: dict) -> str:
@@ -183,22 +201,6 @@ def _render(step_instruction: Instruction, inlined: dict, leaf_names: dict) -> s
 # 67 operations of the logistic map's gradient are one pass over memory
 # instead of nineteen. Where numexpr's internals do not take such a program
 # (probed once, below), the string programs of ``fuse`` are used instead.
-
-#: symad primitive -> numexpr VM operation (an opcode, or a function called by ``func_*n``)
-_VM_NAMES = {
-    "add": "add", "subtract": "sub", "multiply": "mul", "divide": "div", "negative": "neg",
-    "greater": "gt", "greater_equal": "ge", "equal": "eq", "not_equal": "ne",
-    "logical_and": "and", "logical_or": "or", "logical_not": "invert", "where": "where",
-    "abs": "absolute",
-    **{name: name for name in (
-        "sqrt", "exp", "expm1", "log", "log10", "log1p", "log2", "sin", "cos", "tan",
-        "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh", "arcsinh",
-        "arccosh", "arctanh", "sign", "maximum", "minimum", "hypot",
-    )},
-}
-#: a < b is b > a: numexpr's machine has only gt and ge
-_SWAPPED = {"less": "gt", "less_equal": "ge"}
-
 
 class _NotExpressible(Exception):
     pass
@@ -247,33 +249,41 @@ class _Region:
 
 def _emit(region: _Region, instruction: Instruction, args: list):
     """Append ``instruction`` applied to the registers ``args``; its result's register."""
-    name = instruction.primitive.name
+    tree = instruction.primitive.spelling("numexpr")
+    if tree is None:
+        raise _NotExpressible(instruction.primitive.name)
+    return _emit_tree(region, tree, instruction, args, True)
+
+
+def _emit_tree(region: _Region, tree, instruction: Instruction, args: list, top: bool):
+    """The operations of the spelling ``tree`` on the registers ``args``; the result's register."""
+    if isinstance(tree, int):
+        return args[tree]  # an operand passed through (stop_gradient)
+    if isinstance(tree, str):
+        return region.constant(float(tree))
     f = region.float_kind
-    if name == "stop_gradient":
-        return args[0]
-    if name in ("add", "multiply"):
-        result = args[0]
-        for other in args[1:]:
-            result = region.op(_VM_NAMES[name], f, result, other)
-        if len(args) < 2:
-            raise _NotExpressible(name)
-        return result
-    if name in _SWAPPED:
-        return region.op(_SWAPPED[name], "b", args[1], args[0])
-    if name == "sech":
-        return region.op("div", f, region.constant(1.0), region.op("cosh", f, args[0]))
-    if name == "power":
+    operator, *parts = tree
+    if top and operator == "**" and parts == [0, 1]:
         exponent = _integral_exponent(instruction)
         if exponent is not None:
             return _integral_power(region, args[0], exponent)
-        return region.op("pow", f, *args)
-    vm_name = _VM_NAMES.get(name)
-    if vm_name is None:
-        raise _NotExpressible(name)
-    kind = "b" if instruction.boolean else f
-    if name in ("logical_and", "logical_or", "logical_not"):
-        kind = "b"
-    return region.op(vm_name, kind, *args)
+    every = parts == [...]
+    values = list(args) if every else [_emit_tree(region, p, instruction, args, False) for p in parts]
+    kind = "b" if operator in _BOOLEAN or (top and instruction.boolean) else f
+    if every:  # a + b + c ...: one operation per further operand
+        if len(values) < 2:
+            raise _NotExpressible(operator)
+        result = values[0]
+        for other in values[1:]:
+            result = region.op(_INFIX[operator], f, result, other)
+        return result
+    if operator in _SWAPPED:
+        return region.op(_SWAPPED[operator], "b", values[1], values[0])
+    if operator in _PREFIX and len(values) == 1:
+        return region.op(_PREFIX[operator], kind, values[0])
+    if operator in _INFIX:
+        return region.op(_INFIX[operator], kind, *values)
+    return region.op(_VM_FUNCTIONS.get(operator, operator), kind, *values)
 
 
 def _integral_power(region: _Region, base, exponent: float):
@@ -483,33 +493,30 @@ def _vm_usable() -> bool:
 _VM_USABLE: bool | None = None
 
 
-#: Nanoseconds per float64 element of the functions numexpr's machine can run: there and
-#: in NumPy, one thread, blocks of 2^16 points in cache. Measured 2026-11-25 on the project's
-#: 2-core machine (AMD EPYC with AVX-512; numexpr 2.14.2 without Intel's VML, which calls
-#: libm once per element; NumPy 2.4.6, whose SIMD loops make most functions 4-13x faster).
-#: ``python benchmarks/eval.py --calibrate`` measures them again. ``"power"`` is a power
-#: with a variable or non-integral exponent (integral ones are multiplications).
-COST_NS = {
-    "exp": (4.13, 0.82), "expm1": (7.19, 1.18), "log": (3.33, 0.82), "log10": (6.17, 0.88),
-    "log1p": (6.95, 1.04), "log2": (3.60, 0.93), "sin": (8.32, 8.11), "cos": (8.18, 7.99),
-    "tan": (8.84, 1.35), "arcsin": (10.18, 1.26), "arccos": (10.14, 1.36),
-    "arctan": (8.23, 1.24), "sinh": (10.83, 1.18), "cosh": (7.54, 0.98), "tanh": (11.37, 1.71),
-    "arcsinh": (20.40, 2.08), "arccosh": (18.05, 2.17), "arctanh": (20.13, 1.58),
-    "sqrt": (2.34, 1.20), "abs": (1.75, 0.18), "sign": (1.68, 0.58), "power": (9.96, 2.26),
-    "arctan2": (15.09, 2.22), "hypot": (16.92, 16.55), "maximum": (2.25, 0.29),
-    "minimum": (2.25, 0.29), "add": (0.43, 0.26), "subtract": (0.43, 0.26),
-    "multiply": (0.36, 0.26), "divide": (0.70, 0.33), "negative": (0.26, 0.19),
-}
+#: Nanoseconds per float64 element of the functions numexpr's machine can run, there and
+#: in NumPy, by primitive name: a view of the stanzas' ``cost_ns`` (see
+#: ``symad.primitives.Primitive``). ``"power"`` is a power with a variable or non-integral
+#: exponent (integral ones are multiplications).
+COST_NS = {name: primitive.cost_ns for name, primitive in PRIMITIVES.items()
+           if primitive.cost_ns is not None}
 #: A pass over a block of memory (a NumPy copy of a cached block: 0.18 ns per element). A
 #: function taken out of a region costs its operand's and its result's passes.
 PASS_NS = 0.18
 #: ... and a step of its own, with a call from Python per block: NumPy must win by this
 #: factor besides (division, 0.70 against 0.33 + 2 x 0.18 ns, stays in the region).
 NUMPY_MARGIN = 0.75
+
+
+def _numpy_is_faster(cost_ns) -> bool:
+    """Whether NumPy computes a function faster than numexpr by more than the two passes
+    over memory a step of its own costs (``cost_ns``: a stanza's measured nanoseconds)."""
+    in_numexpr, in_numpy = cost_ns
+    return in_numpy + 2 * PASS_NS < NUMPY_MARGIN * in_numexpr
+
+
 #: Functions that run as NumPy steps (the plan never does in numexpr what NumPy does
-#: faster): those NumPy computes faster by more than the two passes over memory.
-NUMPY_IS_FASTER = frozenset(name for name, (in_numexpr, in_numpy) in COST_NS.items()
-                            if in_numpy + 2 * PASS_NS < NUMPY_MARGIN * in_numexpr)
+#: faster), by name.
+NUMPY_IS_FASTER = frozenset(name for name, cost in COST_NS.items() if _numpy_is_faster(cost))
 
 
 def runs_in_numpy(instruction: Instruction) -> bool:
@@ -524,12 +531,10 @@ def runs_in_numpy(instruction: Instruction) -> bool:
     >>> runs_in_numpy(Instruction(1, pow_p, (0, Constant(3.0)), (), False))   # x*x*x in numexpr
     False
     """
-    name = instruction.primitive.name
-    if name == "power" and _integral_exponent(instruction) is not None:
+    if _is_power(instruction) and _integral_exponent(instruction) is not None:
         return False
-    if name == "sech":
-        name = "cosh"
-    return name in NUMPY_IS_FASTER
+    cost = instruction.primitive.cost_ns
+    return cost is not None and _numpy_is_faster(cost)
 
 
 def _integral_exponent(instruction: Instruction) -> float | None:
@@ -604,7 +609,7 @@ def _one_operation(step, inlined: dict) -> bool:
     instruction = step.instruction
     if len(step.body) > 1 or any(isinstance(o, int) and o in inlined for o in instruction.operands):
         return False
-    return instruction.primitive.name != "power" and _vm_operations(instruction) == 1
+    return not _is_power(instruction) and _vm_operations(instruction) == 1
 
 
 def _ufunc_spelling(instruction: Instruction) -> bool:
@@ -613,7 +618,7 @@ def _ufunc_spelling(instruction: Instruction) -> bool:
     primitive = instruction.primitive
     implementation = primitive.numpy_impl
     return (isinstance(implementation, np.ufunc) and implementation.nout == 1
-            and primitive.name not in SPECIAL_NUMPY_FORMS
+            and primitive.spelling("numpy") is None
             and numpy_spelling(instruction) is not None)
 
 

@@ -51,6 +51,7 @@ import numpy as np
 
 from symad.errors import CompileError
 from symad.graph import Graph, constant_value
+from symad.primitives import ARITHMETIC, pow_p
 
 __all__ = [
     "Constant",
@@ -76,7 +77,6 @@ MAX_FUSED_LEAVES = 24
 #: Shared values this cheap (arithmetic, at most this many operations) are recomputed
 #: in each consumer instead of being stored.
 CHEAP_OPERATIONS = 2
-CHEAP_PRIMITIVES = frozenset({"add", "subtract", "multiply", "divide", "negative", "stop_gradient"})
 
 
 @dataclass(frozen=True)
@@ -736,20 +736,25 @@ def _region_registers(body: Sequence[Instruction]) -> int:
 
 def _vm_operations(instruction: Instruction) -> int:
     """At most how many operations of numexpr's machine ``instruction`` becomes (see
-    ``numexpr_backend._emit``): one per binary step of an n-ary sum or product, the
-    multiplications of a constant integral power, one otherwise."""
-    name = instruction.primitive.name
-    if name in ("add", "multiply"):
+    ``numexpr_backend._emit``): one per operator of its numexpr spelling, one per binary
+    step of an n-ary sum or product, the multiplications of a constant integral power;
+    at least one."""
+    return max(1, _tree_operations(instruction.primitive.spelling("numexpr"), instruction))
+
+
+def _tree_operations(tree, instruction: Instruction) -> int:
+    if not isinstance(tree, tuple):
+        return 0  # an operand or a literal
+    operator, *parts = tree
+    if parts == [...]:
         return max(1, len(instruction.operands) - 1)
-    if name == "sech":
-        return 2
-    if name == "power" and len(instruction.operands) == 2:
+    if operator == "**" and parts == [0, 1] and len(instruction.operands) == 2:
         exponent = instruction.operands[1]
         if isinstance(exponent, Constant) and not isinstance(exponent.value, bool):
             x = abs(float(exponent.value))
             if math.isfinite(x) and x <= 50:
                 return 2 * int(x).bit_length() + 3  # squarings, products, sqrt, reciprocal
-    return 1
+    return 1 + sum(_tree_operations(part, instruction) for part in parts)
 
 
 def _region_leaves(body: Sequence[Instruction]) -> tuple[int, ...]:
@@ -765,10 +770,9 @@ def _region_leaves(body: Sequence[Instruction]) -> tuple[int, ...]:
 
 def _is_cheap(instruction: Instruction) -> bool:
     """Arithmetic, or a small constant integer power (numexpr turns ``x**2.0`` into ``x*x``)."""
-    name = instruction.primitive.name
-    if name in CHEAP_PRIMITIVES:
+    if instruction.primitive.cost <= ARITHMETIC:
         return True
-    if name == "power":
+    if instruction.primitive is pow_p:
         exponent = instruction.operands[1]
         return (isinstance(exponent, Constant) and not isinstance(exponent.value, bool)
                 and float(exponent.value).is_integer() and 2 <= exponent.value <= 3)

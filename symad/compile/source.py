@@ -20,6 +20,7 @@ import numpy as np
 import scipy.special
 
 from symad.compile.program import Constant, Instruction, Program, safe_comment, safe_comments
+from symad.primitives import PRIMITIVES, spell
 
 __all__ = ["STANDARD_IMPORTS", "literal", "numpy_spelling", "module_header", "DRIVER", "RUN", "WORKING_SET_BYTES", "block_size_for",
            "GeneratedModule", "is_builtin_primitive"]
@@ -97,47 +98,8 @@ class ArrayModule(GeneratedModule):
 
 
 # ---------------------------------------------------------------------------
-# NumPy spellings: the translation table of the NumPy lowering
+# NumPy spellings: read from each primitive's stanza
 # ---------------------------------------------------------------------------
-
-
-def _stacked(reduction: str):
-    return lambda args: f"{reduction}(np.stack(np.broadcast_arrays({', '.join(args)})), axis=0)"
-
-
-#: Sums of more terms than this are spelled without one nested expression per term.
-MAX_INFIX_TERMS = 64
-
-
-def sum_spelling(args: Sequence[str]) -> str:
-    """``a + b + ...`` left to right, as NumPy evaluates the add primitive.
-
-    Python's compiler recurses once per ``+`` of a chain and fails past about
-    a thousand terms, so a longer sum is a ``functools.reduce`` over a flat
-    tuple: the same additions in the same order, the same rounding.
-
-    >>> sum_spelling(["v0", "v1"])
-    '(v0 + v1)'
-    >>> sum_spelling([f"v{i}" for i in range(100)])[:47]
-    'functools.reduce(operator.add, (v0, v1, v2, v3,'
-    """
-    if len(args) <= MAX_INFIX_TERMS:
-        return "(" + " + ".join(args) + ")"
-    return f"functools.reduce(operator.add, ({', '.join(args)}))"
-
-
-#: Primitives whose NumPy form is not ``np.<numpy_name>(...)``.
-SPECIAL_NUMPY_FORMS = {
-    "add": sum_spelling,
-    "stop_gradient": lambda args: args[0],
-    "softplus": lambda args: f"np.logaddexp(0.0, {args[0]})",
-    "sech": lambda args: f"(1.0 / np.cosh({args[0]}))",
-    "one_minus_square": lambda args: f"((1.0 - {args[0]}) * (1.0 + {args[0]}))",
-    "hypot_ratio": lambda args: f"({args[0]} / np.hypot({args[0]}, {args[1]}))",
-    "reduce_max": _stacked("np.max"),
-    "reduce_min": _stacked("np.min"),
-    "logsumexp": _stacked("special.logsumexp"),
-}
 
 
 def numpy_spelling(instruction: Instruction):
@@ -148,17 +110,17 @@ def numpy_spelling(instruction: Instruction):
     >>> numpy_spelling(Instruction(1, erf_p, (0,), (), False))(["v0"])
     'special.erf(v0)'
 
-    The NumPy form is found from the primitive's own table entry: its
-    ``numpy_name`` must name exactly its ``numpy_impl`` in ``numpy`` or
-    ``scipy.special``, so a spelling can never disagree with the
-    implementation the NumPy evaluation has always used.
+    The primitive's stanza spells it (its ``"numpy"`` spelling), or else its
+    ``numpy_name`` names exactly its ``numpy_impl`` in ``numpy`` or
+    ``scipy.special``, so a spelling can never disagree with the implementation
+    the NumPy evaluation has always used.
     """
     primitive = instruction.primitive
     if instruction.params:
         return None
-    special_form = SPECIAL_NUMPY_FORMS.get(primitive.name)
-    if special_form is not None and is_builtin_primitive(primitive):
-        return special_form
+    form = primitive.spelling("numpy")
+    if form is not None:
+        return lambda args: spell(form, args)
     name = primitive.numpy_name
     if name and name.isidentifier():
         if getattr(np, name, None) is primitive.numpy_impl:
@@ -168,10 +130,18 @@ def numpy_spelling(instruction: Instruction):
     return None
 
 
+def _special_numpy_forms() -> dict:
+    return {name: primitive.spelling("numpy") for name, primitive in PRIMITIVES.items()
+            if primitive.spelling("numpy") is not None}
+
+
+#: The built-in primitives whose NumPy form is not ``np.<numpy_name>(...)``, by name (a view
+#: of their stanzas' ``"numpy"`` spellings).
+SPECIAL_NUMPY_FORMS = _special_numpy_forms()
+
+
 def is_builtin_primitive(primitive) -> bool:
     """True for symad's own primitives (a custom primitive may reuse a built-in name)."""
-    from symad.primitives import PRIMITIVES
-
     return PRIMITIVES.get(primitive.name) is primitive
 
 
@@ -201,8 +171,9 @@ def boolean_tuple_source(values: Sequence[bool]) -> str:
 
 
 #: The imports at the top of every generated module, scalar or array: whatever a spelling
-#: of this module or of symad.array_runtime may call (``sum_spelling`` needs functools
-#: and operator past MAX_INFIX_TERMS terms, whichever pipeline generated the sum).
+#: or symad.array_runtime may call (the add primitive's NumPy spelling,
+#: ``symad.primitives.python_sum``, needs functools and operator past
+#: ``MAX_INFIX_TERMS`` terms, whichever pipeline generated the sum).
 STANDARD_IMPORTS = (
     "import functools",
     "import math",

@@ -24,6 +24,7 @@ import numpy as np
 
 from symad.errors import ExportError
 from symad.graph import atom_shape, constant_value, is_constant
+from symad.primitives import spell
 
 __all__ = ["CCode", "function_c", "c_comment_text", "c_number", "c_operation", "c_spellable",
            "translation_unit"]
@@ -58,51 +59,6 @@ def c_comment_text(text: str) -> str:
     return kept.replace("*/", "* /").replace("/*", "/ *").replace("??", "? ?").replace("\\", "/")
 
 
-# Helpers emitted only when used: NumPy's semantics where C's differ, stable forms.
-_HELPERS = {
-    "maximum": "static double symad_maximum(double a, double b) "
-               "{ return (a != a || b != b) ? a + b : (a > b ? a : b); }",
-    "minimum": "static double symad_minimum(double a, double b) "
-               "{ return (a != a || b != b) ? a + b : (a < b ? a : b); }",
-    "sign": "static double symad_sign(double x) { return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : x); }",
-    "sigmoid": "static double symad_sigmoid(double x) "
-               "{ if (x >= 0.0) return 1.0 / (1.0 + exp(-x)); double e = exp(x); return e / (1.0 + e); }",
-    "softplus": "static double symad_softplus(double x) "
-                "{ return (x > 0.0 ? x : 0.0) + log1p(exp(-fabs(x))); }",
-    "logaddexp": "static double symad_logaddexp(double a, double b) "
-                 "{ if (a == b) return a + 0.69314718055994530942; "
-                 "double m = a > b ? a : b; return m + log1p(exp(-fabs(a - b))); }",
-    "logsumexp": "static double symad_logsumexp(int n, const double *v) "
-                 "{ double m = v[0], s = 0.0; int i; "
-                 "for (i = 1; i < n; i++) if (v[i] > m || v[i] != v[i]) m = v[i]; "
-                 "if (m != m || m == HUGE_VAL || m == -HUGE_VAL) return m; "
-                 "for (i = 0; i < n; i++) s += exp(v[i] - m); return m + log(s); }",
-}
-
-# Primitive name -> (template over operands a, b, c, helper needed). Operands are atoms
-# (temporaries, inputs, literals), so no template needs extra parentheses around them.
-_MATH_H = {
-    "sqrt", "cbrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
-    "sinh", "cosh", "tanh", "erf", "erfc", "hypot",
-}
-_TEMPLATES = {
-    "subtract": "{0} - {1}", "multiply": "{0} * {1}", "divide": "{0} / {1}", "negative": "-{0}",
-    "arcsin": "asin({0})", "arccos": "acos({0})", "arctan": "atan({0})", "arctan2": "atan2({0}, {1})",
-    "arcsinh": "asinh({0})", "arccosh": "acosh({0})", "arctanh": "atanh({0})", "abs": "fabs({0})",
-    "sign": "symad_sign({0})", "maximum": "symad_maximum({0}, {1})",
-    "minimum": "symad_minimum({0}, {1})", "sigmoid": "symad_sigmoid({0})",
-    "softplus": "symad_softplus({0})", "logaddexp": "symad_logaddexp({0}, {1})",
-    "sech": "1.0 / cosh({0})",
-    "one_minus_square": "(1.0 - {0}) * (1.0 + {0})", "hypot_ratio": "{0} / hypot({0}, {1})",
-    "where": "{0} != 0.0 ? {1} : {2}", "stop_gradient": "{0}",
-    "less": "{0} < {1} ? 1.0 : 0.0", "less_equal": "{0} <= {1} ? 1.0 : 0.0",
-    "greater": "{0} > {1} ? 1.0 : 0.0", "greater_equal": "{0} >= {1} ? 1.0 : 0.0",
-    "equal": "{0} == {1} ? 1.0 : 0.0", "not_equal": "{0} != {1} ? 1.0 : 0.0",
-    "logical_and": "({0} != 0.0 && {1} != 0.0) ? 1.0 : 0.0",
-    "logical_or": "({0} != 0.0 || {1} != 0.0) ? 1.0 : 0.0", "logical_not": "{0} == 0.0 ? 1.0 : 0.0",
-}
-
-
 def _literal(atom) -> str:
     return c_number(constant_value(atom))
 
@@ -122,69 +78,40 @@ def c_number(value) -> str:
     return f"({text})" if value < 0 else text
 
 
-def _power(base: str, exponent, exponent_text: str) -> str:
-    """C for ``base ** exponent``; ``exponent`` is the atom, ``exponent_text`` its C operand."""
-    if is_constant(exponent):
-        # Exactly rounded either way: x**1, x**2 and x**-1 need no pow() call.
-        value = constant_value(exponent)
-        if value == 1:
-            return base
-        if value == 2:
-            return f"{base} * {base}"
-        if value == -1:
-            return f"1.0 / {base}"
-    # A traced exponent (x**y, 2.0**y) is a temporary or an input: pow() as NumPy computes it.
-    return f"pow({base}, {exponent_text})"
-
-
 def _statement(node, operand: callable, function_name: str, helpers: set) -> str:
-    name = node.primitive.name
     args = [operand(a) for a in node.args]
     if node.params:
-        raise ExportError(f"to_c({function_name}): primitive {name!r} with parameters "
+        raise ExportError(f"to_c({function_name}): primitive {node.primitive.name!r} with parameters "
                           f"{dict(node.params)} has no C translation")
-    exponent = node.args[1] if name == "power" else None
-    return c_operation(name, args, exponent, function_name, helpers)
+    constants = [constant_value(a) if is_constant(a) else None for a in node.args]
+    return c_operation(node.primitive, args, constants, function_name, helpers)
 
 
-def c_spellable(name: str) -> bool:
-    """True if :func:`c_operation` writes the primitive called ``name``."""
-    return name in ("add", "power", "reduce_max", "reduce_min", "logsumexp") or name in _MATH_H \
-        or name in _TEMPLATES
+def c_spellable(primitive) -> bool:
+    """True if :func:`c_operation` writes ``primitive`` (its stanza spells it in C)."""
+    return primitive.spelling("c") is not None
 
 
-def c_operation(name: str, args: list, exponent, function_name: str, helpers: set) -> str:
-    """C for primitive ``name`` on operand texts ``args`` (atoms: temporaries, inputs,
-    literals); ``exponent`` is a power's exponent atom. Adds the helpers it needs.
+def c_operation(primitive, args: list, constants, function_name: str, helpers: set) -> str:
+    """C for ``primitive`` on operand texts ``args`` (atoms: temporaries, inputs, literals),
+    from its stanza's ``"c"`` spelling; ``constants`` holds the operands' values where they
+    are constants (None where not). Adds the C helper functions it needs to ``helpers``.
 
-    >>> c_operation("hypot_ratio", ["a", "b"], None, "f", set())
+    >>> from symad.primitives import hypot_ratio_p, pow_p
+    >>> c_operation(hypot_ratio_p, ["a", "b"], [], "f", set())
     'a / hypot(a, b)'
+    >>> c_operation(pow_p, ["a", "2.0"], [None, 2.0], "f", set())
+    'a * a'
     """
-    if name == "add":
-        return " + ".join(args)
-    if name == "power":
-        return _power(args[0], exponent, args[1])
-    if name in ("reduce_max", "reduce_min"):
-        helper = "maximum" if name == "reduce_max" else "minimum"
-        helpers.add(helper)
-        text = args[0]
-        for arg in args[1:]:
-            text = f"symad_{helper}({text}, {arg})"
-        return text
-    if name == "logsumexp":
-        helpers.add("logsumexp")
-        return f"symad_logsumexp({len(args)}, (const double[]){{{', '.join(args)}}})"
-    if name in _MATH_H:
-        return f"{name}({', '.join(args)})"
-    template = _TEMPLATES.get(name)
-    if template is None:
+    spelling = primitive.spelling("c")
+    if spelling is None:
         raise ExportError(
-            f"to_c({function_name}): primitive {name!r} has no C translation; export the "
+            f"to_c({function_name}): primitive {primitive.name!r} has no C translation; export the "
             "function without it, or evaluate it in Python (F(...) or F.compile())"
         )
-    if name in _HELPERS:
-        helpers.add(name)
-    return template.format(*args)
+    form, *needed = spelling if isinstance(spelling, tuple) else (spelling,)
+    helpers.update(needed)
+    return spell(form, args, constants)
 
 
 def _check_name(name: str, function_name: str) -> str:
@@ -285,7 +212,7 @@ def translation_unit(function, name: str, inputs: int, outputs: int, helpers: se
         f"{signature};", f"#endif /* {guard} */\n"])
     source = "\n".join([
         *comment, "#include <math.h>", *[f"#include <{i}>" for i in includes], "",
-        *[_HELPERS[h] for h in sorted(helpers)], *([""] if helpers else []),
+        *sorted(helpers), *([""] if helpers else []),
         *file_scope, *([""] if file_scope else []), *layout_data,
         f"{signature};", "", f"{signature}", "{", *body, "}", ""])
     return CCode(source, header)

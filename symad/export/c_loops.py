@@ -25,6 +25,7 @@ from __future__ import annotations
 from symad.compile import loops as L
 from symad.errors import ExportError
 from symad.export.c import c_comment_text, c_number, c_operation, c_spellable, translation_unit
+from symad.graph import constant_value, is_constant
 
 __all__ = ["function_c_loops"]
 
@@ -45,7 +46,8 @@ class _Printer(L.ExpressionPrinter):
         return f"({a} < {b} ? {a} : {b})"
 
     def operation(self, primitive, exponent, args) -> str:
-        return c_operation(primitive.name, args, exponent, self.function_name, self.helpers)
+        constants = [None, constant_value(exponent)] if exponent is not None and is_constant(exponent) else []
+        return c_operation(primitive, args, constants, self.function_name, self.helpers)
 
     def emit(self, statements, depth: int) -> None:
         pad = "    " * depth
@@ -125,7 +127,7 @@ def function_c_loops(function, name: str) -> tuple:
     from symad.export.c import CCode
 
     def spellable(node) -> bool:
-        return not node.params and c_spellable(node.primitive.name)
+        return not node.params and c_spellable(node.primitive)
 
     try:
         program = L.lower_loops(function.graph, batch=False, name=function.name, spellable=spellable)

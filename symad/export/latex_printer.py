@@ -21,7 +21,7 @@ from sympy.printing.conventions import split_super_sub
 from sympy.printing.latex import LatexPrinter
 
 from symad.errors import ExportError
-from symad.primitives import sech_p
+from symad.primitives import PRIMITIVES
 
 # An array element's symbol name, as symad makes them: ``w[0, 1]``.
 _INDEXED_NAME = re.compile(r"^(?P<base>.+)\[(?P<index>[0-9]+(?:, [0-9]+)*)\]$")
@@ -155,6 +155,11 @@ class SymadLatexPrinter(LatexPrinter):
         # printing hook by that name (a primitive called "Symbol" or "log").
         if isinstance(expr, AppliedUndef):
             return self._print_custom_primitive(expr, kwargs.get("exp"))
+        spelling = _latex_spellings().get(type(expr))
+        if spelling is not None:  # the LaTeX of a primitive's stanza
+            if isinstance(spelling, str):
+                return self._function_call(spelling, expr, kwargs.get("exp"))
+            return spelling(self, expr, kwargs.get("exp"))
         return super()._print(expr, **kwargs)
 
     def _function_call(self, name: str, expr, exp=None) -> str:
@@ -162,37 +167,20 @@ class SymadLatexPrinter(LatexPrinter):
         head = name if exp is None else f"{name}^{{{exp}}}"
         return rf"{head}{{\left({arguments} \right)}}"
 
-    def _print_sigmoid(self, expr, exp=None):
-        return self._function_call(r"\sigma", expr, exp)
-
-    def _print_softplus(self, expr, exp=None):
-        return self._function_call(r"\operatorname{softplus}", expr, exp)
-
-    def _print_stop_gradient(self, expr, exp=None):
-        return self._function_call(r"\operatorname{sg}", expr, exp)
-
-    def _print_expm1(self, expr, exp=None):
-        return self._function_call(r"\operatorname{expm1}", expr, exp)
-
-    def _print_log1p(self, expr, exp=None):
-        return self._function_call(r"\operatorname{log1p}", expr, exp)
-
-    def _print_log(self, expr, exp=None):
-        # SymPy prints log(x)**2 as \log{(x)}^{2}, which reads as log(x^2); write \log^{2} like \sin^{2}.
-        return self._function_call(r"\ln" if self._settings["ln_notation"] else r"\log", expr, exp)
-
-    def _print_sech(self, expr, exp=None):
-        # 1/cosh: as readable as \operatorname{sech}, and every LaTeX reader knows \cosh.
-        cosh = self._function_call(r"\cosh", expr, exp)
-        return rf"\frac{{1}}{{{cosh}}}"
-
-    def _print_cbrt(self, expr, exp=None):
-        root = rf"\sqrt[3]{{{self._print(expr.args[0])}}}"
-        return root if exp is None else rf"\left({root}\right)^{{{exp}}}"
-
     def _print_custom_primitive(self, expr, exp=None):
         name = type(expr).__name__  # the user's text: escaped, never a command
         return self._function_call(rf"\operatorname{{{_escape_text(name)}}}", expr, exp)
+
+
+@functools.cache
+def _latex_spellings_of(count: int) -> dict:
+    return {primitive._to_sympy: primitive.latex for primitive in list(PRIMITIVES.values())
+            if primitive.latex is not None and isinstance(primitive._to_sympy, type)}
+
+
+def _latex_spellings() -> dict:
+    """SymPy function class -> the LaTeX its primitive's stanza gives it (``latex``)."""
+    return _latex_spellings_of(len(PRIMITIVES))
 
 
 class _MeasuringPrinter(SymadLatexPrinter):
@@ -280,11 +268,8 @@ def printed_expression(primitive, args: list, params: tuple = ()) -> sympy.Basic
     The scalar program (:func:`symad.export.latex.latex_program`) and index notation
     (:mod:`symad.export.index_notation`) build each printed operation with it.
     """
-    if primitive is sech_p:
-        # 1/cosh as a power, so that a product prints it as a denominator: 2 tanh(x)/cosh^2(x),
-        # not 2 tanh(x) (1/cosh^2(x)).
-        return sympy.Pow(sympy.cosh(args[0], evaluate=False), -1, evaluate=False) \
-            if not args[0].is_Number else primitive.to_sympy(args, {})
+    if primitive.printed is not None and not params:
+        return primitive.printed(*args)
     function = getattr(primitive, "_to_sympy", None)
     if (isinstance(function, type) and issubclass(function, sympy.Function) and not params
             and not any(a.is_Number for a in args)):

@@ -59,19 +59,6 @@ _NEVER = "never"  # a condition conjoined with its own negation
 # chains of where's.
 _MAX_MASK_LITERALS = 16
 
-# Primitives whose value is finite whenever their operands are (overflow
-# aside). A partial built only from these and the inputs cannot be the
-# infinity of an untaken branch, so multiplying by it keeps a mask applied.
-_FINITE_PRIMITIVES = frozenset({
-    "add", "subtract", "multiply", "negative", "where", "maximum", "minimum", "abs",
-    "sign", "sin", "cos", "tanh", "arctan", "arctan2", "sigmoid", "erf", "erfc",
-    "stop_gradient", "cbrt", "exp", "exp2", "expm1", "sinh", "cosh", "softplus",
-    "logaddexp", "hypot", "reduce_max", "reduce_min", "logsumexp", "less", "less_equal",
-    "greater", "greater_equal", "equal", "not_equal", "logical_and", "logical_or",
-    "logical_not",
-})
-
-
 class _AnyOf(tuple):
     """A mask part: the disjunction of the masks it holds."""
 
@@ -511,7 +498,10 @@ def _keeps_finite(node: Node) -> bool:
         import numpy as np
 
         return bool(np.isfinite(dict(node.params)["value"].array).all())
-    if name in _FINITE_PRIMITIVES or (not node.primitive.elementwise and name in FINITE_ARRAY_PRIMITIVES):
+    # A primitive whose stanza says it is finite where its operands are (overflow aside): a
+    # partial built only from such nodes and the inputs cannot be the infinity of an
+    # untaken branch, so multiplying by it keeps a mask applied.
+    if node.primitive.finite or (not node.primitive.elementwise and name in FINITE_ARRAY_PRIMITIVES):
         return True
     # x**k with a constant non-negative integer k is a polynomial.
     exponent = node.args[1] if node.primitive is pow_p else None
