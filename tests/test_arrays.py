@@ -741,3 +741,15 @@ def test_a_scalar_broadcast_into_a_column_keeps_its_shape_over_a_batch():
     np.testing.assert_array_equal(batch, 2.0 * np.arange(4.0)[:, None, None] * np.ones((4, 3, 1)))
     np.testing.assert_array_equal(sd.grad(lambda x: np.sum(np.broadcast_to(np.sum(x), (3, 1))))(
         np.array([0.5])), [3.0])
+
+
+@pytest.mark.parametrize("backend", ["numexpr", "numpy", "numba"])
+def test_a_sum_of_a_total_and_a_slices_cotangent_over_a_batch(backend):
+    # The gradient of sum(x[None] / (c x)) adds a total (shape ()) and a slice's cotangent
+    # (shape (1,)); written in place into the total, the batch's points axis met the
+    # slice's axis and (2,) + (2, 1) made (2, 2) (found by the random programs).
+    if backend not in sd.available_backends():
+        pytest.skip(f"{backend} is not installed")
+    G = sd.grad(lambda x: np.sum(x[None] / (2.0 * x)) + np.sum(x[None] ** 2)).trace(np.array([0.5]))
+    points = np.array([[0.5], [0.7], [-1.5]])
+    np.testing.assert_allclose(G.compile(backend)(points), 2 * points, rtol=1e-14)

@@ -260,9 +260,10 @@ class _Lowering:
             base, fresh = "0.0", False
         elif len(rest) == 1:
             if rest[0].is_Symbol and rest[0] in self.inlined:  # written now, read here alone
-                base = self.write_inlined(rest[0])
-            else:
-                base = self.aligned(rest[0], len(node.shape))
+                self.write_inlined(rest[0])
+            # Viewed with the sum's rank behind the points axis (a value of fewer axes, a
+            # total, would otherwise broadcast against the points axis).
+            base = self.aligned(rest[0], len(node.shape))
             # A value used by this sum alone and known to be a new array (a pooled buffer, a
             # ufunc's or numexpr's result) may be written in place; one that may be its
             # operand itself (stop_gradient is its argument, a custom primitive may return
