@@ -17,6 +17,12 @@ os.environ["SYMAD_CACHE"] = "0"
 os.environ["SYMAD_PROMOTE"] = "0"
 
 
+def pytest_addoption(parser):
+    """``--long``: the long runs of randomized tests (tests/test_random_array_programs.py)."""
+    parser.addoption("--long", action="store_true", default=False,
+                     help="check thousands of random array programs instead of a few hundred")
+
+
 @pytest.fixture(autouse=True)
 def _seed_random_generators():
     random.seed(0)
