@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -743,6 +744,15 @@ def test_a_scalar_broadcast_into_a_column_keeps_its_shape_over_a_batch():
         np.array([0.5])), [3.0])
 
 
+def test_a_concatenation_of_empty_pieces_differentiates():
+    # Pieces empty along the joining axis are dropped; when all are, one is kept, and the
+    # concatenation node has a single operand (np.einsum keeps its empty sum in the graph).
+    f = lambda x: np.sum(x ** 2) + np.einsum("i->", np.concatenate([x[:0], x[3:]]))  # noqa: E731
+    gradient = sd.grad(f)(V)
+    np.testing.assert_allclose(gradient, 2 * V, rtol=1e-15)
+    np.testing.assert_allclose(gradient, central_differences(f, (V,), 0), rtol=1e-6)
+
+
 @pytest.mark.parametrize("backend", ["numexpr", "numpy", "numba"])
 def test_a_sum_of_a_total_and_a_slices_cotangent_over_a_batch(backend):
     # The gradient of sum(x[None] / (c x)) adds a total (shape ()) and a slice's cotangent
@@ -753,3 +763,23 @@ def test_a_sum_of_a_total_and_a_slices_cotangent_over_a_batch(backend):
     G = sd.grad(lambda x: np.sum(x[None] / (2.0 * x)) + np.sum(x[None] ** 2)).trace(np.array([0.5]))
     points = np.array([[0.5], [0.7], [-1.5]])
     np.testing.assert_allclose(G.compile(backend)(points), 2 * points, rtol=1e-14)
+
+
+def test_an_operand_with_an_empty_leading_axis_keeps_its_shape_in_reverse_mode():
+    # x (0, 1) repeated along the columns of y (0, 3): its cotangent is summed over them,
+    # (0, 3) to (0,), and reshaped to (0, 1). Shapes are compared up to leading size-1 axes
+    # (what broadcasting adds), never up to leading empty ones: (0,) is not the shape ().
+    f = lambda x, y: np.einsum("ij->", np.sin(x + y))  # noqa: E731
+    gx, gy = sd.grad(f, argnums=(0, 1))(np.zeros((0, 1)), np.zeros((0, 3)))
+    assert gx.shape == (0, 1) and gy.shape == (0, 3)
+
+
+def test_the_formula_of_a_max_gradient_shares_it_by_an_indicator_of_the_ties():
+    # JAX's convention at ties, as the formula shows it: the indicator of the elements equal
+    # to the maximum (1 or 0) over the number of them.
+    x = np.array([0.3, 1.2, 1.2])
+    G = sd.grad(lambda x: np.max(x) * 2.0).trace(x)
+    np.testing.assert_array_equal(G(x), [0.0, 1.0, 1.0])
+    formula = G.formula()
+    branches = {piece.expr for p in formula.atoms(sympy.Piecewise) for piece in p.args}
+    assert branches == {0, 1}, formula

@@ -726,3 +726,68 @@ def test_a_wide_gradient_module_spells_its_output_kinds_briefly():
     namespace = {}
     exec(compile(module.source, "<generated>", "exec"), namespace)
     assert namespace["OUTPUT_IS_BOOLEAN"] == (True,) * 3 + (False,) * 3 + (True,) * 3
+
+
+class _BlockFailed(Exception):
+    pass
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_error_in_a_block_reaches_the_caller_as_it_was_raised(backend):
+    # evaluate() catches what a block raises (in whichever thread ran it), stops handing out
+    # blocks and re-raises that exception, the first one caught, in the caller.
+    seen = []
+
+    @sd.primitive
+    def fragile(x):
+        seen.append(np.size(x))
+        if np.any(x > 0.5):
+            raise _BlockFailed(f"fragile refused {float(np.max(x)):.3f}")
+        return x
+
+    F = sd.trace(lambda x: fragile(x) * 2.0, 0.0)
+    evaluate = F.compile(backend, block_size=4)
+    np.testing.assert_array_equal(evaluate(np.linspace(0.0, 0.5, 8)), np.linspace(0.0, 1.0, 8))
+    seen.clear()
+    with pytest.raises(_BlockFailed, match="fragile refused"):
+        evaluate(np.linspace(0.0, 1.0, 40))  # 10 blocks of 4 points; the 6th holds 20/39 > 0.5
+    # Blocks 1-6 were evaluated, and no block was handed out after the failure (other
+    # threads, if there are any, may finish the blocks they hold).
+    assert 6 <= len(seen) < 10 and set(seen) == {4}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_generated_evaluate_fills_strided_columns_block_by_block(backend):
+    # A generated module's evaluate(inputs, outputs, n) takes 1-D inputs (or 0-d ones, the
+    # same for every point) and 1-D outputs, either of which may be a strided column of a
+    # batch of vectors. From STAGE_MIN_POINTS points on, strided columns are copied through
+    # contiguous blocks and the outputs copied back, block by block; 0-d inputs are read as
+    # they are. progress, if given, hears of every block's points.
+    G = sd.grad(mixed, argnums=(0, 1)).trace(1.0, 1.0)
+    namespace: dict = {}
+    exec(G.source(backend), namespace)  # noqa: S102
+    n = 1000
+    assert n >= namespace["STAGE_MIN_POINTS"]
+    points = _rng().uniform(0.2, 2.0, (n, 2))
+    x = points[:, 0]  # a strided column
+    for y in (points[:, 1], np.float64(0.7)):
+        want = G.compile(backend)(np.ascontiguousarray(x), np.ascontiguousarray(y))
+        results = np.full((n, 2), np.nan)
+        done: list = []
+        namespace["evaluate"]([x, np.asarray(y)], [results[:, 0], results[:, 1]], n,
+                              block_size=128, threads=1, progress=done.append)
+        np.testing.assert_array_equal(results[:, 0], want[0])
+        np.testing.assert_array_equal(results[:, 1], want[1])
+        assert sorted(done) == [104] + [128] * 7
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_generated_run_on_an_empty_batch(backend):
+    # run() broadcasts its arguments; one of a single element is passed to evaluate as 0-d,
+    # an empty one as the empty batch it is.
+    namespace: dict = {}
+    exec(sd.trace(mixed, 1.0, 1.0).source(backend), namespace)  # noqa: S102
+    (empty,) = namespace["run"](np.zeros((0, 2)), 0.5)
+    assert empty.shape == (0, 2)
+    (one,) = namespace["run"](np.array([[0.7]]), 0.5)
+    np.testing.assert_allclose(one, [[mixed(0.7, 0.5)]], rtol=1e-15)

@@ -406,3 +406,102 @@ def test_integer_parameters_in_weights_are_not_differentiated():
     np.testing.assert_array_equal(grads[1][0], [1.0, 1.0])
     # An integer Parameter that is not differentiated is fine (its values are used as floats).
     assert sd.grad(lambda x: np.sum(labels * x))(np.ones(2)).tolist() == [1.0, 2.0]
+
+
+# ---------------------------------------------------------------------------
+# derivative's and taylor's own arguments: n, argnum, direction
+# ---------------------------------------------------------------------------
+# Each is checked when the transform is made, and a bad value raises a DifferentiationError
+# naming the function, the argument and the value. The checks are chains of ``or``: with
+# ``and`` for one ``or``, True (an int subclass) is taken as order or position 1 and a
+# non-integer order or position is truncated by int() (1.5 to 1), silently. The largest order
+# allowed, MAX_TAYLOR_ORDER = 170 (170! is the last factorial below float64's largest number),
+# must itself be accepted.
+
+
+def cubic(x, y):
+    return x ** 3 * y
+
+
+BAD_ORDERS = [True, False, 1.5, 2.0, np.float64(1.0), -1, "2", None]
+
+
+@pytest.mark.parametrize("n", BAD_ORDERS, ids=repr)
+@pytest.mark.parametrize("transform", [sd.derivative, sd.taylor], ids=["derivative", "taylor"])
+def test_a_bad_order_is_refused_naming_n(transform, n):
+    with pytest.raises(sd.DifferentiationError) as info:
+        transform(cubic, n)
+    message = str(info.value)
+    assert f"{transform.__name__}(cubic): n must be a non-negative integer, got {n!r}" in message
+
+
+@pytest.mark.parametrize("entry", BAD_ORDERS, ids=repr)
+def test_a_bad_entry_of_a_tuple_of_orders_is_refused_naming_it(entry):
+    with pytest.raises(sd.DifferentiationError) as info:
+        sd.derivative(cubic, (1, entry))
+    message = str(info.value)
+    assert "derivative(cubic): every entry of n=" in message and f"got {entry!r}" in message
+
+
+@pytest.mark.parametrize("argnum", [True, False, 1.5, 1.0, "1", None], ids=repr)
+@pytest.mark.parametrize("transform", [sd.derivative, sd.taylor], ids=["derivative", "taylor"])
+def test_a_bad_argnum_is_refused_naming_it(transform, argnum):
+    with pytest.raises(sd.DifferentiationError) as info:
+        transform(cubic, 2, argnum=argnum)
+    message = str(info.value)
+    assert f"{transform.__name__}(cubic): argnum must be an integer, got {argnum!r}" in message
+
+
+@pytest.mark.parametrize("entry", [True, np.bool_(False), float("inf"), -float("inf"),
+                                   float("nan"), "1", None, 1j], ids=repr)
+def test_a_bad_direction_entry_is_refused_naming_it(entry):
+    with pytest.raises(sd.DifferentiationError) as info:
+        sd.taylor(cubic, 2, argnum=(0, 1), direction=(1.0, entry))
+    message = str(info.value)
+    assert "taylor(cubic): direction entries must be finite real numbers" in message
+    assert f"got {entry!r}" in message
+
+
+def test_a_direction_must_fit_a_tuple_argnum():
+    with pytest.raises(sd.DifferentiationError, match=r"taylor\(cubic\): direction has 1 entries"):
+        sd.taylor(cubic, 2, argnum=(0, 1), direction=(1.0,))
+    with pytest.raises(sd.DifferentiationError, match=r"taylor\(cubic\): direction is for a tuple"):
+        sd.taylor(cubic, 2, argnum=1, direction=(1.0,))
+
+
+def test_the_in_range_boundaries_of_n_argnum_and_direction_are_accepted():
+    import math
+
+    # Order 170, the largest allowed: 170! = 7.26e306 is finite.
+    assert float(sd.derivative(lambda x: x ** 170, 170)(0.3)) == pytest.approx(math.factorial(170),
+                                                                               rel=1e-12)
+    assert float(sd.taylor(np.exp, 170)(0.0)[170]) == pytest.approx(1 / math.factorial(170),
+                                                                    rel=1e-12)
+    assert float(sd.taylor(np.exp, 170, derivatives=True)(0.0)[170]) == pytest.approx(1.0)
+    # A total order of 170 in a mixed partial; one non-zero order keeps it cheap to evaluate.
+    assert float(sd.derivative(lambda x, y: x ** 170 * y, (170, 0))(0.5, 2.0)) == pytest.approx(
+        2 * math.factorial(170), rel=1e-12)
+    sd.derivative(cubic, (85, 85))  # made, not evaluated (its box of orders is large)
+    # Order 0 is the function; NumPy integers are integers; direction entries may be ints.
+    assert float(sd.derivative(cubic, 0)(2.0, 3.0)) == 24.0
+    assert float(sd.derivative(cubic, np.int64(2), argnum=np.int64(1))(2.0, 3.0)) == 0.0
+    assert float(sd.derivative(cubic, (np.int64(1), 0))(2.0, 3.0)) == 36.0
+    series = sd.taylor(cubic, 1, argnum=(0, 1), derivatives=True, direction=(1, -2))(2.0, 3.0)
+    assert [float(c) for c in series] == [24.0, 36.0 - 2 * 8.0]
+
+
+@pytest.mark.parametrize("transform", [sd.grad, sd.value_and_grad], ids=["grad", "vag"])
+def test_argnums_and_its_alias_grad_position_must_agree(transform):
+    # grad_position is another name for argnums: two different positions are refused, the
+    # same one given twice (or argnums left at its default) is not a conflict.
+    for argnums, grad_position in ((1, 0), ((0, 1), (1,)), ((1,), 1)):
+        with pytest.raises(sd.DifferentiationError, match="pass argnums or grad_position, not both"):
+            transform(bilinear, argnums=argnums, grad_position=grad_position)
+    for argnums, grad_position in ((1, 1), ((0, 1), (0, 1)), (0, 1)):
+        result = transform(bilinear, argnums=argnums, grad_position=grad_position)(2.0, 3.0)
+        gradient = result[1] if transform is sd.value_and_grad else result
+        expected = {0: 3.0, 1: 2.0}
+        if isinstance(grad_position, tuple):
+            assert [float(g) for g in gradient] == [expected[p] for p in grad_position]
+        else:
+            assert float(gradient) == expected[grad_position]
