@@ -753,6 +753,25 @@ def test_a_concatenation_of_empty_pieces_differentiates():
     np.testing.assert_allclose(gradient, central_differences(f, (V,), 0), rtol=1e-6)
 
 
+def test_a_value_set_into_a_column_gets_its_own_rows_cotangent():
+    # x.at[:, 0].set(v) for x of shape (2, 1): v's cotangent is the cotangent at the column,
+    # of v's shape (2,). Summed down to x's shape instead, the two rows would be added
+    # together (the column's (2,) against x's trailing axis of size 1).
+    weights = np.array([[1.0], [2.0]])
+    f = lambda x, v: np.sum(np.sin(x.at[:, 0].set(v)) * weights)  # noqa: E731
+    x, v = np.array([[0.1], [0.2]]), np.array([0.3, -0.4])
+    gx, gv = sd.grad(f, argnums=(0, 1))(x, v)
+    np.testing.assert_allclose(gv, np.cos(v) * weights[:, 0], rtol=1e-15)
+    np.testing.assert_array_equal(gx, np.zeros((2, 1)))
+
+    def with_numpy(x, v):  # the same function on NumPy arrays, which have no .at
+        x = x.copy()
+        x[:, 0] = v
+        return np.sum(np.sin(x) * weights)
+
+    np.testing.assert_allclose(gv, central_differences(with_numpy, (x, v), 1), rtol=1e-6)
+
+
 @pytest.mark.parametrize("backend", ["numexpr", "numpy", "numba"])
 def test_a_sum_of_a_total_and_a_slices_cotangent_over_a_batch(backend):
     # The gradient of sum(x[None] / (c x)) adds a total (shape ()) and a slice's cotangent

@@ -655,3 +655,25 @@ def test_cube_root_and_stop_gradient_lambdify_with_numpy_semantics():
     assert value == -2
     for module in ("numpy", "math", "mpmath"):
         assert float(sympy.lambdify(x, 2 * stop_gradient(x), module)(-0.37)) == -0.74
+
+
+@pytest.mark.parametrize("transform", [sd.grad, sd.jacfwd], ids=["reverse", "forward"])
+def test_partials_of_a_max_or_min_of_several_scalars_share_ties(transform):
+    # A max or min of several traced scalars is one node; its partials follow JAX at ties:
+    # the extremal operands share the derivative equally, an indicator (1 or 0) over their
+    # count -- as the formula shows.
+    def of(reduce):
+        return lambda a, b, c: reduce(snp.stack([a, b, c]))
+
+    for reduce, point, expected in [
+        (snp.max, (2.0, 1.0, 0.5), (1.0, 0.0, 0.0)),
+        (snp.max, (1.0, 1.0, 0.5), (0.5, 0.5, 0.0)),
+        (snp.max, (1.0, 1.0, 1.0), (1 / 3, 1 / 3, 1 / 3)),
+        (snp.min, (1.0, 0.5, 0.5), (0.0, 0.5, 0.5)),
+        (snp.min, (0.2, 0.5, 0.7), (1.0, 0.0, 0.0)),
+    ]:
+        partials = transform(of(reduce), argnums=(0, 1, 2))(*point)
+        assert tuple(float(p) for p in partials) == pytest.approx(expected, rel=1e-15), point
+    formula = transform(of(snp.max), argnums=(0, 1, 2)).trace(0.5, 0.5, 0.5).formula()
+    branches = {piece.expr for f in formula for p in f.atoms(sympy.Piecewise) for piece in p.args}
+    assert branches == {0, 1}, formula

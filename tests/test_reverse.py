@@ -148,3 +148,30 @@ def test_custom_primitive_rules_are_called_per_node():
     gradient = sd.grad(lambda x: np.sum(softsign(x)))(x)
     np.testing.assert_allclose(gradient, 1 / (1 + np.abs(x)) ** 2, rtol=1e-15)
     assert calls == [(N,)]
+
+
+def test_power_of_a_constant_base_array_zero_in_places():
+    # The same for whole arrays: one power node, its base a constant array with zeros.
+    y = np.linspace(1.0, 2.0, 4)
+    for base in (np.array([0.0, 2.0, 3.0, 0.5]), np.array([1.5, 2.0, 3.0, 0.5]), np.zeros(4)):
+        gradient = sd.grad(lambda y, base=base: np.sum(base**y))(y)
+        expected = np.where(base == 0, 0.0, np.log(np.where(base == 0, 1.0, base)) * base**y)
+        np.testing.assert_allclose(gradient, expected, rtol=1e-15, atol=0)
+
+
+def test_runs_of_powers_guard_the_same_exponents_as_node_by_node(monkeypatch):
+    # d/da a**p is guarded, where(p == 0, 0, p a**(p - 1)), only for a traced exponent p other
+    # than a (for which 0 * 0**-1 would be nan): x**3 and x**x need no guard, y**x does. A run
+    # of powers swept as arrays gets the same graph as one swept node by node.
+    x, y = np.linspace(0.5, 2.0, N), np.linspace(2.5, 0.7, N)
+    f = element_trace(lambda x, y: np.sum(x**x + x**3.0 + y**x), x, y)
+    operations = {}
+    for mode in ("runs", "nodes"):
+        with monkeypatch.context() as patch:
+            calls = count_array_sweeps(patch)
+            if mode == "nodes":
+                node_by_node(patch)
+            operations[mode] = sd.grad(f, argnums=(0, 1)).trace(x, y).stats()["operations"]
+            assert (max(calls, default=0) >= N) == (mode == "runs")
+    assert operations["runs"] == operations["nodes"]
+    assert operations["runs"]["where"] == N
