@@ -1,0 +1,130 @@
+"""Taylor coefficients computed as numbers (symad.transforms.series, issue 32).
+
+References: the symbolic Taylor sweep (orders it can build, exact to rounding), and
+series computed exactly in 60-digit mpmath arithmetic by independent recurrences.
+"""
+
+from __future__ import annotations
+
+import math
+
+import mpmath
+import numpy as np
+import pytest
+
+import symad as sd
+import symad.numpy as snp
+from symad.transforms.series import multivariate_coefficients, series_coefficients
+
+# Every numeric rule (products, quotients, constant, integer and traced powers, log, sqrt,
+# where, sign, stop_gradient) and the generic chain rule through many partial rules.
+FUNCTIONS = {
+    "exp_sin_over": lambda x: np.exp(np.sin(x)) / (1 + x**2),
+    "tanh": np.tanh,
+    "log_sqrt": lambda x: np.log(1 + x**2) * np.sqrt(2 + x),
+    "powers": lambda x: x**3 - 2 * x**-2 + (1.5 + x) ** 2.5 + x**x,
+    "inverse_trig": lambda x: np.arctan(x) + np.arcsin(x / 2) - np.arccos(x / 3),
+    "hyperbolic": lambda x: np.sinh(x) * np.cosh(2 * x) - np.arcsinh(x),
+    "special": lambda x: sd.special.erf(x) + sd.special.expit(x) + np.log1p(x**2),
+    "piecewise": lambda x: np.where(x > 0, x**2, -x) + np.abs(x) * np.sign(x) + np.maximum(x, 0.1),
+    "constant_exponent_base": lambda x: 2.0**x + np.exp2(x) - np.cbrt(x + 3),
+    "stopped": lambda x: x * sd.stop_gradient(x) + np.cos(x) ** 2,
+}
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+@pytest.mark.parametrize("point", [0.3, -0.45])
+def test_numeric_series_equal_the_symbolic_sweep(name, point):
+    f = FUNCTIONS[name]
+    order = 24
+    expected = np.array([float(c) for c in sd.taylor(f, order)(point)])
+    (got,), _ = series_coefficients(sd.trace(f, point), order, (0,), (point,))
+    np.testing.assert_allclose(got[:, 0], expected, rtol=1e-11, atol=1e-300, equal_nan=True)
+    if name == "powers":  # x**x: nan for every order at a negative point, as NumPy's value
+        assert np.isnan(got[0, 0]) == (point < 0)
+
+
+def _exact_series(order: int, point: float) -> list:
+    """exp(sin x)/(1 + x**2) about ``point`` to ``order``, at 60 digits, by series arithmetic."""
+    with mpmath.workdps(60):
+        x0 = mpmath.mpf(point)
+        n = order + 1
+        u = [x0, mpmath.mpf(1)] + [mpmath.mpf(0)] * (n - 2)
+        s, c = [mpmath.sin(x0)] + [0] * (n - 1), [mpmath.cos(x0)] + [0] * (n - 1)
+        for k in range(1, n):  # s' = c u', c' = -s u'
+            s[k] = sum(j * u[j] * c[k - j] for j in range(1, k + 1)) / k
+            c[k] = -sum(j * u[j] * s[k - j] for j in range(1, k + 1)) / k
+        e = [mpmath.exp(s[0])] + [0] * (n - 1)
+        for k in range(1, n):  # e' = e s'
+            e[k] = sum(j * s[j] * e[k - j] for j in range(1, k + 1)) / k
+        d = [1 + x0**2, 2 * x0, mpmath.mpf(1)] + [mpmath.mpf(0)] * (n - 3)
+        q = [0] * n
+        for k in range(n):  # q = e / d
+            q[k] = (e[k] - sum(d[j] * q[k - j] for j in range(1, min(k, 2) + 1))) / d[0]
+        return q
+
+
+def test_order_1000_agrees_with_60_digit_arithmetic():
+    point = 0.3
+    f = FUNCTIONS["exp_sin_over"]
+    (got,), _ = series_coefficients(sd.trace(f, point), 1000, (0,), (point,))
+    exact = np.array([float(v) for v in _exact_series(1000, point)])
+    big = np.abs(exact) > 1e-280
+    assert big.sum() == 1001
+    assert np.max(np.abs(got[:, 0] - exact)[big] / np.abs(exact[big])) < 1e-9
+
+
+def test_tanh_coefficients_stay_accurate_down_to_1e_217():
+    # tanh' = 1 - tanh**2 in 60 digits; the coefficients at 0.5 fall to about 1e-217.
+    order, point = 1000, 0.5
+    with mpmath.workdps(60):
+        y = [mpmath.tanh(mpmath.mpf(point))] + [mpmath.mpf(0)] * order
+        p = [1 - y[0] ** 2] + [mpmath.mpf(0)] * order
+        for k in range(1, order + 1):
+            y[k] = (p[k - 1]) / k  # u = x: y[k] = p[k-1] / k
+            p[k] = -sum(y[j] * y[k - j] for j in range(k + 1))
+    exact = np.array([float(v) for v in y])
+    (got,), _ = series_coefficients(sd.trace(np.tanh, point), order, (0,), (point,))
+    assert 1e-220 < abs(exact[-1]) < 1e-214
+    assert np.max(np.abs(got[:, 0] - exact) / np.abs(exact)) < 1e-9
+
+
+def test_a_batch_of_points_gives_each_points_series():
+    f = FUNCTIONS["log_sqrt"]
+    points = np.linspace(-0.8, 0.9, 7).reshape(7, 1) + np.zeros((1, 2))
+    (got,), shape = series_coefficients(sd.trace(f, 0.0), 12, (0,), (points,))
+    assert shape == (7, 2)
+    for index, point in enumerate(points.reshape(-1)):
+        (one,), _ = series_coefficients(sd.trace(f, 0.0), 12, (0,), (point,))
+        np.testing.assert_allclose(got[:, index], one[:, 0], rtol=1e-14)
+
+
+def test_a_direction_scales_the_coefficients():
+    f = lambda x, y: np.sin(x * y) + x / y  # noqa: E731
+    F = sd.trace(f, 0.4, 1.3)
+    (got,), _ = series_coefficients(F, 10, (0, 1), (0.4, 1.3), steps=(2.0, -0.5))
+    expected = [float(c) for c in sd.taylor(f, 10, (0, 1), direction=(2.0, -0.5))(0.4, 1.3)]
+    np.testing.assert_allclose(got[:, 0], expected, rtol=1e-12, atol=1e-15)
+
+
+def test_multivariate_series_equal_the_symbolic_sweep():
+    f = lambda x, y, z: np.exp(x * y + z) * np.cos(x - z) + y / (2 + x)  # noqa: E731
+    point = (0.1, 0.2, 0.3)
+    series, _ = multivariate_coefficients(sd.trace(f, *point), 6, (0, 1, 2), point)
+    expected = sd.taylor(f, 6, argnum=(0, 1, 2))(*point)
+    assert set(series) == set(expected)
+    for key, value in expected.items():
+        assert abs(series[key][0] - float(value)) < 1e-14 * max(1, abs(float(value))), key
+
+
+def test_derivatives_from_coefficients():
+    (got,), _ = series_coefficients(sd.trace(np.exp, 0.0), 20, (0,), (0.0,))
+    factorials = np.array([math.factorial(k) for k in range(21)], dtype=float)
+    np.testing.assert_allclose(got[:, 0] * factorials, np.ones(21), rtol=1e-14)
+
+
+def test_snp_functions_trace_too():
+    f = lambda x: snp.logaddexp(x, 2 * x) + snp.hypot(x, 1.0)  # noqa: E731
+    expected = np.array([float(c) for c in sd.taylor(f, 16)(0.7)])
+    (got,), _ = series_coefficients(sd.trace(f, 0.7), 16, (0,), (0.7,))
+    np.testing.assert_allclose(got[:, 0], expected, rtol=1e-11, atol=1e-300)
