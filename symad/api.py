@@ -23,7 +23,7 @@ import numpy as np
 import sympy
 
 from symad import array_primitives as A
-from symad.errors import DifferentiationError, RetraceWarning, TracingError
+from symad.errors import DifferentiationError, RetraceWarning, SymadError, TracingError
 from symad.function import (
     Function,
     argument_names,
@@ -53,6 +53,7 @@ from symad.transforms.forward import consumer_index
 from symad.transforms.reverse import full_shape
 from symad.transforms.sparsity import array_patterns, set_bits, sparsity_pattern
 from symad.transforms.taylor import Multivariate, taylor_series
+from symad.transforms.series import SeriesUnsupported, taylor_call, wants_numbers
 
 __all__ = [
     "grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev", "jacobian", "hessian",
@@ -211,10 +212,13 @@ class Transformed:
         check_args: Callable[[tuple], None] | None = None,
         trace_at: Callable[[tuple], tuple] | None = None,
         finalize: Callable[[Function, Any], Any] | None = None,
+        evaluate: Callable[[Function, tuple], Any] | None = None,
     ):
         """``trace_at(args)`` gives the example arguments to trace at (default: the arguments);
         ``finalize(function, result)`` turns an evaluation into what the call returns
-        (a sparse matrix, say)."""
+        (a sparse matrix, say); ``evaluate(primal, args)`` computes a call from the traced
+        primal without building the transformed graph (high-order Taylor series, whose
+        graph grows with the order), or returns NotImplemented to take the graph."""
         if not callable(fun):
             raise TracingError(f"{name}: expected a callable, got {type(fun).__name__}")
         self.fun = fun
@@ -223,6 +227,7 @@ class Transformed:
         self._check_args = check_args
         self._trace_at = trace_at or (lambda args: args)
         self._finalize = finalize
+        self._evaluate = evaluate
         self._cache: dict = {}  # signature -> (Function, what the function read from outside)
         self._warned: set = set()  # names already warned about (once each)
         #: ``(fun, argnums)`` when this is a plain first derivative (grad, jacrev,
@@ -245,10 +250,14 @@ class Transformed:
     def trace(self, *args, **kwargs) -> Function:
         """The transformed function as a traced :class:`~symad.function.Function`."""
         args = _bind_keywords(self.fun, args, kwargs, self.name)
-        examples = self._trace_at(args)
+        return self._cached(self._trace_at(args), self._transform)
+
+    def _cached(self, examples: tuple, transform: Callable[[Function], Function],
+                kind: str = "transformed") -> Function:
+        """``transform`` of the primal traced at ``examples``, cached per signature and kind."""
         # A traced Function keeps its core shapes, whatever batch the call has:
         # one transform serves every batch shape.
-        key = len(examples) if self._traces_fixed_shapes else _signature(examples)
+        key = (kind, len(examples) if self._traces_fixed_shapes else _signature(examples))
         cached = self._cache.get(key)
         if cached is not None:
             function, noted = cached
@@ -261,10 +270,10 @@ class Transformed:
                     f"{self.name}: {stale!r}, which the function reads from outside, changed since "
                     "it was traced, so it is traced again (the trace holds the old value as a "
                     "constant). Pass values that change as arguments, or as sd.Parameter, to "
-                    "evaluate without tracing again", RetraceWarning, stacklevel=3)
+                    "evaluate without tracing again", RetraceWarning, stacklevel=4)
         # What the function reads from outside, as it is now: the trace is valid while it holds.
         noted = snapshot(self.fun)
-        result = self._transform(self._primal(examples))
+        result = transform(self._primal(examples))
         if not result.closes_over_trace:  # closures over an outer trace can't be reused
             self._cache[key] = (result, noted)
         return result
@@ -273,6 +282,11 @@ class Transformed:
         args = _bind_keywords(self.fun, args, kwargs, self.name)
         if self._check_args is not None:
             self._check_args(args)
+        if self._evaluate is not None:
+            primal = self._cached(self._trace_at(args), lambda primal: primal, kind="primal")
+            result = self._evaluate(primal, args)
+            if result is not NotImplemented:
+                return result
         function = self.trace(*args)
         result = function(*args)
         return result if self._finalize is None else self._finalize(function, result)
@@ -1399,13 +1413,15 @@ def _require_scalar_arguments(function: Function, transform: str) -> None:
         )
 
 
-def _check_order(n, transform: str, name: str) -> int:
+def _check_order(n, transform: str, name: str, coefficients: bool = False) -> int:
+    """``n`` as an int, checked; above :data:`MAX_TAYLOR_ORDER` only for Taylor coefficients."""
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
         raise DifferentiationError(f"{transform}({name}): n must be a non-negative integer, got {n!r}")
-    if isinstance(n, numbers.Integral) and n > MAX_TAYLOR_ORDER:
+    if isinstance(n, numbers.Integral) and n > MAX_TAYLOR_ORDER and not coefficients:
         raise DifferentiationError(
             f"{transform}({name}): order {n} is above {MAX_TAYLOR_ORDER}; n! overflows float64 "
-            "past 170, and so do the derivatives of most functions"
+            "past 170, and so do the derivatives of most functions (the Taylor coefficients "
+            "f^(n)(x)/n! do not: sd.taylor(f, n) gives them at any order)"
         )
     return int(n)
 
@@ -1533,7 +1549,7 @@ def taylor(fun: Callable, n: int, argnum=0, derivatives: bool = False, *,
     {(0, 1): 1.0, (1, 1): 1.0}
     """
     name = function_name(fun)
-    n = _check_order(n, "taylor", name)
+    n = _check_order(n, "taylor", name, coefficients=not derivatives)
     if isinstance(argnum, (tuple, list)):
         argnum = _normalize_argnums(tuple(argnum), None, None, "taylor", fun)
         if not argnum:
@@ -1543,8 +1559,38 @@ def taylor(fun: Callable, n: int, argnum=0, derivatives: bool = False, *,
         argnum = _check_argnum(argnum, "taylor", name)
     steps = _check_direction(direction, argnum, name)
     check_args = _argument_checker(argnum, "taylor", fun, differentiates=bool(n))
-    return Transformed(fun, lambda primal: taylor_function(primal, n, argnum, derivatives, direction=steps),
-                       f"taylor({name}, {n})", check_args, _scalar_examples)
+
+    def graph(primal: Function) -> Function:
+        if n > MAX_TAYLOR_ORDER:
+            raise DifferentiationError(
+                f"taylor({name}, {n}).trace(): the formulas are built up to order "
+                f"{MAX_TAYLOR_ORDER} (one node per coefficient); call sd.taylor({name}, {n})(x) "
+                "for the coefficients' values, computed as numbers at any order")
+        return taylor_function(primal, n, argnum, derivatives, direction=steps)
+
+    def numbers_(primal: Function, args: tuple):
+        multivariate = isinstance(argnum, tuple) and steps is None
+        positions = _resolve_argnums(argnum, len(args), "taylor", name)
+        if n <= MAX_TAYLOR_ORDER and not wants_numbers(n, len(positions) if multivariate else None):
+            return NotImplemented
+        call = functools.partial(taylor_call, order=n, positions=positions, args=args,
+                                 multivariate=multivariate, derivatives=derivatives, steps=steps,
+                                 what=f"taylor({name}, {n})")
+        try:
+            return call(primal)
+        except SeriesUnsupported:
+            pass
+        try:  # whole-array steps inside the scalar function: one scalar node per element
+            return call(primal.expand())
+        except (SeriesUnsupported, SymadError) as unsupported:
+            if n <= MAX_TAYLOR_ORDER:
+                return NotImplemented  # the graph's recurrences cover it
+            raise DifferentiationError(
+                f"taylor({name}, {n}): {unsupported} has no recurrence on coefficient arrays, "
+                f"so orders above {MAX_TAYLOR_ORDER} are not computed for it") from None
+
+    return Transformed(fun, graph, f"taylor({name}, {n})", check_args, _scalar_examples,
+                       evaluate=numbers_)
 
 
 # ---------------------------------------------------------------------------

@@ -270,8 +270,14 @@ def test_nonsmooth_primitives_have_flat_higher_coefficients():
 def test_derivative_errors():
     with pytest.raises(sd.DifferentiationError, match="non-negative integer"):
         sd.derivative(np.sin, -1)
+    # Derivatives past order 170 are refused (n! leaves float64); coefficients are not.
     with pytest.raises(sd.DifferentiationError, match="above 170"):
-        sd.taylor(np.sin, 171)
+        sd.derivative(np.sin, 171)
+    with pytest.raises(sd.DifferentiationError, match="above 170.*sd.taylor"):
+        sd.taylor(np.sin, 171, derivatives=True)
+    assert len(sd.taylor(np.sin, 171)(0.5)) == 172
+    with pytest.raises(sd.DifferentiationError, match=r"trace\(\): the formulas are built up to order 170"):
+        sd.taylor(np.sin, 171).trace(0.5)
     with pytest.raises(sd.DifferentiationError, match="argnum must be an integer"):
         sd.taylor(np.sin, 2, argnum=1.0)
     with pytest.raises(sd.DifferentiationError, match="truth value"):

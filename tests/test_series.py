@@ -128,3 +128,59 @@ def test_snp_functions_trace_too():
     expected = np.array([float(c) for c in sd.taylor(f, 16)(0.7)])
     (got,), _ = series_coefficients(sd.trace(f, 0.7), 16, (0,), (0.7,))
     np.testing.assert_allclose(got[:, 0], expected, rtol=1e-11, atol=1e-300)
+
+
+# -- through sd.taylor ----------------------------------------------------------------
+
+
+def test_sd_taylor_gives_any_order_of_coefficients():
+    f = FUNCTIONS["exp_sin_over"]
+    series = sd.taylor(f, 1000)(0.3)
+    assert len(series) == 1001 and all(isinstance(c, np.float64) for c in series[:3])
+    exact = np.array([float(v) for v in _exact_series(1000, 0.3)])
+    np.testing.assert_allclose(np.array(series), exact, rtol=1e-9)
+    grid = np.linspace(-1.0, 1.0, 50).reshape(5, 10)
+    on_grid = sd.taylor(f, 200)(grid)
+    assert on_grid[200].shape == (5, 10)
+    np.testing.assert_allclose(on_grid[200][2, 3], sd.taylor(f, 200)(grid[2, 3])[200], rtol=1e-13)
+
+
+@pytest.mark.parametrize("order", [47, 48, 60])
+def test_numbers_and_the_graph_agree_where_the_call_switches(order, monkeypatch):
+    from symad.transforms import series as S
+
+    f = lambda x, y: np.exp(np.sin(x) * y) / (1 + x**2)  # noqa: E731
+    numbers = sd.taylor(f, order)(np.array([0.3, -0.2]), 0.7)
+    monkeypatch.setattr(S, "NUMERIC_FROM_ORDER", 10**6)
+    graph = sd.taylor(f, order)(np.array([0.3, -0.2]), 0.7)
+    np.testing.assert_allclose(np.array(numbers), np.array(graph), rtol=1e-11, atol=1e-300)
+    assert S.wants_numbers(order, None) == (order >= 10**6)
+
+
+def test_two_variables_to_high_order_through_sd_taylor():
+    f = lambda x, y: 1 / (2 - x - y)  # noqa: E731  coefficient of x^i y^j: C(i+j, i) / 2^(i+j+1)
+    series = sd.taylor(f, 60, argnum=(0, 1))(0.0, 0.0)
+    assert len(series) == math.comb(62, 2) and list(series) == sorted(series)
+    for (i, j), value in series.items():
+        exact = math.comb(i + j, i) / 2.0 ** (i + j + 1)
+        assert abs(value - exact) <= 1e-13 * exact, (i, j)
+    derivatives = sd.taylor(f, 40, argnum=(0, 1), derivatives=True)(0.0, 0.0)
+    assert derivatives[(3, 2)] == pytest.approx(math.factorial(5) / 2.0**6, rel=1e-13)
+
+
+def test_a_derivative_beyond_float64_is_refused_naming_it():
+    f = lambda x: 1 / (0.5 - x)  # noqa: E731  f^(k)(0) = k! 2^(k+1): 4.9e310 at k = 151
+    with pytest.raises(sd.DifferentiationError, match=r"order 151 is about 4.9e310.*derivatives=False"):
+        sd.taylor(f, 170, derivatives=True)(0.0)
+    assert sd.taylor(f, 170)(0.0)[170] == pytest.approx(2.0**171, rel=1e-13)
+
+
+def test_whole_array_steps_inside_a_scalar_function_are_expanded():
+    # sum(sin(k x)) holds whole-array nodes (multiply, sin, reduce_sum over 39 elements):
+    # the numbers are computed on its per-element version.
+    k = np.arange(1.0, 40.0)
+    f = lambda x: snp.sum(snp.sin(x * k))  # noqa: E731
+    series = sd.taylor(f, 200)(0.5)
+    expected = [sum(ki**j * np.sin(0.5 * ki + j * np.pi / 2) for ki in k) / math.factorial(j)
+                for j in range(6)]
+    np.testing.assert_allclose(np.array(series[:6]), expected, rtol=1e-12)
