@@ -40,10 +40,13 @@ Used by :func:`symad.api.taylor` where the symbolic graph would be large (high o
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
 import weakref
 from collections.abc import Sequence
 
+import mpmath
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
@@ -76,6 +79,71 @@ class _Planning:
         self.partials: dict = {}
 
 
+class Float64:
+    """Numbers as float64 arrays: each primitive's NumPy implementation."""
+
+    dtype = float
+
+    def context(self):
+        return contextlib.nullcontext()
+
+    def argument(self, values) -> np.ndarray:
+        return np.asarray(values, dtype=float)
+
+    def constant(self, atom, points: int) -> np.ndarray:
+        return np.full(points, constant_value(atom))
+
+    def apply(self, node: Node, operands: list):
+        params = dict(node.params) if node.params else {}
+        return node.primitive.numpy_impl(*operands, **params)
+
+    def log(self, values):
+        return np.log(values)
+
+    def factorial(self, k: int):
+        return math.factorial(k)
+
+
+class Mpmath:
+    """Numbers as object arrays of ``mpmath.mpf`` at ``dps`` digits: the mpmath backend's
+    implementation of each primitive (``symad.compile``'s mpmath arithmetic)."""
+
+    dtype = object
+
+    def __init__(self, dps: int):
+        from symad.compile.mpmath_backend import MpmathArithmetic
+
+        self.arithmetic = MpmathArithmetic(dps)
+
+    @contextlib.contextmanager
+    def context(self):
+        from symad.compile.interpret import PRECISION_LOCK
+
+        with PRECISION_LOCK, self.arithmetic.precision():
+            yield
+
+    def argument(self, values) -> np.ndarray:
+        return np.frompyfunc(lambda v: self.arithmetic.argument(v, "taylor"), 1, 1)(
+            np.asarray(values, dtype=object)).astype(object)
+
+    def constant(self, atom, points: int) -> np.ndarray:
+        return np.full(points, self.arithmetic.constant(atom), dtype=object)
+
+    def apply(self, node: Node, operands: list):
+        implementation = self.arithmetic.implementation(node.primitive)
+        if implementation is None or not node.primitive.elementwise:
+            raise SeriesUnsupported(node.primitive.name)
+        if node.params:
+            implementation = functools.partial(implementation, **dict(node.params))
+        return np.frompyfunc(implementation, len(operands), 1)(*operands)
+
+    def log(self, values):
+        return np.frompyfunc(mpmath.log, 1, 1)(values)
+
+    def factorial(self, k: int):
+        return mpmath.factorial(k)
+
+
 class NumericSweep:
     """Coefficient arrays ``S[atom]`` of shape ``(order + 1, *box, points)``, filled order by order.
 
@@ -83,11 +151,12 @@ class NumericSweep:
     dehomogenised part's ``(order + 1,) * (d - 1)`` in ``d`` variables.
     """
 
-    def __init__(self, order: int, values: dict, points: int, dtype, box: tuple = ()):
+    def __init__(self, order: int, values: dict, points: int, numbers, box: tuple = ()):
         self.order = order
         self.values = values            # atom -> its value at the points (order 0)
         self.points = points
-        self.dtype = dtype
+        self.numbers = numbers
+        self.dtype = numbers.dtype
         self.box = box
         self.part_shape = box + (points,)
         self.series: dict = {}          # varying atom -> (order + 1, *box, points) array
@@ -100,7 +169,7 @@ class NumericSweep:
         """``atom``'s value at the points (the constant term of its series)."""
         value = self.values.get(atom)
         if value is None:  # an exact constant no node reads (an output such as 3.0)
-            value = self.values[atom] = np.full(self.points, constant_value(atom))
+            value = self.values[atom] = self.numbers.constant(atom, self.points)
         return value
 
     def constant_part(self, value) -> np.ndarray:
@@ -246,12 +315,12 @@ class _PowerSeries:
         if sweep.is_varying(exponent):
             # y = exp(w), w = b log a:  y[k] = (1/k) sum_{j=1..k} j w[j] y[k-j]
             self.kind = "exponential"
-            self.log = sweep.new_series(np.log(sweep.value(base)))
+            self.log = sweep.new_series(sweep.numbers.log(sweep.value(base)))
             self.w = np.zeros_like(self.log)
             self.base_value = sweep.value(base)
             self.exponent = sweep.coefficients(exponent, order)
             return
-        self.r = float(constant_value(exponent)) if is_constant(exponent) else sweep.values[exponent]
+        self.r = sweep.value(exponent)[0] if is_constant(exponent) else sweep.values[exponent]
         self.kind = "constant"
         self.base_value = sweep.value(base)
         if np.ndim(self.r) == 0 and float(self.r).is_integer() and 0 < abs(self.r) <= 2**20:
@@ -341,34 +410,31 @@ def _rule(node: Node):
 # ---------------------------------------------------------------------------
 
 
-def _node_value(node: Node, values: dict):
-    operands = [values[arg] for arg in node.args]
-    params = dict(node.params) if node.params else {}
-    return node.primitive.numpy_impl(*operands, **params)
-
-
-def _evaluate(nodes: Sequence[Node], inputs: dict, points: int) -> dict:
+def _evaluate(nodes: Sequence[Node], inputs: dict, points: int, numbers) -> dict:
     """Every atom's value at the points (order 0): inputs, constants and the nodes in order."""
     values = dict(inputs)
     with np.errstate(all="ignore"):
         for node in nodes:
             for arg in node.args:
                 if arg not in values:
-                    values[arg] = np.full(points, constant_value(arg)) if is_constant(arg) else None
-                    if values[arg] is None:
+                    if not is_constant(arg):
                         raise DifferentiationError(f"taylor: the value of {arg} is unknown")
-            values[node] = np.broadcast_to(np.asarray(_node_value(node, values)), (points,))
+                    values[arg] = numbers.constant(arg, points)
+            value = numbers.apply(node, [values[arg] for arg in node.args])
+            values[node] = np.broadcast_to(np.asarray(value, dtype=numbers.dtype
+                                                      if numbers.dtype is object else None), (points,))
     return values
 
 
 def series_coefficients(function, order: int, positions: Sequence[int], args: Sequence,
-                        steps: Sequence = None) -> tuple[list, tuple]:
+                        steps: Sequence = None, numbers=None) -> tuple[list, tuple]:
     """Taylor coefficients of orders ``0..order`` of a traced scalar ``function`` at ``args``.
 
     The series is that of ``t -> f(x + t * steps)`` (``steps`` default: 1 for every
     argument at ``positions``); ``args`` and ``steps`` are broadcast against each other.
     Returns ``(coefficients, batch_shape)`` where ``coefficients[i]`` is the
-    ``(order + 1, points)`` array of the function's ``i``-th output atom. Raises
+    ``(order + 1, points)`` array of the function's ``i``-th output atom. ``numbers``:
+    :class:`Float64` (default) or :class:`Mpmath`. Raises
     :class:`SeriesUnsupported` for a primitive without a numeric rule.
 
     >>> import symad as sd, numpy as np
@@ -377,13 +443,16 @@ def series_coefficients(function, order: int, positions: Sequence[int], args: Se
     >>> np.round(series[:, 0] * [1, 1, 2, 6, 24], 12).tolist(), shape
     ([1.0, 1.0, 1.0, 1.0, 1.0], (2,))
     """
+    numbers = numbers or Float64()
     steps = [1.0] * len(positions) if steps is None else list(steps)
-    arrays = np.broadcast_arrays(*[np.asarray(a, dtype=float) for a in args],
-                                 *[np.asarray(s, dtype=float) for s in steps])
-    batch = arrays[0].shape
-    flat = [a.reshape(-1) for a in arrays]
-    arg_values, step_values = flat[:len(args)], flat[len(args):]
-    sweep = _sweep(function, order, positions, arg_values, lambda sweep, i: step_values[i], ())
+    with numbers.context():
+        arrays = np.broadcast_arrays(*[numbers.argument(a) for a in args],
+                                     *[numbers.argument(s) for s in steps])
+        batch = arrays[0].shape
+        flat = [a.reshape(-1) for a in arrays]
+        arg_values, step_values = flat[:len(args)], flat[len(args):]
+        sweep = _sweep(function, order, positions, arg_values, lambda sweep, i: step_values[i], (),
+                       numbers)
     return sweep.results, batch
 
 
@@ -410,7 +479,8 @@ def multivariate_coefficients(function, order: int, positions: Sequence[int], ar
         part[tuple(int(axis == i - 1) for axis in range(d - 1))] = 1
         return part
 
-    sweep = _sweep(function, order, positions, [a.reshape(-1) for a in arrays], seed_part, box)
+    sweep = _sweep(function, order, positions, [a.reshape(-1) for a in arrays], seed_part, box,
+                   Float64())
     result: dict = {}
     for total in range(order + 1):
         for rest in _indices_up_to(d - 1, total):
@@ -452,13 +522,13 @@ def _plan_of(function, order: int, positions) -> _Plan:
     return plan
 
 
-def _sweep(function, order: int, positions, arg_values, seed_part, box) -> NumericSweep:
+def _sweep(function, order: int, positions, arg_values, seed_part, box, numbers) -> NumericSweep:
     """Evaluate order 0 of the planned graph, then every order up to ``order``."""
     points = max(1, len(arg_values[0]) if arg_values else 1)
     plan = _plan_of(function, order, positions)
     symbols, depth = plan.symbols, plan.depth
-    values = _evaluate(plan.nodes, dict(zip(symbols, arg_values)), points)
-    sweep = NumericSweep(order, values, points, float, box)
+    values = _evaluate(plan.nodes, dict(zip(symbols, arg_values)), points, numbers)
+    sweep = NumericSweep(order, values, points, numbers, box)
     sweep.partials = plan.partials
     for i, position in enumerate(positions):
         series = sweep.series[symbols[position]] = sweep.new_series(values[symbols[position]])
