@@ -38,21 +38,16 @@ from symad.derivatives import (
     vjp_function,
 )
 from symad.errors import DifferentiationError, RetraceWarning, TracingError
-from symad.function import (
-    Function,
-    argument_names,
-    function_name,
-    leaf_atoms,
-    leaf_shape,
-    trace,
-)
+from symad.function import Function, argument_names, function_name, trace
 from symad.graph import ArrayInput, current_builder, number_atom
+from symad.leaves import leaf_atoms, leaf_shape
 from symad.outside import changed, snapshot
 from symad.pytree import leaf_paths, tree_flatten, tree_unflatten
 from symad.tracer import (
     Parameter,
     Tracer,
 )
+from symad.transforms.batching import inline_batched
 
 __all__ = [
     "grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev", "jacobian", "hessian",
@@ -802,7 +797,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0) -> Callable:
             # the whole batch (each node carries the mapped axis in front).
             examples = element(0)
             function = trace(fun, *examples) if not isinstance(fun, Function) else fun
-            stacked = function._inline_batched(moved, [axis is not None for axis in axes], size)
+            stacked = inline_batched(function, moved, [axis is not None for axis in axes], size)
         else:
             examples = element(0)
             key = _signature(examples)
@@ -843,7 +838,7 @@ def _outputs_depending_on(function, mapped: list) -> list:
         if any(atom in depends for atom in node.args if atom.is_Symbol):
             depends.add(node)
     return [any(atom.is_Symbol and atom in depends for atom in leaf_atoms(atoms))
-            for atoms in function._output_atoms()]
+            for atoms in function.output_atoms()]
 
 
 def _unmapped(leaf, index: int, name: str, varies: bool):

@@ -25,16 +25,9 @@ import sympy
 
 from symad import array_primitives as A
 from symad.errors import DifferentiationError
-from symad.function import (
-    Function,
-    derive,
-    input_leaf,
-    is_whole_leaf,
-    leaf_atoms,
-    leaf_elements,
-    leaf_shape,
-)
+from symad.function import Function, derive
 from symad.graph import ArrayInput, atom_shape, is_zero_constant
+from symad.leaves import input_leaf, is_whole_leaf, leaf_atoms, leaf_elements, leaf_shape
 from symad.pytree import TreeDef, leaf_paths, tree_flatten, tree_unflatten
 from symad.tracer import (
     Parameter,

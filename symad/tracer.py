@@ -163,16 +163,16 @@ def element_atoms(atom, what: str = "this operation") -> np.ndarray:
     """
     shape = atom_shape(atom)
     if shape == ():
-        return _scalar_array(atom)
+        return scalar_array(atom)
     if atom.__class__ is ArrayInput:
-        _check_unrolled_size(atom.size, what)
+        check_unrolled_size(atom.size, what)
         return atom.elements()
     from symad.array_primitives import constant_p, pack_p
 
     size = math.prod(shape)
-    _check_unrolled_size(size, what)
+    check_unrolled_size(size, what)
     if atom.primitive is constant_p:
-        return _constant_elements(dict(atom.params)["value"].array)
+        return constant_elements(dict(atom.params)["value"].array)
     if atom.primitive is pack_p and len(shape) == len(dict(atom.params)["shape"]):
         params = dict(atom.params)
         operands = list(atom.args)
@@ -200,7 +200,7 @@ def element_atom(builder: GraphBuilder, atom, index: tuple):
     return builder.record(slice_p, (atom,), params)
 
 
-def _constant_elements(array: np.ndarray) -> np.ndarray:
+def constant_elements(array: np.ndarray) -> np.ndarray:
     out = np.empty(array.shape, dtype=object)
     flat = out.reshape(-1)
     for position, value in enumerate(np.asarray(array).reshape(-1).tolist()):
@@ -208,7 +208,7 @@ def _constant_elements(array: np.ndarray) -> np.ndarray:
     return out
 
 
-def _check_unrolled_size(size: int, what: str, builder: GraphBuilder | None = None) -> None:
+def check_unrolled_size(size: int, what: str, builder: GraphBuilder | None = None) -> None:
     """Refuse to read more elements one at a time than the trace's limit allows.
 
     The limit is ``symad.function.MAX_SYMBOLIC_ELEMENTS``, which the trace put on its
@@ -230,12 +230,12 @@ def as_atoms(value: Any) -> np.ndarray:
     if isinstance(value, Tracer):
         return value.atoms
     if type(value) in _PYTHON_NUMBERS:  # the common constant, without NumPy's conversion
-        return _scalar_array(number_atom(value))
+        return scalar_array(number_atom(value))
     if isinstance(value, Parameter):
         builder = _require_builder("use a Parameter")
         return element_atoms(builder_parameter_atom(builder, value), "element-level code")
     if isinstance(value, sympy.Basic):
-        return _scalar_array(_constant_atom(value))
+        return scalar_array(_constant_atom(value))
     if isinstance(value, (list, tuple)) and any(contains_traced(v) for v in value):
         return np.stack([as_atoms(v) for v in value])
     array = np.asarray(value)
@@ -246,7 +246,7 @@ def as_atoms(value: Any) -> np.ndarray:
             element = array[index]
             out[index] = as_atoms(element)[()] if _is_atom_like(element) else _constant_atom(element)
         return out
-    return _constant_elements(_real_array(array))
+    return constant_elements(_real_array(array))
 
 
 _PYTHON_NUMBERS = frozenset({float, int, bool})
@@ -256,7 +256,7 @@ def _is_atom_like(value) -> bool:
     return isinstance(value, (Tracer, Parameter, sympy.Basic))
 
 
-def _scalar_array(atom) -> np.ndarray:
+def scalar_array(atom) -> np.ndarray:
     array = np.empty((), dtype=object)
     array[()] = atom
     return array
@@ -493,7 +493,7 @@ class Tracer(CantSympify):
             atom = self._atom
             if atom_shape(atom) != ():  # a whole array: its elements (an unrolled view)
                 return element_atoms(atom, "element-level code")
-            array = self._array = _scalar_array(atom)  # a scalar: its 0-d array, made once
+            array = self._array = scalar_array(atom)  # a scalar: its 0-d array, made once
         return array
 
     @_atoms.setter
@@ -551,7 +551,7 @@ class Tracer(CantSympify):
                 "scalar in a list: [x]"
             )
         if self.is_whole and self.ndim == 1:  # one scalar at a time: element-level code
-            _check_unrolled_size(self.shape[0], "a loop over a traced array")
+            check_unrolled_size(self.shape[0], "a loop over a traced array")
         for index in range(self.shape[0]):
             yield self[index]
 

@@ -327,7 +327,7 @@ def _count_scalar_arrays_in_partials(monkeypatch) -> list:
     import symad.transforms.reverse as reverse_module
 
     made, inside = [], []
-    make_array, take_partials = tracer_module._scalar_array, reverse_module.partial_atoms
+    make_array, take_partials = tracer_module.scalar_array, reverse_module.partial_atoms
 
     def counting(atom):
         if inside:
@@ -341,7 +341,7 @@ def _count_scalar_arrays_in_partials(monkeypatch) -> list:
         finally:
             inside.pop()
 
-    monkeypatch.setattr(tracer_module, "_scalar_array", counting)
+    monkeypatch.setattr(tracer_module, "scalar_array", counting)
     monkeypatch.setattr(reverse_module, "partial_atoms", partials)
     return made
 

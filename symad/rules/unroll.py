@@ -27,7 +27,8 @@ from symad import array_primitives as A
 from symad import numpy as snp
 from symad import primitives as P
 from symad.graph import current_builder
-from symad.tracer import Tracer, _constant_elements
+from symad.tracer import Tracer
+from symad.tracer import constant_elements as _constant_elements
 
 __all__ = ["UNROLL"]
 
