@@ -1088,7 +1088,7 @@ def _array_method(snp, name: str):
     def method(self, *args, **kwargs):
         if "out" in kwargs and kwargs["out"] is None:
             del kwargs["out"]
-        snp._check_arguments(function, (self, *args), kwargs, f"ndarray.{name}")
+        snp.check_arguments(function, (self, *args), kwargs, f"ndarray.{name}")
         return function(self, *args, **kwargs)
 
     method.__name__ = method.__qualname__ = name

@@ -1,0 +1,387 @@
+"""``symad.numpy``: the NumPy-like namespace of traceable operations.
+
+Every function works on plain NumPy values (computing numerically, like
+NumPy) and on traced values (recording nodes). Inside a traced function the
+same-named NumPy functions dispatch here too, so ``np.sin(x)`` and
+``snp.sin(x)`` are interchangeable.
+
+The functions live in one module per family -- :mod:`~symad.numpy.elementwise`,
+:mod:`~symad.numpy.shapes` (construction, shape manipulation, indexing),
+:mod:`~symad.numpy.creation`, :mod:`~symad.numpy.reductions`,
+:mod:`~symad.numpy.products` (products, contractions and more array operations),
+:mod:`~symad.numpy.refusals` (what is not traced) -- and this package re-exports
+them. The dispatch from NumPy's protocols stays here: it routes NumPy's names to
+the whole namespace and suggests the nearest of its names.
+
+>>> import symad as sd, symad.numpy as snp
+>>> float(snp.sigmoid(0.0))
+0.5
+>>> sd.trace(lambda x: snp.sum(snp.exp(x)), [0.0, 1.0]).formula()
+exp(x[0]) + exp(x[1])
+"""
+
+# This package re-exports its families' functions (and the names the namespace always had,
+# snp.apply among them): an import here is a re-export, not an unused name.
+# ruff: noqa: F401
+
+from __future__ import annotations
+
+import builtins
+import functools
+import inspect
+import math
+import sys as _sys
+from typing import Any
+
+import numpy as _np
+import sympy
+
+from symad import array_primitives as A
+from symad import primitives as P
+from symad import tracer as _tracer_module
+from symad.errors import TracingError
+from symad.graph import atom_shape, current_builder
+from symad.numpy.creation import (
+    copy,
+    empty,
+    empty_like,
+    full,
+    full_like,
+    ones,
+    ones_like,
+    zeros,
+    zeros_like,
+)
+from symad.numpy.elementwise import (
+    abs,
+    absolute,
+    add,
+    arccos,
+    arccosh,
+    arcsin,
+    arcsinh,
+    arctan,
+    arctan2,
+    arctanh,
+    cbrt,
+    clip,
+    cos,
+    cosh,
+    divide,
+    equal,
+    erf,
+    erfc,
+    exp,
+    exp2,
+    expm1,
+    greater,
+    greater_equal,
+    hypot,
+    less,
+    less_equal,
+    log,
+    log1p,
+    log2,
+    log10,
+    logaddexp,
+    logical_and,
+    logical_not,
+    logical_or,
+    maximum,
+    minimum,
+    multiply,
+    negative,
+    not_equal,
+    positive,
+    power,
+    reciprocal,
+    sigmoid,
+    sign,
+    sin,
+    sinh,
+    softplus,
+    sqrt,
+    square,
+    stop_gradient,
+    subtract,
+    tan,
+    tanh,
+    true_divide,
+    where,
+)
+from symad.numpy.elementwise import (
+    elementwise_function as _elementwise,
+)
+from symad.numpy.products import (
+    cumsum,
+    diagonal,
+    diff,
+    dot,
+    einsum,
+    flip,
+    fliplr,
+    flipud,
+    inner,
+    matmul,
+    outer,
+    pad,
+    repeat,
+    roll,
+    take,
+    tensordot,
+    tile,
+    trace,
+    vdot,
+)
+from symad.numpy.reductions import (
+    amax,
+    amin,
+    linalg,
+    logsumexp,
+    max,
+    mean,
+    min,
+    norm,
+    prod,
+    std,
+    sum,
+    var,
+)
+from symad.numpy.refusals import float_dtype_only, untraceable
+from symad.numpy.shapes import (
+    add_at as _add_at,
+)
+from symad.numpy.shapes import (
+    array,
+    asarray,
+    atleast_1d,
+    atleast_2d,
+    broadcast_to,
+    concatenate,
+    expand_dims,
+    hstack,
+    moveaxis,
+    ndim,
+    ravel,
+    reshape,
+    shape,
+    size,
+    squeeze,
+    stack,
+    swapaxes,
+    transpose,
+    vstack,
+)
+from symad.numpy.shapes import (
+    getitem as _getitem,
+)
+from symad.numpy.shapes import (
+    set_items as _set_items,
+)
+from symad.tracer import (
+    Parameter,
+    Tracer,
+    apply,
+    as_atom,
+    as_atoms,
+    contains_traced,
+    record_scalars,
+    traced_function_name,
+)
+
+# ---------------------------------------------------------------------------
+# Dispatch from NumPy's protocols
+# ---------------------------------------------------------------------------
+
+_UFUNCS = {
+    "add": add, "subtract": subtract, "multiply": multiply, "divide": divide,
+    "true_divide": divide, "negative": negative, "positive": positive, "power": power,
+    "float_power": power, "square": square, "reciprocal": reciprocal, "sqrt": sqrt,
+    "cbrt": cbrt, "exp": exp, "exp2": exp2, "expm1": expm1, "log": log, "log2": log2,
+    "log10": log10, "log1p": log1p, "sin": sin, "cos": cos, "tan": tan, "arcsin": arcsin,
+    "arccos": arccos, "arctan": arctan, "arctan2": arctan2, "sinh": sinh, "cosh": cosh,
+    "tanh": tanh, "arcsinh": arcsinh, "arccosh": arccosh, "arctanh": arctanh,
+    "absolute": abs, "fabs": abs, "sign": sign, "maximum": maximum, "minimum": minimum,
+    "hypot": hypot, "logaddexp": logaddexp, "less": less, "less_equal": less_equal,
+    "greater": greater, "greater_equal": greater_equal, "equal": equal,
+    "not_equal": not_equal, "matmul": matmul, "logical_and": logical_and,
+    "logical_or": logical_or, "logical_not": logical_not, "bitwise_and": logical_and,
+    "bitwise_or": logical_or, "invert": logical_not,
+}
+
+_REDUCTIONS = {"add": sum, "multiply": prod, "maximum": max, "minimum": min}
+
+
+def scalar_ufuncs() -> dict:
+    """``{ufunc: primitive}`` for NumPy's ufuncs whose traceable function is one primitive.
+
+    The Tracer records such a ufunc on traced scalars directly; the result is
+    the same as going through :func:`dispatch_ufunc` to the traceable function.
+
+    >>> scalar_ufuncs()[_np.sin].name
+    'sin'
+    """
+    table = {}
+    for name, function in _UFUNCS.items():
+        ufunc = getattr(_np, name, None)
+        primitive = getattr(function, "primitive", None)
+        if isinstance(ufunc, _np.ufunc) and primitive is not None:
+            table[ufunc] = primitive
+    return table
+
+
+def _ufunc_route(ufunc) -> tuple[str, Any]:
+    """``(qualified name, traceable function or None)`` for a ufunc called on traced values.
+
+    NumPy's ufuncs are looked up by name in ``_UFUNCS``, but only when the ufunc *is*
+    NumPy's: SciPy's ufuncs share NumPy's names (``scipy.special.psi`` and ``jn`` are
+    named ``psi``, ``jv``; others, like ``gamma``, would collide with any future NumPy
+    name), so they are routed by identity through ``symad.special.SCIPY_UFUNCS`` and
+    named after their real module in errors.
+    """
+    name = getattr(ufunc, "__name__", repr(ufunc))
+    if getattr(_np, name, None) is ufunc:
+        return f"numpy.{name}", _UFUNCS.get(name)
+    for ufuncs, _, ufunc_name in _FOREIGN:
+        if ufunc in ufuncs:
+            return ufunc_name(ufunc), ufuncs[ufunc]
+    module = getattr(ufunc, "__module__", None) or type(ufunc).__module__
+    names = [ufunc_name(ufunc) for _, _, ufunc_name in _FOREIGN]
+    return (names[0] if names else f"{module}.{name}"), None
+
+
+#: Tables of other libraries' functions made traceable by modules built on this
+#: one -- symad.special for scipy.special -- as ``(ufuncs, array_functions,
+#: ufunc_name)``. They register here (this module cannot import them back
+#: without an import circle); the tables are kept by reference.
+_FOREIGN: list = []
+
+
+def register_foreign_functions(ufuncs: dict, array_functions: dict, ufunc_name) -> None:
+    """Route ``ufuncs`` ({ufunc: traceable}) and ``array_functions`` ({function: traceable}).
+
+    ``ufunc_name(ufunc)`` names a ufunc in error messages (``scipy.special.gamma``).
+    """
+    _FOREIGN.append((ufuncs, array_functions, ufunc_name))
+
+
+
+def _untraceable(what: str) -> TracingError:
+    """The refusal of ``what``, with the nearest names of this namespace."""
+    return untraceable(what, _nearest_supported)
+
+
+def _nearest_supported(name: str) -> list[str]:
+    """Supported names close to ``name`` (difflib): ``np.name`` where NumPy has it, else ``snp.name``.
+
+    >>> _nearest_supported("arctan3"), _nearest_supported("sigmoidd")
+    (['np.arctan', 'np.arctanh', 'np.arctan2'], ['snp.sigmoid'])
+    """
+    import difflib
+
+    supported = set(_UFUNCS) | {function.__name__ for function in _FUNCTIONS} | set(__all__)
+    supported = {n for n in supported if not n.startswith("_") and callable(globals().get(n, len))}
+    return [f"np.{n}" if hasattr(_np, n) else f"snp.{n}"
+            for n in difflib.get_close_matches(name, sorted(supported), n=3)]
+
+
+def dispatch_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
+    """Route a NumPy ufunc call on traced values to the matching traceable function.
+
+    Keywords that would change the result (``out``, ``where``, ``initial``,
+    a non-float ``dtype``) are refused rather than ignored.
+    """
+    name = getattr(ufunc, "__name__", repr(ufunc))
+    qualified_name, traceable = _ufunc_route(ufunc)
+    suffix = "" if method == "__call__" else f".{method}"
+    what = f"the ufunc {qualified_name}{suffix}"
+    kwargs = float_dtype_only(kwargs, what)
+    out = kwargs.get("out")
+    if out is None or (isinstance(out, tuple) and all(o is None for o in out)):
+        kwargs.pop("out", None)  # scipy.special.zeta passes out=None positionally
+    allowed = {"axis", "keepdims"} if method == "reduce" else set()
+    if set(kwargs) - allowed:
+        raise _untraceable(f"{what} with keywords {sorted(set(kwargs) - allowed)}")
+    if method == "__call__" and traceable is not None:
+        return traceable(*inputs)
+    if method == "reduce" and qualified_name.startswith("numpy.") and name in _REDUCTIONS:
+        (x,) = inputs
+        return _REDUCTIONS[name](x, axis=kwargs.get("axis", 0), keepdims=kwargs.get("keepdims", False))
+    raise _untraceable(what)
+
+
+def _function_table() -> dict:
+    table = {
+        _np.sum: sum, _np.mean: mean, _np.var: var, _np.std: std, _np.prod: prod, _np.max: max, _np.min: min,
+        _np.amax: max, _np.amin: min, _np.dot: dot, _np.vdot: vdot, _np.inner: inner,
+        _np.outer: outer, _np.transpose: transpose, _np.reshape: reshape, _np.ravel: ravel,
+        _np.concatenate: concatenate, _np.stack: stack, _np.hstack: hstack,
+        _np.vstack: vstack, _np.broadcast_to: broadcast_to, _np.expand_dims: expand_dims,
+        _np.squeeze: squeeze, _np.swapaxes: swapaxes, _np.moveaxis: moveaxis,
+        _np.where: where, _np.clip: clip, _np.linalg.norm: norm, _np.shape: shape,
+        _np.ndim: ndim, _np.size: size, _np.zeros_like: zeros_like,
+        _np.ones_like: ones_like, _np.full_like: full_like, _np.empty_like: empty_like,
+        _np.copy: copy, _np.zeros: zeros, _np.ones: ones, _np.full: full, _np.empty: empty,
+        _np.trace: trace, _np.diagonal: diagonal,
+        _np.cumsum: cumsum, _np.atleast_1d: atleast_1d, _np.atleast_2d: atleast_2d,
+        _np.einsum: einsum, _np.tensordot: tensordot, _np.pad: pad, _np.roll: roll,
+        _np.diff: diff, _np.flip: flip, _np.fliplr: fliplr, _np.flipud: flipud, _np.take: take,
+        _np.tile: tile, _np.repeat: repeat,
+    }
+    if hasattr(_np, "matmul") and not isinstance(_np.matmul, _np.ufunc):
+        table[_np.matmul] = matmul
+    return table
+
+
+_FUNCTIONS = _function_table()
+_CONSTRUCTORS = {zeros, ones, full, empty, zeros_like, ones_like, full_like, empty_like}
+
+
+def dispatch_function(func, args: tuple, kwargs: dict) -> Any:
+    """Route a NumPy array function called on traced values to its traceable version."""
+    implementation = _FUNCTIONS.get(func)
+    for _, array_functions, _ in _FOREIGN if implementation is None else ():
+        implementation = array_functions.get(func)  # numpy.sinc lives in symad.special
+        if implementation is not None:
+            break
+    module = getattr(func, "__module__", "numpy") or "numpy"
+    if implementation is None:
+        raise _untraceable(f"{module}.{func.__name__}")
+    if implementation not in _CONSTRUCTORS:  # an integer array of zeros is fine; a sum is not
+        kwargs = float_dtype_only(kwargs, f"{module}.{func.__name__}")
+    if "out" in kwargs and kwargs["out"] is None:  # NumPy's default, spelled out
+        del kwargs["out"]
+    check_arguments(implementation, args, kwargs, f"{module}.{func.__name__}")
+    return implementation(*args, **kwargs)
+
+
+def check_arguments(implementation, args: tuple, kwargs: dict, what: str) -> None:
+    """Raise a TracingError naming the keyword (or count) ``implementation`` does not take."""
+    signature = inspect.signature(implementation)
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError:
+        accepted = [n for n, p in signature.parameters.items()
+                    if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)][1:]
+        unknown = [k for k in kwargs if k not in signature.parameters]
+        which = (f"the keyword{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}"
+                 if unknown else f"{len(args)} positional arguments")
+        raise TracingError(
+            f"function {traced_function_name()!r} calls {what} with {which}, which symad does "
+            f"not trace; it takes ({', '.join(accepted)}). Drop the argument, or compute the "
+            "same thing with symad.numpy operations (snp.where to select elements by value)"
+        ) from None
+
+
+#: The modules of the families above: attributes of this package, not NumPy names.
+_FAMILIES = {"elementwise", "shapes", "creation", "reductions", "products", "refusals"}
+
+__all__ = [name for name in dir() if not name.startswith("_") and name not in {
+    "annotations", "builtins", "math", "sympy", "Any", "P", "TracingError", "current_builder",
+    "Parameter", "Tracer", "as_atoms", "contains_traced", "is_traced", "apply", "functools",
+    "inspect", "traced_function_name", "check_arguments", "float_dtype_only", "untraceable",
+    *_FAMILIES,
+}]
+
+
+_tracer_module.bind_numpy_namespace(_sys.modules[__name__])
