@@ -24,19 +24,19 @@ import numpy as np
 import sympy
 
 from symad import array_primitives as A
-from symad.errors import DifferentiationError
-from symad.function import Function, derive
-from symad.graph import ArrayInput, atom_shape, is_zero_constant
-from symad.leaves import input_leaf, is_whole_leaf, leaf_atoms, leaf_elements, leaf_shape
-from symad.pytree import TreeDef, leaf_paths, tree_flatten, tree_unflatten
-from symad.tracer import (
-    Parameter,
+from symad.atom_arrays import (
     active_input_names,
     constant_atom,
     element_atom,
     element_atoms,
     substitute_atoms,
 )
+from symad.errors import DifferentiationError
+from symad.function import Function, derive
+from symad.graph import ArrayInput, atom_shape, is_zero_constant
+from symad.leaves import input_leaf, is_whole_leaf, leaf_atoms, leaf_elements, leaf_shape
+from symad.pytree import TreeDef, leaf_paths, tree_flatten, tree_unflatten
+from symad.tracer import Parameter
 from symad.transforms import backpropagate, push_forward
 from symad.transforms.forward import consumer_index
 from symad.transforms.reverse import full_shape

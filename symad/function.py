@@ -20,6 +20,13 @@ from typing import Any
 import numpy as np
 import sympy
 
+from symad.atom_arrays import (
+    active_input_names,
+    builder_parameter_atom,
+    check_unrolled_size,
+    scalar_array,
+    substitute_atoms,
+)
 from symad.compile import DEFAULT_BACKEND, PRECISION_BACKENDS, make_evaluator, make_precise_function
 from symad.compile.batch import batch_shape as _batch_shape
 from symad.compile.dask_support import evaluate_dask, is_dask_array
@@ -46,23 +53,12 @@ from symad.leaves import (
     leaf_shape,
 )
 from symad.pytree import TreeDef, leaf_paths, tree_flatten, tree_unflatten
-from symad.tracer import (
-    Parameter,
-    Tracer,
-    active_input_names,
-    apply,
-    as_atoms,
-    as_operand,
-    builder_parameter_atom,
-    check_unrolled_size,
-    explain_numpy_store,
-    scalar_array,
-    substitute_atoms,
-)
+from symad.tracer import Parameter, Tracer, apply, as_atoms, as_operand
 from symad.tracing_errors import (
     describe_structure,
     explain_container_argument,
     explain_library_error,
+    explain_numpy_store,
     library_equivalent,
 )
 

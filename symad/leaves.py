@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from symad.atom_arrays import element_atom, fresh_input, fresh_symbol_array
 from symad.errors import TracingError
 from symad.graph import ArrayInput, GraphBuilder, atom_shape
-from symad.tracer import Tracer, as_atom, element_atom, fresh_input, fresh_symbol_array
+from symad.tracer import Tracer, as_atom
 
 __all__ = ["leaf_shape", "leaf_atoms", "is_whole_leaf", "leaf_elements", "input_leaf", "bind_input"]
 

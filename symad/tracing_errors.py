@@ -182,3 +182,21 @@ def explain_library_error(error: Exception, function_name: str) -> TracingError 
         "write the computation with symad.numpy operations, or wrap it with @sd.primitive "
         "and give it partial derivatives"
     )
+
+
+def explain_numpy_store(error: ValueError, function_name: str) -> TracingError | None:
+    """The TracingError behind NumPy's "setting an array element with a sequence", if any.
+
+    ``out = np.zeros(3); out[0] = traced`` makes NumPy call ``float()`` on the
+    traced value; NumPy replaces the TracingError that raises with that
+    ValueError. This names the real cause and the fix instead.
+    """
+    if not isinstance(error.__cause__, TracingError) or "array element" not in str(error):
+        return None
+    return TracingError(
+        f"function {function_name!r} stores a traced value into a plain NumPy array (such as "
+        "out[i] = value with out = np.zeros(n), or np.array([...], dtype=float)). A NumPy "
+        "float array cannot hold a symbolic value. Create the array with snp.zeros(shape), "
+        "snp.zeros_like(x) or np.zeros(shape, like=x): inside a trace these give a traced "
+        "array that accepts out[i] = value; or build the result with snp.stack([...])"
+    )

@@ -39,6 +39,7 @@ import sympy
 from symad import array_primitives as A
 from symad import primitives as P
 from symad import tracer as _tracer_module
+from symad.atom_arrays import traced_function_name
 from symad.errors import TracingError
 from symad.graph import atom_shape, current_builder
 from symad.numpy.creation import (
@@ -112,6 +113,7 @@ from symad.numpy.elementwise import (
 from symad.numpy.elementwise import (
     elementwise_function as _elementwise,
 )
+from symad.numpy.operators import install_operators as _install_operators
 from symad.numpy.products import (
     cumsum,
     diagonal,
@@ -186,7 +188,6 @@ from symad.tracer import (
     as_atoms,
     contains_traced,
     record_scalars,
-    traced_function_name,
 )
 
 # ---------------------------------------------------------------------------
@@ -374,7 +375,7 @@ def check_arguments(implementation, args: tuple, kwargs: dict, what: str) -> Non
 
 
 #: The modules of the families above: attributes of this package, not NumPy names.
-_FAMILIES = {"elementwise", "shapes", "creation", "reductions", "products", "refusals"}
+_FAMILIES = {"elementwise", "shapes", "creation", "reductions", "products", "refusals", "operators"}
 
 __all__ = [name for name in dir() if not name.startswith("_") and name not in {
     "annotations", "builtins", "math", "sympy", "Any", "P", "TracingError", "current_builder",
@@ -385,3 +386,4 @@ __all__ = [name for name in dir() if not name.startswith("_") and name not in {
 
 
 _tracer_module.bind_numpy_namespace(_sys.modules[__name__])
+_install_operators(_sys.modules[__name__])

@@ -7,16 +7,12 @@ from __future__ import annotations
 
 import numpy as _np
 
+from symad.atom_arrays import traced_function_name
 from symad.errors import TracingError
 from symad.graph import current_builder
 from symad.numpy.elementwise import concrete
 from symad.numpy.shapes import any_whole, broadcast_to, shape
-from symad.tracer import (
-    Tracer,
-    as_atoms,
-    contains_traced,
-    traced_function_name,
-)
+from symad.tracer import Tracer, as_atoms, contains_traced
 
 # ---------------------------------------------------------------------------
 # New arrays: the way to fill an array element by element

@@ -11,14 +11,9 @@ import inspect
 import numpy as _np
 
 from symad import primitives as P
+from symad.atom_arrays import traced_function_name
 from symad.errors import TracingError
-from symad.tracer import (
-    Parameter,
-    apply,
-    contains_traced,
-    record_scalars,
-    traced_function_name,
-)
+from symad.tracer import Parameter, apply, contains_traced, record_scalars
 
 # ---------------------------------------------------------------------------
 # Elementwise functions

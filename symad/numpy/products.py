@@ -13,10 +13,11 @@ import numpy as _np
 
 from symad import array_primitives as A
 from symad import primitives as P
+from symad.atom_arrays import traced_function_name
 from symad.errors import TracingError
 from symad.graph import atom_shape, current_builder
 from symad.numpy.elementwise import add, concrete, multiply, subtract
-from symad.numpy.reductions import sum_row
+from symad.numpy.reductions import sum, sum_row  # noqa: A004 - snp.sum, as in the namespace
 from symad.numpy.shapes import (
     active_builder,
     any_whole,
@@ -33,12 +34,7 @@ from symad.numpy.shapes import (
     transpose,
     wrap_atom,
 )
-from symad.tracer import (
-    Tracer,
-    as_atom,
-    as_atoms,
-    traced_function_name,
-)
+from symad.tracer import Tracer, as_atom, as_atoms
 
 # ---------------------------------------------------------------------------
 # Products

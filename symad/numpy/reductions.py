@@ -13,6 +13,7 @@ import sympy
 
 from symad import array_primitives as A
 from symad import primitives as P
+from symad.atom_arrays import traced_function_name
 from symad.errors import TracingError
 from symad.graph import atom_shape, current_builder
 from symad.numpy.creation import full
@@ -30,12 +31,7 @@ from symad.numpy.shapes import (
     shape,
     wrap_atom,
 )
-from symad.tracer import (
-    Tracer,
-    as_atom,
-    as_atoms,
-    traced_function_name,
-)
+from symad.tracer import Tracer, as_atom, as_atoms
 
 # ---------------------------------------------------------------------------
 # Reductions

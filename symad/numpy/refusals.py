@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 import numpy as _np
 
+from symad.atom_arrays import traced_function_name
 from symad.errors import TracingError
-from symad.tracer import traced_function_name
 
 __all__ = ["untraceable", "float_dtype_only"]
 

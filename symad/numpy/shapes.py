@@ -13,17 +13,11 @@ import math
 import numpy as _np
 
 from symad import array_primitives as A
+from symad.atom_arrays import traced_function_name
 from symad.errors import TracingError
 from symad.graph import atom_shape, current_builder
 from symad.numpy.elementwise import add, concrete, multiply
-from symad.tracer import (
-    Parameter,
-    Tracer,
-    as_atom,
-    as_atoms,
-    contains_traced,
-    traced_function_name,
-)
+from symad.tracer import Parameter, Tracer, as_atom, as_atoms, contains_traced
 
 # ---------------------------------------------------------------------------
 # Array construction and shape manipulation (no nodes: the object array moves)

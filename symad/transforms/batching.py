@@ -13,10 +13,11 @@ import numpy as np
 import sympy
 
 from symad import array_primitives as A
+from symad.atom_arrays import builder_parameter_atom
 from symad.graph import ArrayInput, atom_shape, current_builder
 from symad.leaves import bind_input, leaf_atoms, leaf_shape
 from symad.pytree import tree_unflatten
-from symad.tracer import Tracer, as_atom, as_operand, builder_parameter_atom
+from symad.tracer import Tracer, as_atom, as_operand
 
 __all__ = ["inline_batched"]
 
