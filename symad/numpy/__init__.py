@@ -374,15 +374,25 @@ def check_arguments(implementation, args: tuple, kwargs: dict, what: str) -> Non
         ) from None
 
 
-#: The modules of the families above: attributes of this package, not NumPy names.
-_FAMILIES = {"elementwise", "shapes", "creation", "reductions", "products", "refusals", "operators"}
-
-__all__ = [name for name in dir() if not name.startswith("_") and name not in {
-    "annotations", "builtins", "math", "sympy", "Any", "P", "TracingError", "current_builder",
-    "Parameter", "Tracer", "as_atoms", "contains_traced", "is_traced", "apply", "functools",
-    "inspect", "traced_function_name", "check_arguments", "float_dtype_only", "untraceable",
-    *_FAMILIES,
-}]
+# Written out (it was computed from dir() when the namespace was one module) so that
+# documentation tools read it; it still holds the few helper names the module exported then.
+__all__ = [
+    "A", "abs", "absolute", "add", "amax", "amin", "arccos", "arccosh", "arcsin", "arcsinh",
+    "arctan", "arctan2", "arctanh", "array", "as_atom", "asarray", "atleast_1d", "atleast_2d",
+    "atom_shape", "broadcast_to", "cbrt", "clip", "concatenate", "copy", "cos", "cosh",
+    "cumsum", "diagonal", "diff", "dispatch_function", "dispatch_ufunc", "divide", "dot",
+    "einsum", "empty", "empty_like", "equal", "erf", "erfc", "exp", "exp2", "expand_dims",
+    "expm1", "flip", "fliplr", "flipud", "full", "full_like", "greater", "greater_equal",
+    "hstack", "hypot", "inner", "less", "less_equal", "linalg", "log", "log10", "log1p",
+    "log2", "logaddexp", "logical_and", "logical_not", "logical_or", "logsumexp", "matmul",
+    "max", "maximum", "mean", "min", "minimum", "moveaxis", "multiply", "ndim", "negative",
+    "norm", "not_equal", "ones", "ones_like", "outer", "pad", "positive", "power", "prod",
+    "ravel", "reciprocal", "record_scalars", "register_foreign_functions", "repeat", "reshape",
+    "roll", "scalar_ufuncs", "shape", "sigmoid", "sign", "sin", "sinh", "size", "softplus",
+    "sqrt", "square", "squeeze", "stack", "std", "stop_gradient", "subtract", "sum",
+    "swapaxes", "take", "tan", "tanh", "tensordot", "tile", "trace", "transpose",
+    "true_divide", "var", "vdot", "vstack", "where", "zeros", "zeros_like",
+]
 
 
 _tracer_module.bind_numpy_namespace(_sys.modules[__name__])
