@@ -22,7 +22,7 @@ exp(x[0]) + exp(x[1])
 
 # This package re-exports its families' functions (and the names the namespace always had,
 # snp.apply among them): an import here is a re-export, not an unused name.
-# ruff: noqa: F401
+# ruff: noqa: F401, F405
 
 from __future__ import annotations
 
@@ -42,144 +42,18 @@ from symad import tracer as _tracer_module
 from symad.atom_arrays import traced_function_name
 from symad.errors import TracingError
 from symad.graph import atom_shape, current_builder
-from symad.numpy.creation import (
-    copy,
-    empty,
-    empty_like,
-    full,
-    full_like,
-    ones,
-    ones_like,
-    zeros,
-    zeros_like,
-)
-from symad.numpy.elementwise import (
-    abs,
-    absolute,
-    add,
-    arccos,
-    arccosh,
-    arcsin,
-    arcsinh,
-    arctan,
-    arctan2,
-    arctanh,
-    cbrt,
-    clip,
-    cos,
-    cosh,
-    divide,
-    equal,
-    erf,
-    erfc,
-    exp,
-    exp2,
-    expm1,
-    greater,
-    greater_equal,
-    hypot,
-    less,
-    less_equal,
-    log,
-    log1p,
-    log2,
-    log10,
-    logaddexp,
-    logical_and,
-    logical_not,
-    logical_or,
-    maximum,
-    minimum,
-    multiply,
-    negative,
-    not_equal,
-    positive,
-    power,
-    reciprocal,
-    sigmoid,
-    sign,
-    sin,
-    sinh,
-    softplus,
-    sqrt,
-    square,
-    stop_gradient,
-    subtract,
-    tan,
-    tanh,
-    true_divide,
-    where,
-)
-from symad.numpy.elementwise import (
-    elementwise_function as _elementwise,
-)
+from symad.numpy import creation, elementwise, products, reductions, shapes
+from symad.numpy.creation import *  # noqa: F403 - the families' names are this namespace
+from symad.numpy.elementwise import *  # noqa: F403
+from symad.numpy.elementwise import elementwise_function as _elementwise
 from symad.numpy.operators import install_operators as _install_operators
-from symad.numpy.products import (
-    cumsum,
-    diagonal,
-    diff,
-    dot,
-    einsum,
-    flip,
-    fliplr,
-    flipud,
-    inner,
-    matmul,
-    outer,
-    pad,
-    repeat,
-    roll,
-    take,
-    tensordot,
-    tile,
-    trace,
-    vdot,
-)
-from symad.numpy.reductions import (
-    amax,
-    amin,
-    linalg,
-    logsumexp,
-    max,
-    mean,
-    min,
-    norm,
-    prod,
-    std,
-    sum,
-    var,
-)
+from symad.numpy.products import *  # noqa: F403
+from symad.numpy.reductions import *  # noqa: F403
 from symad.numpy.refusals import float_dtype_only, untraceable
-from symad.numpy.shapes import (
-    add_at as _add_at,
-)
-from symad.numpy.shapes import (
-    array,
-    asarray,
-    atleast_1d,
-    atleast_2d,
-    broadcast_to,
-    concatenate,
-    expand_dims,
-    hstack,
-    moveaxis,
-    ndim,
-    ravel,
-    reshape,
-    shape,
-    size,
-    squeeze,
-    stack,
-    swapaxes,
-    transpose,
-    vstack,
-)
-from symad.numpy.shapes import (
-    getitem as _getitem,
-)
-from symad.numpy.shapes import (
-    set_items as _set_items,
-)
+from symad.numpy.shapes import *  # noqa: F403
+from symad.numpy.shapes import add_at as _add_at
+from symad.numpy.shapes import getitem as _getitem
+from symad.numpy.shapes import set_items as _set_items
 from symad.tracer import (
     Parameter,
     Tracer,
@@ -194,23 +68,9 @@ from symad.tracer import (
 # Dispatch from NumPy's protocols
 # ---------------------------------------------------------------------------
 
-_UFUNCS = {
-    "add": add, "subtract": subtract, "multiply": multiply, "divide": divide,
-    "true_divide": divide, "negative": negative, "positive": positive, "power": power,
-    "float_power": power, "square": square, "reciprocal": reciprocal, "sqrt": sqrt,
-    "cbrt": cbrt, "exp": exp, "exp2": exp2, "expm1": expm1, "log": log, "log2": log2,
-    "log10": log10, "log1p": log1p, "sin": sin, "cos": cos, "tan": tan, "arcsin": arcsin,
-    "arccos": arccos, "arctan": arctan, "arctan2": arctan2, "sinh": sinh, "cosh": cosh,
-    "tanh": tanh, "arcsinh": arcsinh, "arccosh": arccosh, "arctanh": arctanh,
-    "absolute": abs, "fabs": abs, "sign": sign, "maximum": maximum, "minimum": minimum,
-    "hypot": hypot, "logaddexp": logaddexp, "less": less, "less_equal": less_equal,
-    "greater": greater, "greater_equal": greater_equal, "equal": equal,
-    "not_equal": not_equal, "matmul": matmul, "logical_and": logical_and,
-    "logical_or": logical_or, "logical_not": logical_not, "bitwise_and": logical_and,
-    "bitwise_or": logical_or, "invert": logical_not,
-}
-
-_REDUCTIONS = {"add": sum, "multiply": prod, "maximum": max, "minimum": min}
+#: NumPy's ufuncs by name, and ``ufunc.reduce`` of some of them, as each family declares them.
+_UFUNCS = {**elementwise.NUMPY_UFUNCS, **products.NUMPY_UFUNCS}
+_REDUCTIONS = reductions.UFUNC_REDUCTIONS
 
 
 def scalar_ufuncs() -> dict:
@@ -311,31 +171,10 @@ def dispatch_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
     raise _untraceable(what)
 
 
-def _function_table() -> dict:
-    table = {
-        _np.sum: sum, _np.mean: mean, _np.var: var, _np.std: std, _np.prod: prod, _np.max: max, _np.min: min,
-        _np.amax: max, _np.amin: min, _np.dot: dot, _np.vdot: vdot, _np.inner: inner,
-        _np.outer: outer, _np.transpose: transpose, _np.reshape: reshape, _np.ravel: ravel,
-        _np.concatenate: concatenate, _np.stack: stack, _np.hstack: hstack,
-        _np.vstack: vstack, _np.broadcast_to: broadcast_to, _np.expand_dims: expand_dims,
-        _np.squeeze: squeeze, _np.swapaxes: swapaxes, _np.moveaxis: moveaxis,
-        _np.where: where, _np.clip: clip, _np.linalg.norm: norm, _np.shape: shape,
-        _np.ndim: ndim, _np.size: size, _np.zeros_like: zeros_like,
-        _np.ones_like: ones_like, _np.full_like: full_like, _np.empty_like: empty_like,
-        _np.copy: copy, _np.zeros: zeros, _np.ones: ones, _np.full: full, _np.empty: empty,
-        _np.trace: trace, _np.diagonal: diagonal,
-        _np.cumsum: cumsum, _np.atleast_1d: atleast_1d, _np.atleast_2d: atleast_2d,
-        _np.einsum: einsum, _np.tensordot: tensordot, _np.pad: pad, _np.roll: roll,
-        _np.diff: diff, _np.flip: flip, _np.fliplr: fliplr, _np.flipud: flipud, _np.take: take,
-        _np.tile: tile, _np.repeat: repeat,
-    }
-    if hasattr(_np, "matmul") and not isinstance(_np.matmul, _np.ufunc):
-        table[_np.matmul] = matmul
-    return table
-
-
-_FUNCTIONS = _function_table()
-_CONSTRUCTORS = {zeros, ones, full, empty, zeros_like, ones_like, full_like, empty_like}
+#: NumPy's array functions -> their traceable versions, as each family declares them.
+_FUNCTIONS = {**reductions.NUMPY_FUNCTIONS, **products.NUMPY_FUNCTIONS, **shapes.NUMPY_FUNCTIONS,
+              **elementwise.NUMPY_FUNCTIONS, **creation.NUMPY_FUNCTIONS}
+_CONSTRUCTORS = creation.CONSTRUCTORS
 
 
 def dispatch_function(func, args: tuple, kwargs: dict) -> Any:
@@ -374,24 +213,12 @@ def check_arguments(implementation, args: tuple, kwargs: dict, what: str) -> Non
         ) from None
 
 
-# Written out (it was computed from dir() when the namespace was one module) so that
-# documentation tools read it; it still holds the few helper names the module exported then.
+# The families' names, and the few helpers this namespace has always exported (it was
+# one module, whose __all__ was every public name of it).
 __all__ = [
-    "A", "abs", "absolute", "add", "amax", "amin", "arccos", "arccosh", "arcsin", "arcsinh",
-    "arctan", "arctan2", "arctanh", "array", "as_atom", "asarray", "atleast_1d", "atleast_2d",
-    "atom_shape", "broadcast_to", "cbrt", "clip", "concatenate", "copy", "cos", "cosh",
-    "cumsum", "diagonal", "diff", "dispatch_function", "dispatch_ufunc", "divide", "dot",
-    "einsum", "empty", "empty_like", "equal", "erf", "erfc", "exp", "exp2", "expand_dims",
-    "expm1", "flip", "fliplr", "flipud", "full", "full_like", "greater", "greater_equal",
-    "hstack", "hypot", "inner", "less", "less_equal", "linalg", "log", "log10", "log1p",
-    "log2", "logaddexp", "logical_and", "logical_not", "logical_or", "logsumexp", "matmul",
-    "max", "maximum", "mean", "min", "minimum", "moveaxis", "multiply", "ndim", "negative",
-    "norm", "not_equal", "ones", "ones_like", "outer", "pad", "positive", "power", "prod",
-    "ravel", "reciprocal", "record_scalars", "register_foreign_functions", "repeat", "reshape",
-    "roll", "scalar_ufuncs", "shape", "sigmoid", "sign", "sin", "sinh", "size", "softplus",
-    "sqrt", "square", "squeeze", "stack", "std", "stop_gradient", "subtract", "sum",
-    "swapaxes", "take", "tan", "tanh", "tensordot", "tile", "trace", "transpose",
-    "true_divide", "var", "vdot", "vstack", "where", "zeros", "zeros_like",
+    *creation.__all__, *elementwise.__all__, *products.__all__, *reductions.__all__,
+    *shapes.__all__, "A", "as_atom", "atom_shape", "dispatch_function", "dispatch_ufunc",
+    "record_scalars", "register_foreign_functions", "scalar_ufuncs",
 ]
 
 

@@ -14,6 +14,12 @@ from symad.numpy.elementwise import concrete
 from symad.numpy.shapes import any_whole, broadcast_to, shape
 from symad.tracer import Tracer, as_atoms, contains_traced
 
+#: The names symad.numpy re-exports from this family.
+__all__ = [
+    "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "empty_like", "full_like",
+    "copy",
+]
+
 # ---------------------------------------------------------------------------
 # New arrays: the way to fill an array element by element
 #
@@ -156,3 +162,16 @@ def copy(x, order="K", subok=False):
     if isinstance(x, Tracer):
         return x.copy()
     return _np.copy(concrete(x))
+
+
+# ---------------------------------------------------------------------------
+# The NumPy names this family implements (symad.numpy dispatches them here)
+# ---------------------------------------------------------------------------
+
+NUMPY_FUNCTIONS = {
+    _np.zeros_like: zeros_like, _np.ones_like: ones_like, _np.full_like: full_like,
+    _np.empty_like: empty_like, _np.copy: copy, _np.zeros: zeros, _np.ones: ones,
+    _np.full: full, _np.empty: empty,
+}
+#: The functions that make arrays: an integer ``dtype=`` is fine for them (not for a sum).
+CONSTRUCTORS = {zeros, ones, full, empty, zeros_like, ones_like, full_like, empty_like}

@@ -15,6 +15,17 @@ from symad.atom_arrays import traced_function_name
 from symad.errors import TracingError
 from symad.tracer import Parameter, apply, contains_traced, record_scalars
 
+#: The names symad.numpy re-exports from this family.
+__all__ = [
+    "add", "subtract", "multiply", "divide", "true_divide", "negative", "power", "sqrt",
+    "cbrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
+    "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh", "arcsinh", "arccosh",
+    "arctanh", "abs", "absolute", "sign", "maximum", "minimum", "hypot", "logaddexp", "erf",
+    "erfc", "sigmoid", "softplus", "less", "less_equal", "greater", "greater_equal", "equal",
+    "not_equal", "logical_and", "logical_or", "logical_not", "stop_gradient", "positive",
+    "square", "reciprocal", "where", "clip",
+]
+
 # ---------------------------------------------------------------------------
 # Elementwise functions
 # ---------------------------------------------------------------------------
@@ -150,3 +161,27 @@ def clip(x, a_min=None, a_max=None, *, min=None, max=None):  # noqa: A002 - NumP
     if a_max is not None:
         x = minimum(x, a_max)
     return x
+
+
+# ---------------------------------------------------------------------------
+# The NumPy names this family implements (symad.numpy dispatches them here)
+# ---------------------------------------------------------------------------
+
+#: NumPy's ufuncs by name -> their traceable function.
+NUMPY_UFUNCS = {
+    "add": add, "subtract": subtract, "multiply": multiply, "divide": divide,
+    "true_divide": divide, "negative": negative, "positive": positive, "power": power,
+    "float_power": power, "square": square, "reciprocal": reciprocal, "sqrt": sqrt,
+    "cbrt": cbrt, "exp": exp, "exp2": exp2, "expm1": expm1, "log": log, "log2": log2,
+    "log10": log10, "log1p": log1p, "sin": sin, "cos": cos, "tan": tan, "arcsin": arcsin,
+    "arccos": arccos, "arctan": arctan, "arctan2": arctan2, "sinh": sinh, "cosh": cosh,
+    "tanh": tanh, "arcsinh": arcsinh, "arccosh": arccosh, "arctanh": arctanh,
+    "absolute": abs, "fabs": abs, "sign": sign, "maximum": maximum, "minimum": minimum,
+    "hypot": hypot, "logaddexp": logaddexp, "less": less, "less_equal": less_equal,
+    "greater": greater, "greater_equal": greater_equal, "equal": equal,
+    "not_equal": not_equal, "logical_and": logical_and,
+    "logical_or": logical_or, "logical_not": logical_not, "bitwise_and": logical_and,
+    "bitwise_or": logical_or, "invert": logical_not,
+}
+#: NumPy's array functions -> their traceable function.
+NUMPY_FUNCTIONS = {_np.where: where, _np.clip: clip}

@@ -36,6 +36,12 @@ from symad.numpy.shapes import (
 )
 from symad.tracer import Tracer, as_atom, as_atoms
 
+#: The names symad.numpy re-exports from this family.
+__all__ = [
+    "matmul", "dot", "vdot", "inner", "outer", "trace", "diagonal", "cumsum", "einsum",
+    "tensordot", "pad", "roll", "diff", "flip", "fliplr", "flipud", "take", "tile", "repeat",
+]
+
 # ---------------------------------------------------------------------------
 # Products
 # ---------------------------------------------------------------------------
@@ -526,3 +532,18 @@ def matmul_whole(a, b) -> Tracer:
     out = "".join(c for c in out if c in sa or c in sb)
     out += ("i" if "i" in sa else "") + ("k" if "k" in sb else "")
     return wrap_atom(A.record_einsum(builder, f"{sa},{sb}->{out}", a_atom, b_atom))
+
+
+# ---------------------------------------------------------------------------
+# The NumPy names this family implements (symad.numpy dispatches them here)
+# ---------------------------------------------------------------------------
+
+NUMPY_UFUNCS = {"matmul": matmul}
+NUMPY_FUNCTIONS = {
+    _np.dot: dot, _np.vdot: vdot, _np.inner: inner, _np.outer: outer, _np.trace: trace,
+    _np.diagonal: diagonal, _np.cumsum: cumsum, _np.einsum: einsum, _np.tensordot: tensordot,
+    _np.pad: pad, _np.roll: roll, _np.diff: diff, _np.flip: flip, _np.fliplr: fliplr,
+    _np.flipud: flipud, _np.take: take, _np.tile: tile, _np.repeat: repeat,
+}
+if hasattr(_np, "matmul") and not isinstance(_np.matmul, _np.ufunc):
+    NUMPY_FUNCTIONS[_np.matmul] = matmul

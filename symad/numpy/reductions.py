@@ -33,6 +33,12 @@ from symad.numpy.shapes import (
 )
 from symad.tracer import Tracer, as_atom, as_atoms
 
+#: The names symad.numpy re-exports from this family.
+__all__ = [
+    "sum", "mean", "var", "std", "prod", "max", "min", "amax", "amin", "logsumexp", "norm",
+    "linalg",
+]
+
 # ---------------------------------------------------------------------------
 # Reductions
 # ---------------------------------------------------------------------------
@@ -242,3 +248,15 @@ def prod_whole(x, axis, keepdims) -> Tracer:
     if keepdims:
         result = reshape(result, tuple(1 if i - len(shape(x)) in axes else n for i, n in enumerate(shape(x))))
     return result
+
+
+# ---------------------------------------------------------------------------
+# The NumPy names this family implements (symad.numpy dispatches them here)
+# ---------------------------------------------------------------------------
+
+NUMPY_FUNCTIONS = {
+    _np.sum: sum, _np.mean: mean, _np.var: var, _np.std: std, _np.prod: prod, _np.max: max,
+    _np.min: min, _np.amax: max, _np.amin: min, _np.linalg.norm: norm,
+}
+#: ``ufunc.reduce`` of these NumPy ufuncs (by name) -> the traceable reduction.
+UFUNC_REDUCTIONS = {"add": sum, "multiply": prod, "maximum": max, "minimum": min}

@@ -19,6 +19,13 @@ from symad.graph import atom_shape, current_builder
 from symad.numpy.elementwise import add, concrete, multiply
 from symad.tracer import Parameter, Tracer, as_atom, as_atoms, contains_traced
 
+#: The names symad.numpy re-exports from this family.
+__all__ = [
+    "asarray", "array", "reshape", "transpose", "ravel", "swapaxes", "moveaxis", "expand_dims",
+    "squeeze", "broadcast_to", "concatenate", "stack", "hstack", "vstack", "atleast_1d",
+    "atleast_2d", "shape", "ndim", "size",
+]
+
 # ---------------------------------------------------------------------------
 # Array construction and shape manipulation (no nodes: the object array moves)
 # ---------------------------------------------------------------------------
@@ -381,3 +388,16 @@ def ndim(x):
 def size(x):
     """The number of elements of ``x``."""
     return math.prod(shape(x))
+
+
+# ---------------------------------------------------------------------------
+# The NumPy names this family implements (symad.numpy dispatches them here)
+# ---------------------------------------------------------------------------
+
+NUMPY_FUNCTIONS = {
+    _np.transpose: transpose, _np.reshape: reshape, _np.ravel: ravel,
+    _np.concatenate: concatenate, _np.stack: stack, _np.hstack: hstack,
+    _np.vstack: vstack, _np.broadcast_to: broadcast_to, _np.expand_dims: expand_dims,
+    _np.squeeze: squeeze, _np.swapaxes: swapaxes, _np.moveaxis: moveaxis, _np.shape: shape,
+    _np.ndim: ndim, _np.size: size, _np.atleast_1d: atleast_1d, _np.atleast_2d: atleast_2d,
+}
