@@ -303,7 +303,7 @@ def rosenbrock(x):
 
 
 def hessian_rows(sizes, peers) -> tuple[list[list[str]], list[int]]:
-    from symad.api import sparse_hessian_function
+    from symad.derivatives import sparse_hessian_function
 
     rows, failures = [], []
     for size in sizes:

@@ -90,7 +90,7 @@ def as_scipy(matrix) -> scipy.sparse.csr_matrix:
 
 def stages(u: np.ndarray) -> list[str]:
     """symad's steps once: what the first call spends its time on."""
-    from symad.api import grad_function, sparse_jacobian_function
+    from symad.derivatives import grad_function, sparse_jacobian_function
     from symad.transforms.colouring import hessian_colouring
     from symad.transforms.sparsity import sparsity_pattern
 

@@ -1,28 +1,39 @@
 """Traced functions: a Graph plus the structure of its arguments and results.
 
-:func:`trace` runs a Python function on symbolic arguments and returns a
-:class:`Function`. A Function is both sides of symad at once: the formula
-(``formula``, ``cse``, ``latex``) and an evaluator (``F(*args)``), and it is
-the unit every transform takes and returns.
+:func:`trace` (the first section below) runs a Python function on symbolic
+arguments and returns a :class:`Function`. A Function is both sides of symad
+at once: the formula (``formula``, ``cse``, ``latex``) and an evaluator
+(``F(*args)``), and it is the unit every transform takes and returns. It
+keeps the structure and the evaluation entry; its views are thin methods over
+:mod:`symad.export.views` (and the LaTeX, C and index-notation exporters),
+its leaves are handled by :mod:`symad.leaves`, and ``sd.vmap``'s batched
+replay of its graph lives in :mod:`symad.transforms.batching`.
 """
 
 from __future__ import annotations
 
 import inspect
 import math
-import re
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import sympy
 
+from symad.atom_arrays import (
+    active_input_names,
+    builder_parameter_atom,
+    check_unrolled_size,
+    scalar_array,
+    substitute_atoms,
+)
 from symad.compile import DEFAULT_BACKEND, PRECISION_BACKENDS, make_evaluator, make_precise_function
 from symad.compile.batch import batch_shape as _batch_shape
 from symad.compile.dask_support import evaluate_dask, is_dask_array
 from symad.compile.memory import output_array
-from symad.errors import CompileError, ExportError, SymadError, TracingError
+from symad.errors import CompileError, SymadError, TracingError
+from symad.export import views
+from symad.export.views import to_sympy_value
 from symad.graph import (
     ArrayInput,
     Graph,
@@ -30,28 +41,25 @@ from symad.graph import (
     Node,
     atom_shape,
     current_builder,
-    fresh_symbols,
     replay,
     scalar_input_graph,
-    sympy_form,
+)
+from symad.leaves import (
+    bind_input,
+    input_leaf,
+    is_whole_leaf,
+    leaf_atoms,
+    leaf_elements,
+    leaf_shape,
 )
 from symad.pytree import TreeDef, leaf_paths, tree_flatten, tree_unflatten
-from symad.tracer import (
-    Parameter,
-    Tracer,
-    _check_unrolled_size,
-    _scalar_array,
-    active_input_names,
-    apply,
-    as_atom,
-    as_atoms,
-    as_operand,
-    builder_parameter_atom,
-    element_atom,
+from symad.tracer import Parameter, Tracer, apply, as_atoms, as_operand
+from symad.tracing_errors import (
+    describe_structure,
+    explain_container_argument,
+    explain_library_error,
     explain_numpy_store,
-    fresh_input,
-    fresh_symbol_array,
-    substitute_atoms,
+    library_equivalent,
 )
 
 __all__ = ["Function", "trace", "MAX_SYMBOLIC_ELEMENTS", "function_name"]
@@ -64,55 +72,168 @@ MAX_SYMBOLIC_ELEMENTS = 50_000
 
 
 # ---------------------------------------------------------------------------
-# Leaves: an argument or result is a scalar, a whole array (one atom), or an array of
-# scalar atoms (built element by element, or a SymPy array brought in by from_sympy).
+# Tracing: trace(), the library's entry, and the frame every transform builds in
+# (derive, finish_function)
 # ---------------------------------------------------------------------------
 
 
-def leaf_shape(leaf) -> tuple:
-    """The shape of an input or output leaf: an object array of scalar atoms, or one atom."""
-    return leaf.shape if isinstance(leaf, np.ndarray) else atom_shape(leaf)
+def trace(fun: Callable, *example_args, name: str | None = None) -> Function:
+    """Trace ``fun`` into a :class:`Function` at the shapes of ``example_args``.
 
+    Args:
+        fun: a Python function of arrays (NumPy or ``symad.numpy`` operations).
+        example_args: values (or anything with ``.shape``) fixing each argument's
+            core shape; pytrees (tuples, lists, dicts) of them are allowed.
+        name: the function's name in messages and LaTeX (default: ``fun.__name__``).
 
-def leaf_atoms(leaf) -> list:
-    """The atoms a leaf contributes to a graph's flat inputs or outputs."""
-    return leaf.reshape(-1).tolist() if isinstance(leaf, np.ndarray) else [leaf]
+    Returns:
+        The traced :class:`Function`.
 
-
-def is_whole_leaf(leaf) -> bool:
-    """True for a leaf held as one array atom (not an array of scalar atoms)."""
-    return not isinstance(leaf, np.ndarray) and atom_shape(leaf) != ()
-
-
-def leaf_elements(leaf) -> np.ndarray:
-    """A leaf as an object array of scalar atoms (a whole array input: its element symbols)."""
-    if isinstance(leaf, np.ndarray):
-        return leaf
-    if leaf.__class__ is ArrayInput:
-        return leaf.elements()
-    out = np.empty((), dtype=object)
-    out[()] = leaf
-    return out
-
-
-def input_leaf(path: str, shape: tuple, taken: set[str], elements: bool = False):
-    """A new input leaf named ``path``: a 0-d array holding a symbol, or an ArrayInput
-    (``elements``: an array of one symbol per element, for programs of scalars).
-
-    Transforms make their extra inputs (tangents, cotangents) with it, primed
-    past the names in ``taken``.
+    >>> import symad as sd
+    >>> import numpy as np
+    >>> F = sd.trace(lambda w: np.sum(w ** 2), np.zeros(2))
+    >>> F.formula(expand=True), F(np.array([3.0, 4.0]))
+    (w[0]**2 + w[1]**2, np.float64(25.0))
     """
-    if elements and tuple(shape) != ():
-        symbols = fresh_symbol_array(path, tuple(shape), taken)
-        taken.update(symbol.name for symbol in symbols.reshape(-1))
-        return symbols
-    atom = fresh_input(path, tuple(shape), taken)
-    taken.add(atom.name)
-    if atom.__class__ is ArrayInput:
-        return atom
-    holder = np.empty((), dtype=object)
-    holder[()] = atom
-    return holder
+    if isinstance(fun, Function):
+        return fun
+    if getattr(fun, "_is_symad_transform", False):
+        return fun.trace(*example_args)
+    name = name or function_name(fun)
+    leaves, in_treedef = tree_flatten(tuple(example_args))
+    names = argument_names(fun, len(example_args))
+    paths = []
+    for argument_name, child in zip(names, in_treedef.children):
+        paths.extend(leaf_paths(child, argument_name))
+
+    builder = GraphBuilder(name)
+    builder.element_limit = MAX_SYMBOLIC_ELEMENTS  # for element-level reads of whole arrays
+    taken = active_input_names()  # grows as inputs are added, instead of recomputed per leaf
+    in_symbols = []
+    for path, leaf in zip(paths, leaves):
+        symbols = input_leaf(path, _shape_of(leaf), taken)
+        for atom in leaf_atoms(symbols):
+            builder.add_input(atom)
+        in_symbols.append(symbols)
+
+    with builder.active():
+        tracers = [Tracer.of_atom(leaf_atoms(symbols)[0]) for symbols in in_symbols]
+        try:
+            result = fun(*tree_unflatten(in_treedef, tracers))
+        except SymadError as error:
+            pointed = library_equivalent(error, name) or explain_container_argument(
+                error, name, names, in_treedef)
+            if pointed is None:
+                raise
+            raise pointed.with_traceback(error.__traceback__) from None
+        except ValueError as error:
+            explained = explain_numpy_store(error, name)
+            if explained is None:
+                explained = explain_library_error(error, name)
+                if explained is None:
+                    raise
+                raise explained from error
+            # NumPy's ValueError keeps the line of the store; the TracingError behind
+            # it ("converts a traced value to a Python number") is not the story here.
+            error.__cause__ = None
+            error.__suppress_context__ = True
+            raise explained from error
+        except Exception as error:
+            explained = (explain_container_argument(error, name, names, in_treedef)
+                         or library_equivalent(error, name) or explain_library_error(error, name))
+            if explained is None:
+                raise
+            raise explained from error
+        return finish_function(
+            builder, name, in_treedef, in_symbols, result, list(builder.parameters.items())
+        )
+
+
+def derive(
+    function: Function,
+    name: str,
+    build: Callable[[GraphBuilder, list, list], Any],
+    extra_inputs: tuple[TreeDef, list[np.ndarray]] | None = None,
+) -> Function:
+    """A new Function computed from ``function``'s graph: the frame of every transform.
+
+    The primal graph is replayed into a fresh builder over the same input
+    symbols; ``build(builder, primal_nodes, output_atom_arrays)`` then records
+    the derived quantities and returns them as a pytree of atom arrays.
+    ``extra_inputs`` (a treedef and symbol arrays, e.g. tangents) become a
+    second argument: the new Function is called as ``G(args, extra)``.
+    """
+    builder = GraphBuilder(name)
+    builder.element_limit = MAX_SYMBOLIC_ELEMENTS  # for element-level reads of whole arrays
+    in_symbols = list(function.in_symbols)
+    in_treedef = function.in_treedef
+    if extra_inputs is not None:
+        extra_treedef, extra_symbols = extra_inputs
+        in_treedef = TreeDef("tuple", (function.in_treedef, extra_treedef))
+        in_symbols += list(extra_symbols)
+    for symbols in in_symbols:
+        for symbol in leaf_atoms(symbols):
+            builder.add_input(symbol)
+    for parameter, symbols in function.parameters:
+        builder.parameters[parameter] = symbols
+        for symbol in leaf_atoms(symbols):
+            builder.add_input(symbol)
+
+    with builder.active():
+        env = replay(function.graph, builder, {})
+        primal_nodes = list(builder.nodes)
+        outputs = [substitute_atoms(atoms, env) if isinstance(atoms, np.ndarray) else env.get(atoms, atoms)
+                   for atoms in function.output_atoms()]
+        result = build(builder, primal_nodes, outputs)
+    return finish_function(builder, name, in_treedef, in_symbols, result, function.parameters)
+
+
+def finish_function(
+    builder: GraphBuilder,
+    name: str,
+    in_treedef: TreeDef,
+    in_symbols: Sequence[np.ndarray],
+    result: Any,
+    parameters: Sequence[tuple[Parameter, np.ndarray]] = (),
+) -> Function:
+    """Freeze ``builder`` into a Function whose outputs are ``result``, a pytree of atom arrays."""
+    out_leaves, out_treedef = tree_flatten(result)
+    # Transforms hand over arrays of atoms (or whole-array atoms) already; a traced
+    # function returns tracers, Parameters or constants (converted inside the active trace).
+    out_leaves = [_output_leaf(leaf) for leaf in out_leaves]
+    flat_outputs = [atom for leaf in out_leaves for atom in leaf_atoms(leaf)]
+    return Function(
+        builder.finish(flat_outputs),
+        name=name,
+        in_treedef=in_treedef,
+        in_symbols=in_symbols,
+        out_treedef=out_treedef,
+        out_shapes=[leaf_shape(leaf) for leaf in out_leaves],
+        parameters=parameters,
+        out_whole=[is_whole_leaf(leaf) for leaf in out_leaves],
+    )
+
+
+def _is_atom(value) -> bool:
+    return value.__class__ is Node or value.__class__ is ArrayInput
+
+
+def _output_leaf(leaf):
+    """A result leaf as a graph leaf: one atom for a whole array, else an array of scalar atoms."""
+    if isinstance(leaf, np.ndarray) and leaf.dtype == object:
+        return leaf
+    if _is_atom(leaf):  # a whole array, or a scalar node (kept as a 0-d array)
+        return leaf if atom_shape(leaf) != () else scalar_array(leaf)
+    if isinstance(leaf, (Tracer, Parameter)) or _is_atom(leaf):
+        operand = as_operand(leaf) if not _is_atom(leaf) else leaf
+        if not isinstance(operand, np.ndarray) and atom_shape(operand) != ():
+            return operand
+    return as_atoms(leaf)
+
+
+# ---------------------------------------------------------------------------
+# Names and shapes of what the user passes (the leaves themselves: symad.leaves)
+# ---------------------------------------------------------------------------
 
 
 def is_array_graph(graph: Graph) -> bool:
@@ -222,14 +343,14 @@ class Function:
     def inputs(self) -> Any:
         """The input symbols, in the structure of the arguments (arrays as ``sympy.Array`` of
         their element symbols ``x[0]``, ``x[1]``... made on request)."""
-        return tree_unflatten(self.in_treedef, [_to_sympy_value(leaf_elements(s)) for s in self.in_symbols])
+        return tree_unflatten(self.in_treedef, [to_sympy_value(leaf_elements(s)) for s in self.in_symbols])
 
     @property
     def parameter_symbols(self) -> dict:
         """``{Parameter: symbols}`` for the Parameters this function closes over."""
-        return {parameter: _to_sympy_value(leaf_elements(atom)) for parameter, atom in self.parameters}
+        return {parameter: to_sympy_value(leaf_elements(atom)) for parameter, atom in self.parameters}
 
-    def _output_atoms(self) -> list:
+    def output_atoms(self) -> list:
         """Per output leaf: an object array of scalar atoms, or the one atom of a whole array."""
         leaves, start = [], 0
         for shape, whole in zip(self.out_shapes, self.out_whole):
@@ -244,6 +365,9 @@ class Function:
             start += count
         return leaves
 
+
+    # export/index_notation.py (edited on another branch) still reads the old private name.
+    _output_atoms = output_atoms
 
     @property
     def closes_over_trace(self) -> bool:
@@ -323,46 +447,8 @@ class Function:
         >>> sd.hessian(himmelblau, (0, 1)).trace(1.0, 2.0).formula(simplify=True)[0]
         (12*x**2 + 4*y - 42, 4*x + 4*y)
         """
-        from symad.inlining import check_budget
-
-        if expand:
-            expanded = self.expand()
-            if expanded is not self:
-                return expanded.formula(max_size=max_size, max_depth=max_depth, simplify=simplify,
-                                        numbers=numbers)
-        elif self.is_array_program:
-            from symad.export.index_notation import index_formula
-
-            return index_formula(self, max_size=max_size, max_depth=max_depth)
-        check_budget(
-            f"formula({self.name})", self.graph, max_size, max_depth,
-            "Use F.cse() for the program with shared values kept as assignments, or "
-            "F.latex() to print it; formula(max_size=..., max_depth=...) raises the limits.")
-        if simplify:
-            return self._display_formula(numbers)
-        expression_of: dict = {}
-        for node in self.graph.nodes:
-            expression_of[node] = node.expr_with(expression_of)
-        leaves = [_to_sympy_value(_sympy_outputs(atoms, expression_of))
-                  for atoms in self._output_atoms()]
-        return tree_unflatten(self.out_treedef, leaves)
-
-    def _display_formula(self, numbers: str) -> Any:
-        from symad.export.display import NUMBER_STYLES
-        from symad.export.latex import display_formula
-
-        if not isinstance(numbers, str) or numbers not in NUMBER_STYLES:
-            raise ExportError(f"formula({self.name}): numbers={numbers!r} is not allowed; numbers "
-                              "must be 'auto', 'fractions' or 'decimals'")
-        flat = display_formula(self, numbers=numbers)
-        leaves, start = [], 0
-        for shape in self.out_shapes:
-            count = int(np.prod(shape, dtype=int))
-            elements = np.empty(count, dtype=object)
-            elements[:] = flat[start:start + count]
-            start += count
-            leaves.append(_to_sympy_value(elements.reshape(shape)))
-        return tree_unflatten(self.out_treedef, leaves)
+        return views.formula(self, max_size=max_size, max_depth=max_depth, expand=expand,
+                             simplify=simplify, numbers=numbers)
 
     def cse(self, *, expand: bool = False) -> tuple[list[tuple[sympy.Symbol, sympy.Basic]], Any]:
         """The shared-subexpression program, in the form ``sympy.cse`` returns.
@@ -386,35 +472,7 @@ class Function:
         >>> sd.trace(lambda t: np.sin(t) ** 2 + np.sin(t), 0.0).cse()
         ([(x0, sin(t))], [x0**2 + x0])
         """
-        from symad.inlining import MAX_FORMULA_DEPTH
-
-        if expand:
-            expanded = self.expand()
-            if expanded is not self:
-                return expanded.cse()
-        elif self.is_array_program:
-            from symad.export.index_notation import index_cse
-
-            return index_cse(self)
-        uses = self.graph.use_counts()
-        names = fresh_symbols(self.graph.inputs)
-        assignments: list = []
-        replacement: dict = {}
-        depth: dict = {}  # nesting of each inlined node's expression (assignments are 0)
-        for node in self.graph.nodes:
-            expression = node.expr_with(replacement)
-            level = 1 + max([depth.get(atom, 0) for atom in node.args], default=0)
-            # A value used once is inlined, unless that nests deeper than SymPy can print.
-            if uses.get(node, 0) > 1 or level >= MAX_FORMULA_DEPTH:
-                name = next(names)
-                assignments.append((name, expression))
-                replacement[node] = name
-            else:
-                replacement[node] = expression
-                depth[node] = level
-        leaves = [_to_sympy_value(_sympy_outputs(atoms, replacement))
-                  for atoms in self._output_atoms()]
-        return assignments, leaves
+        return views.cse(self, expand=expand)
 
     @property
     def index_symbols(self) -> Any:
@@ -490,9 +548,7 @@ class Function:
         >>> sd.trace(lambda v: v[1:] * v[:-1], np.zeros(3)).sparsity().toarray().tolist()
         [[1, 1, 0], [0, 1, 1]]
         """
-        from symad.transforms.sparsity import sparsity_pattern
-
-        return sparsity_pattern(self.graph.nodes, self.graph.inputs, self._output_atoms())
+        return views.sparsity(self)
 
     def to_c(self, name: str | None = None):
         """C99 source and header of a function computing every output (see :mod:`symad.export.c`).
@@ -506,28 +562,11 @@ class Function:
         >>> print(code.header.splitlines()[-2])
         void square_plus_one(const double *in, double *out);
         """
-        from symad.export.c import _check_name, _default_name, function_c
-
-        if self.is_array_program:  # loops over the arrays, not a statement per element
-            from symad.export.c_loops import function_c_loops
-
-            if self.graph.free_symbols():
-                return function_c(self, name)  # raises: values of an enclosing trace
-            name = _check_name(name, self.name) if name is not None else _default_name(self.name)
-            return function_c_loops(self, name)
-        return function_c(self.expand(), name)
+        return views.to_c(self, name)
 
     def stats(self) -> dict:
         """Sizes of the graph: ``nodes`` (operations), ``inputs``, ``outputs``, ``operations``."""
-        operations = Counter(node.primitive.name for node in self.graph.nodes)
-        uses = self.graph.use_counts()
-        return {
-            "nodes": len(self.graph.nodes),
-            "inputs": len(self.graph.inputs),
-            "outputs": len(self.graph.outputs),
-            "shared": sum(1 for node in self.graph.nodes if uses.get(node, 0) > 1),
-            "operations": dict(sorted(operations.items())),
-        }
+        return views.stats(self)
 
     # -- the numeric side ---------------------------------------------------------
 
@@ -648,8 +687,8 @@ class Function:
         leaves, treedef = tree_flatten(tuple(args))
         if treedef != self.in_treedef:
             raise TracingError(
-                f"{self.name}: called with arguments structured as {_describe(treedef)}, but it "
-                f"was traced with {_describe(self.in_treedef)} (* is one array; pass a nested "
+                f"{self.name}: called with arguments structured as {describe_structure(treedef)}, but it "
+                f"was traced with {describe_structure(self.in_treedef)} (* is one array; pass a nested "
                 "list as one array: np.asarray(...))"
             )
         # Inside a trace, a function whose value depends on the trace (traced
@@ -696,91 +735,12 @@ class Function:
         builder = current_builder()
         bindings: dict = {}
         for leaf, symbols in zip(leaves, self.in_symbols):
-            _bind_input(builder, bindings, symbols, as_operand(leaf), self.name)
+            bind_input(builder, bindings, symbols, as_operand(leaf), self.name)
         for parameter, symbols in self.parameters:
-            _bind_input(builder, bindings, symbols, builder_parameter_atom(builder, parameter), self.name)
+            bind_input(builder, bindings, symbols, builder_parameter_atom(builder, parameter), self.name)
         env = replay(self.graph, builder, bindings)
         out_leaves = [Tracer(substitute_atoms(atoms, env)) if isinstance(atoms, np.ndarray)
-                      else Tracer.of_atom(env.get(atoms, atoms)) for atoms in self._output_atoms()]
-        return tree_unflatten(self.out_treedef, out_leaves)
-
-    def _inline_batched(self, leaves: list, batched: list[bool], size: int) -> Any:
-        """Record this function's graph once for a whole batch: ``sd.vmap`` inside a trace.
-
-        Each leaf marked ``batched`` carries a leading axis of ``size`` points in
-        front of the traced core shape. The graph is replayed with every value
-        that depends on a batched leaf carrying that axis too: the array
-        primitives take leading dimensions as they are (their parameters
-        describe the core), and an elementwise operand is viewed with size-1
-        axes so that the core shapes line up under NumPy's broadcasting. One
-        node per node of the function, whatever the batch size. Outputs come
-        back with the batch axis in front (those that do not depend on it,
-        broadcast).
-        """
-        from symad import array_primitives as A
-
-        builder = current_builder()
-        bindings: dict = {}
-        carried: set = set()  # atoms of this builder that carry the batch axis
-        for leaf, symbols, is_batched in zip(leaves, self.in_symbols, batched):
-            operand = as_atom(leaf)
-            shape = leaf_shape(symbols)
-            if not is_batched:
-                _bind_input(builder, bindings, symbols, as_operand(leaf), self.name)
-                continue
-            if atom_shape(operand)[1:] != tuple(shape):
-                operand = A.record_broadcast(builder, operand, tuple(shape), 1)
-            carried.add(operand)
-            for atom in leaf_atoms(symbols) if isinstance(symbols, np.ndarray) else [symbols]:
-                if isinstance(symbols, np.ndarray):  # an array of scalar symbols: one slice each
-                    index = np.unravel_index(leaf_atoms(symbols).index(atom), shape) if shape else ()
-                    bindings[atom] = A.record_slice(builder, operand, tuple(("i", int(i)) for i in index), 1)
-                else:
-                    bindings[atom] = operand
-                carried.add(bindings[atom])
-            if symbols.__class__ is ArrayInput:
-                for symbol in symbols.made_elements():
-                    element = A.record_slice(builder, operand,
-                                             tuple(("i", k) for k in symbols.element_index(symbol)), 1)
-                    bindings[symbol] = element
-                    carried.add(element)
-        for parameter, symbols in self.parameters:
-            _bind_input(builder, bindings, symbols, builder_parameter_atom(builder, parameter), self.name)
-        env = dict(bindings)
-        for node in self.graph.nodes:
-            args = [env.get(a, a) if a.is_Symbol else a for a in node.args]
-            if not any(a in carried for a in args if a.is_Symbol):
-                env[node] = builder.record(node.primitive, args, node.params)
-                continue
-            if node.primitive.elementwise:  # size-1 axes so the cores line up behind the batch
-                rank = len(node.shape)
-                args = [A.record_reshape(builder, a, (1,) * (rank - len(atom_shape(a)) + 1)
-                                         + atom_shape(a)[1:], 1)
-                        if a.is_Symbol and a in carried and len(atom_shape(a)) - 1 < rank else a
-                        for a in args]
-            value = builder.record(node.primitive, args, node.params)
-            env[node] = value
-            carried.add(value)
-        out_leaves = []
-        for atoms, shape in zip(self._output_atoms(), self.out_shapes):
-            if isinstance(atoms, np.ndarray):
-                values = [env.get(a, a) if a.is_Symbol else a for a in atoms.reshape(-1)]
-                values = [v if v.is_Symbol and v in carried else builder.broadcast(v, (size,)) for v in values]
-                if not values:
-                    out_leaves.append(Tracer.of_atom(builder.broadcast(sympy.Integer(0), (size,) + shape)))
-                    continue
-                if not shape:  # a scalar: its value over the batch
-                    out_leaves.append(Tracer.of_atom(values[0]))
-                    continue
-                params = (("shape", tuple(shape)), ("positions", tuple(range(len(values)))),
-                          ("has_base", False))
-                out_leaves.append(Tracer.of_atom(builder.record(A.pack_p, values, params)))
-                continue
-            value = env.get(atoms, atoms)
-            if not (value.is_Symbol and value in carried):
-                value = A.record_broadcast(builder, A.record_reshape(builder, value, (1,) + shape),
-                                           (size,) + shape)
-            out_leaves.append(Tracer.of_atom(value))
+                      else Tracer.of_atom(env.get(atoms, atoms)) for atoms in self.output_atoms()]
         return tree_unflatten(self.out_treedef, out_leaves)
 
     def _evaluate(self, leaves: list, backend: str, options: dict) -> Any:
@@ -854,47 +814,6 @@ class Function:
         return array_program_leaves(evaluator, values, count, self.out_shapes, self.out_whole, options)
 
 
-def _bind_input(builder: GraphBuilder, bindings: dict, symbols, operand, name: str) -> None:
-    """Bind a traced function's input leaf ``symbols`` to ``operand`` (an atom or an array of
-    scalar atoms) for replaying its graph inside another trace."""
-    shape = leaf_shape(symbols)
-    operand_shape = operand.shape if isinstance(operand, np.ndarray) else atom_shape(operand)
-    if operand_shape != shape:
-        try:
-            if np.broadcast_shapes(operand_shape, shape) != tuple(shape):
-                raise ValueError
-        except ValueError:
-            raise TracingError(
-                f"{name}: traced with an argument of shape {shape}, called inside a trace with "
-                f"shape {operand_shape}; inside a trace the shapes must match (map over a batch "
-                "with sd.vmap)") from None
-        if isinstance(operand, np.ndarray):
-            operand = np.array(np.broadcast_to(operand, shape))
-        else:
-            operand = builder.broadcast(operand, shape)
-    if isinstance(symbols, np.ndarray):
-        elements = operand if isinstance(operand, np.ndarray) else _elements_of(builder, operand, shape)
-        bindings.update(zip(symbols.reshape(-1), elements.reshape(-1)))
-        return
-    if symbols.__class__ is not ArrayInput:  # a scalar input symbol
-        bindings[symbols] = operand[()] if isinstance(operand, np.ndarray) else operand
-        return
-    # An array input: whole uses read the operand as one atom, element symbols its elements.
-    whole = as_atom(Tracer(operand)) if isinstance(operand, np.ndarray) else operand
-    bindings[symbols] = whole
-    for symbol in symbols.made_elements():
-        index = symbols.element_index(symbol)
-        bindings[symbol] = (operand[index] if isinstance(operand, np.ndarray)
-                            else element_atom(builder, whole, index))
-
-
-def _elements_of(builder: GraphBuilder, atom, shape: tuple) -> np.ndarray:
-    out = np.empty(shape, dtype=object)
-    for index in np.ndindex(shape):
-        out[index] = element_atom(builder, atom, index) if shape else atom
-    return out
-
-
 class CompiledFunction:
     """``F.compile(backend)``: call it like ``F``; it pickles as ``F``'s graph and options."""
 
@@ -935,7 +854,7 @@ def _points_matrix(flat: np.ndarray, batch: tuple, count: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------
-# Helpers
+# Evaluation helpers: checking and shaping the numbers a Function is called on
 # ---------------------------------------------------------------------------
 
 
@@ -959,54 +878,6 @@ def _numeric_array(value: Any, name: str, position: int = 0) -> np.ndarray:
     return array
 
 
-#: A container of more items than this is described by its first few and a count.
-_DESCRIBED_ITEMS = 4
-
-
-def _describe(treedef: TreeDef) -> str:
-    """The structure of arguments, ``*`` for each array: ``(*, [*, *])``; long containers
-    are shortened (a nested list of 10^4 numbers is not written out).
-
-    >>> from symad.pytree import tree_flatten
-    >>> _describe(tree_flatten(([1.0] * 1000, 2.0))[1])
-    '([*, *, *, *, ... (1000 items)], *)'
-    """
-    if treedef.kind == "leaf":
-        return "*"
-    if treedef.kind == "none":
-        return "None"
-    children = treedef.children
-    parts = [_describe(child) for child in children[:_DESCRIBED_ITEMS]]
-    if len(children) > _DESCRIBED_ITEMS:
-        parts.append(f"... ({len(children)} items)")
-    inner = ", ".join(parts)
-    if treedef.kind == "tuple":
-        return f"({inner}{',' if len(treedef.children) == 1 else ''})"
-    if treedef.kind == "list":
-        return f"[{inner}]"
-    items = [f"{k!r}: {_describe(c)}" for k, c in zip(treedef.keys[:_DESCRIBED_ITEMS], children)]
-    if len(children) > _DESCRIBED_ITEMS:
-        items.append(f"... ({len(children)} items)")
-    return "{" + ", ".join(items) + "}"
-
-
-def _sympy_outputs(atoms: np.ndarray, expression_of: dict) -> np.ndarray:
-    """Output atoms as SymPy sees them: a node's expression from ``expression_of``, or the atom's
-    own SymPy form (an input, a constant, or a node of an enclosing trace: its symbol)."""
-    out = np.empty(atoms.shape, dtype=object)
-    flat = out.reshape(-1)
-    for position, atom in enumerate(atoms.reshape(-1)):
-        value = expression_of.get(atom) if atom.is_Symbol else None
-        flat[position] = sympy_form(atom) if value is None else value
-    return out
-
-
-def _to_sympy_value(atoms: np.ndarray) -> Any:
-    if atoms.ndim == 0:
-        return atoms[()]
-    return sympy.ImmutableDenseNDimArray(atoms.reshape(-1).tolist(), atoms.shape)
-
-
 def _common_batch(batch_shapes: list, arrays: list, core_shapes: tuple, name: str) -> tuple:
     """The broadcast of the arguments' batch shapes, or a TracingError naming the clash."""
     try:
@@ -1021,293 +892,6 @@ def _common_batch(batch_shapes: list, arrays: list, core_shapes: tuple, name: st
             "dimensions beyond the traced core shapes are a batch and must broadcast like NumPy "
             "arrays: give them equal sizes, or size 1 where one argument is shared"
         ) from None
-
-
-def trace(fun: Callable, *example_args, name: str | None = None) -> Function:
-    """Trace ``fun`` into a :class:`Function` at the shapes of ``example_args``.
-
-    Args:
-        fun: a Python function of arrays (NumPy or ``symad.numpy`` operations).
-        example_args: values (or anything with ``.shape``) fixing each argument's
-            core shape; pytrees (tuples, lists, dicts) of them are allowed.
-        name: the function's name in messages and LaTeX (default: ``fun.__name__``).
-
-    Returns:
-        The traced :class:`Function`.
-
-    >>> import symad as sd
-    >>> import numpy as np
-    >>> F = sd.trace(lambda w: np.sum(w ** 2), np.zeros(2))
-    >>> F.formula(expand=True), F(np.array([3.0, 4.0]))
-    (w[0]**2 + w[1]**2, np.float64(25.0))
-    """
-    if isinstance(fun, Function):
-        return fun
-    if getattr(fun, "_is_symad_transform", False):
-        return fun.trace(*example_args)
-    name = name or function_name(fun)
-    leaves, in_treedef = tree_flatten(tuple(example_args))
-    names = argument_names(fun, len(example_args))
-    paths = []
-    for argument_name, child in zip(names, in_treedef.children):
-        paths.extend(leaf_paths(child, argument_name))
-
-    builder = GraphBuilder(name)
-    builder.element_limit = MAX_SYMBOLIC_ELEMENTS  # for element-level reads of whole arrays
-    taken = active_input_names()  # grows as inputs are added, instead of recomputed per leaf
-    in_symbols = []
-    for path, leaf in zip(paths, leaves):
-        symbols = input_leaf(path, _shape_of(leaf), taken)
-        for atom in leaf_atoms(symbols):
-            builder.add_input(atom)
-        in_symbols.append(symbols)
-
-    with builder.active():
-        tracers = [Tracer.of_atom(leaf_atoms(symbols)[0]) for symbols in in_symbols]
-        try:
-            result = fun(*tree_unflatten(in_treedef, tracers))
-        except SymadError as error:
-            pointed = _library_equivalent(error, name) or _explain_container_argument(
-                error, name, names, in_treedef)
-            if pointed is None:
-                raise
-            raise pointed.with_traceback(error.__traceback__) from None
-        except ValueError as error:
-            explained = explain_numpy_store(error, name)
-            if explained is None:
-                explained = _explain_library_error(error, name)
-                if explained is None:
-                    raise
-                raise explained from error
-            # NumPy's ValueError keeps the line of the store; the TracingError behind
-            # it ("converts a traced value to a Python number") is not the story here.
-            error.__cause__ = None
-            error.__suppress_context__ = True
-            raise explained from error
-        except Exception as error:
-            explained = (_explain_container_argument(error, name, names, in_treedef)
-                         or _library_equivalent(error, name) or _explain_library_error(error, name))
-            if explained is None:
-                raise
-            raise explained from error
-        return finish_function(
-            builder, name, in_treedef, in_symbols, result, list(builder.parameters.items())
-        )
-
-
-# What Python says when an operation meets a list or tuple it cannot take: "unsupported
-# operand type(s) for ** or pow(): 'list' and 'int'", "'tuple' object has no attribute
-# 'shape'", "can only concatenate list (not "float") to list", "can't multiply sequence by
-# non-int of type 'float'"; and what symad says when NumPy turns such a list of traced
-# values into an array (np.sum(u), np.asarray(u)).
-_CONTAINER_WORDS = re.compile(r"\b(list|tuple|sequence)\b")
-_TO_ARRAY = "converts a traced value to a NumPy array"
-
-
-def _containers(treedef: TreeDef, code: str) -> list[tuple[str, str, int]]:
-    """(Python expression, "list" or "tuple", number of items) of every list and tuple in an
-    argument: ``u``, ``params['w']``, ``xs[0]``."""
-    found = []
-    if treedef.kind in ("list", "tuple"):
-        found.append((code, treedef.kind, len(treedef.children)))
-    for index, child in enumerate(treedef.children):
-        key = treedef.keys[index] if treedef.kind == "dict" else index
-        found.extend(_containers(child, f"{code}[{key!r}]"))
-    return found
-
-
-def _explain_container_argument(error: Exception, function_name: str, names: Sequence[str],
-                                in_treedef: TreeDef) -> TracingError | None:
-    """A TracingError for array arithmetic on an argument passed as a list or tuple.
-
-    Lists, tuples and dicts are pytrees, as in JAX: ``sd.grad(f)([0.1, 0.2])`` traces
-    ``u`` as a Python list of two traced scalars, and its gradient is a list. ``u ** 2``
-    on that list is then Python's TypeError (JAX raises the same); this names the
-    function and the argument, and says how to pass an array instead.
-    """
-    if isinstance(error, TracingError):
-        if _TO_ARRAY not in str(error):
-            return None
-    elif not isinstance(error, (TypeError, AttributeError)) or isinstance(error, SymadError):
-        return None
-    match = _CONTAINER_WORDS.search(str(error))
-    if match is None and not isinstance(error, TracingError):
-        return None
-    kinds = {"list", "tuple"} if match is None or match.group(1) == "sequence" else {match.group(1)}
-    found = [(name, *container) for name, child in zip(names, in_treedef.children)
-             for container in _containers(child, name) if container[1] in kinds]
-    if not found:
-        return None
-    root, code, kind, count = found[0]
-    nested = code != root
-    where = f"{code} (in argument {root!r})" if nested else f"argument {root!r}"
-    # The caller's own variable is unknown: the argument's name stands for it.
-    fix = (f"an array as {code} (np.asarray of the {kind})" if nested
-           else f"np.asarray({code}) in place of the {kind}")
-    others = "".join(f"; {c} too ({k} of {n})" for _, c, k, n in found[1:])
-    items = f"{count} item{'s' if count != 1 else ''}{others}"
-    explanation = (
-        f"symad treats lists and tuples as pytrees, as JAX does: each item is an input of its "
-        f"own, so inside the function {code} is a Python {kind} of traced values, and its "
-        f"derivative is a {kind} too. To differentiate with respect to an array, pass {fix} "
-        f"at the call; to keep the {kind}, make an array of its items inside the function "
-        f"with snp.asarray({code}) (import symad.numpy as snp)")
-    if isinstance(error, TracingError):
-        # NumPy met a traced value where it needed a number: maybe an item of the list it
-        # was given, maybe another value; the original reason stays first.
-        return TracingError(
-            f"{str(error).rstrip('.')}. Note that {where} was passed as a {kind} of {items}: "
-            f"if that is what NumPy was given (np.sum({code}), np.asarray({code})), {explanation}")
-    return TracingError(
-        f"function {function_name!r}: {where} was passed as a {kind} of {items}, and an "
-        f"array operation on it failed ({type(error).__name__}: {error}). {explanation}")
-
-
-# Library functions that take a traced value apart (np.asarray), with the symad.numpy
-# operations that compute the same: (module prefix, function name) -> what to write.
-_LIBRARY_EQUIVALENTS = {
-    ("scipy.special", "logsumexp"): ("scipy.special.logsumexp",
-                                     "snp.logsumexp(x, axis=..., keepdims=...)"),
-    ("scipy.special", "softmax"): ("scipy.special.softmax",
-                                   "np.exp(x - snp.logsumexp(x, axis=..., keepdims=True))"),
-    ("scipy.special", "log_softmax"): ("scipy.special.log_softmax",
-                                       "x - snp.logsumexp(x, axis=..., keepdims=True)"),
-}
-
-
-def _library_equivalent(error: BaseException, function_name: str) -> TracingError | None:
-    """A TracingError pointing to symad's own form of a library function the error passed through.
-
-    ``scipy.special.logsumexp(x)`` on a traced ``x`` fails at its ``np.asarray``
-    with the generic "converts a traced value to a NumPy array"; the frames of the
-    traceback (of the error or of a TracingError in its chain) tell which library
-    function it was.
-    """
-    seen, current = set(), error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        traceback = current.__traceback__
-        while traceback is not None:
-            frame = traceback.tb_frame
-            module = frame.f_globals.get("__name__", "")
-            for (prefix, function), (qualified, equivalent) in _LIBRARY_EQUIVALENTS.items():
-                if frame.f_code.co_name == function and module.startswith(prefix):
-                    return TracingError(
-                        f"function {function_name!r} calls {qualified} on a traced value, which "
-                        f"it converts to a NumPy array, so symad cannot trace it. Use "
-                        f"{equivalent} (import symad.numpy as snp): it traces, and is as stable")
-            traceback = traceback.tb_next
-        current = current.__cause__ or current.__context__
-    return None
-
-
-def _explain_library_error(error: Exception, function_name: str) -> TracingError | None:
-    """A TracingError for a library that met a traced value and raised its own error.
-
-    ``scipy.optimize.minimize(lambda t: (t - x) ** 2, 0.0)`` inside a traced
-    function calls ``np.asarray`` on a traced value; the TracingError that
-    raises is replaced by SciPy with a ValueError of its own. Only builtin
-    exception types whose chain holds a TracingError are explained: an
-    exception class of the user's own passes through unchanged.
-    """
-    if type(error).__module__ != "builtins":
-        return None
-    seen, inner = set(), error.__cause__ or error.__context__
-    while inner is not None and id(inner) not in seen and not isinstance(inner, TracingError):
-        seen.add(id(inner))
-        inner = inner.__cause__ or inner.__context__
-    if inner is None or id(inner) in seen:
-        return None
-    return TracingError(
-        f"function {function_name!r} passes a traced value to code that needs numbers, which "
-        f"raised {type(error).__name__}: {str(error).rstrip('.')}. The cause: "
-        f"{str(inner).rstrip('.')}. Call such routines "
-        "(SciPy solvers, integrators, ...) outside the traced function, on numbers; inside it "
-        "write the computation with symad.numpy operations, or wrap it with @sd.primitive "
-        "and give it partial derivatives"
-    )
-
-
-def derive(
-    function: Function,
-    name: str,
-    build: Callable[[GraphBuilder, list, list], Any],
-    extra_inputs: tuple[TreeDef, list[np.ndarray]] | None = None,
-) -> Function:
-    """A new Function computed from ``function``'s graph: the frame of every transform.
-
-    The primal graph is replayed into a fresh builder over the same input
-    symbols; ``build(builder, primal_nodes, output_atom_arrays)`` then records
-    the derived quantities and returns them as a pytree of atom arrays.
-    ``extra_inputs`` (a treedef and symbol arrays, e.g. tangents) become a
-    second argument: the new Function is called as ``G(args, extra)``.
-    """
-    builder = GraphBuilder(name)
-    builder.element_limit = MAX_SYMBOLIC_ELEMENTS  # for element-level reads of whole arrays
-    in_symbols = list(function.in_symbols)
-    in_treedef = function.in_treedef
-    if extra_inputs is not None:
-        extra_treedef, extra_symbols = extra_inputs
-        in_treedef = TreeDef("tuple", (function.in_treedef, extra_treedef))
-        in_symbols += list(extra_symbols)
-    for symbols in in_symbols:
-        for symbol in leaf_atoms(symbols):
-            builder.add_input(symbol)
-    for parameter, symbols in function.parameters:
-        builder.parameters[parameter] = symbols
-        for symbol in leaf_atoms(symbols):
-            builder.add_input(symbol)
-
-    with builder.active():
-        env = replay(function.graph, builder, {})
-        primal_nodes = list(builder.nodes)
-        outputs = [substitute_atoms(atoms, env) if isinstance(atoms, np.ndarray) else env.get(atoms, atoms)
-                   for atoms in function._output_atoms()]
-        result = build(builder, primal_nodes, outputs)
-    return finish_function(builder, name, in_treedef, in_symbols, result, function.parameters)
-
-
-def finish_function(
-    builder: GraphBuilder,
-    name: str,
-    in_treedef: TreeDef,
-    in_symbols: Sequence[np.ndarray],
-    result: Any,
-    parameters: Sequence[tuple[Parameter, np.ndarray]] = (),
-) -> Function:
-    """Freeze ``builder`` into a Function whose outputs are ``result``, a pytree of atom arrays."""
-    out_leaves, out_treedef = tree_flatten(result)
-    # Transforms hand over arrays of atoms (or whole-array atoms) already; a traced
-    # function returns tracers, Parameters or constants (converted inside the active trace).
-    out_leaves = [_output_leaf(leaf) for leaf in out_leaves]
-    flat_outputs = [atom for leaf in out_leaves for atom in leaf_atoms(leaf)]
-    return Function(
-        builder.finish(flat_outputs),
-        name=name,
-        in_treedef=in_treedef,
-        in_symbols=in_symbols,
-        out_treedef=out_treedef,
-        out_shapes=[leaf_shape(leaf) for leaf in out_leaves],
-        parameters=parameters,
-        out_whole=[is_whole_leaf(leaf) for leaf in out_leaves],
-    )
-
-
-def _is_atom(value) -> bool:
-    return value.__class__ is Node or value.__class__ is ArrayInput
-
-
-def _output_leaf(leaf):
-    """A result leaf as a graph leaf: one atom for a whole array, else an array of scalar atoms."""
-    if isinstance(leaf, np.ndarray) and leaf.dtype == object:
-        return leaf
-    if _is_atom(leaf):  # a whole array, or a scalar node (kept as a 0-d array)
-        return leaf if atom_shape(leaf) != () else _scalar_array(leaf)
-    if isinstance(leaf, (Tracer, Parameter)) or _is_atom(leaf):
-        operand = as_operand(leaf) if not _is_atom(leaf) else leaf
-        if not isinstance(operand, np.ndarray) and atom_shape(operand) != ():
-            return operand
-    return as_atoms(leaf)
 
 
 # ---------------------------------------------------------------------------
@@ -1333,7 +917,7 @@ def unroll(function: Function) -> Function:
     in_symbols = []
     for leaf in function.in_symbols:
         if leaf.__class__ is ArrayInput:
-            _check_unrolled_size(leaf.size, f"the per-element view of {function.name}", builder)
+            check_unrolled_size(leaf.size, f"the per-element view of {function.name}", builder)
         elements = leaf_elements(leaf)
         in_symbols.append(elements)
         for symbol in elements.reshape(-1):
@@ -1353,7 +937,7 @@ def unroll(function: Function) -> Function:
         for node in function.graph.nodes:
             env[node] = _unrolled_node(builder, node, env)
         outputs = []
-        for leaf in function._output_atoms():
+        for leaf in function.output_atoms():
             if isinstance(leaf, np.ndarray):
                 out = np.empty(leaf.shape, dtype=object)
                 for index in np.ndindex(leaf.shape):
@@ -1375,14 +959,14 @@ def _element(env: dict, atom):
 
 
 def _as_array(value) -> np.ndarray:
-    return value if isinstance(value, np.ndarray) else _scalar_array(value)
+    return value if isinstance(value, np.ndarray) else scalar_array(value)
 
 
 def _unrolled_node(builder: GraphBuilder, node, env: dict):
     """The node's value in the unrolled graph: a scalar atom, or an object array of them."""
     operands = [env.get(a, a) if a.is_Symbol else a for a in node.args]
     if node.shape and node.primitive.kind != "linear":  # one scalar node per element
-        _check_unrolled_size(int(np.prod(node.shape)), "the per-element view", builder)
+        check_unrolled_size(int(np.prod(node.shape)), "the per-element view", builder)
     if node.primitive.elementwise:
         if not any(isinstance(o, np.ndarray) for o in operands):
             return builder.record(node.primitive, operands, node.params)

@@ -772,7 +772,7 @@ def _simplify_stop_gradient(builder, args):
 # ---------------------------------------------------------------------------
 # The catalogue: one stanza per primitive. The derivative rules are registered onto
 # these by symad/rules/partials.py (symbolic partials) and symad/rules/taylor.py
-# (Taylor recurrences); symad/numpy.py gives each its NumPy name.
+# (Taylor recurrences); symad/numpy/elementwise.py gives each its NumPy name.
 # ---------------------------------------------------------------------------
 
 # -- arithmetic --------------------------------------------------------------

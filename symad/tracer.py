@@ -22,73 +22,36 @@ import numpy as np
 import sympy
 from sympy.core.sympify import CantSympify
 
+from symad.atom_arrays import (
+    builder_parameter_atom,
+    check_unrolled_size,
+    constant_atom,
+    constant_elements,
+    element_atoms,
+    pack_elements,
+    real_array,
+    require_builder,
+    scalar_array,
+    scalar_constant,
+    traced_function_name,
+)
 from symad.errors import TracingError
 from symad.graph import (
-    ArrayInput,
-    GraphBuilder,
     active_builders,
     atom_shape,
     current_builder,
     number_atom,
-    uncached_symbol,
 )
 
 __all__ = [
-    "Tracer", "Parameter", "active_input_names", "apply", "as_atoms", "contains_traced",
-    "fresh_symbol_array", "is_traced", "substitute_atoms", "symbol_array", "uncached_symbol",
-    "as_atom", "as_operand", "constant_atom", "element_atoms", "element_atom", "fresh_input",
-    "pack_elements", "builder_parameter_atom",
+    "Tracer", "Parameter", "apply", "as_atoms", "as_atom", "as_operand", "contains_traced",
+    "is_traced", "record_scalars", "scalar_atom", "bind_numpy_namespace",
 ]
 
 
 # ---------------------------------------------------------------------------
 # Converting operands to atoms
 # ---------------------------------------------------------------------------
-
-
-def _constant_atom(value: Any) -> sympy.Basic:
-    atom = number_atom(value)
-    if atom is not None:
-        return atom
-    if isinstance(value, sympy.Basic):
-        if value.free_symbols:
-            raise TracingError(
-                f"the SymPy expression {value} has free symbols; symad accepts only "
-                "constant SymPy expressions as operands (use sd.from_sympy for formulas)"
-            )
-        return value
-    raise TracingError(
-        f"function {traced_function_name()!r} uses a value of type {type(value).__name__} in a "
-        "traced computation; use floats, NumPy arrays of real numbers or traced values"
-    )
-
-
-def _real_array(value: Any) -> np.ndarray:
-    """``value`` as a NumPy array of real numbers, or a TracingError naming what it is."""
-    array = np.asarray(value)
-    if array.dtype.kind == "c":
-        raise TracingError(
-            f"function {traced_function_name()!r} uses a complex constant; symad traces real numbers only"
-        )
-    if array.dtype.kind not in "biuf":
-        raise TracingError(
-            f"function {traced_function_name()!r} uses a constant of dtype {array.dtype}; "
-            "symad traces real numbers only"
-        )
-    return array
-
-
-def constant_atom(builder: GraphBuilder, array: np.ndarray):
-    """The atom of a constant NumPy array: an exact number for 0-d, else one constant node.
-
-    A data array (the samples a loss is fitted to) is one node whatever its size,
-    not one SymPy number per element.
-    """
-    if array.ndim == 0:
-        return _constant_atom(array[()])
-    from symad.array_primitives import ConstantArray, constant_p
-
-    return builder.record(constant_p, (), (("value", ConstantArray(array)),))
 
 
 def as_operand(value: Any):
@@ -105,124 +68,23 @@ def as_operand(value: Any):
     if type(value) in _PYTHON_NUMBERS:
         return number_atom(value)
     if isinstance(value, Parameter):
-        return builder_parameter_atom(_require_builder("use a Parameter"), value)
+        return builder_parameter_atom(require_builder("use a Parameter"), value)
     if isinstance(value, sympy.Basic):
-        return _constant_atom(value)
+        return scalar_constant(value)
     if isinstance(value, (list, tuple)) and any(contains_traced(v) for v in value):
         return as_operand(_numpy_namespace().stack(list(value)))
     array = np.asarray(value)
     if array.dtype == object:
         return as_atoms(value)
-    return constant_atom(_require_builder("use a constant array"), _real_array(array))
+    return constant_atom(require_builder("use a constant array"), real_array(array))
 
 
 def as_atom(value: Any):
     """``value`` as one atom: an array built element by element becomes one ``pack`` node."""
     operand = as_operand(value)
     if isinstance(operand, np.ndarray):
-        return pack_elements(_require_builder("assemble an array"), operand)
+        return pack_elements(require_builder("assemble an array"), operand)
     return operand
-
-
-def pack_elements(builder: GraphBuilder, elements: np.ndarray):
-    """One atom for an object array of scalar atoms: a constant, or a ``pack`` node.
-
-    Constant elements (the zeros of ``snp.zeros`` around a few assigned
-    values) go into one constant array operand; only the others are operands
-    of their own. A 0-d array is its element.
-    """
-    if elements.ndim == 0:
-        return elements[()]
-    from symad.array_primitives import ConstantArray, constant_p, pack_p
-    from symad.atoms import constant_value, is_constant
-
-    flat = elements.reshape(-1)
-    positions = [position for position, atom in enumerate(flat) if not is_constant(atom)]
-    values = np.zeros(flat.size)
-    for position, atom in enumerate(flat):
-        if is_constant(atom):
-            values[position] = constant_value(atom)
-    base = ConstantArray(values.reshape(elements.shape))
-    if not positions:
-        return builder.record(constant_p, (), (("value", base),))
-    operands = [flat[position] for position in positions]
-    has_base = len(positions) < flat.size
-    if has_base:
-        operands.insert(0, builder.record(constant_p, (), (("value", base),)))
-    params = (("shape", elements.shape), ("positions", tuple(positions)), ("has_base", has_base))
-    return builder.record(pack_p, operands, params)
-
-
-def element_atoms(atom, what: str = "this operation") -> np.ndarray:
-    """The scalar atoms of an array atom's elements, as an object array (an unrolled view).
-
-    An array input gives its element symbols, a packed array its elements, a
-    constant its numbers; any other node one ``slice`` node per element. This
-    is how element-level code reads whole arrays; it is bounded by
-    ``symad.function.MAX_SYMBOLIC_ELEMENTS``.
-    """
-    shape = atom_shape(atom)
-    if shape == ():
-        return _scalar_array(atom)
-    if atom.__class__ is ArrayInput:
-        _check_unrolled_size(atom.size, what)
-        return atom.elements()
-    from symad.array_primitives import constant_p, pack_p
-
-    size = math.prod(shape)
-    _check_unrolled_size(size, what)
-    if atom.primitive is constant_p:
-        return _constant_elements(dict(atom.params)["value"].array)
-    if atom.primitive is pack_p and len(shape) == len(dict(atom.params)["shape"]):
-        params = dict(atom.params)
-        operands = list(atom.args)
-        out = (element_atoms(operands.pop(0)).reshape(-1).copy() if params["has_base"]
-               else np.empty(size, dtype=object))
-        for position, operand in zip(params["positions"], operands):
-            out[position] = operand
-        return out.reshape(shape)
-    builder = _require_builder("read the elements of an array")
-    out = np.empty(shape, dtype=object)
-    for index in np.ndindex(shape):
-        out[index] = element_atom(builder, atom, index)
-    return out
-
-
-def element_atom(builder: GraphBuilder, atom, index: tuple):
-    """The scalar atom of one element of an array atom (``index``: non-negative ints)."""
-    if atom.__class__ is ArrayInput:
-        return atom.element(index)
-    from symad.array_primitives import constant_p, slice_p
-
-    if atom.primitive is constant_p:
-        return _constant_atom(dict(atom.params)["value"].array[index])
-    params = (("in_shape", atom.shape), ("index", tuple(("i", k) for k in index)))
-    return builder.record(slice_p, (atom,), params)
-
-
-def _constant_elements(array: np.ndarray) -> np.ndarray:
-    out = np.empty(array.shape, dtype=object)
-    flat = out.reshape(-1)
-    for position, value in enumerate(np.asarray(array).reshape(-1).tolist()):
-        flat[position] = _constant_atom(value)
-    return out
-
-
-def _check_unrolled_size(size: int, what: str, builder: GraphBuilder | None = None) -> None:
-    """Refuse to read more elements one at a time than the trace's limit allows.
-
-    The limit is ``symad.function.MAX_SYMBOLIC_ELEMENTS``, which the trace put on its
-    builder (``element_limit``) when it started.
-    """
-    builder = builder if builder is not None else current_builder()
-    limit = None if builder is None else builder.element_limit
-    if limit is not None and size > limit:
-        raise TracingError(
-            f"function {builder.function_name!r}: {what} reads an array of {size} elements one "
-            f"element at a time, past the limit of {limit} (symad.function.MAX_SYMBOLIC_ELEMENTS). "
-            "Write it with whole-array operations (slices, sums, @, np.where), which record one "
-            f"node each whatever the size, or raise the limit: symad.function.MAX_SYMBOLIC_ELEMENTS = {size}"
-        )
 
 
 def as_atoms(value: Any) -> np.ndarray:
@@ -230,12 +92,12 @@ def as_atoms(value: Any) -> np.ndarray:
     if isinstance(value, Tracer):
         return value.atoms
     if type(value) in _PYTHON_NUMBERS:  # the common constant, without NumPy's conversion
-        return _scalar_array(number_atom(value))
+        return scalar_array(number_atom(value))
     if isinstance(value, Parameter):
-        builder = _require_builder("use a Parameter")
+        builder = require_builder("use a Parameter")
         return element_atoms(builder_parameter_atom(builder, value), "element-level code")
     if isinstance(value, sympy.Basic):
-        return _scalar_array(_constant_atom(value))
+        return scalar_array(scalar_constant(value))
     if isinstance(value, (list, tuple)) and any(contains_traced(v) for v in value):
         return np.stack([as_atoms(v) for v in value])
     array = np.asarray(value)
@@ -244,9 +106,9 @@ def as_atoms(value: Any) -> np.ndarray:
         out = np.empty(array.shape, dtype=object)
         for index in np.ndindex(array.shape):
             element = array[index]
-            out[index] = as_atoms(element)[()] if _is_atom_like(element) else _constant_atom(element)
+            out[index] = as_atoms(element)[()] if _is_atom_like(element) else scalar_constant(element)
         return out
-    return _constant_elements(_real_array(array))
+    return constant_elements(real_array(array))
 
 
 _PYTHON_NUMBERS = frozenset({float, int, bool})
@@ -254,12 +116,6 @@ _PYTHON_NUMBERS = frozenset({float, int, bool})
 
 def _is_atom_like(value) -> bool:
     return isinstance(value, (Tracer, Parameter, sympy.Basic))
-
-
-def _scalar_array(atom) -> np.ndarray:
-    array = np.empty((), dtype=object)
-    array[()] = atom
-    return array
 
 
 def contains_traced(value: Any) -> bool:
@@ -274,47 +130,6 @@ def is_traced(value: Any) -> bool:
     if isinstance(value, Tracer):
         return True
     return isinstance(value, Parameter) and current_builder() is not None
-
-
-def _require_builder(action: str) -> GraphBuilder:
-    builder = current_builder()
-    if builder is None:
-        raise TracingError(
-            f"cannot {action} outside a trace: a traced value escaped the function that "
-            "produced it (return it from the function instead of storing it)"
-        )
-    return builder
-
-
-def substitute_atoms(atoms: np.ndarray, mapping: dict) -> np.ndarray:
-    """A copy of the object array ``atoms`` with each atom replaced by ``mapping.get(atom, atom)``.
-
-    >>> substitute_atoms(np.array([sympy.Symbol("a"), 2], dtype=object), {sympy.Symbol("a"): 1})
-    array([1, 2], dtype=object)
-    """
-    out = np.empty(atoms.shape, dtype=object)
-    flat = out.reshape(-1)
-    for position, atom in enumerate(atoms.reshape(-1)):
-        flat[position] = mapping.get(atom, atom)
-    return out
-
-
-def symbol_array(name: str, shape: tuple) -> np.ndarray:
-    """An object array of SymPy symbols named ``name`` or ``name[i, j]``.
-
-    >>> symbol_array("w", (1, 2))
-    array([[w[0, 0], w[0, 1]]], dtype=object)
-    """
-    out = np.empty(shape, dtype=object)
-    if shape == ():
-        out[()] = sympy.Symbol(name)
-        return out
-    if len(shape) == 1:
-        names = [f"{name}[{index}]" for index in range(shape[0])]
-    else:
-        names = [f"{name}[{', '.join(map(str, index))}]" for index in np.ndindex(shape)]
-    out.reshape(-1)[:] = list(map(uncached_symbol, names))
-    return out
 
 
 # ---------------------------------------------------------------------------
@@ -339,7 +154,7 @@ def scalar_atom(value: Any):
     if kind in _PYTHON_NUMBERS:
         return number_atom(value)
     if isinstance(value, sympy.Basic):  # a rule's exact constant: 1, or 2/sqrt(pi)
-        return value if value.is_Number else _constant_atom(value)
+        return value if value.is_Number else scalar_constant(value)
     return None
 
 
@@ -380,7 +195,7 @@ def apply(primitive, *operands, params: tuple = ()) -> Tracer:
     scalar = record_scalars(primitive, operands, params)
     if scalar is not None:
         return scalar
-    builder = _require_builder(f"apply {primitive.name}")
+    builder = require_builder(f"apply {primitive.name}")
     if not _element_level(operands):
         atoms = [as_atom(operand) for operand in operands]
         return Tracer.of_atom(builder.record(primitive, atoms, params))
@@ -442,12 +257,6 @@ def _holds_whole_array(value) -> bool:
 # ---------------------------------------------------------------------------
 
 
-def traced_function_name() -> str:
-    """The name of the user's function being traced, for error messages."""
-    builder = current_builder()
-    return builder.function_name if builder is not None else "function"
-
-
 class Tracer(CantSympify):
     """A traced array (or scalar): an object array of graph atoms.
 
@@ -493,7 +302,7 @@ class Tracer(CantSympify):
             atom = self._atom
             if atom_shape(atom) != ():  # a whole array: its elements (an unrolled view)
                 return element_atoms(atom, "element-level code")
-            array = self._array = _scalar_array(atom)  # a scalar: its 0-d array, made once
+            array = self._array = scalar_array(atom)  # a scalar: its 0-d array, made once
         return array
 
     @_atoms.setter
@@ -551,7 +360,7 @@ class Tracer(CantSympify):
                 "scalar in a list: [x]"
             )
         if self.is_whole and self.ndim == 1:  # one scalar at a time: element-level code
-            _check_unrolled_size(self.shape[0], "a loop over a traced array")
+            check_unrolled_size(self.shape[0], "a loop over a traced array")
         for index in range(self.shape[0]):
             yield self[index]
 
@@ -967,24 +776,6 @@ def _assign_atoms(target: np.ndarray, index, value) -> None:
         target[index] = atoms[()]
 
 
-def explain_numpy_store(error: ValueError, function_name: str) -> TracingError | None:
-    """The TracingError behind NumPy's "setting an array element with a sequence", if any.
-
-    ``out = np.zeros(3); out[0] = traced`` makes NumPy call ``float()`` on the
-    traced value; NumPy replaces the TracingError that raises with that
-    ValueError. This names the real cause and the fix instead.
-    """
-    if not isinstance(error.__cause__, TracingError) or "array element" not in str(error):
-        return None
-    return TracingError(
-        f"function {function_name!r} stores a traced value into a plain NumPy array (such as "
-        "out[i] = value with out = np.zeros(n), or np.array([...], dtype=float)). A NumPy "
-        "float array cannot hold a symbolic value. Create the array with snp.zeros(shape), "
-        "snp.zeros_like(x) or np.zeros(shape, like=x): inside a trace these give a traced "
-        "array that accepts out[i] = value; or build the result with snp.stack([...])"
-    )
-
-
 def _check_concrete_index(index) -> None:
     parts = index if isinstance(index, tuple) else (index,)
     for part in parts:
@@ -1003,7 +794,8 @@ def _check_concrete_index(index) -> None:
 # symad.numpy is built on this module, so this module cannot import it back
 # without an import circle: it registers itself here when it loads instead
 # (symad/__init__ always loads it), and the Tracer methods that delegate to
-# it look it up through _numpy_namespace().
+# it look it up through _numpy_namespace(). The operators (+, <, x.sum(), ...)
+# it gives the Tracer class itself: symad.numpy.operators.
 _NAMESPACE: list = []
 #: NumPy's ufuncs that are one elementwise primitive ({np.sin: sin_p, ...}), for the
 #: scalar fast path of Tracer.__array_ufunc__; filled by bind_numpy_namespace.
@@ -1011,99 +803,16 @@ _SCALAR_UFUNCS: dict = {}
 
 
 def bind_numpy_namespace(namespace) -> None:
-    """Called once by :mod:`symad.numpy`: its functions back the Tracer's methods and operators."""
+    """Called once by :mod:`symad.numpy`: its functions back the Tracer's methods."""
     _NAMESPACE[:] = [namespace]
     _SCALAR_UFUNCS.clear()
     _SCALAR_UFUNCS.update(namespace.scalar_ufuncs())
-    _install_operators(namespace)
 
 
 def _numpy_namespace():
     if not _NAMESPACE:
         raise RuntimeError("symad.numpy is not loaded; import symad first")
     return _NAMESPACE[0]
-
-
-def _install_operators(snp) -> None:
-    """Give Tracer the arithmetic and comparison operators of a NumPy array."""
-    binary = dict(zip(_BINARY_OPERATORS, (snp.add, snp.subtract, snp.multiply, snp.divide,
-                                          snp.power, snp.matmul)))
-    for name, function in binary.items():
-        primitive = getattr(function, "primitive", None)
-        if primitive is None:  # matmul: no scalar form
-            setattr(Tracer, f"__{name}__", lambda self, other, f=function: f(self, other))
-            setattr(Tracer, f"__r{name}__", lambda self, other, f=function: f(other, self))
-            continue
-        setattr(Tracer, f"__{name}__", _scalar_operator(primitive, function, reflected=False))
-        setattr(Tracer, f"__r{name}__", _scalar_operator(primitive, function, reflected=True))
-    comparisons = dict(zip(_COMPARISONS, (snp.less, snp.less_equal, snp.greater,
-                                           snp.greater_equal, snp.equal, snp.not_equal)))
-    for name, function in comparisons.items():
-        setattr(Tracer, f"__{name}__", lambda self, other, f=function: f(self, other))
-    logical = dict(zip(("and", "or"), (snp.logical_and, snp.logical_or)))
-    for name, function in logical.items():  # & and | combine conditions, as on NumPy bools
-        setattr(Tracer, f"__{name}__", lambda self, other, f=function: f(self, other))
-        setattr(Tracer, f"__r{name}__", lambda self, other, f=function: f(other, self))
-    Tracer.__invert__ = lambda self: snp.logical_not(self)
-    Tracer.__neg__ = _scalar_operator_unary(snp.negative)
-    Tracer.__pos__ = lambda self: self
-    Tracer.__abs__ = lambda self: snp.abs(self)
-    # Reductions as methods: x.sum(axis=0) is snp.sum(x, axis=0), and so on.
-    for name in ("sum", "mean", "var", "std", "prod", "max", "min", "clip"):
-        setattr(Tracer, name, _array_method(snp, name))
-    for name in _UNTRACEABLE_OPERATORS:
-        setattr(Tracer, f"__{name}__", _untraceable_operator(name))
-        if name in ("floordiv", "mod", "divmod"):
-            setattr(Tracer, f"__r{name}__", _untraceable_operator(name))
-
-
-def _scalar_operator(primitive, function, reflected: bool):
-    """A binary operator taking :func:`record_scalars`' fast path before ``function``'s."""
-    if reflected:
-        def operator(self, other):
-            result = record_scalars(primitive, (other, self))
-            return function(other, self) if result is None else result
-    else:
-        def operator(self, other):
-            result = record_scalars(primitive, (self, other))
-            return function(self, other) if result is None else result
-    return operator
-
-
-def _scalar_operator_unary(function):
-    """A unary operator taking :func:`record_scalars`' fast path before ``function``'s."""
-    primitive = function.primitive
-
-    def operator(self):
-        result = record_scalars(primitive, (self,))
-        return function(self) if result is None else result
-    return operator
-
-
-def _array_method(snp, name: str):
-    """``x.name(...)`` as ``snp.name(x, ...)``, NumPy's positional order; keywords symad
-    does not trace (``out=``, ``where=``, ``initial=``...) raise a TracingError naming them."""
-    function = getattr(snp, name)
-
-    def method(self, *args, **kwargs):
-        if "out" in kwargs and kwargs["out"] is None:
-            del kwargs["out"]
-        snp._check_arguments(function, (self, *args), kwargs, f"ndarray.{name}")
-        return function(self, *args, **kwargs)
-
-    method.__name__ = method.__qualname__ = name
-    method.__doc__ = f"``snp.{name}(x, ...)``: see :func:`symad.numpy.{name}`."
-    return method
-
-
-def _untraceable_operator(name: str):
-    def method(self, *args):
-        raise TracingError(
-            f"function {traced_function_name()!r} applies `{name}` to a traced value; it is piecewise "
-            "constant and not traced by symad. Use snp.where to build what you need."
-        )
-
-    return method
 
 
 # ---------------------------------------------------------------------------
@@ -1217,10 +926,10 @@ class Parameter(CantSympify):
 
 
 # The operators both Tracer and Parameter have, as NumPy arrays do.
-_BINARY_OPERATORS = ("add", "sub", "mul", "truediv", "pow", "matmul")
-_COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
-_UNARY_OPERATORS = ("neg", "pos", "abs")
-_UNTRACEABLE_OPERATORS = ("floordiv", "mod", "divmod", "round", "trunc", "floor", "ceil")
+BINARY_OPERATORS = ("add", "sub", "mul", "truediv", "pow", "matmul")
+COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
+UNARY_OPERATORS = ("neg", "pos", "abs")
+UNTRACEABLE_OPERATORS = ("floordiv", "mod", "divmod", "round", "trunc", "floor", "ceil")
 
 
 def _install_parameter_operators() -> None:
@@ -1233,80 +942,11 @@ def _install_parameter_operators() -> None:
 
         return method
 
-    names = [f"__{n}__" for n in _BINARY_OPERATORS] + [f"__r{n}__" for n in _BINARY_OPERATORS]
-    names += [f"__{n}__" for n in _COMPARISONS + _UNARY_OPERATORS]
+    names = [f"__{n}__" for n in BINARY_OPERATORS] + [f"__r{n}__" for n in BINARY_OPERATORS]
+    names += [f"__{n}__" for n in COMPARISONS + UNARY_OPERATORS]
     for dunder in names:
         setattr(Parameter, dunder, forward(dunder))
 
 
 _install_parameter_operators()
 
-
-def active_input_names(extra: GraphBuilder | None = None) -> set[str]:
-    """Names of the inputs of every active trace (and of ``extra``)."""
-    builders = list(active_builders()) + ([extra] if extra is not None else [])
-    return {name for builder in builders for name in builder.input_names()}
-
-
-def fresh_symbol_array(name: str, shape: tuple, taken: set[str]) -> np.ndarray:
-    """``symbol_array(name, shape)``, primed (``x'``) until no name is in ``taken``.
-
-    Inputs of nested traces must be distinct symbols: SymPy symbols with equal
-    names are equal, and a function that closes over an enclosing trace's
-    ``x`` while taking its own ``x`` would otherwise confuse the two.
-
-    >>> fresh_symbol_array("x", (), {"x"})
-    array(x', dtype=object)
-    """
-    suffix = ""
-    while True:
-        symbols = symbol_array(name + suffix, shape)
-        if not any(symbol.name in taken for symbol in symbols.reshape(-1)):
-            return symbols
-        suffix += "'"
-
-
-def fresh_input(name: str, shape: tuple, taken: set[str]):
-    """The input atom of an argument: a scalar symbol for shape ``()``, else an :class:`ArrayInput`.
-
-    Primed (``x'``) until its name is not ``taken`` by an enclosing trace.
-
-    >>> fresh_input("x", (), {"x"}), fresh_input("w", (2, 3), set())
-    (x', ArrayInput('w', (2, 3)))
-    """
-    while name in taken:
-        name += "'"
-    if tuple(shape) == ():
-        return uncached_symbol(name)
-    return ArrayInput(name, shape)
-
-
-def size_limit_advice(function_name: str, size: int) -> str:
-    """The two ways past ``symad.function.MAX_SYMBOLIC_ELEMENTS``, for the error that meets it.
-
-    >>> size_limit_advice("energy", 62500).startswith("Tracing unrolls")
-    True
-    """
-    return (
-        "Tracing unrolls an array into one symbol per element and one node per scalar "
-        "operation. If the elements are independent points of a batch, trace one point and "
-        f"map it: sd.vmap(sd.grad({function_name}))(points), or call a Function traced at "
-        "points[0] on the whole array. If they are one coupled unknown (a grid, a parameter "
-        f"vector), raise the limit: symad.function.MAX_SYMBOLIC_ELEMENTS = {size}"
-    )
-
-
-def builder_parameter_atom(builder: GraphBuilder, parameter: Parameter):
-    """The atom standing for ``parameter`` in ``builder`` (an input symbol or an array input),
-    registering it as an input of the trace the first time it is met."""
-    atom = builder.parameters.get(parameter)
-    if atom is None:
-        atom = fresh_input(parameter.name, parameter.shape, active_input_names(builder))
-        builder.parameters[parameter] = atom
-        builder.add_input(atom)
-    return atom
-
-
-def builder_parameter_atoms(builder: GraphBuilder, parameter: Parameter) -> np.ndarray:
-    """The element atoms of ``parameter`` in ``builder`` (its element-level view)."""
-    return element_atoms(builder_parameter_atom(builder, parameter), "element-level code")

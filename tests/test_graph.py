@@ -323,11 +323,12 @@ def _orbit(start, iterations):
 
 def _count_scalar_arrays_in_partials(monkeypatch) -> list:
     """The 0-d object arrays made while partial derivative rules run."""
+    import symad.atom_arrays as atom_arrays_module
     import symad.tracer as tracer_module
     import symad.transforms.reverse as reverse_module
 
     made, inside = [], []
-    make_array, take_partials = tracer_module._scalar_array, reverse_module.partial_atoms
+    make_array, take_partials = tracer_module.scalar_array, reverse_module.partial_atoms
 
     def counting(atom):
         if inside:
@@ -341,7 +342,9 @@ def _count_scalar_arrays_in_partials(monkeypatch) -> list:
         finally:
             inside.pop()
 
-    monkeypatch.setattr(tracer_module, "_scalar_array", counting)
+    # Both modules that make 0-d arrays of atoms (the tracer imports it from atom_arrays).
+    monkeypatch.setattr(tracer_module, "scalar_array", counting)
+    monkeypatch.setattr(atom_arrays_module, "scalar_array", counting)
     monkeypatch.setattr(reverse_module, "partial_atoms", partials)
     return made
 
@@ -423,7 +426,7 @@ def test_objects_the_program_froze_stay_frozen():
 def test_input_symbols_are_plain_sympy_symbols_made_without_sympys_cache():
     import sympy
 
-    from symad.tracer import symbol_array
+    from symad.atom_arrays import symbol_array
 
     cached = getattr(sympy.Symbol, "_Symbol__xnew_cached_", None)
     before = cached.cache_info().currsize if cached is not None else None

@@ -319,7 +319,7 @@ def test_mixed_partials_from_nesting_agree_with_taylor_polarisation():
 
 def _unmirrored_hessian(f, *examples, argnums=0):
     """Forward over reverse with no pairing of H[i, j] and H[j, i]: the reference."""
-    from symad.api import jacobian_function
+    from symad.derivatives import jacobian_function
 
     gradient = jacobian_function(element_trace(f, *examples), argnums, mode="rev")
     return jacobian_function(gradient, argnums, mode="fwd")

@@ -114,7 +114,7 @@ def c_operation(primitive, args: list, constants, function_name: str, helpers: s
     return spell(form, args, constants)
 
 
-def _check_name(name: str, function_name: str) -> str:
+def check_name(name: str, function_name: str) -> str:
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", name) or name in _C_KEYWORDS:
         raise ExportError(
             f"to_c({function_name}): {name!r} is not a usable C identifier; pass a name made of "
@@ -123,7 +123,7 @@ def _check_name(name: str, function_name: str) -> str:
     return name
 
 
-def _default_name(function_name: str) -> str:
+def default_name(function_name: str) -> str:
     cleaned = re.sub(r"[^A-Za-z0-9_]+", "_", function_name).strip("_")
     if not cleaned or cleaned[0].isdigit() or cleaned in _C_KEYWORDS:
         cleaned = "symad_" + cleaned
@@ -174,7 +174,7 @@ def function_c(function, name: str | None = None) -> CCode:
         out[0] = t1;
     }
     """
-    name = _check_name(name, function.name) if name is not None else _default_name(function.name)
+    name = check_name(name, function.name) if name is not None else default_name(function.name)
     graph = function.graph
     if graph.free_symbols():
         raise ExportError(f"to_c({function.name}): the function uses values of an enclosing "

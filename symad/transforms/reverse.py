@@ -143,7 +143,7 @@ def _input_cotangent(builder, atom, terms: dict, masks, lead: tuple = ()) -> obj
     if element_terms:
         import numpy as np
 
-        from symad.tracer import pack_elements
+        from symad.atom_arrays import pack_elements
 
         elements = np.full(atom.shape, ZERO, dtype=object)
         for index, element in element_terms.items():

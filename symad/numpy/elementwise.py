@@ -1,0 +1,187 @@
+"""Elementwise functions: one primitive per NumPy ufunc, ``where`` and ``clip``.
+
+Part of :mod:`symad.numpy`, which re-exports its public names.
+"""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+
+import numpy as _np
+
+from symad import primitives as P
+from symad.atom_arrays import traced_function_name
+from symad.errors import TracingError
+from symad.tracer import Parameter, apply, contains_traced, record_scalars
+
+#: The names symad.numpy re-exports from this family.
+__all__ = [
+    "add", "subtract", "multiply", "divide", "true_divide", "negative", "power", "sqrt",
+    "cbrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
+    "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh", "arcsinh", "arccosh",
+    "arctanh", "abs", "absolute", "sign", "maximum", "minimum", "hypot", "logaddexp", "erf",
+    "erfc", "sigmoid", "softplus", "less", "less_equal", "greater", "greater_equal", "equal",
+    "not_equal", "logical_and", "logical_or", "logical_not", "stop_gradient", "positive",
+    "square", "reciprocal", "where", "clip",
+]
+
+# ---------------------------------------------------------------------------
+# Elementwise functions
+# ---------------------------------------------------------------------------
+
+
+def concrete(value):
+    if isinstance(value, Parameter):
+        return value.value
+    if isinstance(value, (list, tuple)):
+        return type(value)(concrete(v) for v in value)
+    return value
+
+
+def elementwise_function(primitive, public_name: str, doc: str):
+    def function(*operands):
+        scalar = record_scalars(primitive, operands)
+        if scalar is not None:  # traced scalars and numbers: recorded without array logic
+            return scalar
+        if builtins.any(contains_traced(operand) for operand in operands):
+            return apply(primitive, *operands)
+        with _np.errstate(all="ignore"):
+            return primitive.numpy_impl(*(_np.asarray(concrete(o)) for o in operands))
+
+    function.__name__ = function.__qualname__ = public_name
+    function.__doc__ = doc
+    function.primitive = primitive
+    if not primitive.variadic:
+        # Name the arguments like NumPy's ufuncs, so traced inputs read x (or x1, x2).
+        names = ["x"] if primitive.arity == 1 else [f"x{i + 1}" for i in range(primitive.arity)]
+        function.__signature__ = inspect.Signature(
+            [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names]
+        )
+    return function
+
+
+add = elementwise_function(P.add_p, "add", "Elementwise ``a + b``.")
+subtract = elementwise_function(P.sub_p, "subtract", "Elementwise ``a - b``.")
+multiply = elementwise_function(P.mul_p, "multiply", "Elementwise ``a * b``.")
+divide = elementwise_function(P.div_p, "divide", "Elementwise ``a / b``.")
+true_divide = divide
+negative = elementwise_function(P.neg_p, "negative", "Elementwise ``-x``.")
+power = elementwise_function(P.pow_p, "power", "Elementwise ``a ** b`` (the exponent may be traced too).")
+sqrt = elementwise_function(P.sqrt_p, "sqrt", "Elementwise square root.")
+cbrt = elementwise_function(P.cbrt_p, "cbrt", "Elementwise real cube root.")
+exp = elementwise_function(P.exp_p, "exp", "Elementwise exponential.")
+exp2 = elementwise_function(P.exp2_p, "exp2", "Elementwise ``2 ** x``.")
+expm1 = elementwise_function(P.expm1_p, "expm1", "Elementwise ``exp(x) - 1``, accurate near 0.")
+log = elementwise_function(P.log_p, "log", "Elementwise natural logarithm.")
+log2 = elementwise_function(P.log2_p, "log2", "Elementwise base-2 logarithm.")
+log10 = elementwise_function(P.log10_p, "log10", "Elementwise base-10 logarithm.")
+log1p = elementwise_function(P.log1p_p, "log1p", "Elementwise ``log(1 + x)``, accurate near 0.")
+sin = elementwise_function(P.sin_p, "sin", "Elementwise sine.")
+cos = elementwise_function(P.cos_p, "cos", "Elementwise cosine.")
+tan = elementwise_function(P.tan_p, "tan", "Elementwise tangent.")
+arcsin = elementwise_function(P.arcsin_p, "arcsin", "Elementwise inverse sine.")
+arccos = elementwise_function(P.arccos_p, "arccos", "Elementwise inverse cosine.")
+arctan = elementwise_function(P.arctan_p, "arctan", "Elementwise inverse tangent.")
+arctan2 = elementwise_function(P.arctan2_p, "arctan2", "Elementwise ``arctan(y / x)`` in the right quadrant.")
+sinh = elementwise_function(P.sinh_p, "sinh", "Elementwise hyperbolic sine.")
+cosh = elementwise_function(P.cosh_p, "cosh", "Elementwise hyperbolic cosine.")
+tanh = elementwise_function(P.tanh_p, "tanh", "Elementwise hyperbolic tangent.")
+arcsinh = elementwise_function(P.arcsinh_p, "arcsinh", "Elementwise inverse hyperbolic sine.")
+arccosh = elementwise_function(P.arccosh_p, "arccosh", "Elementwise inverse hyperbolic cosine.")
+arctanh = elementwise_function(P.arctanh_p, "arctanh", "Elementwise inverse hyperbolic tangent.")
+abs = elementwise_function(P.abs_p, "abs", "Elementwise absolute value.")  # noqa: A001
+absolute = abs
+sign = elementwise_function(P.sign_p, "sign", "Elementwise sign (-1, 0 or 1); its derivative is zero.")
+maximum = elementwise_function(P.maximum_p, "maximum", "Elementwise maximum of two arrays.")
+minimum = elementwise_function(P.minimum_p, "minimum", "Elementwise minimum of two arrays.")
+hypot = elementwise_function(P.hypot_p, "hypot", "Elementwise ``sqrt(a**2 + b**2)`` without overflow.")
+logaddexp = elementwise_function(P.logaddexp_p, "logaddexp", "Elementwise ``log(exp(a) + exp(b))``, stably.")
+erf = elementwise_function(P.erf_p, "erf", "Elementwise error function.")
+erfc = elementwise_function(P.erfc_p, "erfc", "Elementwise complementary error function.")
+sigmoid = elementwise_function(P.sigmoid_p, "sigmoid", "Elementwise logistic function ``1/(1 + exp(-x))``.")
+softplus = elementwise_function(P.softplus_p, "softplus", "Elementwise ``log(1 + exp(x))``, stably.")
+less = elementwise_function(P.less_p, "less", "Elementwise ``a < b`` (for snp.where).")
+less_equal = elementwise_function(P.less_equal_p, "less_equal", "Elementwise ``a <= b``.")
+greater = elementwise_function(P.greater_p, "greater", "Elementwise ``a > b``.")
+greater_equal = elementwise_function(P.greater_equal_p, "greater_equal", "Elementwise ``a >= b``.")
+equal = elementwise_function(P.equal_p, "equal", "Elementwise ``a == b``.")
+not_equal = elementwise_function(P.not_equal_p, "not_equal", "Elementwise ``a != b``.")
+logical_and = elementwise_function(P.logical_and_p, "logical_and", "Elementwise ``a and b`` of conditions.")
+logical_or = elementwise_function(P.logical_or_p, "logical_or", "Elementwise ``a or b`` of conditions.")
+logical_not = elementwise_function(P.logical_not_p, "logical_not", "Elementwise ``not a`` of a condition.")
+_select = elementwise_function(P.select_p, "where", "")
+stop_gradient = elementwise_function(
+    P.stop_gradient_p, "stop_gradient",
+    "``x`` itself, with no derivative of any order flowing through it.",
+)
+
+
+def positive(x):
+    """Elementwise ``+x`` (``x`` itself)."""
+    return x
+
+
+def square(x):
+    """Elementwise ``x ** 2``."""
+    return power(x, 2)
+
+
+def reciprocal(x):
+    """Elementwise ``1 / x``."""
+    return divide(1, x)
+
+
+def where(condition, if_true=None, if_false=None):
+    """Elementwise ``if_true`` where ``condition`` holds, else ``if_false``: the way to branch.
+
+    >>> import symad as sd, symad.numpy as snp
+    >>> relu = lambda x: snp.where(x > 0, x, 0.0)
+    >>> float(sd.grad(relu)(2.0)), float(sd.grad(relu)(-2.0))
+    (1.0, 0.0)
+    """
+    if if_true is None or if_false is None:
+        raise TracingError(
+            f"function {traced_function_name()!r} calls where(condition) with one argument, "
+            "which gives indices that depend on the traced values and is not traced. Select "
+            "with the three-argument form, snp.where(condition, if_true, if_false)"
+        )
+    return _select(condition, if_true, if_false)
+
+
+def clip(x, a_min=None, a_max=None, *, min=None, max=None):  # noqa: A002 - NumPy 2's keywords
+    """Elementwise ``x`` limited to ``[a_min, a_max]`` (either bound may be None).
+
+    NumPy 2's keyword spellings ``min=`` and ``max=`` are accepted too.
+    """
+    a_min = min if a_min is None else a_min
+    a_max = max if a_max is None else a_max
+    if a_min is not None:
+        x = maximum(x, a_min)
+    if a_max is not None:
+        x = minimum(x, a_max)
+    return x
+
+
+# ---------------------------------------------------------------------------
+# The NumPy names this family implements (symad.numpy dispatches them here)
+# ---------------------------------------------------------------------------
+
+#: NumPy's ufuncs by name -> their traceable function.
+NUMPY_UFUNCS = {
+    "add": add, "subtract": subtract, "multiply": multiply, "divide": divide,
+    "true_divide": divide, "negative": negative, "positive": positive, "power": power,
+    "float_power": power, "square": square, "reciprocal": reciprocal, "sqrt": sqrt,
+    "cbrt": cbrt, "exp": exp, "exp2": exp2, "expm1": expm1, "log": log, "log2": log2,
+    "log10": log10, "log1p": log1p, "sin": sin, "cos": cos, "tan": tan, "arcsin": arcsin,
+    "arccos": arccos, "arctan": arctan, "arctan2": arctan2, "sinh": sinh, "cosh": cosh,
+    "tanh": tanh, "arcsinh": arcsinh, "arccosh": arccosh, "arctanh": arctanh,
+    "absolute": abs, "fabs": abs, "sign": sign, "maximum": maximum, "minimum": minimum,
+    "hypot": hypot, "logaddexp": logaddexp, "less": less, "less_equal": less_equal,
+    "greater": greater, "greater_equal": greater_equal, "equal": equal,
+    "not_equal": not_equal, "logical_and": logical_and,
+    "logical_or": logical_or, "logical_not": logical_not, "bitwise_and": logical_and,
+    "bitwise_or": logical_or, "invert": logical_not,
+}
+#: NumPy's array functions -> their traceable function.
+NUMPY_FUNCTIONS = {_np.where: where, _np.clip: clip}

@@ -1,0 +1,118 @@
+"""Refusals: the errors for NumPy calls and keywords symad does not trace, with how to
+write them in operations it does.
+
+Part of :mod:`symad.numpy`; its dispatch adds the nearest supported names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as _np
+
+from symad.atom_arrays import traced_function_name
+from symad.errors import TracingError
+
+__all__ = ["untraceable", "float_dtype_only"]
+
+
+#: How to write common NumPy functions symad does not trace with ones it does.
+_REWRITES = {
+    "ediff1d": "x[1:] - x[:-1]",
+    "average": "np.sum(w * x) / np.sum(w)",
+    "gradient": "central differences by slicing: (x[2:] - x[:-2]) / (2 * h), one-sided at the ends",
+    "solve": "Linear algebra beyond @ has no traced form: for a small fixed system write it out, "
+             "else wrap the solve with @sd.primitive and give its partials",
+    "append": "snp.concatenate([x, values])",
+    "insert": "snp.concatenate of slices and values",
+    "split": "slices x[a:b]",
+    "array_split": "slices x[a:b]",
+    "column_stack": "snp.stack([a, b], axis=1)",
+    "polyval": "Horner's rule in a loop: y = y * x + c",
+    "trapezoid": "np.sum((y[1:] + y[:-1]) / 2 * np.diff(t)) with a constant t",
+    "trapz": "np.sum((y[1:] + y[:-1]) / 2 * np.diff(t)) with a constant t",
+    "ptp": "np.max(x) - np.min(x)",
+    "count_nonzero": "np.sum(x != 0)",
+    "heaviside": "snp.where(x > 0, 1.0, 0.0)",
+    "deg2rad": "x * (np.pi / 180)",
+    "radians": "x * (np.pi / 180)",
+    "rad2deg": "x * (180 / np.pi)",
+    "degrees": "x * (180 / np.pi)",
+    "triu": "x * np.triu(np.ones(shape)) (a constant mask)",
+    "tril": "x * np.tril(np.ones(shape)) (a constant mask)",
+    "kron": "np.outer(a, b) and a reshape",
+    "cross": "its three components, written out with * and -",
+    "fmax": "np.maximum (NaN aside)",
+    "fmin": "np.minimum (NaN aside)",
+    "nansum": "np.sum (on data without NaN)",
+    "nanmean": "np.mean (on data without NaN)",
+    "nanmax": "np.max (on data without NaN)",
+    "nanmin": "np.min (on data without NaN)",
+    "cumprod": "snp.stack([np.prod(x[:k + 1]) for k in range(n)])",
+    "interp": "snp.where over the intervals of constant knots",
+    "float_power": "x ** y",
+    "true_divide": "x / y",
+    "sort": "np.minimum/np.maximum for two values (sorting more has no traced form)",
+    "median": "np.minimum/np.maximum for two values (sorting more has no traced form)",
+    "round": "Rounding is piecewise constant (no useful derivative): round outside the traced function",
+    "around": "Rounding is piecewise constant (no useful derivative): round outside the traced function",
+    "rint": "Rounding is piecewise constant (no useful derivative): round outside the traced function",
+    "floor": "Floor is piecewise constant (no useful derivative): apply it outside the traced function",
+    "ceil": "Ceil is piecewise constant (no useful derivative): apply it outside the traced function",
+    "trunc": "Trunc is piecewise constant (no useful derivative): apply it outside the traced function",
+    "all": "a condition for snp.where, e.g. np.min(x) > 0",
+    "any": "a condition for snp.where, e.g. np.max(x) > 0",
+    "isclose": "a condition for snp.where: np.abs(a - b) <= tol",
+    # numpy.linalg (and scipy.linalg): near names (np.invert for inv) would mislead.
+    "inv": "The matrix inverse is not traced: for a small fixed size write it out "
+           "(2x2: [[d, -b], [-c, a]] / (a*d - b*c)), or solve with explicit formulas, or wrap a "
+           "numeric inverse with @sd.primitive and give its partials",
+    "pinv": "The pseudo-inverse is not traced: write the formula out for a small fixed size "
+            "(e.g. (A.T @ A) written out and inverted by hand), or wrap it with @sd.primitive",
+    "det": "The determinant is not traced: for a small fixed size write it out "
+           "(2x2: a*d - b*c; 3x3: the rule of Sarrus)",
+    "slogdet": "The determinant is not traced: for a small fixed size write it out "
+               "(2x2: a*d - b*c) and take np.log(np.abs(...))",
+    "multi_dot": "a @ b @ c",
+    "matrix_power": "repeated @: x @ x @ x",
+}
+for _decomposition in ("eig", "eigh", "eigvals", "eigvalsh", "svd", "svdvals", "cholesky", "qr",
+                       "lstsq", "matrix_rank", "cond", "tensorinv", "tensorsolve", "lu", "expm"):
+    _REWRITES[_decomposition] = (
+        "Matrix decompositions and solvers are not traced: for a small fixed size write the "
+        "formula out, or wrap a numeric implementation with @sd.primitive and give its partials")
+_REWRITES.update({
+    "allclose": "a condition for snp.where: np.max(np.abs(a - b)) <= tol",
+})
+
+
+def untraceable(what: str, nearest_supported: Callable[[str], list[str]] | None = None) -> TracingError:
+    """The TracingError for a call symad does not trace; ``nearest_supported(name)`` gives near
+    names symad does trace (the namespace passes it in: it knows every name)."""
+    # ``what`` names the call ("numpy.sort", "the ufunc numpy.fmax"); a bare name
+    # (not "... with keywords ...") also gets the nearest names symad does trace.
+    name = what.rsplit(" ", 1)[-1].split(".")[-1] if " with " not in what else None
+    # No near names for linear algebra: nothing symad traces is near a decomposition.
+    nearest = (nearest_supported(name) if name and nearest_supported is not None
+               and "linalg." not in what else [])
+    hint = f" The nearest operations symad traces: {', '.join(nearest)}." if nearest else ""
+    if name in _REWRITES:  # a rewrite in traced operations says more than a near name
+        rewrite = _REWRITES[name]
+        hint = f" {rewrite}." if rewrite[0].isupper() else f" Write it as {rewrite}."
+    elif "linalg." in what:
+        hint = (" Linear algebra beyond @ is not traced: for a small fixed size write the "
+                "formula out.")
+    return TracingError(
+        f"function {traced_function_name()!r} calls {what}, which symad cannot trace.{hint} Use "
+        "the operations of symad.numpy, or wrap a numeric implementation with @sd.primitive "
+        "and give it partial derivatives with .defpartials."
+    )
+
+
+def float_dtype_only(kwargs: dict, what: str) -> dict:
+    """``kwargs`` without a float ``dtype=`` (traced values are real numbers already)."""
+    kwargs = dict(kwargs)
+    dtype = kwargs.pop("dtype", None)
+    if dtype is not None and _np.dtype(dtype).kind != "f":
+        raise untraceable(f"{what} with dtype={dtype}")
+    return kwargs
