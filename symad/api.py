@@ -596,6 +596,21 @@ def _check_direction(direction, argnum, name: str) -> tuple | None:
     return tuple(atoms)
 
 
+def _check_dps(dps, argnum, direction, name: str) -> int | None:
+    """``taylor``'s ``dps``: None, or a positive number of digits for a one-variable series."""
+    if dps is None:
+        return None
+    if isinstance(dps, bool) or not isinstance(dps, numbers.Integral) or dps < 1:
+        raise DifferentiationError(
+            f"taylor({name}): dps must be a positive integer (decimal digits), got {dps!r}")
+    if isinstance(argnum, (tuple, list)) and len(argnum) > 1 and direction is None:
+        raise DifferentiationError(
+            f"taylor({name}): dps is for a series in one variable or along a direction; "
+            "for several variables give direction=..., or compile the traced series with "
+            ".trace(...).compile('mpmath', dps=...)")
+    return int(dps)
+
+
 def _check_order(n, transform: str, name: str, coefficients: bool = False) -> int:
     """``n`` as an int, checked; above :data:`MAX_TAYLOR_ORDER` only for Taylor coefficients."""
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
@@ -693,7 +708,7 @@ def derivative(fun: Callable, n: int | tuple[int, ...] = 1, argnum: int = 0) -> 
 
 
 def taylor(fun: Callable, n: int, argnum=0, derivatives: bool = False, *,
-           direction=None) -> Transformed:
+           direction=None, dps: int | None = None) -> Transformed:
     """Taylor coefficients of orders 0..``n`` of ``fun`` along the scalar argument ``argnum``.
 
     The call returns a tuple of ``n + 1`` entries, entry ``k`` shaped like
@@ -719,6 +734,18 @@ def taylor(fun: Callable, n: int, argnum=0, derivatives: bool = False, *,
     series is instead that of ``t -> f(x + t * direction)``: directional
     derivatives of every order, returned as a tuple.
 
+    Any order: coefficients do not overflow where derivatives do (those of
+    ``tanh`` at 0.5 fall to about 1e-217 at order 1,000), so ``n`` is not
+    bounded for them. From order 48 on (and for two variables from 496
+    coefficients on) the call computes them as numbers, whole coefficient
+    arrays pushed through the traced function (:mod:`symad.transforms.series`),
+    instead of a graph with a node per coefficient; ``.trace()`` builds that
+    graph up to order 170. ``derivatives=True`` refuses a derivative beyond
+    float64's range, naming it, and orders above 170. ``dps``: compute in
+    mpmath at that many digits instead (results ``mpmath.mpf``; one argument
+    or a direction), where a float64 series cancels, and for derivatives of
+    any order.
+
     >>> import symad as sd
     >>> import numpy as np
     >>> [float(c) for c in sd.taylor(np.exp, 3)(0.0)]
@@ -730,9 +757,16 @@ def taylor(fun: Callable, n: int, argnum=0, derivatives: bool = False, *,
     >>> series = sd.taylor(lambda x, y: np.exp(x) * np.sin(y), 2, argnum=(0, 1))(0.0, 0.0)
     >>> {k: float(c) for k, c in series.items() if c != 0}
     {(0, 1): 1.0, (1, 1): 1.0}
+    >>> c = sd.taylor(np.tanh, 1000)(0.5)
+    >>> len(c), f"{c[1000]:.6e}"
+    (1001, '5.748953e-218')
+    >>> import mpmath
+    >>> mpmath.nstr(sd.taylor(np.sin, 300, derivatives=True, dps=30)(0.5)[300], 25)  # sin(0.5)
+    '0.4794255386042030002732879'
     """
     name = function_name(fun)
-    n = _check_order(n, "taylor", name, coefficients=not derivatives)
+    dps = _check_dps(dps, argnum, direction, name)
+    n = _check_order(n, "taylor", name, coefficients=not derivatives or dps is not None)
     if isinstance(argnum, (tuple, list)):
         argnum = _normalize_argnums(tuple(argnum), None, None, "taylor", fun)
         if not argnum:
@@ -754,11 +788,12 @@ def taylor(fun: Callable, n: int, argnum=0, derivatives: bool = False, *,
     def numbers_(primal: Function, args: tuple):
         multivariate = isinstance(argnum, tuple) and steps is None
         positions = resolve_argnums(argnum, len(args), "taylor", name)
-        if n <= MAX_TAYLOR_ORDER and not wants_numbers(n, len(positions) if multivariate else None):
+        if (n <= MAX_TAYLOR_ORDER and dps is None
+                and not wants_numbers(n, len(positions) if multivariate else None)):
             return NotImplemented
         call = functools.partial(taylor_call, order=n, positions=positions, args=args,
                                  multivariate=multivariate, derivatives=derivatives, steps=steps,
-                                 what=f"taylor({name}, {n})")
+                                 what=f"taylor({name}, {n})", dps=dps)
         try:
             return call(primal)
         except SeriesUnsupported:
@@ -766,7 +801,7 @@ def taylor(fun: Callable, n: int, argnum=0, derivatives: bool = False, *,
         try:  # whole-array steps inside the scalar function: one scalar node per element
             return call(primal.expand())
         except (SeriesUnsupported, SymadError) as unsupported:
-            if n <= MAX_TAYLOR_ORDER:
+            if n <= MAX_TAYLOR_ORDER and dps is None:
                 return NotImplemented  # the graph's recurrences cover it
             raise DifferentiationError(
                 f"taylor({name}, {n}): {unsupported} has no recurrence on coefficient arrays, "

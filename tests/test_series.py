@@ -184,3 +184,28 @@ def test_whole_array_steps_inside_a_scalar_function_are_expanded():
     expected = [sum(ki**j * np.sin(0.5 * ki + j * np.pi / 2) for ki in k) / math.factorial(j)
                 for j in range(6)]
     np.testing.assert_allclose(np.array(series[:6]), expected, rtol=1e-12)
+
+
+def test_mpmath_series_at_any_precision():
+    f = FUNCTIONS["exp_sin_over"]
+    series = sd.taylor(f, 300, dps=60)(0.3)
+    assert all(isinstance(c, mpmath.mpf) for c in series)
+    exact = _exact_series(300, 0.3)
+    with mpmath.workdps(60):
+        assert max(abs(c - e) / abs(e) for c, e in zip(series, exact)) < mpmath.mpf(10) ** -50
+    # Derivatives of any order: sin's 300th derivative is sin itself (300 = 0 mod 4).
+    derivative = sd.taylor(np.sin, 300, derivatives=True, dps=40)(0.5)[300]
+    with mpmath.workdps(40):
+        assert abs(derivative - mpmath.sin(mpmath.mpf(0.5))) < mpmath.mpf(10) ** -35
+    # A batch gives object arrays of mpf, each point at its float's exact binary value.
+    batch = sd.taylor(np.exp, 3, dps=30)(np.array([0.1, 0.2]))
+    assert batch[3].shape == (2,) and batch[3].dtype == object
+    with mpmath.workdps(30):
+        assert abs(batch[3][1] - mpmath.exp(mpmath.mpf(0.2)) / 6) < mpmath.mpf(10) ** -29
+
+
+def test_dps_is_checked():
+    with pytest.raises(sd.DifferentiationError, match="dps must be a positive integer"):
+        sd.taylor(np.sin, 3, dps=0)
+    with pytest.raises(sd.DifferentiationError, match="one variable or along a direction"):
+        sd.taylor(lambda x, y: x * y, 3, argnum=(0, 1), dps=30)

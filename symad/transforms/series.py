@@ -123,8 +123,9 @@ class Mpmath:
             yield
 
     def argument(self, values) -> np.ndarray:
-        return np.frompyfunc(lambda v: self.arithmetic.argument(v, "taylor"), 1, 1)(
-            np.asarray(values, dtype=object)).astype(object)
+        converted = np.frompyfunc(lambda v: self.arithmetic.argument(v, "taylor"), 1, 1)(
+            np.asarray(values, dtype=object))
+        return np.asarray(converted, dtype=object)
 
     def constant(self, atom, points: int) -> np.ndarray:
         return np.full(points, self.arithmetic.constant(atom), dtype=object)
@@ -616,12 +617,14 @@ def _factorial_scaled(coefficients: np.ndarray, orders, what: str) -> np.ndarray
 
 
 def taylor_call(function, *, order: int, positions: Sequence[int], args: Sequence,
-                multivariate: bool, derivatives: bool, steps=None, what: str = "taylor"):
+                multivariate: bool, derivatives: bool, steps=None, what: str = "taylor",
+                dps: int | None = None):
     """What ``sd.taylor(f, order, ...)(*args)`` returns, computed by this module.
 
     ``function`` is the traced primal (scalar arguments); ``positions`` the arguments the
     series is in. Returns the tuple (one variable or a direction) or dict (several
-    variables) of coefficients, or derivatives with ``derivatives=True``.
+    variables) of coefficients, or derivatives with ``derivatives=True``. With ``dps``
+    the numbers are ``mpmath.mpf`` at that many digits (one variable or a direction).
     """
     if multivariate:
         from symad.transforms.taylor import Multivariate
@@ -631,7 +634,12 @@ def taylor_call(function, *, order: int, positions: Sequence[int], args: Sequenc
         # keys sorted, as the graph path's dict comes out of tree_unflatten
         return {key: _structured(function, [_factorial_scaled(v, key, what) if derivatives else v
                                             for v in series[key]], batch) for key in sorted(keys)}
-    coefficients, batch = series_coefficients(function, order, positions, args, steps)
+    numbers = Float64() if dps is None else Mpmath(dps)
+    coefficients, batch = series_coefficients(function, order, positions, args, steps, numbers)
+    if derivatives and dps is not None:  # mpmath's exponent range holds any k!
+        with numbers.context():
+            scaled = [[c[k] * numbers.factorial(k) for c in coefficients] for k in range(order + 1)]
+        return tuple(_structured(function, entries, batch) for entries in scaled)
     return tuple(_structured(function, [_factorial_scaled(c[k], (k,), what) if derivatives else c[k]
                                         for c in coefficients], batch)
                  for k in range(order + 1))
