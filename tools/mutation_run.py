@@ -20,7 +20,7 @@ keeps it).
 
 What it mutates (TARGETS below): the derivative rules (symad/rules/partials.py,
 symad/rules/transposes.py), the blocked batch driver (the ``BLOCKED_EVALUATE`` and
-``RUN`` source of symad/compile/source.py, which every generated module contains) and
+``RUN`` source of symad/compile/scalar/source.py, which every generated module contains) and
 the argument checks of symad/api.py, each with the test files that should catch its bugs.
 
 Usage (from the repository root; on 2 cores a mutant took 12 s on average, a survivor up to
@@ -75,7 +75,7 @@ TARGETS = (
            ("tests/test_arrays.py", "tests/test_sparse_arrays.py", "tests/test_jacobians.py",
             "tests/test_reverse.py")),
     # The driver is a string: every generated module's evaluate() and run().
-    Target("symad/compile/source.py",
+    Target("symad/compile/scalar/source.py",
            ("tests/test_block_boundaries.py", "tests/test_compile.py"),
            strings=("BLOCKED_EVALUATE", "RUN")),
     Target("symad/api.py",
