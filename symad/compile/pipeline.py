@@ -30,12 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from symad.compile import disk_cache
 from symad.compile.backends import register_builtin_backends
-from symad.compile.evaluator import Evaluator, check_loaded, load_module
-from symad.compile.progress import progress_bar
 from symad.compile.registry import BackendUnsupported, backend_record, check_backend
-from symad.compile.tiers import fallback_level
 from symad.errors import CompileError
 
 __all__ = ["make_evaluator", "make_array_evaluator", "generate_module", "generate_array_module",
@@ -66,7 +62,9 @@ class ProgramKind:
     announce: bool
 
 
-def _scalar_evaluator(module, namespace: dict, graph, name: str) -> Evaluator:
+def _scalar_evaluator(module, namespace: dict, graph, name: str):
+    from symad.compile.evaluator import Evaluator, check_loaded
+
     check_loaded(namespace, module.backend)
     evaluator = Evaluator(module, namespace, operations=len(graph.nodes))
     if module.backend == "numba":
@@ -137,6 +135,11 @@ def make_evaluator(graph, backend: str, dtype="float64", name: str = "function",
     >>> out
     array([0., 1.])
     """
+    # Imported here, not with the package: ``import symad`` should not pay for them.
+    from symad.compile import disk_cache
+    from symad.compile.evaluator import load_module
+    from symad.compile.progress import progress_bar
+    from symad.compile.tiers import fallback_level
     from symad.graph import garbage_collection_paused
 
     record = check_backend(backend)
