@@ -46,7 +46,7 @@ start -- BLAS's and numexpr's first calls, numba's first compile -- timed apart)
 then the same calls split into their compile part (what the cache saves) and
 their first evaluation, with its page faults and the time to write the results
 into memory fresh from the kernel (what no cache can save); ``--calibrate``
-measures the costs per element behind symad.compile.numexpr_backend.COST_NS.
+measures the costs per element behind symad.compile.scalar.numexpr_backend.COST_NS.
 
 Machines are shared and noisy: read the ratios (symad / JAX) measured in the
 same run. Run from the project root::
@@ -468,10 +468,10 @@ import mmap, resource, sys, time
 sys.path.insert(0, {root!r})
 sys.path.insert(0, {benchmarks!r})
 import numpy as np, numexpr, symad as sd
-import symad.compile.numexpr_backend, symad.compile.numpy_backend, symad.compile.levels
-import symad.compile.disk_cache, symad.compile.progress, symad.compile.evaluator, symad.compile.arrays, platformdirs
+import symad.compile.scalar.numexpr_backend, symad.compile.scalar.numpy_backend, symad.compile.scalar.levels
+import symad.compile.disk_cache, symad.compile.progress, symad.compile.evaluator, symad.compile.arrays.lowering, platformdirs
 if {backend!r} == "numba":
-    import numba, symad.compile.numba_backend
+    import numba, symad.compile.scalar.numba_backend
 import eval as bench
 F = bench.traced({case!r})
 arrays = [a[:1000] for a in bench.points({case!r}, 1000)]
@@ -581,8 +581,8 @@ def calibrate() -> None:
     one thread, 2^16 points (a cached block), the first quartile of 200 calls."""
     import numexpr
 
-    from symad.compile.numexpr_backend import numexpr_form
-    from symad.compile.program import Instruction
+    from symad.compile.scalar.numexpr_backend import numexpr_form
+    from symad.compile.scalar.program import Instruction
     from symad.primitives import PRIMITIVES
 
     numexpr.set_num_threads(1)
@@ -638,7 +638,7 @@ def main() -> int:
                         help="also time first calls in new processes, cold and warm cache")
     parser.add_argument("--calibrate", action="store_true",
                         help="measure numexpr's and NumPy's cost per element of each function "
-                             "(the primitives' cost_ns, symad.compile.numexpr_backend.COST_NS) "
+                             "(the primitives' cost_ns, symad.compile.scalar.numexpr_backend.COST_NS) "
                              "and stop")
     args = parser.parse_args()
     if args.calibrate:

@@ -1,4 +1,4 @@
-"""Array programs compiled to loop nests (symad/compile/loops.py) beside JAX ``jit``.
+"""Array programs compiled to loop nests (symad/loopnest/) beside JAX ``jit``.
 
 Re-evaluation of compiled gradients, the arrays already traced and compiled:
 
@@ -12,7 +12,7 @@ Re-evaluation of compiled gradients, the arrays already traced and compiled:
 for symad's numba loop kernels (``F.compile("numba")``), symad's numexpr array
 evaluator (the default backend) and JAX ``jit(grad(...))`` with x64 enabled,
 float64, default threads (symad: both cores for kernels with enough work, see
-``symad.compile.loops_numba.PARALLEL_MIN_WORK``; JAX: XLA's own choice).
+``symad.compile.arrays.numba_loops.PARALLEL_MIN_WORK``; JAX: XLA's own choice).
 Then the first call of each: trace + differentiate + compile + evaluate (numba
 into an empty cache directory; JAX's jit).
 

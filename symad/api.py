@@ -48,7 +48,7 @@ from symad.tracer import (
     Tracer,
 )
 from symad.transforms.batching import inline_batched
-from symad.transforms.series import SeriesUnsupported, taylor_call, wants_numbers
+from symad.transforms.series import Float64, Mpmath, SeriesUnsupported, taylor_call, wants_numbers
 
 __all__ = [
     "grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev", "jacobian", "hessian",
@@ -596,6 +596,16 @@ def _check_direction(direction, argnum, name: str) -> tuple | None:
     return tuple(atoms)
 
 
+def _series_numbers(dps: int | None):
+    """The numbers a numeric Taylor series is computed in: float64, or mpmath at ``dps`` digits."""
+    if dps is None:
+        return Float64()
+    from symad.compile.precise.interpret import PRECISION_LOCK
+    from symad.compile.precise.mpmath_backend import MpmathArithmetic
+
+    return Mpmath(MpmathArithmetic(dps), PRECISION_LOCK)
+
+
 def _check_dps(dps, argnum, direction, name: str) -> int | None:
     """``taylor``'s ``dps``: None, or a positive number of digits for a one-variable series."""
     if dps is None:
@@ -793,7 +803,7 @@ def taylor(fun: Callable, n: int, argnum=0, derivatives: bool = False, *,
             return NotImplemented
         call = functools.partial(taylor_call, order=n, positions=positions, args=args,
                                  multivariate=multivariate, derivatives=derivatives, steps=steps,
-                                 what=f"taylor({name}, {n})", dps=dps)
+                                 what=f"taylor({name}, {n})", numbers=_series_numbers(dps))
         try:
             return call(primal)
         except SeriesUnsupported:

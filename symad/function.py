@@ -649,7 +649,7 @@ class Function:
         evaluator = self._evaluators.get(key)
         if evaluator is None:
             if self.is_array_program:
-                from symad.compile.arrays import make_array_evaluator
+                from symad.compile import make_array_evaluator
 
                 evaluator = make_array_evaluator(self.graph, backend, np.dtype(dtype).name, self.name)
             else:
@@ -809,7 +809,7 @@ class Function:
         for value in parameter_values:
             values.append(value.astype(dtype, copy=False).reshape((1,) + value.shape))
         evaluator = self._evaluator(backend, dtype)
-        from symad.compile.arrays import array_program_leaves
+        from symad.compile import array_program_leaves
 
         return array_program_leaves(evaluator, values, count, self.out_shapes, self.out_whole, options)
 

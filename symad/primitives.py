@@ -141,7 +141,7 @@ class Primitive:
             per element; NumPy 2.4.6, whose SIMD loops make most functions 4-13x faster),
             one thread, blocks of 2^16 points in cache; ``python benchmarks/eval.py
             --calibrate`` measures them again. The numexpr backend computes in NumPy what
-            NumPy computes faster (``symad.compile.numexpr_backend.NUMPY_IS_FASTER``).
+            NumPy computes faster (``symad.compile.scalar.numexpr_backend.NUMPY_IS_FASTER``).
     """
 
     def __init__(

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import symad as sd
 import symad.numpy as snp
-from symad.compile.numba_backend import numba_available
+from symad.compile.registry import numba_available
 
 onp = np  # the programs below are written against a NumPy-like namespace `np`
 

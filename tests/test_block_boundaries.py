@@ -1,8 +1,8 @@
 """Every point of a batch that spans several blocks, compared with NumPy.
 
 The generated modules cut a batch into pieces: blocks of ``BLOCK_SIZE`` points
-(symad/compile/source.py), strided columns staged 4,096 rows at a time, numba's
-chunks of 4,096 points, array programs' blocks of points (symad/compile/arrays.py),
+(symad/compile/scalar/source.py), strided columns staged 4,096 rows at a time, numba's
+chunks of 4,096 points, array programs' blocks of points (symad/compile/arrays/),
 and the blocks of each thread. A piece boundary off by one leaves one point per piece
 unwritten: ``np.empty`` memory comes back at points 4095, 8191, ... while a spot check
 of a few points, or a batch shorter than a block, passes. So these tests use strided,

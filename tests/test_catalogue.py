@@ -22,9 +22,9 @@ import sympy
 
 import symad  # noqa: F401 - registers every built-in primitive
 from symad.compile import generate_module
-from symad.compile import numexpr_backend as NE
 from symad.compile.evaluator import load_module
-from symad.compile.program import Instruction
+from symad.compile.scalar import numexpr_backend as NE
+from symad.compile.scalar.program import Instruction
 from symad.export.latex_printer import symbol_latex
 from symad.function import finish_function
 from symad.graph import GraphBuilder
@@ -377,7 +377,7 @@ def test_mpmath_spelling_matches_numpy(name):
 
 @pytest.mark.parametrize("name", spelled("interval"))
 def test_interval_spelling_encloses_numpy(name):
-    from symad.compile.interval_backend import NO_ENCLOSURE
+    from symad.compile.precise.interval_backend import NO_ENCLOSURE
 
     orders, columns = sample(name, 6, points=4)
     F = _one_node_function(name, orders)

@@ -17,9 +17,10 @@ import sympy
 
 import symad as sd
 import symad.numpy as snp
-from symad.compile import memory, numexpr_backend, threads
-from symad.compile import program as program_module
-from symad.compile.program import compile_program, max_live
+from symad.compile import memory, threads
+from symad.compile.scalar import numexpr_backend
+from symad.compile.scalar import program as program_module
+from symad.compile.scalar.program import compile_program, max_live
 from tests.elements import element_trace
 
 BACKENDS = ["numexpr", "numpy"]
@@ -312,7 +313,7 @@ def test_logistic_gradient_is_one_numexpr_program_with_shared_values_in_register
 
 
 def test_regions_recompute_cheap_shared_values_and_store_costly_ones():
-    from symad.compile.program import build_program, fuse_regions
+    from symad.compile.scalar.program import build_program, fuse_regions
     # exp(x) feeds two outputs: stored once; 2*x feeds both too but is recomputed.
     F = sd.trace(lambda x: (np.exp(x) * (2 * x), np.sin(np.exp(x) + 2 * x)), 0.0)
     program = fuse_regions(build_program(F.graph), lambda instruction: True)
@@ -409,7 +410,7 @@ def test_blocks_with_broadcast_and_core_shapes():
 
 
 def test_block_size_keeps_the_working_set_bounded():
-    from symad.compile.source import WORKING_SET_BYTES, block_size_for
+    from symad.compile.scalar.source import WORKING_SET_BYTES, block_size_for
 
     for temporaries in (1, 10, 100, 1000):
         block = block_size_for(temporaries, 8)

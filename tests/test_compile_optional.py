@@ -10,7 +10,8 @@ import pytest
 
 import symad as sd
 import symad.numpy as snp
-from symad.compile import numba_backend
+from symad.compile import registry
+from symad.compile.scalar import numba_backend
 from tests.elements import element_trace
 
 
@@ -27,7 +28,7 @@ def mixed(x, y):
 # numba
 # ---------------------------------------------------------------------------
 
-needs_numba = pytest.mark.skipif(not numba_backend.numba_available(),
+needs_numba = pytest.mark.skipif(not registry.numba_available(),
                                  reason="numba is not installed (pip install symad[fast])")
 
 
@@ -100,7 +101,7 @@ def test_numba_falls_back_for_graphs_too_large_to_compile(monkeypatch):
 
 
 def test_numba_is_listed_only_when_importable():
-    assert ("numba" in sd.available_backends()) == numba_backend.numba_available()
+    assert ("numba" in sd.available_backends()) == registry.numba_available()
 
 
 @needs_numba
@@ -169,7 +170,7 @@ def test_numba_source_runs_with_exec_like_the_other_backends(tmp_path):
 
 @needs_numba
 def test_numba_compiles_array_programs_to_loop_kernels_cached_on_disk(caplog):
-    # Once numexpr's with a note; now fused loops (symad/compile/loops.py), no note.
+    # Once numexpr's with a note; now fused loops (symad/loopnest/), no note.
     def energy(u):
         return np.sum((u[1:, :] - u[:-1, :]) ** 2) + np.sum((u ** 2 - 1) ** 2)
 

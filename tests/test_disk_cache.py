@@ -15,7 +15,7 @@ import sympy
 
 import symad as sd
 from symad import config
-from symad.compile import disk_cache
+from symad.compile import disk_cache, pipeline
 from symad.graph import GraphBuilder
 from symad.primitives import PRIMITIVES
 
@@ -72,7 +72,7 @@ def test_an_edited_or_reinstalled_compiler_changes_every_key(monkeypatch):
 
     def touched(path, *args, **kwargs):
         status = real_stat(path, *args, **kwargs)
-        if str(path).endswith(os.path.join("compile", "numexpr_backend.py")):
+        if str(path).endswith(os.path.join("compile", "scalar", "numexpr_backend.py")):
             return types.SimpleNamespace(st_mtime_ns=status.st_mtime_ns + 1, st_size=status.st_size)
         return status
 
@@ -130,7 +130,7 @@ def test_a_second_function_of_the_same_graph_loads_the_entry_without_lowering(ca
     got = first.compile(backend)(x)
     assert len(_entries(cache)) == before + 1
     lowered = []
-    monkeypatch.setattr(sd.compile, "generate_module", lambda *a, **k: lowered.append(a))
+    monkeypatch.setattr(pipeline, "lower_module", lambda *a, **k: lowered.append(a))
     second = _taylor()
     again = second.compile(backend)(x)
     assert lowered == []  # served from the cache
@@ -173,8 +173,6 @@ def _array_program(data):
 @pytest.mark.parametrize("backend", ["numexpr", "numpy"])
 def test_array_programs_are_cached_with_their_constants_bound_from_the_graph(cache, backend,
                                                                              monkeypatch):
-    from symad.compile import arrays
-
     rng = np.random.default_rng(0)
     data, w = rng.normal(size=(40, 30)), rng.normal(size=30) * 0.1
     want = 2 * data.T @ (np.tanh(data @ w) / np.cosh(data @ w) ** 2)
@@ -186,8 +184,8 @@ def test_array_programs_are_cached_with_their_constants_bound_from_the_graph(cac
     assert any(how == "array" for how, *_ in meta["externals"])  # the data: bound, not stored
     assert not list((cache / "modules").glob("*.np*"))
     generated = []
-    real = arrays.generate_array_module
-    monkeypatch.setattr(arrays, "generate_array_module",
+    real = pipeline.lower_module
+    monkeypatch.setattr(pipeline, "lower_module",
                         lambda *a, **k: generated.append(a) or real(*a, **k))
     second = _array_program(data)
     np.testing.assert_allclose(second.compile(backend)(w), want, rtol=1e-12)
@@ -292,11 +290,11 @@ _CHILD = r"""
 import sys, time
 sys.path.insert(0, {root!r})
 import numpy as np, scipy.special, symad as sd
-from symad import compile as compiler
+from symad.compile import pipeline as compiler
 F = sd.derivative(lambda x: np.tanh(x) * scipy.special.erf(x), 6).trace(0.7)
 lowered = []
-original = compiler.generate_module
-compiler.generate_module = lambda *a, **k: lowered.append(1) or original(*a, **k)
+original = compiler.lower_module
+compiler.lower_module = lambda *a, **k: lowered.append(1) or original(*a, **k)
 value = F.compile({backend!r})(np.array([0.3]))
 print(len(lowered), repr(float(value[0])))
 """

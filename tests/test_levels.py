@@ -1,4 +1,4 @@
-"""Wide graphs evaluated level by level (symad.compile.levels): same numbers, chosen when it pays."""
+"""Wide graphs evaluated level by level (symad.compile.scalar.levels): same numbers, chosen when it pays."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 import symad as sd
-from symad.compile import levels
 from symad.compile.evaluator import Evaluator, load_module
-from symad.compile.numexpr_backend import lower_numexpr
-from symad.compile.numpy_backend import lower_numpy
-from symad.compile.program import build_program
+from symad.compile.scalar import levels
+from symad.compile.scalar.numexpr_backend import lower_numexpr
+from symad.compile.scalar.numpy_backend import lower_numpy
+from symad.compile.scalar.program import build_program
 from tests.elements import element_trace
 from tests.test_compile import ELEMENTWISE
 
@@ -344,8 +344,8 @@ def test_custom_implementations_get_one_dimensional_arrays():
 def _reference_plan(program):
     """The plan's levels, groups and rows as the definition states them, one
     instruction at a time: what plan_levels computes with NumPy over its table."""
-    from symad.compile.program import Constant
-    from symad.compile.source import literal
+    from symad.compile.scalar.program import Constant
+    from symad.compile.scalar.source import literal
 
     instructions = program.instructions
     row_of_literal, constant_row = {}, {}

@@ -1,4 +1,4 @@
-"""Array programs as loop nests (symad/compile/loops.py): numba kernels and C loops.
+"""Array programs as loop nests (symad/loopnest/): numba kernels and C loops.
 
 Every array primitive, through both printers, against the NumPy backend's values
 (and, for the programs of tests/test_arrays.py, against JAX's hard-coded
@@ -18,9 +18,9 @@ import pytest
 import symad as sd
 import symad.numpy as snp
 from symad import array_primitives as A
-from symad.compile import loops as L
-from symad.compile.loops_numba import PARALLEL_MIN_WORK
-from symad.compile.numba_backend import numba_available
+from symad import loopnest as L
+from symad.compile.arrays.numba_loops import PARALLEL_MIN_WORK
+from symad.compile.registry import numba_available
 from symad.compile.threads import numba_threads
 from symad.pytree import tree_flatten
 from tests.test_arrays import CASES, JAX_GRADIENTS
@@ -399,7 +399,7 @@ def test_c_export_names_a_primitive_without_a_c_form():
 
 @needs_numba
 def test_numba_falls_back_for_array_programs_too_large_to_compile(monkeypatch):
-    from symad.compile import numba_backend
+    from symad.compile.scalar import numba_backend
 
     monkeypatch.setattr(numba_backend, "MAX_NUMBA_NODES", 3)
     F = sd.grad(wave).trace(WAVE_X)

@@ -19,8 +19,8 @@ import sympy
 import symad as sd
 import symad.numpy as snp
 import symad.special as ssp
-from symad.compile.interval_backend import INTERVAL_TABLE, NO_ENCLOSURE
-from symad.compile.mpmath_backend import MPMATH_TABLE
+from symad.compile.precise.interval_backend import INTERVAL_TABLE, NO_ENCLOSURE
+from symad.compile.precise.mpmath_backend import MPMATH_TABLE
 from symad.function import finish_function
 from symad.graph import GraphBuilder
 from symad.primitives import PRIMITIVES

@@ -7,7 +7,7 @@ import pytest
 
 import symad as sd
 from symad import config
-from symad.compile import numba_backend
+from symad.compile import registry
 from symad.compile.progress import progress_bar
 
 
@@ -68,7 +68,7 @@ def test_a_bar_without_steps_keeps_its_clock_running(bars, capsys, monkeypatch):
     assert err.count("numba: compiling 7 operations in one kernel") >= 3  # redrawn while waiting
 
 
-@pytest.mark.skipif(not numba_backend.numba_available(), reason="numba is not installed")
+@pytest.mark.skipif(not registry.numba_available(), reason="numba is not installed")
 def test_numba_compiles_under_a_bar_once_per_layout(bars, capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("SYMAD_CACHE_DIR", str(tmp_path))
     F = sd.grad(lambda x, y: np.sin(x) * y ** 3, argnums=(0, 1)).trace(0.5, 0.5)

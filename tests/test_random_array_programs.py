@@ -34,7 +34,7 @@ import numpy as np
 import pytest
 
 import symad as sd
-from symad.compile.numba_backend import numba_available
+from symad.compile.registry import numba_available
 from tests.random_programs import Options, check, generate, report, shrink
 
 #: Programs checked by default, and with ``--long``.

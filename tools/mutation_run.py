@@ -29,7 +29,7 @@ keeps it).
 
 What it mutates (TARGETS below): the derivative rules (symad/rules/partials.py,
 symad/rules/transposes.py), the blocked batch driver (the ``BLOCKED_EVALUATE`` and
-``RUN`` source of symad/compile/source.py, which every generated module contains) and
+``RUN`` source of symad/compile/scalar/source.py, which every generated module contains) and
 the argument checks of symad/api.py and symad/derivatives.py, each with the test files that
 should catch its bugs.
 
@@ -86,7 +86,7 @@ TARGETS = (
            ("tests/test_arrays.py", "tests/test_sparse_arrays.py", "tests/test_jacobians.py",
             "tests/test_reverse.py")),
     # The driver is a string: every generated module's evaluate() and run().
-    Target("symad/compile/source.py",
+    Target("symad/compile/scalar/source.py",
            ("tests/test_block_boundaries.py", "tests/test_compile.py"),
            strings=("BLOCKED_EVALUATE", "RUN")),
     Target("symad/api.py",
@@ -142,7 +142,7 @@ class Equivalent:
         return False
 
 
-_DRIVER = "symad/compile/source.py"
+_DRIVER = "symad/compile/scalar/source.py"
 _SELECT = ("P.select_p: (None, lambda out, c, a, b: snp.where(c, 1, 0), "
            "lambda out, c, a, b: snp.where(c, 0, 1))")
 _SPEED = "results are the same; only speed (or memory) differs"

@@ -128,7 +128,7 @@ class _ChunkTask:
         self.options = options
 
     def __call__(self, *chunks):
-        from symad.compile import threads
+        import symad.compile.threads as threads
 
         arrays = [np.asarray(chunk, self.dtype) for chunk in chunks]
         batch_shapes = [a.shape[: a.ndim - len(core)] for a, core in zip(arrays, self.core_shapes)]
@@ -160,7 +160,7 @@ class _ChunkTask:
 
 
     def _array_chunk(self, arrays, batch_shapes, batch, count):
-        from symad.compile.arrays import array_program_leaves
+        from symad.compile.arrays.evaluator import array_program_leaves
 
         values = []
         for array, batch_shape, core in zip(arrays, batch_shapes, self.core_shapes):
@@ -183,12 +183,12 @@ def _load(task: _ChunkTask):
     evaluate = _LOADED.get(task.key)
     if evaluate is None:
         if task.array_program:  # the loaded evaluator itself: it runs whole arrays
-            from symad.compile.arrays import make_array_evaluator
+            from symad.compile.pipeline import ARRAYS, make_evaluator
 
-            evaluate = _LOADED[task.key] = make_array_evaluator(
-                task.graph, task.backend, np.dtype(task.dtype).name, task.name)
+            evaluate = _LOADED[task.key] = make_evaluator(
+                task.graph, task.backend, np.dtype(task.dtype).name, task.name, kind=ARRAYS)
             return evaluate
-        from symad.compile import make_evaluator
+        from symad.compile.pipeline import make_evaluator
         from symad.graph import scalar_input_graph
 
         evaluator = make_evaluator(scalar_input_graph(task.graph), task.backend,

@@ -51,7 +51,7 @@ from symad import config
 
 __all__ = ["canonical_form", "NotCanonical", "entry_key", "load_entry", "store_entry"]
 
-_LOG = logging.getLogger("symad")
+_LOG = logging.getLogger(__name__)
 
 #: Graphs of more nodes are not cached: hashing them would cost what lowering costs.
 MAX_CACHED_NODES = 200_000
@@ -132,7 +132,7 @@ def _constant(atom, constant_value) -> tuple:
 
 
 def _primitive_tag(primitive):
-    from symad.compile.source import is_builtin_primitive
+    from symad.compile.modules import is_builtin_primitive
 
     if is_builtin_primitive(primitive):
         return primitive.name
@@ -183,7 +183,10 @@ def _fingerprint(backend: str) -> bytes:
     digest = hashlib.sha256()
     here = os.path.dirname(os.path.abspath(__file__))
     package = os.path.dirname(here)
-    files = sorted(os.path.join(here, name) for name in os.listdir(here) if name.endswith(".py"))
+    # The compiler's files, in its sub-packages too, and the loop nests numba's modules print.
+    files = sorted(os.path.join(folder, name)
+                   for top in (here, os.path.join(package, "loopnest"))
+                   for folder, _, names in os.walk(top) for name in names if name.endswith(".py"))
     files += [os.path.join(package, name) for name in ("primitives.py", "special.py", "graph.py",
                                                        "atoms.py", "array_primitives.py",
                                                        "array_runtime.py")]
@@ -203,7 +206,7 @@ def _fingerprint(backend: str) -> bytes:
 def entry_key(graph, backend: str, dtype, name: str, compiler: str = "scalar") -> str | None:
     """The entry's key for this graph, or None when it is not cached (turned off, too
     large, or holding what :func:`canonical_form` cannot write). ``compiler``: "scalar"
-    (:mod:`symad.compile.program`'s modules) or "arrays" (:mod:`symad.compile.arrays`')."""
+    (:mod:`symad.compile.scalar.program`'s modules) or "arrays" (:mod:`symad.compile.arrays`')."""
     if not config.cache_enabled() or len(graph.nodes) > MAX_CACHED_NODES:
         return None
     try:
@@ -382,7 +385,7 @@ def _array_fields(module) -> dict | None:
 def load_entry(key: str, graph):
     """The GeneratedModule (or an array program's ArrayModule) kept under ``key`` (with
     ``.code``, its bytecode, or None), or None if there is no whole entry matching it."""
-    from symad.compile.source import ArrayModule, GeneratedModule
+    from symad.compile.modules import ArrayModule, GeneratedModule
 
     directory = _modules_directory()
     if directory is None:

@@ -1,6 +1,6 @@
 """Running a generated module: load it once, then call it on flattened batches.
 
-:func:`load_module` turns a :class:`~symad.compile.numpy_backend.GeneratedModule`
+:func:`load_module` turns a :class:`~symad.compile.scalar.numpy_backend.GeneratedModule`
 into a namespace (``exec`` of the very source ``Function.source`` returns,
 so what users read is what runs) and binds its ``EXTERNALS``.
 :class:`Evaluator` is what ``Function`` caches per (backend, dtype).
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from symad.compile import threads
+import symad.compile.threads as threads
 from symad.compile.progress import progress_bar
 from symad.errors import CompileError
 
@@ -78,7 +78,7 @@ def load_module(module, on_disk: bool = False) -> dict:
         # A module from the disk cache brings its bytecode (module.code): not compiled again.
         if getattr(module, "code", None) is None:
             module.code = compile(module.source, f"<symad {module.backend} evaluator>", "exec")
-        exec(module.code, namespace)  # noqa: S102 - our own generated text; see symad.compile.source
+        exec(module.code, namespace)  # noqa: S102 - our own generated text; see symad.compile.scalar.source
     namespace["EXTERNALS"][:] = module.externals
     return namespace
 

@@ -43,6 +43,8 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from symad.compile.registry import available_backends
+
 __all__ = ["Promotion", "compile_estimate", "promotion_enabled", "fallback_level", "KEEP_RATIO"]
 
 #: The trial calls each tier this many times on the same arguments, alternately, so that
@@ -64,7 +66,7 @@ COMPILE_SECONDS_PER_OPERATION = 0.006
 #: and the NumPy support it loads on its first compile (0.2-0.3 s).
 NUMBA_START_SECONDS = 0.6
 
-_LOG = logging.getLogger("symad")
+_LOG = logging.getLogger(__name__)
 
 #: True while a Promotion tries the second tier (in this thread): a numba that falls back
 #: to numexpr then says so at INFO level, since nobody asked for numba.
@@ -108,8 +110,6 @@ def promotion_enabled() -> bool:
     switch = config.promote_enabled()
     if switch is False:
         return False
-    from symad.compile import available_backends
-
     return "numba" in available_backends()
 
 

@@ -1,4 +1,4 @@
-"""C export of array programs: the loop program (:mod:`symad.compile.loops`) printed as C99.
+"""C export of array programs: the loop program (:mod:`symad.loopnest`) printed as C99.
 
 The function keeps :mod:`symad.export.c`'s contract, ``void NAME(const double
 *in, double *out)`` with every input and output flattened in order (the header
@@ -22,7 +22,7 @@ True
 
 from __future__ import annotations
 
-from symad.compile import loops as L
+from symad import loopnest as L
 from symad.errors import ExportError
 from symad.export.c import c_comment_text, c_number, c_operation, c_spellable, translation_unit
 from symad.graph import constant_value, is_constant
@@ -143,7 +143,7 @@ def function_c_loops(function, name: str) -> tuple:
                   else [c_number(v) for v in buffer.data.tolist()]) or ["0"]
         file_scope.append(f"/* {c_comment_text(buffer.label)} */")
         file_scope.append(f"static const {kind} {buffer.name}[{len(values)}] = {{{', '.join(values)}}};")
-    used = L._used_buffers(program.body)
+    used = L.used_buffers(program.body)
     offset = 0
     for buffer in program.inputs:
         if buffer.name in used:

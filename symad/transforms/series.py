@@ -105,21 +105,18 @@ class Float64:
 
 
 class Mpmath:
-    """Numbers as object arrays of ``mpmath.mpf`` at ``dps`` digits: the mpmath backend's
-    implementation of each primitive (``symad.compile``'s mpmath arithmetic)."""
+    """Numbers as object arrays of ``mpmath.mpf``: a precision backend's arithmetic
+    (``symad.compile``'s mpmath backend at some dps), and the lock that guards mpmath's
+    process-wide precision while it computes."""
 
     dtype = object
 
-    def __init__(self, dps: int):
-        from symad.compile.mpmath_backend import MpmathArithmetic
-
-        self.arithmetic = MpmathArithmetic(dps)
+    def __init__(self, arithmetic, lock):
+        self.arithmetic, self.lock = arithmetic, lock
 
     @contextlib.contextmanager
     def context(self):
-        from symad.compile.interpret import PRECISION_LOCK
-
-        with PRECISION_LOCK, self.arithmetic.precision():
+        with self.lock, self.arithmetic.precision():
             yield
 
     def argument(self, values) -> np.ndarray:
@@ -618,13 +615,13 @@ def _factorial_scaled(coefficients: np.ndarray, orders, what: str) -> np.ndarray
 
 def taylor_call(function, *, order: int, positions: Sequence[int], args: Sequence,
                 multivariate: bool, derivatives: bool, steps=None, what: str = "taylor",
-                dps: int | None = None):
+                numbers=None):
     """What ``sd.taylor(f, order, ...)(*args)`` returns, computed by this module.
 
     ``function`` is the traced primal (scalar arguments); ``positions`` the arguments the
     series is in. Returns the tuple (one variable or a direction) or dict (several
-    variables) of coefficients, or derivatives with ``derivatives=True``. With ``dps``
-    the numbers are ``mpmath.mpf`` at that many digits (one variable or a direction).
+    variables) of coefficients, or derivatives with ``derivatives=True``. ``numbers``:
+    :class:`Float64` (default) or :class:`Mpmath` (one variable or a direction).
     """
     if multivariate:
         from symad.transforms.taylor import Multivariate
@@ -634,9 +631,9 @@ def taylor_call(function, *, order: int, positions: Sequence[int], args: Sequenc
         # keys sorted, as the graph path's dict comes out of tree_unflatten
         return {key: _structured(function, [_factorial_scaled(v, key, what) if derivatives else v
                                             for v in series[key]], batch) for key in sorted(keys)}
-    numbers = Float64() if dps is None else Mpmath(dps)
+    numbers = numbers or Float64()
     coefficients, batch = series_coefficients(function, order, positions, args, steps, numbers)
-    if derivatives and dps is not None:  # mpmath's exponent range holds any k!
+    if derivatives and numbers.dtype is object:  # mpmath's exponent range holds any k!
         with numbers.context():
             scaled = [[c[k] * numbers.factorial(k) for c in coefficients] for k in range(order + 1)]
         return tuple(_structured(function, entries, batch) for entries in scaled)

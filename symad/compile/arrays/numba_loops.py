@@ -1,20 +1,20 @@
-"""The numba backend of array programs: the loop program (:mod:`symad.compile.loops`) as numba.
+"""The numba backend of array programs: the loop program (:mod:`symad.loopnest`) as numba.
 
 The module holds one function, ``_program``, compiled by numba with
 ``parallel=True`` (``fastmath`` off, ``error_model="numpy"``: inf and nan as
 NumPy gives them), cached on disk beside the module's file like the scalar
-numba backend's kernels (:mod:`symad.compile.numba_backend`). Each kernel is
+numba backend's kernels (:mod:`symad.compile.scalar.numba_backend`). Each kernel is
 one ``numba.prange`` loop over the points of the batch times chunks of the
 kernel's first axis; matrix products of einsums call ``np.dot`` (BLAS).
 
 ``run(*inputs)`` keeps the interface of the other array evaluators
-(:mod:`symad.compile.arrays`): each input ``(points or 1,) + its core shape``,
+(:mod:`symad.compile.arrays.lowering`): each input ``(points or 1,) + its core shape``,
 a tuple of outputs ``(points or 1,) + shape`` back. It runs on one thread when
 the work is small (:data:`PARALLEL_MIN_WORK`): a parallel region costs tens of
 microseconds, and milliseconds when another process holds the second core.
 
 >>> import symad as sd, numpy as np
->>> from symad.compile.loops_numba import numba_loops_module
+>>> from symad.compile.arrays.numba_loops import numba_loops_module
 >>> G = sd.grad(lambda x: np.sum(np.sin(x) * np.exp(-x ** 2))).trace(np.zeros(10))
 >>> module = numba_loops_module(G.graph, "float64", "g")
 >>> "numba.prange(" in module.source, module.source.count("numba.prange(")
@@ -27,17 +27,20 @@ from typing import NamedTuple
 
 import numpy as np
 
-from symad.compile import loops as L
-from symad.compile import numba_backend
-from symad.compile.numba_backend import scalar_form
-from symad.compile.program import Instruction, safe_comment
-from symad.compile.source import literal
+from symad import array_primitives as A
+from symad import loopnest as L
+from symad.compile.modules import MAX_LITERAL_ELEMENTS, ArrayModule
+from symad.compile.registry import BackendUnsupported
+from symad.compile.scalar import numba_backend
+from symad.compile.scalar.numba_backend import scalar_form
+from symad.compile.scalar.program import Instruction, safe_comment
+from symad.compile.scalar.source import literal
 from symad.graph import atom_shape
 
-__all__ = ["numba_loops_module", "numba_spellable", "NumbaLoopsModule", "PARALLEL_MIN_WORK"]
+__all__ = ["numba_loops_module", "lower_numba_arrays", "numba_spellable", "NumbaLoopsModule", "PARALLEL_MIN_WORK"]
 
 #: A kernel runs on threads when its work (elements times the cost of an element, in
-#: additions: symad.compile.loops.CALL_COST per call of exp, sin...) reaches this: about
+#: additions: symad.loopnest.ir.CALL_COST per call of exp, sin...) reaches this: about
 #: 2.5 ms of one core. A parallel region costs tens of microseconds on an idle machine,
 #: and milliseconds when another process holds the second core (on the shared 2-core
 #: machine the gradient of sum(sin(x) exp(-x**2)) at 10^5 elements took 1.3 ms on two
@@ -46,9 +49,6 @@ __all__ = ["numba_loops_module", "numba_spellable", "NumbaLoopsModule", "PARALLE
 #: 1.25-1.3 ms on two threads against 2.1 ms on one; with threads from 10 ms, 1.9x
 #: JAX's time instead of 0.7x); a loaded machine loses those milliseconds.
 PARALLEL_MIN_WORK = 1 << 22
-#: Constant arrays up to this many elements are literals in the module; larger ones are
-#: bound through EXTERNALS.
-MAX_LITERAL_ELEMENTS = 256
 
 
 def _instruction(primitive, count: int) -> Instruction:
@@ -96,7 +96,7 @@ class _Printer(L.ExpressionPrinter):
 
     def operation(self, primitive, exponent, args) -> str:
         if primitive.name == "power" and exponent is not None and not exponent.is_Symbol:
-            value = L._literal(exponent)[1]
+            value = L.literal_operand(exponent)[1]
             if value == 2:
                 return f"({args[0]} * {args[0]})"
             if value == 1:
@@ -216,9 +216,41 @@ def numba_loops_module(graph, dtype, name: str = "function") -> NumbaLoopsModule
     compiles each function on its first use (a parallel loop costs it most: only those
     a large evaluation needs are compiled) and caches it on disk.
 
-    Raises :class:`~symad.compile.loops.LoopsUnsupported` for a primitive numba cannot
+    Raises :class:`~symad.loopnest.LoopsUnsupported` for a primitive numba cannot
     write here (the caller falls back to numexpr, with a note).
     """
+    _check_size(graph)
+    program = L.lower_loops(graph, batch=True, name=name, spellable=numba_spellable)
+    dtype = np.dtype(dtype)
+    externals, notes, literals = _constants(program, dtype)
+    functions, driver = _kernels_and_driver(program)
+    boolean = program.output_is_boolean
+    header = _module_header(program, name, dtype, notes, literals, len(externals))
+    source = "\n".join(header + functions + _program_function(program, driver)
+                       + _run_function(program, externals)) + "\n"
+    # Blocks are sized by the temporaries alone: the inputs are the caller's arrays and the
+    # results are written into whole-batch arrays (ArrayEvaluator.evaluate_arrays), so
+    # neither shrinks with the block (counting them cut the per-sample MLP gradient's 10^5
+    # samples into three blocks, each allocating its 2.6 KB a sample of results afresh).
+    per_point = sum(b.size for b in program.temporaries)
+    return NumbaLoopsModule(source, [array for _, array in externals], tuple(boolean),
+                            max(1, per_point) * dtype.itemsize, program)
+
+
+def lower_numba_arrays(graph, dtype, name: str = "function") -> ArrayModule:
+    """The numba backend's module of an array program (its loop nests, :mod:`symad.loopnest`);
+    BackendUnsupported, saying why, when an operation has no loop form here (the pipeline
+    then falls back to numexpr through the registry)."""
+    try:
+        loops = numba_loops_module(graph, dtype, name)
+    except L.LoopsUnsupported as reason:
+        raise BackendUnsupported(f"numba backend: {reason}") from reason
+    return ArrayModule(loops.source, loops.externals, "numba", dtype, "",
+                       loops.output_is_boolean, loops.bytes_per_point)
+
+
+def _check_size(graph) -> None:
+    """LoopsUnsupported if the graph would take numba too long to compile."""
     limit = numba_backend.MAX_NUMBA_NODES  # as for scalar graphs: LLVM would take minutes
     if len(graph.nodes) > limit:
         raise L.LoopsUnsupported(f"{len(graph.nodes)} nodes exceed {limit}, too slow to compile")
@@ -229,8 +261,11 @@ def numba_loops_module(graph, dtype, name: str = "function") -> NumbaLoopsModule
     if scalars > numba_backend.MAX_NUMBA_ARRAYS:
         raise L.LoopsUnsupported(f"{scalars} scalar outputs exceed {numba_backend.MAX_NUMBA_ARRAYS}"
                                  " (an array returned element by element?), too slow to compile")
-    program = L.lower_loops(graph, batch=True, name=name, spellable=numba_spellable)
-    dtype = np.dtype(dtype)
+
+
+def _constants(program, dtype) -> tuple[list, list, list]:
+    """The program's constant arrays: ``(name, array)`` externals with their notes, and the
+    literal lines of the small ones."""
     externals, notes, literals = [], [], []
     for buffer in program.constants:
         numbers = buffer.data.reshape(-1)
@@ -245,6 +280,11 @@ def numba_loops_module(graph, dtype, name: str = "function") -> NumbaLoopsModule
             externals.append((buffer.name, np.ascontiguousarray(
                 numbers, dtype=np.int64 if buffer.dtype == "int" else dtype)))
             notes.append(buffer.label)
+    return externals, notes, literals
+
+
+def _kernels_and_driver(program) -> tuple[list, list]:
+    """The compiled kernel functions, and the lines of ``_program`` that call them."""
     functions, driver = [], []
     number = 0
     for statement in program.body:
@@ -262,17 +302,12 @@ def numba_loops_module(graph, dtype, name: str = "function") -> NumbaLoopsModule
             driver.append(f"    # {safe_comment(statement.text)}")
         else:  # pragma: no cover - the lowering puts nothing else outside a kernel
             raise L.LoopsUnsupported(f"no numba form for a {cls.__name__} outside a kernel")
-    signature = ["threads"] + [f"n{k}" for k in range(len(program.inputs))] + [
-        b.name for b in program.inputs] + [b.name for b in program.constants]
-    body = [f"    {n} = {f'max({chr(44).join(deps)})' if len(deps) > 1 else (deps[0] if deps else '1')}"
-            for n, deps in program.extents]
-    body += [f"    {b.name} = {_allocation(b)}" for b in program.temporaries + program.outputs]
-    body += driver
-    results = [f"{b.name}.reshape(({', '.join([b.ext] + [str(n) for n in b.shape])}{',' if not b.shape else ''}))"
-               for b in program.outputs]
-    body.append(f"    return ({', '.join(results)}{',' if len(results) == 1 else ''})")
-    boolean = program.output_is_boolean
-    header = [
+    return functions, driver
+
+
+def _module_header(program, name: str, dtype, notes: list, literals: list, externals: int) -> list:
+    """The module's comments, imports, constants and kernel descriptions."""
+    return [
         f"# Generated by symad: the numba loops of array program {safe_comment(name)} ({dtype.name}).",
         "# Standalone: it needs NumPy and numba, not symad. run(*inputs): each input as",
         "# (points,) + its core shape (or (1,) + core when the same at every point), in the order",
@@ -281,9 +316,9 @@ def numba_loops_module(graph, dtype, name: str = "function") -> NumbaLoopsModule
         "import numba",
         "",
         f"DTYPE = np.{dtype.name}",
-        f"EXTERNALS = [None] * {len(externals)}",
+        f"EXTERNALS = [None] * {externals}",
         *[f"# EXTERNALS[{k}]: {safe_comment(note)}" for k, note in enumerate(notes)],
-        f"OUTPUT_IS_BOOLEAN = {tuple(boolean)!r}",
+        f"OUTPUT_IS_BOOLEAN = {tuple(program.output_is_boolean)!r}",
         "# A kernel runs on threads when its iterations hold this much work (operations",
         "# times elements) in all: a parallel region costs tens of microseconds, and",
         "# milliseconds when another process holds a core.",
@@ -297,9 +332,26 @@ def numba_loops_module(graph, dtype, name: str = "function") -> NumbaLoopsModule
         "",
         *_kernel_comments(program),
     ]
-    program_function = ["", "", f"def _program({', '.join(signature)}):", *body]
+
+
+def _program_function(program, driver: list) -> list:
+    """``_program``: the extents, the buffers, the driver's calls, the reshaped outputs."""
+    signature = ["threads"] + [f"n{k}" for k in range(len(program.inputs))] + [
+        b.name for b in program.inputs] + [b.name for b in program.constants]
+    body = [f"    {n} = {f'max({chr(44).join(deps)})' if len(deps) > 1 else (deps[0] if deps else '1')}"
+            for n, deps in program.extents]
+    body += [f"    {b.name} = {_allocation(b)}" for b in program.temporaries + program.outputs]
+    body += driver
+    results = [f"{b.name}.reshape(({', '.join([b.ext] + [str(n) for n in b.shape])}{',' if not b.shape else ''}))"
+               for b in program.outputs]
+    body.append(f"    return ({', '.join(results)}{',' if len(results) == 1 else ''})")
+    return ["", "", f"def _program({', '.join(signature)}):", *body]
+
+
+def _run_function(program, externals: list) -> list:
+    """``run(*inputs)``: checks, binds the externals, and picks one thread or many."""
     bound = [f"    {buffer} = EXTERNALS[{k}]" for k, (buffer, _) in enumerate(externals)]
-    run = [
+    return [
         "",
         "",
         "def run(*inputs):",
@@ -320,21 +372,13 @@ def numba_loops_module(graph, dtype, name: str = "function") -> NumbaLoopsModule
         "    with numba.parallel_chunksize(1):",
         "        return _program(True, *arguments)",
     ]
-    source = "\n".join(header + functions + program_function + run) + "\n"
-    # Blocks are sized by the temporaries alone: the inputs are the caller's arrays and the
-    # results are written into whole-batch arrays (ArrayEvaluator.evaluate_arrays), so
-    # neither shrinks with the block (counting them cut the per-sample MLP gradient's 10^5
-    # samples into three blocks, each allocating its 2.6 KB a sample of results afresh).
-    per_point = sum(b.size for b in program.temporaries)
-    return NumbaLoopsModule(source, [array for _, array in externals], tuple(boolean),
-                            max(1, per_point) * dtype.itemsize, program)
 
 
 def _free_names(statements) -> list:
     """The buffers and runtime extents ``statements`` use but do not define, in order."""
     read: set = set()
-    L._names_read(statements, read)
-    read |= L._used_buffers(statements)
+    L.names_read(statements, read)
+    read |= L.used_buffers(statements)
     defined: set = {"t"}
     _defined_names(statements, defined)
     return sorted(read - defined)
@@ -405,9 +449,9 @@ def _view(buffer: L.Buffer, views: list) -> str:
     text = f"{buffer.name}.reshape({shaped(buffer.shape)})"
     for node in views:
         params = dict(node.params)
-        if node.primitive is L.A.reshape_p:
+        if node.primitive is A.reshape_p:
             text = f"{text}.reshape({shaped(node.shape)})"
-        elif node.primitive is L.A.transpose_p:
+        elif node.primitive is A.transpose_p:
             perm = params["perm"]
             lead = len(node.shape) - len(perm)
             axes = (0,) + tuple(range(1, 1 + lead)) + tuple(1 + lead + p for p in perm)

@@ -19,11 +19,11 @@ from collections.abc import Sequence
 import numpy as np
 import scipy.special
 
-from symad.compile.program import Constant, Instruction, Program, safe_comment, safe_comments
+from symad.compile.scalar.program import Constant, Instruction, Program, safe_comment, safe_comments
 from symad.primitives import PRIMITIVES, spell
 
 __all__ = ["STANDARD_IMPORTS", "literal", "numpy_spelling", "module_header", "DRIVER", "RUN", "WORKING_SET_BYTES", "block_size_for",
-           "GeneratedModule", "is_builtin_primitive"]
+           "SPECIAL_NUMPY_FORMS"]
 
 #: The working set the blocked driver aims for: every live temporary of a block
 #: together. Blocks are large rather than cache-sized because numexpr pays a
@@ -70,33 +70,6 @@ def operand_text(operand, spelt: dict | None = None) -> str:
     return (spelt and spelt.get(operand)) or f"v{operand}"
 
 
-class GeneratedModule:
-    """The Python source of one evaluator, and the callables it needs bound (``EXTERNALS``)."""
-
-    def __init__(self, source: str, externals: list, backend: str, dtype, block_size: int,
-                 program: Program, note: str = ""):
-        self.source = source
-        self.externals = externals
-        self.backend = backend
-        self.dtype = np.dtype(dtype)
-        self.block_size = block_size
-        self.program = program
-        #: why this module differs from what was asked (e.g. a fallback), or ""
-        self.note = note
-
-
-class ArrayModule(GeneratedModule):
-    """The generated source of an array program's evaluator (:mod:`symad.compile.arrays`):
-    no block size or scalar program, but which outputs are boolean and the bytes a point's
-    values take (what the batch's blocks are sized by)."""
-
-    def __init__(self, source: str, externals: list, backend: str, dtype, note: str,
-                 output_is_boolean: tuple, bytes_per_point: int):
-        super().__init__(source, externals, backend, dtype, None, None, note)
-        self.output_is_boolean = output_is_boolean
-        self.bytes_per_point = bytes_per_point
-
-
 # ---------------------------------------------------------------------------
 # NumPy spellings: read from each primitive's stanza
 # ---------------------------------------------------------------------------
@@ -105,7 +78,7 @@ class ArrayModule(GeneratedModule):
 def numpy_spelling(instruction: Instruction):
     """``format(args) -> source`` for this instruction in NumPy/SciPy, or None (use EXTERNALS).
 
-    >>> from symad.compile.program import Instruction
+    >>> from symad.compile.scalar.program import Instruction
     >>> from symad.primitives import erf_p
     >>> numpy_spelling(Instruction(1, erf_p, (0,), (), False))(["v0"])
     'special.erf(v0)'
@@ -138,11 +111,6 @@ def _special_numpy_forms() -> dict:
 #: The built-in primitives whose NumPy form is not ``np.<numpy_name>(...)``, by name (a view
 #: of their stanzas' ``"numpy"`` spellings).
 SPECIAL_NUMPY_FORMS = _special_numpy_forms()
-
-
-def is_builtin_primitive(primitive) -> bool:
-    """True for symad's own primitives (a custom primitive may reuse a built-in name)."""
-    return PRIMITIVES.get(primitive.name) is primitive
 
 
 # ---------------------------------------------------------------------------

@@ -30,7 +30,7 @@ lowering, whose regions suit long chains of few operations per level.
 
 >>> import sympy
 >>> from symad.graph import GraphBuilder
->>> from symad.compile.program import build_program
+>>> from symad.compile.scalar.program import build_program
 >>> from symad.primitives import sin_p, mul_p
 >>> xs = sympy.symbols("x:3"); b = GraphBuilder()
 >>> for x in xs: b.add_input(x)
@@ -53,13 +53,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from symad.compile.program import Constant, Instruction, Program, _starts, safe_comment
-from symad.compile.source import (
+from symad.compile.modules import GeneratedModule, is_builtin_primitive
+from symad.compile.scalar.program import Constant, Instruction, Program, safe_comment, start_offsets
+from symad.compile.scalar.source import (
     MAX_BLOCK,
     RUN,
     WORKING_SET_BYTES,
-    GeneratedModule,
-    is_builtin_primitive,
     literal,
     module_header,
     numpy_spelling,
@@ -119,7 +118,7 @@ def wide_plan(program: Program) -> LevelPlan | None:
 
     >>> import sympy
     >>> from symad.graph import GraphBuilder
-    >>> from symad.compile.program import build_program
+    >>> from symad.compile.scalar.program import build_program
     >>> from symad.primitives import sin_p
     >>> x = sympy.Symbol("x"); b = GraphBuilder(); b.add_input(x)
     >>> atom = x
@@ -141,77 +140,32 @@ def plan_levels(program: Program, max_groups: int | None = None) -> LevelPlan | 
     members take consecutive rows; groups are ordered by level, and within a
     level by first member. Every instruction is kept: a Graph holds live nodes
     only, and a dead one would merely be computed. The work is done on the
-    program's :class:`~symad.compile.program.OperandTable` with NumPy: a wide
+    program's :class:`~symad.compile.scalar.program.OperandTable` with NumPy: a wide
     gradient has 10^5 instructions, and a Python statement for each costs
     milliseconds.
     """
     table = program.operand_table()
     input_count, value_count = table.input_count, table.value_count
     instruction_count = len(table.primitives)
-
-    # Constant rows. There is one Constant per distinct atom, but derivative rules make
-    # many atoms of one value (a gradient over 1,000 elements: 1,000 of -0.5); they
-    # share a row, so that a group reading one value reads it as a literal.
-    row_of_literal: dict = {}
-    constants: list = []
-    constant_rows = []
-    for constant in table.constants:
-        row = row_of_literal.get(literal(constant.value))
-        if row is None:
-            row = row_of_literal[literal(constant.value)] = input_count + len(constants)
-            constants.append(constant)
-        constant_rows.append(row)
+    constants, constant_rows = _constant_rows(table)
     first_instruction_row = input_count + len(constants)
 
     level = _levels(table, max_groups)
     if level is None:
         return None  # narrow: more levels than a wide graph has groups
     node_levels = level[input_count:value_count]
-
-    # Group key: level, then kind -- primitive, parameters, arity and, for a power with a
-    # constant exponent, that exponent's row: NumPy computes ``x ** 0.5`` as ``sqrt``
-    # (and ``x ** 2`` as ``square``, ``x ** -1`` as ``1 / x``) when the exponent is a
-    # scalar, and as ``pow`` when it is an array: ``(-inf) ** 0.5`` is nan one way,
-    # inf the other. numexpr likewise rewrites a literal exponent (``x ** 3`` is
-    # ``x * x * x``). A group whose members share the exponent writes it as a literal,
-    # as the other lowerings do.
-    exponent = np.zeros(instruction_count, np.int64)  # 1 + the exponent's constant number, or 0
-    power_numbers = [number for number, primitive in enumerate(table.distinct_primitives)
-                     if primitive.name == "power"]
-    if power_numbers:
-        powers = np.flatnonzero(np.isin(table.primitive_numbers, power_numbers) & (table.arities == 2))
-        exponent_codes = table.codes[table.offsets[powers] + 1]
-        constant = exponent_codes >= value_count
-        exponent[powers[constant]] = np.asarray(constant_rows, np.int64)[
-            exponent_codes[constant] - value_count] - (input_count - 1)
-    # Parameters are rare: numbered where an instruction has any (0: none), and
-    # looked for only when some instruction has (list.count compares by identity first).
-    parameters = np.zeros(instruction_count, np.int64)
-    distinct_parameters: list = []
-    if table.params.count(()) < instruction_count:
-        with_parameters = np.flatnonzero(np.fromiter(map(len, table.params), np.int64, instruction_count))
-        numbers, distinct_parameters = _numbered([table.params[i] for i in with_parameters.tolist()])
-        parameters[with_parameters] = numbers + 1
+    parameters, distinct_parameters = _parameter_numbers(table)
     group_of, group_count = _row_numbers(instruction_count, [
         (node_levels, int(node_levels.max(initial=0)) + 1),
         (table.primitive_numbers, len(table.distinct_primitives)),
         (parameters, len(distinct_parameters) + 1),
         (table.arities, int(table.arities.max(initial=0)) + 1),
-        (exponent, len(constants) + 1),
+        (_exponent_numbers(table, constant_rows), len(constants) + 1),
     ])
     if max_groups is not None and group_count > max_groups:
         return None  # narrow
-    # Evaluation order: by level, and within a level by first member. Group numbers
-    # are few, so these stable sorts of them are radix sorts (see _small).
-    by_group = np.argsort(_small(group_of, group_count), kind="stable")
-    sizes = np.bincount(group_of, minlength=group_count)
-    first_member = by_group[_starts(sizes)]
-    order_of_group = np.lexsort((first_member, node_levels[first_member]))
-    rank = np.empty(group_count, np.int64)
-    rank[order_of_group] = np.arange(group_count)
-    members = np.argsort(_small(rank[group_of], group_count), kind="stable")  # in instruction order
-    sizes = sizes[order_of_group]
-    first_rows = first_instruction_row + _starts(sizes)
+    members, sizes = _group_order(group_of, group_count, node_levels)
+    first_rows = first_instruction_row + start_offsets(sizes)
 
     # Row of every code: inputs keep theirs, instructions follow their group, constants share.
     # Rows are int32, as the module stores them (a table of 2^31 rows would not fit in memory).
@@ -220,27 +174,100 @@ def plan_levels(program: Program, max_groups: int | None = None) -> LevelPlan | 
     row_of_code[input_count + members] = np.arange(first_instruction_row,
                                                    first_instruction_row + instruction_count)
     row_of_code[value_count:] = constant_rows
+    return LevelPlan(
+        row_count=first_instruction_row + instruction_count,
+        input_count=input_count,
+        constants=[(input_count + i, c.value) for i, c in enumerate(constants)],
+        groups=_level_groups(table, members, sizes, first_rows - first_instruction_row, first_rows,
+                             row_of_code),
+        output_rows=row_of_code[table.output_codes].tolist(),
+        instruction_count=instruction_count,
+    )
 
+
+def _constant_rows(table) -> tuple[list, list]:
+    """The distinct constants by value, and the row of each of the table's constants.
+
+    There is one Constant per distinct atom, but derivative rules make many atoms of one
+    value (a gradient over 1,000 elements: 1,000 of -0.5); they share a row, so that a
+    group reading one value reads it as a literal."""
+    row_of_literal: dict = {}
+    constants: list = []
+    constant_rows = []
+    for constant in table.constants:
+        row = row_of_literal.get(literal(constant.value))
+        if row is None:
+            row = row_of_literal[literal(constant.value)] = table.input_count + len(constants)
+            constants.append(constant)
+        constant_rows.append(row)
+    return constants, constant_rows
+
+
+def _exponent_numbers(table, constant_rows: list) -> np.ndarray:
+    """Per instruction: 1 + the number of its constant exponent (a power's), or 0.
+
+    Part of the group key: NumPy computes ``x ** 0.5`` as ``sqrt`` (and ``x ** 2`` as
+    ``square``, ``x ** -1`` as ``1 / x``) when the exponent is a scalar, and as ``pow``
+    when it is an array: ``(-inf) ** 0.5`` is nan one way, inf the other. numexpr likewise
+    rewrites a literal exponent (``x ** 3`` is ``x * x * x``). A group whose members share
+    the exponent writes it as a literal, as the other lowerings do."""
+    input_count, value_count = table.input_count, table.value_count
+    exponent = np.zeros(len(table.primitives), np.int64)
+    power_numbers = [number for number, primitive in enumerate(table.distinct_primitives)
+                     if primitive.name == "power"]
+    if power_numbers:
+        powers = np.flatnonzero(np.isin(table.primitive_numbers, power_numbers) & (table.arities == 2))
+        exponent_codes = table.codes[table.offsets[powers] + 1]
+        constant = exponent_codes >= value_count
+        exponent[powers[constant]] = np.asarray(constant_rows, np.int64)[
+            exponent_codes[constant] - value_count] - (input_count - 1)
+    return exponent
+
+
+def _parameter_numbers(table) -> tuple[np.ndarray, list]:
+    """Per instruction: 1 + the number of its parameters among the distinct ones, or 0 for none.
+
+    Parameters are rare: numbered where an instruction has any, and looked for only
+    when some instruction has (list.count compares by identity first)."""
+    instruction_count = len(table.primitives)
+    parameters = np.zeros(instruction_count, np.int64)
+    distinct_parameters: list = []
+    if table.params.count(()) < instruction_count:
+        with_parameters = np.flatnonzero(np.fromiter(map(len, table.params), np.int64, instruction_count))
+        numbers, distinct_parameters = _numbered([table.params[i] for i in with_parameters.tolist()])
+        parameters[with_parameters] = numbers + 1
+    return parameters, distinct_parameters
+
+
+def _group_order(group_of: np.ndarray, group_count: int, node_levels: np.ndarray):
+    """The instructions in evaluation order (by group) and each group's size, groups ordered
+    by level and within a level by first member. Group numbers are few, so these stable
+    sorts of them are radix sorts (see _small)."""
+    by_group = np.argsort(_small(group_of, group_count), kind="stable")
+    sizes = np.bincount(group_of, minlength=group_count)
+    first_member = by_group[start_offsets(sizes)]
+    order_of_group = np.lexsort((first_member, node_levels[first_member]))
+    rank = np.empty(group_count, np.int64)
+    rank[order_of_group] = np.arange(group_count)
+    members = np.argsort(_small(rank[group_of], group_count), kind="stable")  # in instruction order
+    return members, sizes[order_of_group]
+
+
+def _level_groups(table, members, sizes, starts, first_rows, row_of_code) -> list:
+    """One LevelGroup per group: its members (``starts`` into ``members``), first row and
+    operand rows."""
     groups = []
-    for rank_index in range(group_count):
-        first_row = int(first_rows[rank_index])
-        group_members = members[first_row - first_instruction_row:
-                                first_row - first_instruction_row + int(sizes[rank_index])]
+    for rank_index in range(len(sizes)):
+        start = int(starts[rank_index])
+        group_members = members[start:start + int(sizes[rank_index])]
         first = int(group_members[0])
         arity = int(table.arities[first])
         positions = table.offsets[group_members][None, :] + np.arange(arity)[:, None]
         operand_rows = row_of_code[table.codes[positions]]
         primitive = table.primitives[first]
-        groups.append(LevelGroup(primitive, table.params[first], first_row, operand_rows,
-                                 bool(primitive.returns_boolean)))
-    return LevelPlan(
-        row_count=first_instruction_row + instruction_count,
-        input_count=input_count,
-        constants=[(input_count + i, c.value) for i, c in enumerate(constants)],
-        groups=groups,
-        output_rows=row_of_code[table.output_codes].tolist(),
-        instruction_count=instruction_count,
-    )
+        groups.append(LevelGroup(primitive, table.params[first], int(first_rows[rank_index]),
+                                 operand_rows, bool(primitive.returns_boolean)))
+    return groups
 
 
 def _row_numbers(length: int, columns: list) -> tuple[np.ndarray, int]:
@@ -420,7 +447,7 @@ def _numexpr_program(group: LevelGroup, operands: list):
     Operations on truth values stay in NumPy: the table holds them as 0.0/1.0,
     which numexpr's ``where`` and ``&`` do not take.
     """
-    from symad.compile.numexpr_backend import numexpr_form, runs_in_numpy
+    from symad.compile.scalar.numexpr_backend import numexpr_form, runs_in_numpy
 
     probe = _probe(group, operands)
     if group.primitive.boolean_operands or runs_in_numpy(probe):
@@ -487,13 +514,42 @@ def lower_levels(program: Program, plan: LevelPlan, dtype, backend: str) -> Gene
     module is standalone like every generated module; the table's index data
     are embedded as base64 text.
     """
-    use_numexpr = backend == "numexpr"
     externals: list = []
     descriptions: list = []
+    calls = _calls(plan)
+    index_names, body, programs, all_rows = _group_lines(
+        calls, dict(plan.constants), backend == "numexpr", externals, descriptions)
+    # A call gathers at most max(rows, operands of one member) values per point.
+    widest = max((group.operand_rows.shape[0] for group in calls), default=0)
+    block_size = _block_size(max(plan.row_count, widest), np.dtype(dtype).itemsize)
+    header = module_header(
+        program, backend, dtype, ["import base64"], [], descriptions, block_size,
+    )
+    driver = _LEVEL_DRIVER
+    if programs:
+        from symad.compile.scalar.numexpr_backend import NUMEXPR_SETUP
+
+        header.append(NUMEXPR_SETUP)
+        # NumExpr programs keep their registers in the object: one evaluation at a time.
+        header.append("_LOCK = threading.Lock()  # held by evaluate_matrices: one evaluation at a time")
+        driver = driver.replace("    with np.errstate(", "    with _LOCK, np.errstate(")
+        assert driver != _LEVEL_DRIVER, "the driver changed: put the lock back around its loop"
+    else:
+        header[1] = "# Standalone: it needs NumPy and SciPy, not symad."
+    setup = _table_setup(plan, all_rows, index_names, programs, body)
+    source = "\n".join(header + setup + [driver + RUN])  # one copy of 10 MB of index text, not three
+    where = "numexpr and NumPy" if programs else "NumPy"
+    note = f"wide graph: evaluated level by level with {where} ({len(plan.groups)} groups)"
+    return GeneratedModule(source, externals, backend, dtype, block_size, program, note)
+
+
+def _group_lines(calls: list, constant_of_row: dict, use_numexpr: bool, externals: list,
+                 descriptions: list) -> tuple[list, list, list, np.ndarray]:
+    """Per group: the line naming its operand rows, and the line of ``evaluate_table``
+    computing it (a numexpr program, shared by groups of one text, or a NumPy call); the
+    numexpr programs' lines, and every group's operand rows in one array."""
     programs: list[str] = []
     program_index: dict[str, int] = {}  # numexpr text -> its program's number
-    constant_of_row = dict(plan.constants)
-    calls = _calls(plan)
     index_data = [group.operand_rows.reshape(-1) for group in calls]
     offsets = np.cumsum([0] + [len(data) for data in index_data])
     index_names, body = [], []
@@ -518,26 +574,15 @@ def lower_levels(program: Program, plan: LevelPlan, dtype, backend: str) -> Gene
             call = _numpy_call(group, f"_G{number}", operands, externals, descriptions)
             body.append(f"    {rows} = {call}{comment}")
     all_rows = np.concatenate(index_data) if index_data else np.zeros(0, np.int32)
+    return index_names, body, programs, all_rows
+
+
+def _table_setup(plan: LevelPlan, all_rows: np.ndarray, index_names: list, programs: list,
+                 body: list) -> list:
+    """The module's table layout, index data, numexpr programs and ``evaluate_table``."""
     constant_rows = [row for row, _ in plan.constants]
     constant_values = np.array([float(value) for _, value in plan.constants], dtype=np.float64)
-    # A call gathers at most max(rows, operands of one member) values per point.
-    widest = max((group.operand_rows.shape[0] for group in calls), default=0)
-    block_size = _block_size(max(plan.row_count, widest), np.dtype(dtype).itemsize)
-    header = module_header(
-        program, backend, dtype, ["import base64"], [], descriptions, block_size,
-    )
-    driver = _LEVEL_DRIVER
-    if programs:
-        from symad.compile.numexpr_backend import _NUMEXPR_SETUP
-
-        header.append(_NUMEXPR_SETUP)
-        # NumExpr programs keep their registers in the object: one evaluation at a time.
-        header.append("_LOCK = threading.Lock()  # held by evaluate_matrices: one evaluation at a time")
-        driver = driver.replace("    with np.errstate(", "    with _LOCK, np.errstate(")
-        assert driver != _LEVEL_DRIVER, "the driver changed: put the lock back around its loop"
-    else:
-        header[1] = "# Standalone: it needs NumPy and SciPy, not symad."
-    setup = [
+    return [
         "# A wide graph, evaluated level by level: every value is a row of one table T",
         "# (rows x points); each line below evaluates one group of like operations whose",
         f"# operands are ready, gathering their rows. {len(plan.groups)} groups,"
@@ -557,10 +602,6 @@ def lower_levels(program: Program, plan: LevelPlan, dtype, backend: str) -> Gene
         *body,
         "    return None",
     ]
-    source = "\n".join(header + setup + [driver + RUN])  # one copy of 10 MB of index text, not three
-    where = "numexpr and NumPy" if programs else "NumPy"
-    note = f"wide graph: evaluated level by level with {where} ({len(plan.groups)} groups)"
-    return GeneratedModule(source, externals, backend, dtype, block_size, program, note)
 
 
 _SUM_ROWS = '''

@@ -27,10 +27,10 @@ import functools
 
 import numpy as np
 
-from symad.compile.program import Program, compile_program, max_live
-from symad.compile.source import (
+from symad.compile.modules import GeneratedModule
+from symad.compile.scalar.program import Program, compile_program, max_live
+from symad.compile.scalar.source import (
     DRIVER,
-    GeneratedModule,
     block_size_for,
     first_output_positions,
     module_header,

@@ -1,7 +1,7 @@
 """The ``"interval"`` backend: every node of the graph enclosed by an ``mpmath.iv`` interval.
 
 ``F.compile("interval", dps=30)`` walks ``F``'s graph node by node
-(:mod:`symad.compile.interpret`) with each primitive's enclosure (the ``"interval"``
+(:mod:`symad.compile.precise.interpret`) with each primitive's enclosure (the ``"interval"``
 spelling of its stanza; :data:`INTERVAL_TABLE` lists them), in interval
 arithmetic at ``dps`` digits: each node's interval contains the exact value of
 that node for every input in the input intervals, so each output contains the
@@ -56,7 +56,7 @@ import operator
 import mpmath
 import sympy
 
-from symad.compile.interpret import Arithmetic, number_constant, scalar_argument
+from symad.compile.precise.interpret import Arithmetic, number_constant, scalar_argument
 from symad.errors import CompileError
 from symad.primitives import PRIMITIVES
 

@@ -42,23 +42,23 @@ import math
 
 import numpy as np
 
-from symad.compile.numpy_backend import external_call, unpack_lines
-from symad.compile.program import (
+from symad.compile.modules import GeneratedModule
+from symad.compile.scalar.numpy_backend import external_call, unpack_lines
+from symad.compile.scalar.program import (
     MAX_FUSED_LEAVES,
     Constant,
     Instruction,
     Program,
-    _vm_operations,
     build_program,
     compile_program,
     eliminate_dead_code,
     fuse_regions,
     liveness,
     schedule_depth_first,
+    vm_operations,
 )
-from symad.compile.source import (
+from symad.compile.scalar.source import (
     DRIVER,
-    GeneratedModule,
     block_size_for,
     first_output_positions,
     literal,
@@ -105,7 +105,7 @@ _AVAILABLE = _numexpr_functions()
 def numexpr_form(instruction: Instruction):
     """``format(args) -> text`` for this instruction in numexpr, or None if numexpr lacks it.
 
-    >>> from symad.compile.program import Instruction
+    >>> from symad.compile.scalar.program import Instruction
     >>> from symad.primitives import mul_p, erf_p
     >>> numexpr_form(Instruction(2, mul_p, (0, 1), (), False))(["v0", "v1"])
     '(v0 * v1)'
@@ -264,7 +264,7 @@ def _emit_tree(region: _Region, tree, instruction: Instruction, args: list, top:
     f = region.float_kind
     operator, *parts = tree
     if top and operator == "**" and parts == [0, 1]:
-        exponent = _integral_exponent(instruction)
+        exponent = integral_exponent(instruction)
         if exponent is not None:
             return _integral_power(region, args[0], exponent)
     every = parts == [...]
@@ -341,7 +341,7 @@ def _region_shape(step, boolean_values) -> tuple[tuple, tuple]:
     (leaves by first use, results by order), constants kept with their type;
     ``leaves`` are the values read, in the order :func:`_lower_region` binds them.
 
-    >>> from symad.compile.program import Instruction, Step
+    >>> from symad.compile.scalar.program import Instruction, Step
     >>> from symad.primitives import mul_p
     >>> def square(v):
     ...     product = Instruction(v + 1, mul_p, (v, v), (), False)
@@ -475,7 +475,7 @@ def _vm_usable() -> bool:
         if _vm_tables() is not None:
             try:
                 namespace = {"np": np, "DTYPE": np.float64}
-                exec(compile(_NUMEXPR_SETUP + _VM_HELPER, "<symad numexpr probe>", "exec"), namespace)
+                exec(compile(NUMEXPR_SETUP + _VM_HELPER, "<symad numexpr probe>", "exec"), namespace)
                 program = namespace["_vm"](
                     ["v0", "v1"], "dd", (2.0,), "d",
                     [("mul_ddd", "t0", "r1", "c0"), ("func_ddn", "t0", "t0", "sin_dd"),
@@ -522,7 +522,7 @@ NUMPY_IS_FASTER = frozenset(name for name, cost in COST_NS.items() if _numpy_is_
 def runs_in_numpy(instruction: Instruction) -> bool:
     """Whether the plan computes ``instruction`` in NumPy although numexpr could (see ``COST_NS``).
 
-    >>> from symad.compile.program import Instruction, Constant
+    >>> from symad.compile.scalar.program import Instruction, Constant
     >>> from symad.primitives import exp_p, mul_p, pow_p
     >>> runs_in_numpy(Instruction(1, exp_p, (0,), (), False))
     True
@@ -531,13 +531,13 @@ def runs_in_numpy(instruction: Instruction) -> bool:
     >>> runs_in_numpy(Instruction(1, pow_p, (0, Constant(3.0)), (), False))   # x*x*x in numexpr
     False
     """
-    if _is_power(instruction) and _integral_exponent(instruction) is not None:
+    if _is_power(instruction) and integral_exponent(instruction) is not None:
         return False
     cost = instruction.primitive.cost_ns
     return cost is not None and _numpy_is_faster(cost)
 
 
-def _integral_exponent(instruction: Instruction) -> float | None:
+def integral_exponent(instruction: Instruction) -> float | None:
     """The constant (half-)integral exponent (at most 50 in size) that numexpr writes as
     multiplications (and a square root), or None."""
     exponent = instruction.operands[1] if len(instruction.operands) == 2 else None
@@ -609,7 +609,7 @@ def _one_operation(step, inlined: dict) -> bool:
     instruction = step.instruction
     if len(step.body) > 1 or any(isinstance(o, int) and o in inlined for o in instruction.operands):
         return False
-    return not _is_power(instruction) and _vm_operations(instruction) == 1
+    return not _is_power(instruction) and vm_operations(instruction) == 1
 
 
 def _ufunc_spelling(instruction: Instruction) -> bool:
@@ -651,7 +651,7 @@ def _assign_buffers(program: Program, fused: set, targets: dict) -> tuple[dict, 
 # The module
 # ---------------------------------------------------------------------------
 
-_NUMEXPR_SETUP = '''
+NUMEXPR_SETUP = '''
 import numexpr as ne
 
 # numexpr spells float64 as numpy.float64 and float32 as Python's float.
@@ -706,15 +706,7 @@ def lower_numexpr(graph, dtype, name: str = "function", program=None) -> Generat
     """
     float_kind = "f" if np.dtype(dtype) == np.float32 else "d"
     tables = _vm_tables() if _vm_usable() else None
-    if tables is not None:
-        if program is None:
-            program = build_program(graph, name)
-        for compiler_pass in (eliminate_dead_code, schedule_depth_first,
-                              lambda p: fuse_regions(p, _vm_fusible(p, float_kind, tables)),
-                              liveness):
-            program = compiler_pass(program)
-    else:
-        program = compile_program(graph, _string_fusible, name, program)
+    program = _numexpr_passes(graph, name, program, float_kind, tables)
     targets = first_output_positions(program)
     # A region of one operation with a ufunc of its own is a NumPy call instead: NumPy's
     # call costs less than numexpr's (1.3 against 2.5 us for a product of 4,096 points).
@@ -727,9 +719,102 @@ def lower_numexpr(graph, dtype, name: str = "function", program=None) -> Generat
     buffer_of, buffer_kinds = _assign_buffers(program, into_buffer, targets)
     externals: list = []
     descriptions: list = []
-    programs: list[str] = []
-    program_index: dict[tuple, int] = {}  # a program's text -> its index in `programs`
-    shape_index: dict[tuple, int] = {}  # a region's shape -> its program's index
+    programs = _NumexprPrograms(program, float_kind, tables)
+    body = _block_lines(program, targets, fused, into_buffer, buffer_of, programs, externals,
+                        descriptions)
+
+    fallbacks = sum(1 for step in program.steps if step.result not in fused)
+    itemsize = np.dtype(dtype).itemsize
+    own_arrays = sum(1 for step in program.steps if step.result not in into_buffer)
+    block_size = min(block_size_for(len(buffer_kinds) + own_arrays + 2, itemsize), MAX_REGION_BLOCK)
+    header = module_header(
+        program, "numexpr", dtype, [], buffer_kinds, descriptions, block_size,
+    )
+    setup = NUMEXPR_SETUP + (_VM_HELPER if tables is not None else "")
+    listing = [f"_PROGRAMS = [{', '.join(f'_E{i}' for i in range(len(programs.lines)))}]",
+               _PROGRAM_COPIES]
+    source = "\n".join(
+        header + [setup] + programs.lines + listing + ["", ""]
+        + unpack_lines(program, len(buffer_kinds), "E") + body
+    ) + "\n" + DRIVER
+    note = f"{fallbacks} of {len(program.steps)} steps run in NumPy/SciPy" if fallbacks else ""
+    return GeneratedModule(source, externals, "numexpr", dtype, block_size, program, note)
+
+
+def _numexpr_passes(graph, name: str, program, float_kind: str, tables):
+    """The compiled program: regions fused for numexpr's virtual machine when it is usable
+    here, else for numexpr's expression strings."""
+    if tables is None:
+        return compile_program(graph, _string_fusible, name, program)
+    if program is None:
+        program = build_program(graph, name)
+    for compiler_pass in (eliminate_dead_code, schedule_depth_first,
+                          lambda p: fuse_regions(p, _vm_fusible(p, float_kind, tables)),
+                          liveness):
+        program = compiler_pass(program)
+    return program
+
+
+class _NumexprPrograms:
+    """The module's numexpr programs (``_E<n> = ...`` lines), one per distinct region.
+
+    Steps that differ only in their inputs share one program: their leaves are named
+    a0, a1, ... in order, so a Hessian's 2,000 same-shaped entries become a few
+    programs (each is assembled or parsed once at load)."""
+
+    def __init__(self, program, float_kind: str, tables):
+        self.program, self.float_kind, self.tables = program, float_kind, tables
+        self.lines: list[str] = []
+        self.index: dict[tuple, int] = {}  # a program's text -> its index in `lines`
+        self.shape_index: dict[tuple, int] = {}  # a region's shape -> its program's index
+
+    def call(self, step, spelt: dict) -> tuple[int, list]:
+        """The number of the program computing ``step``, and the arguments it is called with."""
+        leaf_names = {leaf: f"a{j}" for j, leaf in enumerate(step.leaves)}
+        if self.tables is None:
+            text = _render(step.instruction, self.program.inlined, leaf_names)
+            names = [leaf_names[leaf] for leaf in step.leaves]
+            boolean = [leaf in self.program.boolean_values for leaf in step.leaves]
+            index = self._number(("text", text, tuple(boolean)),
+                                 lambda i: f"_E{i} = _program({text!r}, {names!r}, {boolean!r})")
+            return index, [spelt.get(leaf) or f"v{leaf}" for leaf in step.leaves]
+        # Regions of the same shape (a gradient's 10^4 entries) are lowered once.
+        shape, leaves = _region_shape(step, self.program.boolean_values)
+        index = self.shape_index.get(shape)
+        if index is None:
+            index = self.shape_index[shape] = self._vm_program(step, leaf_names)
+        return index, [spelt.get(leaf) or f"v{leaf}" for leaf in leaves]
+
+    def _vm_program(self, step, leaf_names: dict) -> int:
+        region = _lower_region(step, self.program, self.float_kind, self.tables)
+        code, temporaries = _finish(region)
+        names = [leaf_names[leaf] for leaf in region.leaves]
+        constants = tuple(value for _, value in region.constants.values())
+        kinds = "".join(region.leaf_kinds)
+
+        def text(index: int) -> str:
+            lines = [f"_E{index} = _vm({names!r}, {kinds!r}, "
+                     f"({''.join(literal(c) + ', ' for c in constants)}), "
+                     f"{temporaries!r}, ["]
+            for operation, comment in zip(code, region.comments):
+                line = f"    {operation!r},"
+                lines.append(f"{line:<56s}# {comment}" if comment else line)
+            lines.append("])")
+            return "\n".join(lines)
+        return self._number(("vm", tuple(names), kinds, constants, temporaries, tuple(code)), text)
+
+    def _number(self, key: tuple, text) -> int:
+        index = self.index.get(key)
+        if index is None:
+            index = self.index[key] = len(self.lines)
+            self.lines.append(text(index))
+        return index
+
+
+def _block_lines(program, targets: dict, fused: set, into_buffer: set, buffer_of: dict,
+                 programs: _NumexprPrograms, externals: list, descriptions: list) -> list[str]:
+    """The body of ``evaluate_block``: a numexpr program, a ufunc into a buffer or a NumPy
+    call per step, ``del`` of the NumPy steps' arrays after their last use, the outputs."""
     body: list[str] = []
     # A value written into a buffer or an output slot is spelt by that name wherever
     # it is read, not given a name of its own: a deep graph has 10^4-10^5 steps, and a
@@ -742,44 +827,7 @@ def lower_numexpr(graph, dtype, name: str = "function", program=None) -> Generat
         position = targets.get(step.result)
         destination = f"o{position}" if position is not None else f"b{buffer_of.get(step.result)}"
         if step.result in fused:
-            # Steps that differ only in their inputs share one program: their leaves
-            # are named a0, a1, ... in order, so a Hessian's 2,000 same-shaped entries
-            # become a few programs (each is assembled or parsed once at load).
-            leaf_names = {leaf: f"a{j}" for j, leaf in enumerate(step.leaves)}
-            if tables is not None:
-                # Regions of the same shape (a gradient's 10^4 entries) are lowered once.
-                shape, leaves = _region_shape(step, program.boolean_values)
-                index = shape_index.get(shape)
-                if index is None:
-                    region = _lower_region(step, program, float_kind, tables)
-                    code, temporaries = _finish(region)
-                    names = [leaf_names[leaf] for leaf in region.leaves]
-                    constants = tuple(value for _, value in region.constants.values())
-                    key = ("vm", tuple(names), "".join(region.leaf_kinds), constants, temporaries,
-                           tuple(code))
-                    index = program_index.get(key)
-                    if index is None:
-                        index = program_index[key] = len(programs)
-                        lines = [f"_E{index} = _vm({names!r}, {''.join(region.leaf_kinds)!r}, "
-                                 f"({''.join(literal(c) + ', ' for c in constants)}), "
-                                 f"{temporaries!r}, ["]
-                        for operation, comment in zip(code, region.comments):
-                            text = f"    {operation!r},"
-                            lines.append(f"{text:<56s}# {comment}" if comment else text)
-                        lines.append("])")
-                        programs.append("\n".join(lines))
-                    shape_index[shape] = index
-                arguments = [spelt.get(leaf) or f"v{leaf}" for leaf in leaves]
-            else:
-                text = _render(step.instruction, program.inlined, leaf_names)
-                names = [leaf_names[leaf] for leaf in step.leaves]
-                arguments = [spelt.get(leaf) or f"v{leaf}" for leaf in step.leaves]
-                boolean = [leaf in program.boolean_values for leaf in step.leaves]
-                key = ("text", text, tuple(boolean))
-                index = program_index.get(key)
-                if index is None:
-                    index = program_index[key] = len(programs)
-                    programs.append(f"_E{index} = _program({text!r}, {names!r}, {boolean!r})")
+            index, arguments = programs.call(step, spelt)
             body.append(f"    E[{index}]({', '.join(arguments)}, out={destination}, **_CALL)")
             spelt[step.result] = destination
         elif step.result in into_buffer:
@@ -802,19 +850,4 @@ def lower_numexpr(graph, dtype, name: str = "function", program=None) -> Generat
             body.append(f"    del {', '.join(f'v{v}' for v in named)}")
     body.extend(output_lines(program, targets))
     body.append("    return None")
-
-    fallbacks = sum(1 for step in program.steps if step.result not in fused)
-    itemsize = np.dtype(dtype).itemsize
-    own_arrays = sum(1 for step in program.steps if step.result not in into_buffer)
-    block_size = min(block_size_for(len(buffer_kinds) + own_arrays + 2, itemsize), MAX_REGION_BLOCK)
-    header = module_header(
-        program, "numexpr", dtype, [], buffer_kinds, descriptions, block_size,
-    )
-    setup = _NUMEXPR_SETUP + (_VM_HELPER if tables is not None else "")
-    listing = [f"_PROGRAMS = [{', '.join(f'_E{i}' for i in range(len(programs)))}]", _PROGRAM_COPIES]
-    source = "\n".join(
-        header + [setup] + programs + listing + ["", ""]
-        + unpack_lines(program, len(buffer_kinds), "E") + body
-    ) + "\n" + DRIVER
-    note = f"{fallbacks} of {len(program.steps)} steps run in NumPy/SciPy" if fallbacks else ""
-    return GeneratedModule(source, externals, "numexpr", dtype, block_size, program, note)
+    return body

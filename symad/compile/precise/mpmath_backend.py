@@ -1,7 +1,7 @@
 """The ``"mpmath"`` backend: every node of the graph evaluated by mpmath at ``dps`` digits.
 
 ``F.compile("mpmath", dps=50)`` walks ``F``'s graph node by node
-(:mod:`symad.compile.interpret`) with each primitive's mpmath implementation
+(:mod:`symad.compile.precise.interpret`) with each primitive's mpmath implementation
 (the ``"mpmath"`` spelling of its stanza; :data:`MPMATH_TABLE` lists them), the
 special functions of :mod:`symad.special` included, each computed by mpmath's
 own function at the working precision. The
@@ -34,7 +34,7 @@ from __future__ import annotations
 import mpmath
 import sympy
 
-from symad.compile.interpret import Arithmetic, number_constant, scalar_argument
+from symad.compile.precise.interpret import Arithmetic, number_constant, scalar_argument
 from symad.errors import CompileError
 from symad.primitives import PRIMITIVES
 

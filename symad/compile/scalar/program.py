@@ -122,7 +122,7 @@ class OperandTable(NamedTuple):
     ``constants[k]``. The operands of instruction ``i`` (result
     ``input_count + i``) are ``codes[offsets[i]:offsets[i] + arities[i]]``.
     :func:`build_program` makes it with a few bulk passes over the Graph, and a
-    wide graph is planned from it (``symad.compile.levels``) without making an
+    wide graph is planned from it (``symad.compile.scalar.levels``) without making an
     :class:`Instruction` per node.
     """
 
@@ -171,7 +171,7 @@ class OperandTable(NamedTuple):
         arities = np.array([len(instruction.operands) for instruction in instructions], np.int64)
         primitives = [instruction.primitive for instruction in instructions]
         return cls(input_count, primitives, [instruction.params for instruction in instructions],
-                   arities, _starts(arities), np.array(codes, np.int64), constants,
+                   arities, start_offsets(arities), np.array(codes, np.int64), constants,
                    np.array(output_codes, np.int64), *_numbered_primitives(primitives))
 
     def instructions(self) -> list[Instruction]:
@@ -194,7 +194,7 @@ class OperandTable(NamedTuple):
         return set((np.flatnonzero(mask) + self.input_count).tolist())
 
 
-def _starts(arities: np.ndarray) -> np.ndarray:
+def start_offsets(arities: np.ndarray) -> np.ndarray:
     """Where each instruction's operands start in the flat ``codes``."""
     starts = np.zeros(len(arities), np.int64)
     np.cumsum(arities[:-1], out=starts[1:])
@@ -314,7 +314,7 @@ def build_program(graph: Graph, name: str = "function") -> Program:
     values = _IdentityIndex(itertools.chain(inputs, nodes), value_count)  # a node is its atom
     args = list(map(_ARGS, nodes))
     arities = np.fromiter(map(len, args), np.int64, len(nodes))
-    offsets = _starts(arities)
+    offsets = start_offsets(arities)
     codes, ids = values.find(itertools.chain.from_iterable(args), int(arities.sum()))
     # An operand must be an earlier value: a later node is looked at below.
     owner = np.repeat(np.arange(input_count, value_count, dtype=np.int32), arities)
@@ -650,7 +650,7 @@ def fuse_regions(program: Program, fusible: Callable[[Instruction], bool]) -> Pr
         if len(body) == 1 or (len(_region_leaves(body)) <= MAX_FUSED_LEAVES
                               and _region_registers(body) <= MAX_REGION_REGISTERS):
             continue
-        budget = max(1, sum(map(_vm_operations, body)) // 2)
+        budget = max(1, sum(map(vm_operations, body)) // 2)
         smaller = _partition(body, {root}, budget)
         members.update(smaller)
         pending.extend(smaller)
@@ -686,7 +686,7 @@ def _partition(instructions: Sequence[Instruction], roots: set, budget: int) -> 
 
     for instruction in reversed(instructions):
         v = instruction.result
-        cost = _vm_operations(instruction)
+        cost = vm_operations(instruction)
         if v not in roots:
             readers = consumers.get(v, ())
             owners = list(dict.fromkeys(root for c in readers for root in regions_of[c]))
@@ -734,7 +734,7 @@ def _region_registers(body: Sequence[Instruction]) -> int:
     return 1 + len(leaves) + len(constants) + peak + 2
 
 
-def _vm_operations(instruction: Instruction) -> int:
+def vm_operations(instruction: Instruction) -> int:
     """At most how many operations of numexpr's machine ``instruction`` becomes (see
     ``numexpr_backend._emit``): one per operator of its numexpr spelling, one per binary
     step of an n-ary sum or product, the multiplications of a constant integral power;

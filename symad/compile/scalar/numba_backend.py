@@ -7,8 +7,9 @@ memory is exactly inputs + outputs, and both cores share the loop. The kernel is
 file under :func:`symad.compile.evaluator.cache_directory`, so the machine
 code is reused by later sessions (the first compile takes a second or more).
 
-Graphs numba cannot take as a whole fall back to the numexpr module, and the
-evaluator's ``note`` says why: a primitive with no scalar spelling here
+Graphs numba cannot take as a whole raise :class:`~symad.compile.registry.BackendUnsupported`
+saying why, and the pipeline falls back to the numexpr module through the registry
+(:mod:`symad.compile.registry`); the evaluator's ``note`` gives the reason: a primitive with no scalar spelling here
 (logsumexp, custom primitives), an operation on more than
 ``MAX_NUMBA_OPERANDS`` operands, or a graph past ``MAX_NUMBA_NODES`` nodes,
 which LLVM would take minutes to compile.
@@ -16,11 +17,13 @@ which LLVM would take minutes to compile.
 
 from __future__ import annotations
 
-from symad.compile.program import Constant, Instruction, compile_program
-from symad.compile.source import RUN, GeneratedModule, literal, module_header
+from symad.compile.modules import GeneratedModule
+from symad.compile.registry import BackendUnsupported
+from symad.compile.scalar.program import Constant, Instruction, compile_program
+from symad.compile.scalar.source import RUN, literal, module_header
 from symad.primitives import spell
 
-__all__ = ["lower_numba", "numba_available", "scalar_form", "MAX_NUMBA_NODES", "MAX_NUMBA_OPERANDS",
+__all__ = ["lower_numba", "scalar_form", "MAX_NUMBA_NODES", "MAX_NUMBA_OPERANDS",
            "MAX_NUMBA_ARRAYS"]
 
 #: Larger graphs are evaluated with numexpr instead (LLVM time grows faster than linearly).
@@ -41,23 +44,10 @@ MAX_NUMBA_OPERANDS = 128
 CHUNK = 4096
 
 
-def numba_available() -> bool:
-    """True if numba imports here.
-
-    >>> isinstance(numba_available(), bool)
-    True
-    """
-    try:
-        import numba  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def scalar_form(instruction: Instruction):
     """``format(args) -> text`` of one element of this instruction in numba, or None.
 
-    >>> from symad.compile.program import Instruction
+    >>> from symad.compile.scalar.program import Instruction
     >>> from symad.primitives import select_p, erf_p
     >>> scalar_form(Instruction(3, select_p, (0, 1, 2), (), False))(["s0", "s1", "s2"])
     '(s1 if s0 else s2)'
@@ -147,15 +137,17 @@ def evaluate(inputs, outputs, n, block_size=BLOCK_SIZE, threads=None, progress=N
 
 
 def lower_numba(graph, dtype, name: str = "function") -> GeneratedModule:
-    """The numba module of ``graph``, or the numexpr module with a note when numba can't take it.
+    """The numba module of ``graph``; BackendUnsupported (saying why) when numba can't take it.
 
     >>> import sympy
     >>> from symad.graph import GraphBuilder
     >>> from symad.primitives import logsumexp_p
     >>> x = sympy.Symbol("x"); builder = GraphBuilder(); builder.add_input(x)
     >>> graph = builder.finish([builder.record(logsumexp_p, (x, sympy.Integer(2)))])
-    >>> lower_numba(graph, "float64").note
-    'numba backend: no scalar form for logsumexp; evaluated with numexpr instead; 1 of 1 steps run in NumPy/SciPy'
+    >>> lower_numba(graph, "float64")
+    Traceback (most recent call last):
+    ...
+    symad.compile.registry.BackendUnsupported: numba backend: no scalar form for logsumexp
     """
     program = compile_program(graph, lambda instruction: False, name)
     forms = [scalar_form(instruction) for instruction in program.instructions]
@@ -175,12 +167,7 @@ def lower_numba(graph, dtype, name: str = "function") -> GeneratedModule:
         reason = (f"numba backend: {program.input_count} inputs and {len(program.outputs)} outputs "
                   f"exceed {MAX_NUMBA_ARRAYS} arrays in one loop, too slow to compile")
     if reason:
-        from symad.compile import generate_module
-
-        module = generate_module(graph, "numexpr", dtype, name)  # level by level if wide
-        module.note = "; ".join(filter(None, [f"{reason}; evaluated with numexpr instead",
-                                              module.note]))
-        return module
+        raise BackendUnsupported(reason)
 
     body = _one_kernel(program, forms)
     header = module_header(

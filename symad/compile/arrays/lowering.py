@@ -3,7 +3,7 @@
 A graph with array nodes (:mod:`symad.array_primitives`) is a short list of
 operations on large arrays, the shape JAX's jaxprs have: evaluating it is a
 matter of calling the right NumPy routine once per node, not of vectorising
-many scalar nodes (what :mod:`symad.compile.program` does for scalar graphs).
+many scalar nodes (what :mod:`symad.compile.scalar.program` does for scalar graphs).
 Each node becomes one line of a generated module:
 
 * **elementwise nodes** fuse: a node used once, by another elementwise node,
@@ -48,25 +48,20 @@ import re
 
 import numpy as np
 
+from symad import array_primitives as A
 from symad.array_runtime import runtime_source
-from symad.compile import threads
-from symad.compile.program import Constant, Instruction, safe_comment
-from symad.compile.source import (
+from symad.compile.modules import MAX_LITERAL_ELEMENTS, ArrayModule, is_builtin_primitive
+from symad.compile.scalar.program import MAX_FUSED_LEAVES, Constant, Instruction, safe_comment
+from symad.compile.scalar.source import (
     STANDARD_IMPORTS,
-    ArrayModule,
-    is_builtin_primitive,
     literal,
     numpy_spelling,
 )
 from symad.errors import CompileError
 from symad.graph import Node
 
-__all__ = ["generate_array_module", "make_array_evaluator", "ArrayEvaluator", "array_program_leaves"]
+__all__ = ["lower_whole_arrays", "WholeArrayLowering"]
 
-#: The most leaves one fused numexpr expression reads (numexpr takes at most 32 operands).
-MAX_FUSED_LEAVES = 24
-#: Constant arrays up to this many elements are written into the module as literals.
-MAX_LITERAL_ELEMENTS = 256
 #: An elementwise node goes into a numexpr expression when its work on one point's arrays
 #: (elements times numexpr's nanoseconds per element, ``COST_NS``) reaches this; below it
 #: NumPy's call is faster. A numexpr call costs about 8 us before its first element and,
@@ -77,8 +72,6 @@ MAX_LITERAL_ELEMENTS = 256
 NUMEXPR_MIN_WORK_NS = 200_000
 #: ns per element of an operation ``COST_NS`` does not list (comparisons, where...).
 _DEFAULT_COST_NS = (0.5, 0.5)
-#: The batch is evaluated in blocks whose live values stay near this many bytes.
-WORKING_SET_BYTES = 256 << 20
 
 
 def _numexpr_usable() -> bool:
@@ -89,7 +82,7 @@ def _numexpr_usable() -> bool:
     return True
 
 
-class _Lowering:
+class WholeArrayLowering:
     """One pass over the graph, writing a line per node (or per fused group of nodes)."""
 
     def __init__(self, graph, backend: str, dtype, name: str):
@@ -191,7 +184,7 @@ class _Lowering:
         else:
             self.array_node(node)
 
-    def _poolable(self, node) -> bool:
+    def poolable(self, node) -> bool:
         """True if the node's value may be written into a pooled buffer: a floating-point
         intermediate (outputs go to the caller, boolean values have their own dtype)."""
         return (node not in self.outputs and not node.primitive.returns_boolean
@@ -202,7 +195,7 @@ class _Lowering:
         compiler's measured cost table) NumPy's own loop is not faster for it."""
         if self.backend != "numexpr" or not node.primitive.elementwise:
             return False
-        from symad.compile.numexpr_backend import runs_in_numpy
+        from symad.compile.scalar.numexpr_backend import runs_in_numpy
 
         return _numexpr_form(node) is not None and not runs_in_numpy(_instruction(node))
 
@@ -232,11 +225,11 @@ class _Lowering:
         if _square_operand(node) is not None:  # x**2: NumPy's power takes 2.4x square's time
             ufunc, args = "np.square", args[:1]
         if (node.primitive.name == "sech" and is_builtin_primitive(node.primitive)
-                and self._poolable(node)):
+                and self.poolable(node)):
             # The derivative of tanh: 1 / cosh(x) into one pooled buffer, not two fresh
             # arrays (11 ms -> 4 ms for the 8-32-1 MLP's 10^5 x 32 hidden values).
             return self.assign(node, f"rt_sech({args[0]}, out={_buffer_call(args)})", pooled=True)
-        if ufunc is not None and self._poolable(node):
+        if ufunc is not None and self.poolable(node):
             return self.assign(node, f"{ufunc}({', '.join(args)}, out={_buffer_call(args)})",
                                pooled=True)
         if ufunc is not None:  # a ufunc's result is a new array
@@ -340,7 +333,7 @@ class _Lowering:
         # numexpr computes in float64 whatever the inputs (its constants are doubles): a
         # float64 module's intermediates may go into a pooled buffer.
         root = tree[1]
-        if root is _SUM or self._poolable(root):
+        if root is _SUM or self.poolable(root):
             operands = [entry.split("=", 1)[1] for entry in local]
             return self.assign(node, f"{call}, out={_buffer_call(operands)})", pooled=True)
         return self.assign(node, call + ")", viewed="")
@@ -371,8 +364,6 @@ class _Lowering:
         return name
 
     def array_node(self, node) -> None:
-        from symad import array_primitives as A
-
         primitive = node.primitive
         params = dict(node.params)
         self.core_ndim[node] = len(node.shape)
@@ -386,60 +377,17 @@ class _Lowering:
             return
         args = [self.operand(a) for a in node.args]
         self.has_lead[node] = any(self.lead_of(a) for a in node.args)
-        name = primitive.name
-        if primitive is A.reduce_sum_p:
-            call = f"np.sum({args[0]}, axis={params['axes']!r})"
-        elif primitive is A.amax_p:
-            call = f"np.max({args[0]}, axis={params['axes']!r})"
-        elif primitive is A.amin_p:
-            call = f"np.min({args[0]}, axis={params['axes']!r})"
-        elif primitive is A.reduce_logsumexp_p:
-            call = f"rt_logsumexp({args[0]}, {params['axes']!r})"
-        elif primitive is A.einsum_p:
-            # The operands' leading (batch) dimensions broadcast right-aligned, as in the graph:
-            # each gets the result's batch rank behind the points axis, which stays in front.
-            (letters_a, letters_b), letters_out = A.parse_subscripts(params["subscripts"])
-            batch = len(node.shape) - len(letters_out)
-            args = [self.aligned(node.args[0], batch + len(letters_a)),
-                    self.aligned(node.args[1], batch + len(letters_b))]
-            if self._poolable(node):
-                # An intermediate: into a pooled buffer (a fresh one page-faults each call).
-                call = f"rt_einsum({args[0]}, {args[1]}, {params['subscripts']!r}, pooled=True)"
-                self.assign(node, call, pooled=True)
-                return
-            call = f"rt_einsum({args[0]}, {args[1]}, {params['subscripts']!r})"
-        elif primitive is A.reshape_p:
-            call = f"rt_reshape({args[0]}, {params['in_shape']!r}, {params['shape']!r})"
-        elif primitive is A.transpose_p:
-            call = f"rt_transpose({args[0]}, {params['perm']!r})"
-        elif primitive is A.broadcast_p:
-            call = f"rt_broadcast({args[0]}, {params['in_shape']!r}, {params['shape']!r})"
-        elif primitive is A.slice_p:
-            call = f"{args[0]}[{_index_source(params['index'])}]"
-        elif primitive is A.unslice_p:
-            call = f"rt_unslice({args[0]}, {params['in_shape']!r}, {params['index']!r})"
-        elif primitive in (A.take_p, A.take_add_p):
-            indices = self.constant_array(params["indices"].array, integer=True)
-            call = f"rt_{name}({args[0]}, {params['in_shape']!r}, {indices}, {params['axis']!r})"
-        elif primitive is A.concatenate_p:
-            call = f"rt_concatenate([{', '.join(args)}], {params['axis']!r}, {params['in_shapes']!r})"
-        elif primitive is A.cumsum_p:
-            call = f"rt_cumsum({args[0]}, {params['axis']!r}, {params['reverse']!r})"
-        elif primitive is A.pack_p:
-            # Scalars with a batch are (points,); without one they are numbers.
-            call = (f"rt_pack([{', '.join(args)}], {params['shape']!r}, {params['positions']!r}, "
-                    f"{params['has_base']!r})")
-        elif primitive is A.scatter_p:
-            call = f"rt_scatter({args[0]}, {args[1]}, {params['in_shape']!r}, {params['index']!r})"
-        else:
+        lower = _ARRAY_CALLS.get(primitive)
+        if lower is None:  # a primitive with no spelling here: its NumPy implementation
             index = self._external(primitive.numpy_impl, f"the numeric implementation of "
-                                   f"{safe_comment(name)!r}")
+                                   f"{safe_comment(primitive.name)!r}")
             keywords = ", ".join(f"{k}={v!r}" for k, v in params.items())
             call = f"EXTERNALS[{index}]({', '.join(args)}{', ' if keywords else ''}{keywords})"
-        fresh = primitive in (A.reduce_sum_p, A.amax_p, A.amin_p, A.reduce_logsumexp_p, A.einsum_p,
-                              A.unslice_p, A.take_p, A.take_add_p, A.concatenate_p, A.cumsum_p,
-                              A.pack_p)
-        self.assign(node, call, viewed="" if fresh else None)
+        else:
+            call = lower(self, node, args, params)
+            if call is None:  # the lowering wrote the node itself
+                return
+        self.assign(node, call, viewed="" if primitive in _NEW_ARRAY else None)
 
     def constant_array(self, array: np.ndarray, integer: bool = False) -> str:
         """A module-level name for a constant array: a literal if small, else an external."""
@@ -511,6 +459,94 @@ class _Lowering:
         return ArrayModule(source, self.externals, self.backend, self.dtype, "", boolean, per_point)
 
 
+# ---------------------------------------------------------------------------
+# The array primitives' calls, looked up by primitive: each writes the call that computes
+# the node from its operands' names (``args``), or writes the node itself and gives None.
+# ---------------------------------------------------------------------------
+
+
+def _runtime_call(function: str, operands: int, *keys: str):
+    """``function(<the first operands>, <the parameters named by keys>)``."""
+    def lower(lowering, node, args, params):
+        return f"{function}({', '.join(args[:operands] + [repr(params[key]) for key in keys])})"
+    return lower
+
+
+def _reduction(function: str):
+    def lower(lowering, node, args, params):
+        return f"{function}({args[0]}, axis={params['axes']!r})"
+    return lower
+
+
+def _einsum(lowering, node, args, params):
+    # The operands' leading (batch) dimensions broadcast right-aligned, as in the graph:
+    # each gets the result's batch rank behind the points axis, which stays in front.
+    (letters_a, letters_b), letters_out = A.parse_subscripts(params["subscripts"])
+    batch = len(node.shape) - len(letters_out)
+    args = [lowering.aligned(node.args[0], batch + len(letters_a)),
+            lowering.aligned(node.args[1], batch + len(letters_b))]
+    if lowering.poolable(node):
+        # An intermediate: into a pooled buffer (a fresh one page-faults each call).
+        call = f"rt_einsum({args[0]}, {args[1]}, {params['subscripts']!r}, pooled=True)"
+        lowering.assign(node, call, pooled=True)
+        return None
+    return f"rt_einsum({args[0]}, {args[1]}, {params['subscripts']!r})"
+
+
+def _slice(lowering, node, args, params):
+    return f"{args[0]}[{_index_source(params['index'])}]"
+
+
+def _take(lowering, node, args, params):  # take and take_add: rt_take, rt_take_add
+    indices = lowering.constant_array(params["indices"].array, integer=True)
+    return f"rt_{node.primitive.name}({args[0]}, {params['in_shape']!r}, {indices}, {params['axis']!r})"
+
+
+def _concatenate(lowering, node, args, params):
+    return f"rt_concatenate([{', '.join(args)}], {params['axis']!r}, {params['in_shapes']!r})"
+
+
+def _pack(lowering, node, args, params):
+    # Scalars with a batch are (points,); without one they are numbers.
+    return (f"rt_pack([{', '.join(args)}], {params['shape']!r}, {params['positions']!r}, "
+            f"{params['has_base']!r})")
+
+
+_ARRAY_CALLS = {
+    A.reduce_sum_p: _reduction("np.sum"),
+    A.amax_p: _reduction("np.max"),
+    A.amin_p: _reduction("np.min"),
+    A.reduce_logsumexp_p: _runtime_call("rt_logsumexp", 1, "axes"),
+    A.einsum_p: _einsum,
+    A.reshape_p: _runtime_call("rt_reshape", 1, "in_shape", "shape"),
+    A.transpose_p: _runtime_call("rt_transpose", 1, "perm"),
+    A.broadcast_p: _runtime_call("rt_broadcast", 1, "in_shape", "shape"),
+    A.slice_p: _slice,
+    A.unslice_p: _runtime_call("rt_unslice", 1, "in_shape", "index"),
+    A.take_p: _take,
+    A.take_add_p: _take,
+    A.concatenate_p: _concatenate,
+    A.cumsum_p: _runtime_call("rt_cumsum", 1, "axis", "reverse"),
+    A.pack_p: _pack,
+    A.scatter_p: _runtime_call("rt_scatter", 2, "in_shape", "index"),
+}
+#: Array primitives whose call returns a new array, never a view of an operand (their
+#: operands' pooled buffers may be released after it).
+_NEW_ARRAY = frozenset({A.reduce_sum_p, A.amax_p, A.amin_p, A.reduce_logsumexp_p, A.einsum_p,
+                        A.unslice_p, A.take_p, A.take_add_p, A.concatenate_p, A.cumsum_p,
+                        A.pack_p})
+
+
+def lower_whole_arrays(graph, backend: str, dtype="float64", name: str = "function") -> ArrayModule:
+    """Lower an array program to the source of its whole-array evaluator (not yet loaded):
+    ``backend`` "numexpr" (NumPy where numexpr is not installed) or "numpy"."""
+    if backend == "numexpr" and not _numexpr_usable():
+        backend = "numpy"
+    if backend not in ("numexpr", "numpy"):
+        raise CompileError(f"unknown backend {backend!r} for an array program")
+    return WholeArrayLowering(graph, backend, dtype, name).module()
+
+
 class _Sum:
     """A stand-in node for the sum of an accumulation's other terms (rendered like add)."""
 
@@ -524,7 +560,7 @@ _SUM = _Sum()
 
 def _tree_work_ns(tree, root) -> float:
     """Nanoseconds numexpr would spend on one point's arrays of a fused tree (``COST_NS``)."""
-    from symad.compile.numexpr_backend import COST_NS
+    from symad.compile.scalar.numexpr_backend import COST_NS
 
     if tree[0] == "leaf":
         return 0.0
@@ -548,7 +584,7 @@ def _square_operand(node):
 
 
 def _integral_exponent(instruction):
-    from symad.compile.numexpr_backend import _integral_exponent as integral
+    from symad.compile.scalar.numexpr_backend import integral_exponent as integral
 
     return integral(instruction)
 
@@ -556,7 +592,7 @@ def _integral_exponent(instruction):
 def _ufunc_name(node) -> str | None:
     """``np.<name>``/``special.<name>`` when the node is one call of a NumPy or SciPy ufunc
     (which takes ``out=``), else None."""
-    from symad.compile.source import SPECIAL_NUMPY_FORMS, is_builtin_primitive
+    from symad.compile.scalar.source import SPECIAL_NUMPY_FORMS
 
     primitive = node.primitive
     if node.params:
@@ -714,7 +750,7 @@ def _instruction(node) -> Instruction:
 
 
 def _numexpr_form(node):
-    from symad.compile.numexpr_backend import numexpr_form
+    from symad.compile.scalar.numexpr_backend import numexpr_form
 
     return numexpr_form(_instruction(node))
 
@@ -723,145 +759,3 @@ def _tree_leaves(tree) -> set:
     if tree[0] == "leaf":
         return {tree[1]} if tree[1].is_Symbol else set()
     return set().union(*[_tree_leaves(part) for part in tree[2]]) if tree[2] else set()
-
-
-def generate_array_module(graph, backend: str, dtype="float64", name: str = "function") -> ArrayModule:
-    """Lower an array program to the source of its evaluator (not yet loaded)."""
-    note = ""
-    if backend == "numba":
-        # Fused loop nests (symad.compile.loops), unless an operation has no loop form here.
-        from symad.compile.loops import LoopsUnsupported
-        from symad.compile.loops_numba import numba_loops_module
-
-        try:
-            loops = numba_loops_module(graph, dtype, name)
-            return ArrayModule(loops.source, loops.externals, "numba", dtype, "",
-                               loops.output_is_boolean, loops.bytes_per_point)
-        except LoopsUnsupported as reason:
-            note = f"numba backend: {reason}; evaluated with numexpr instead"
-        backend = "numexpr"
-    if backend == "numexpr" and not _numexpr_usable():
-        backend = "numpy"
-    if backend not in ("numexpr", "numpy"):
-        raise CompileError(f"unknown backend {backend!r} for an array program")
-    module = _Lowering(graph, backend, dtype, name).module()
-    module.note = note
-    return module
-
-
-class ArrayEvaluator:
-    """A loaded array-program evaluator: ``evaluate_arrays(values, points)``."""
-
-    def __init__(self, module: ArrayModule, namespace: dict):
-        self.module = module
-        self.backend = module.backend
-        self.dtype = module.dtype
-        self.source = module.source
-        self.note = module.note
-        #: the file the module was loaded from (numba keeps its machine code beside it), else None
-        self.cached_at = namespace.get("__file__")
-        self.block_size = None
-        self.output_is_boolean = module.output_is_boolean
-        self.run = namespace["run"]
-
-    def evaluate_arrays(self, values: list, points: int, *, num_threads: int | None = None,
-                        block_size: int | None = None) -> list:
-        """Every output as ``(points or 1,) + shape``, from inputs ``(points or 1,) + core``.
-
-        The batch is cut into blocks so the values live at once stay near
-        :data:`WORKING_SET_BYTES`; one point (the usual case of an array
-        program) is one block.
-        """
-        if block_size is None:
-            block_size = max(1, WORKING_SET_BYTES // max(1, self.module.bytes_per_point))
-        block_size = max(1, min(int(block_size), points))
-        if self.backend == "numba":
-            switch = threads.numba_threads(num_threads)
-        else:
-            switch = threads.numexpr_threads(num_threads, points * max(1, self.module.bytes_per_point // 8))
-        with switch, np.errstate(all="ignore"):
-            if block_size >= points:
-                return [self._typed(v, boolean) for v, boolean
-                        in zip(self.run(*values), self.output_is_boolean)]
-            # Each block's results go into arrays of the whole batch as soon as it is done, so
-            # at most one block's results exist besides them (concatenating them at the end
-            # held every block's results and the whole arrays at once: twice the results).
-            outputs = varies = None
-            for start, stop in _blocks(points, block_size):
-                piece = self.run(*[v if v.shape[0] == 1 else v[start:stop] for v in values])
-                if outputs is None:
-                    parts = [np.asarray(part) for part in piece]
-                    # An output that is the same at every point is kept from the first block.
-                    varies = [part.ndim > 0 and part.shape[0] == stop - start for part in parts]
-                    outputs = [np.empty((points,) + part.shape[1:], part.dtype) if whole else part
-                               for part, whole in zip(parts, varies)]
-                for output, part, whole in zip(outputs, piece, varies):
-                    if whole:
-                        output[start:stop] = part
-                del piece
-        return [self._typed(v, boolean) for v, boolean in zip(outputs, self.output_is_boolean)]
-
-    def _typed(self, value, boolean: bool) -> np.ndarray:
-        """An output in the evaluator's dtype (a float64 literal must not widen float32)."""
-        value = np.asarray(value)
-        if boolean or value.dtype == self.dtype:
-            return value
-        return value.astype(self.dtype)
-
-    def __repr__(self) -> str:
-        return f"<symad array evaluator: {self.backend}, {self.dtype.name}>"
-
-
-def _blocks(points: int, block_size: int):
-    return [(start, min(start + block_size, points)) for start in range(0, points, block_size)]
-
-
-def array_program_leaves(evaluator, values: list, count: int, out_shapes, out_whole,
-                         options: dict) -> list[np.ndarray]:
-    """Run an array program's evaluator on ``values`` (each ``(count or 1,) + core``); each
-    output leaf as ``(count,) + its shape`` (an element-built leaf stacked from its scalars)."""
-    outputs = evaluator.evaluate_arrays(values, count, **options)
-    leaves, start = [], 0
-    for shape, whole in zip(out_shapes, out_whole):
-        if whole or not shape:
-            value = outputs[start]
-            start += 1
-        else:
-            size = math.prod(shape)
-            # The elements in row-major order, then the leaf's own shape ((3, 1) from 3 scalars).
-            value = (np.stack([np.broadcast_to(v, (count,)) for v in outputs[start:start + size]],
-                              axis=-1) if size else np.zeros((count, 0), evaluator.dtype))
-            value = value.reshape((count,) + tuple(shape))
-            start += size
-        target = (count,) + tuple(shape)
-        value = np.asarray(value)
-        # Results are ordinary arrays the caller may write to (as NumPy's are, and as the
-        # scalar compiler's are): a value the same at every point, a read-only constant or
-        # a view of an argument (the gradient of sum(x * y) by x is y) is copied.
-        if (value.shape != target or not value.flags.writeable
-                or any(np.may_share_memory(value, argument) for argument in values)):
-            value = np.array(np.broadcast_to(value, target))
-        leaves.append(value)
-    return leaves
-
-
-def make_array_evaluator(graph, backend: str, dtype="float64", name: str = "function") -> ArrayEvaluator:
-    """Generate (or find in the disk cache), load and wrap the evaluator of an array program."""
-    from symad.compile import _LOG, _check_backend, disk_cache
-    from symad.compile.evaluator import load_module
-
-    _check_backend(backend)
-    key = disk_cache.entry_key(graph, backend, np.dtype(dtype).name, name, compiler="arrays")
-    module = disk_cache.load_entry(key, graph) if key is not None else None
-    cached = module is not None
-    if not cached:
-        module = generate_array_module(graph, backend, dtype, name)
-    # numba's module is imported from a file, so numba keeps its machine code beside it.
-    namespace = load_module(module, on_disk=module.backend == "numba")
-    if key is not None and not cached:
-        disk_cache.store_entry(key, graph, module, getattr(module, "code", None))
-    if module.backend != backend and backend == "numba":
-        from symad.compile.tiers import fallback_level
-
-        _LOG.log(fallback_level(), "symad: %s: %s", name, module.note)
-    return ArrayEvaluator(module, namespace)
