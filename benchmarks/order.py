@@ -19,6 +19,9 @@ stopped for larger n once one order has taken a third of the step limit):
 * JAX: ``jax.grad`` nested n times under ``jit`` (float64), and
   ``jax.experimental.jet`` (Taylor mode in JAX) with an n-term series.
 
+``--series``: Taylor coefficients to order 1,000 (issue 32), beside ``mpmath.taylor``
+and SymPy's ``series``, checked against 60-digit series arithmetic.
+
 Every symad value is checked against mpmath at 60 digits (g) or against
 the map's Taylor series in 100-digit arithmetic (the logistic map), both at
 the exact binary value of the float point.
@@ -656,6 +659,101 @@ def plot_nodes(curves: dict) -> str:
     return f"plot written to {PLOT_PATH.relative_to(PROJECT_ROOT)}"
 
 
+# --------------------------------------------------------------------------
+# Series to order 1,000 (issue 32)
+# --------------------------------------------------------------------------
+
+
+def exact_series(order: int, point: float) -> list:
+    """The Taylor coefficients of exp(sin x)/(1 + x**2) about ``point``, 60 digits, by series
+    arithmetic (sin/cos pair, exp, quotient), exact at the binary value of the float point."""
+    with mpmath.workdps(60):
+        x0, n = mpmath.mpf(point), order + 1
+        u = [x0, mpmath.mpf(1)] + [mpmath.mpf(0)] * (n - 2)
+        s, c = [mpmath.sin(x0)] + [0] * (n - 1), [mpmath.cos(x0)] + [0] * (n - 1)
+        for k in range(1, n):  # s' = c u', c' = -s u'
+            s[k] = sum(j * u[j] * c[k - j] for j in range(1, k + 1)) / k
+            c[k] = -sum(j * u[j] * s[k - j] for j in range(1, k + 1)) / k
+        e = [mpmath.exp(s[0])] + [0] * (n - 1)
+        for k in range(1, n):  # e' = e s'
+            e[k] = sum(j * s[j] * e[k - j] for j in range(1, k + 1)) / k
+        d = [1 + x0**2, 2 * x0, mpmath.mpf(1)] + [mpmath.mpf(0)] * max(0, n - 3)
+        q = [0] * n
+        for k in range(n):  # q = e / d
+            q[k] = (e[k] - sum(d[j] * q[k - j] for j in range(1, min(k, 2) + 1))) / d[0]
+        return q
+
+
+def _largest_error(values, exact) -> float:
+    return max(abs(float(v) - float(e)) / abs(float(e)) for v, e in zip(values, exact)
+               if abs(float(e)) > 1e-280)
+
+
+def _once(run) -> tuple[float, object]:
+    started = time.perf_counter()
+    result = run()
+    return time.perf_counter() - started, result
+
+
+def series_report(quick: bool) -> list:
+    """Taylor coefficients to high order: symad against mpmath.taylor and SymPy's series."""
+    from benchmarks.harness import format_table
+    from symad.transforms import series as numeric
+
+    point = 0.3
+    orders = (100, 170, 500) if quick else (20, 50, 100, 170, 500, 1000)
+    exact = exact_series(max(orders), point)
+    failures, rows = [], []
+    x = sympy.Symbol("x")
+    expression = sympy.exp(sympy.sin(x)) / (1 + x**2)
+    peer_stopped = {"mpmath": False, "sympy": False}
+    for n in orders:
+        seconds, values = _once(lambda n=n: sd.taylor(_g_numpy(), n)(point))
+        error = _largest_error(values, exact[:n + 1])
+        if error > 1e-9:
+            failures.append(("series", n))
+        graph = NO_VALUE
+        if n <= 170:  # the graph path of before, first call (a fresh function: nothing cached)
+            saved = numeric.NUMERIC_FROM_ORDER
+            numeric.NUMERIC_FROM_ORDER = 10**9
+            try:
+                graph_s, _ = _once(lambda n=n: sd.taylor(_g_numpy(), n)(point))
+            finally:
+                numeric.NUMERIC_FROM_ORDER = saved
+            graph = f"{graph_s * 1e3:,.0f} ({graph_s / seconds:,.0f}x)"
+        peers = []
+        for name, run in (
+            ("mpmath", lambda n=n: mpmath.taylor(
+                lambda t: mpmath.exp(mpmath.sin(t)) / (1 + t**2), mpmath.mpf(point), n)),
+            ("sympy", lambda n=n: sympy.series(expression, x, sympy.Float(point, 30), n + 1)),
+        ):
+            if peer_stopped[name] or (name == "sympy" and n > 50) or (name == "mpmath" and n > 170):
+                peers.append(NO_VALUE)
+                continue
+            with mpmath.workdps(60):
+                peer_s, _ = _once(run)
+            peer_stopped[name] = peer_s > 20.0
+            peers.append(f"{peer_s * 1e3:,.0f} ({peer_s / seconds:,.0f}x)")
+        rows.append([str(n), f"{seconds * 1e3:,.1f}", f"{error:.1e}", graph, *peers])
+    print("Taylor coefficients of exp(sin x)/(1 + x^2) at 0.3, first call of a fresh function (ms); "
+          "error: largest relative error against 60-digit series arithmetic over every "
+          "coefficient above 1e-280; peers: ms (ratio to symad)")
+    print(format_table(["n", "symad ms", "error", "graph path ms", "mpmath.taylor ms",
+                        "sympy series ms"], rows))
+
+    grid = np.linspace(-1.0, 1.0, 10_000)
+    seconds, values = _once(lambda: sd.taylor(_g_numpy(), 200)(grid))
+    spot = _largest_error([v[7_000] for v in values], exact_series(200, float(grid[7_000])))
+    print(f"\norder 200 at 10,000 points: {seconds:.2f} s (largest error at point 7,000: {spot:.1e})")
+    two = lambda x, y: np.exp(np.sin(x) * y) / (1 + x**2 + y**2)  # noqa: E731
+    seconds, series = _once(lambda: sd.taylor(two, 100, argnum=(0, 1))(0.3, 0.4))
+    print(f"two variables, exp(sin(x) y)/(1 + x^2 + y^2) to total order 100 ({len(series):,} "
+          f"coefficients): {seconds:.2f} s")
+    seconds, tanh_series = _once(lambda: sd.taylor(np.tanh, 1000)(0.5))
+    print(f"tanh at 0.5 to order 1,000: {seconds:.2f} s; coefficient 1,000 = {tanh_series[1000]:.4e}")
+    return failures
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="orders 4, 8, 12 and N up to 100 only")
@@ -664,7 +762,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="only mixed partials, Taylor maps and the precision backends")
     parser.add_argument("--sympy-limit", type=float, default=SYMPY_MULTIVARIATE_LIMIT_S,
                         help="SymPy's step limit (s) for mixed partials and Taylor maps")
+    parser.add_argument("--series", action="store_true",
+                        help="only Taylor coefficients to order 1,000, beside mpmath and SymPy")
     arguments = parser.parse_args(argv)
+    if arguments.series:
+        print(f"series to order 1,000; {machine_line()}")
+        failures = series_report(arguments.quick)
+        print("correctness: " + ("every coefficient within 1e-9 of the exact value" if not failures
+                                 else f"off by more than 1e-9 at {failures}"))
+        return 1 if failures else 0
     if arguments.multivariate:
         print(f"mixed partials, Taylor maps and precision backends; {machine_line()}")
         failures = multivariate_report(arguments.quick, arguments.reps, arguments.sympy_limit)

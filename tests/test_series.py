@@ -14,6 +14,7 @@ import pytest
 
 import symad as sd
 import symad.numpy as snp
+from benchmarks.order import exact_series
 from symad.transforms.series import multivariate_coefficients, series_coefficients
 
 # Every numeric rule (products, quotients, constant, integer and traced powers, log, sqrt,
@@ -44,31 +45,11 @@ def test_numeric_series_equal_the_symbolic_sweep(name, point):
         assert np.isnan(got[0, 0]) == (point < 0)
 
 
-def _exact_series(order: int, point: float) -> list:
-    """exp(sin x)/(1 + x**2) about ``point`` to ``order``, at 60 digits, by series arithmetic."""
-    with mpmath.workdps(60):
-        x0 = mpmath.mpf(point)
-        n = order + 1
-        u = [x0, mpmath.mpf(1)] + [mpmath.mpf(0)] * (n - 2)
-        s, c = [mpmath.sin(x0)] + [0] * (n - 1), [mpmath.cos(x0)] + [0] * (n - 1)
-        for k in range(1, n):  # s' = c u', c' = -s u'
-            s[k] = sum(j * u[j] * c[k - j] for j in range(1, k + 1)) / k
-            c[k] = -sum(j * u[j] * s[k - j] for j in range(1, k + 1)) / k
-        e = [mpmath.exp(s[0])] + [0] * (n - 1)
-        for k in range(1, n):  # e' = e s'
-            e[k] = sum(j * s[j] * e[k - j] for j in range(1, k + 1)) / k
-        d = [1 + x0**2, 2 * x0, mpmath.mpf(1)] + [mpmath.mpf(0)] * (n - 3)
-        q = [0] * n
-        for k in range(n):  # q = e / d
-            q[k] = (e[k] - sum(d[j] * q[k - j] for j in range(1, min(k, 2) + 1))) / d[0]
-        return q
-
-
 def test_order_1000_agrees_with_60_digit_arithmetic():
     point = 0.3
     f = FUNCTIONS["exp_sin_over"]
     (got,), _ = series_coefficients(sd.trace(f, point), 1000, (0,), (point,))
-    exact = np.array([float(v) for v in _exact_series(1000, point)])
+    exact = np.array([float(v) for v in exact_series(1000, point)])
     big = np.abs(exact) > 1e-280
     assert big.sum() == 1001
     assert np.max(np.abs(got[:, 0] - exact)[big] / np.abs(exact[big])) < 1e-9
@@ -137,7 +118,7 @@ def test_sd_taylor_gives_any_order_of_coefficients():
     f = FUNCTIONS["exp_sin_over"]
     series = sd.taylor(f, 1000)(0.3)
     assert len(series) == 1001 and all(isinstance(c, np.float64) for c in series[:3])
-    exact = np.array([float(v) for v in _exact_series(1000, 0.3)])
+    exact = np.array([float(v) for v in exact_series(1000, 0.3)])
     np.testing.assert_allclose(np.array(series), exact, rtol=1e-9)
     grid = np.linspace(-1.0, 1.0, 50).reshape(5, 10)
     on_grid = sd.taylor(f, 200)(grid)
@@ -190,7 +171,7 @@ def test_mpmath_series_at_any_precision():
     f = FUNCTIONS["exp_sin_over"]
     series = sd.taylor(f, 300, dps=60)(0.3)
     assert all(isinstance(c, mpmath.mpf) for c in series)
-    exact = _exact_series(300, 0.3)
+    exact = exact_series(300, 0.3)
     with mpmath.workdps(60):
         assert max(abs(c - e) / abs(e) for c, e in zip(series, exact)) < mpmath.mpf(10) ** -50
     # Derivatives of any order: sin's 300th derivative is sin itself (300 = 0 mod 4).
