@@ -27,7 +27,8 @@ from symad import array_primitives as A
 from symad import numpy as snp
 from symad import primitives as P
 from symad.graph import current_builder
-from symad.tracer import Tracer, _constant_elements
+from symad.primitives import RuleTable
+from symad.tracer import Tracer, as_atoms
 
 __all__ = ["UNROLL"]
 
@@ -104,7 +105,7 @@ def _arithmetic(function):
 
 
 def _unslice(v, *, in_shape, index):
-    part = A._dummy(in_shape)[A.index_objects(index)].ndim
+    part = len(A.part_shape(in_shape, index))
     lead = v.shape[: v.ndim - part]
     out = np.full(lead + tuple(in_shape), ZERO, dtype=object)
     out[(Ellipsis,) + A.index_objects(index)] = v
@@ -142,8 +143,10 @@ def _scatter(x, v, *, in_shape, index):
     return out
 
 
-UNROLL = {
-    A.constant_p: lambda *, value: (_constant_elements(value.array) if value.exact is None
+#: Each array primitive's rule, element by element.
+UNROLL = RuleTable("unroll", applies=lambda primitive: not primitive.elementwise)
+UNROLL.update({
+    A.constant_p: lambda *, value: (as_atoms(value.array) if value.exact is None
                                     else np.full(value.array.shape, value.exact, dtype=object)),
     A.reduce_sum_p: _reduction(snp.sum),
     A.amax_p: _reduction(snp.max),
@@ -165,4 +168,4 @@ UNROLL = {
                             if reverse else np.cumsum(x, axis=axis)),
     A.pack_p: _structural(_pack),
     A.scatter_p: _structural(_scatter),
-}
+})

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 
 import sympy
 
-from symad import array_primitives as A
+from symad.errors import DifferentiationError
 from symad.graph import GraphBuilder, Node, atom_shape, is_zero_constant
-from symad.primitives import add_p, mul_p, select_p
-from symad.rules.transposes import array_weights
+from symad.primitives import mul_p, select_p
+from symad.rules.tangents import TANGENT, aligned
 from symad.transforms.reverse import full_shape
 from symad.transforms.terms import partial_atoms, sum_terms
 
@@ -65,11 +65,11 @@ def push_forward(
             condition, if_true, if_false = node.args
             total = builder.record(select_p, (
                 condition,
-                _aligned(builder, tangent_of.get(if_true, ZERO), len(node.shape), lead),
-                _aligned(builder, tangent_of.get(if_false, ZERO), len(node.shape), lead)))
+                aligned(builder, tangent_of.get(if_true, ZERO), len(node.shape), lead),
+                aligned(builder, tangent_of.get(if_false, ZERO), len(node.shape), lead)))
         else:
             partials = partial_atoms(node, seeded, function_name)
-            terms = [builder.record(mul_p, (partial, _aligned(builder, tangent_of[node.args[index]],
+            terms = [builder.record(mul_p, (partial, aligned(builder, tangent_of[node.args[index]],
                                                               len(node.shape), lead)))
                      for index, partial in partials.items()]
             total = sum_terms(builder, terms)
@@ -98,49 +98,11 @@ def _reached_nodes(primal_nodes: Sequence[Node], seeded: dict, consumers: dict |
 
 
 def array_tangent(builder: GraphBuilder, node: Node, tangents: list, lead: int = 0):
-    """The tangent of an array node given its operands' tangents (None: zero).
-
-    A linear primitive applied to its operands' tangents (zeros of the right
-    shape where an operand has none) is its tangent; ``einsum`` is bilinear
-    (``da b + a db``); the other reductions weigh the tangent and sum it
-    (:func:`symad.rules.transposes.array_weights`).
-    """
-    primitive = node.primitive
+    """The tangent of an array node given its operands' tangents (None: zero), by the
+    primitive's rule in the tangent table (:data:`symad.rules.tangents.TANGENT`)."""
+    rule = TANGENT.get(node.primitive)
+    if rule is None:
+        raise DifferentiationError(f"no forward-mode rule for the array operation {node.primitive.name!r}")
     tangents = [None if t is None else full_shape(builder, t, atom_shape(arg), lead)
                 for t, arg in zip(tangents, node.args)]
-    if primitive.kind == "linear":
-        operands = [t if t is not None else _zeros(builder, arg) for t, arg in zip(tangents, node.args)]
-        return builder.record(primitive, operands, node.params)
-    if primitive is A.einsum_p:
-        (a, b), (ta, tb) = node.args, tangents
-        if lead:
-            # Each tangent's leading (batch) dimensions get the rank of the result's, so that
-            # the seeds in front broadcast against nothing of the other operand's.
-            (letters_a, letters_b), letters_out = A.parse_subscripts(dict(node.params)["subscripts"])
-            batch = len(node.shape) - len(letters_out)
-            ta = None if ta is None else _aligned(builder, ta, batch + len(letters_a), lead)
-            tb = None if tb is None else _aligned(builder, tb, batch + len(letters_b), lead)
-        terms = []
-        if ta is not None:
-            terms.append(builder.record(primitive, (ta, b), node.params))
-        if tb is not None:
-            terms.append(builder.record(primitive, (a, tb), node.params))
-        return terms[0] if len(terms) == 1 else builder.record(add_p, terms)
-    weights = array_weights(builder, node)
-    weighted = builder.record(mul_p, (tangents[0], weights))
-    return A.record_reduction(builder, A.reduce_sum_p, weighted, dict(node.params)["axes"])
-
-
-def _aligned(builder: GraphBuilder, tangent, rank: int, lead: int):
-    """A tangent with seeds in front, its core given size-1 axes up to ``rank`` so that
-    NumPy's right-aligned broadcasting keeps the seeds apart from the core."""
-    shape = atom_shape(tangent)
-    if not lead or not tangent.is_Symbol or len(shape) - lead >= rank:
-        return tangent
-    core = shape[lead:]
-    return A.record_reshape(builder, tangent, (1,) * (rank - len(core)) + core, lead)
-
-
-def _zeros(builder: GraphBuilder, atom):
-    shape = atom_shape(atom)
-    return ZERO if not shape else builder.broadcast(ZERO, shape)
+    return rule(builder, node, tangents, lead)

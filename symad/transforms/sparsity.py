@@ -48,6 +48,7 @@ from symad import array_primitives as A
 from symad.atoms import constant_value
 from symad.errors import SymadError
 from symad.graph import ArrayInput, Node, atom_shape
+from symad.primitives import RuleTable
 
 __all__ = ["set_bits", "array_patterns", "sparsity_pattern", "Patterns"]
 
@@ -314,14 +315,15 @@ def _einsum(node, offsets, present, known):
     return (*_pairs(links), knowledge)
 
 
-#: The index map of each non-elementwise primitive (see the rules above).
-PATTERN_RULES = {
-    A.reduce_sum_p: _reduced, A.amax_p: _reduced, A.amin_p: _reduced, A.reduce_logsumexp_p: _reduced,
-    A.einsum_p: _einsum, A.take_add_p: _take_add, A.cumsum_p: _cumsum,
-    **{primitive: _moved for primitive in (
-        A.reshape_p, A.transpose_p, A.broadcast_p, A.slice_p, A.unslice_p, A.take_p,
-        A.concatenate_p, A.pack_p, A.scatter_p)},
-}
+#: The index map of each non-elementwise primitive (see the rules above): the primitives
+#: that only move elements (the stanza's ``moves``) by their own NumPy implementation.
+PATTERN = RuleTable("sparsity pattern", applies=lambda primitive: not primitive.elementwise)
+PATTERN.update({A.reduce_sum_p: _reduced, A.amax_p: _reduced, A.amin_p: _reduced,
+                A.reduce_logsumexp_p: _reduced, A.einsum_p: _einsum, A.take_add_p: _take_add,
+                A.cumsum_p: _cumsum})
+PATTERN.register(*[primitive for primitive in A.ARRAY_PRIMITIVES if primitive.moves])(_moved)
+PATTERN.no_rule("a constant array: its value is known whole, it depends on nothing",
+                A.constant_p)
 
 
 def _linked(size: int, out_rows, operand_rows, patterns: list, sizes: list, offsets: list, columns: int):
@@ -444,7 +446,7 @@ def _visit(node, patterns: Patterns, known: dict) -> None:
         if value is not None:
             known[node] = (np.ones(node.shape, dtype=bool), value)
         return
-    rule = _elementwise if node.primitive.elementwise else PATTERN_RULES.get(node.primitive)
+    rule = _elementwise if node.primitive.elementwise else PATTERN.get(node.primitive)
     if rule is None:
         raise SymadError(f"sparsity: no dependency rule for the primitive {node.primitive.name!r}")
     sizes = [_size(atom) if atom.is_Symbol else 1 for atom in node.args]

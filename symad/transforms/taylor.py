@@ -54,7 +54,7 @@ import sympy
 from symad.errors import DifferentiationError
 from symad.graph import GraphBuilder, Node, is_zero_constant
 from symad.primitives import add_p, div_p, mul_p, neg_p, sub_p
-from symad.rules.taylor import TAYLOR_RULES, needs_partials
+from symad.rules.taylor import TAYLOR, needs_partials
 from symad.transforms.terms import partial_atoms
 
 __all__ = ["TaylorSweep", "taylor_series", "Univariate", "Multivariate"]
@@ -314,7 +314,7 @@ def taylor_series(
                 # Not needed at this order (see _plan); None makes any misuse fail loudly.
                 series.extend([None] * len(keys))
                 continue
-            rule = TAYLOR_RULES.get(node.primitive)
+            rule = TAYLOR.get(node.primitive)
             for k in keys:
                 series.append(rule(sweep, node, k) if rule is not None else sweep.chain_rule(node, k))
     # The rules' per-node state is closures over the sweep (a reference cycle that holds
