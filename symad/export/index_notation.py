@@ -89,11 +89,11 @@ from symad.export.index_forms import (
 from symad.export.index_rules import index_rule
 from symad.export.latex_printer import (
     SymadLatexPrinter,
-    _array_latex,
-    _temporary_base,
+    array_latex,
     check_inline_budget,
     printed_expression,
     symbol_latex,
+    temporary_base,
 )
 from symad.graph import ArrayInput, Node, atom_shape, fresh_symbols, sympy_form
 
@@ -576,7 +576,7 @@ def _constant_line(printer, base, array: np.ndarray, matrix: str, max_denominato
     name = printer._print(base.label)
     if array.size <= SMALL_CONSTANT and 1 <= array.ndim <= 2:
         elements = [rational_constant(number_atom(v.item()), max_denominator) for v in array.reshape(-1)]
-        return f"{name} &= {_array_latex(printer, elements, array.shape, matrix)}"
+        return f"{name} &= {array_latex(printer, elements, array.shape, matrix)}"
     field = r"\mathbb{Z}" if array.dtype.kind in "iu" else r"\mathbb{R}"
     dims = r" \times ".join(str(size) for size in array.shape)
     return rf"{name} &\in {field}^{{{dims}}}"
@@ -610,7 +610,7 @@ def index_latex(function, labels: list, settings: dict, *, temporaries: str, inl
 
     taken = ({symbol_latex(atom.name) for atom in function.graph.inputs} | set(labels)
              | {symbol_latex(base.label.name) for base in nb.constant_bases()})
-    base = _temporary_base(temporaries, taken)
+    base = temporary_base(temporaries, taken)
     names = [base] if len(dummies) == 1 else [f"{base}_{{{k}}}" for k in range(1, len(dummies) + 1)]
     printer = IndexLatexPrinter(settings, dict(zip(dummies, names)))
 
@@ -621,7 +621,7 @@ def index_latex(function, labels: list, settings: dict, *, temporaries: str, inl
     lines += [f"{printer.doprint(lhs)} &= {printer.doprint(rhs)}" for lhs, rhs, _ in assignments]
     for label, leaf, free in zip(labels, leaves, indices):
         if isinstance(leaf, sympy.NDimArray):
-            value = _array_latex(printer, list(leaf), leaf.shape, matrix)
+            value = array_latex(printer, list(leaf), leaf.shape, matrix)
         else:
             value = printer.doprint(leaf)
         lines.append(f"{_indexed_label(label, free)} &= {value}")
