@@ -7,7 +7,7 @@ element, bound indices, sums and numbers) with ``scope`` the bound indices in sc
 An elementwise primitive is its operands' elements at the broadcast index.
 
 >>> from symad import array_primitives as A
->>> A.cumsum_p in INDEX_RULES, INDEX_RULES.reason_missing(A.constant_p)
+>>> A.reshape_p in INDEX_RULES, INDEX_RULES.reason_missing(A.constant_p)
 (True, None)
 """
 

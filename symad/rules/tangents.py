@@ -9,7 +9,7 @@ it (:func:`symad.rules.transposes.array_weights`). Elementwise primitives go thr
 their partials (:data:`symad.primitives.PARTIALS`), not this table.
 
 >>> from symad import array_primitives as A
->>> A.cumsum_p in TANGENT, TANGENT.reason_missing(A.constant_p)
+>>> A.reshape_p in TANGENT, TANGENT.reason_missing(A.constant_p)
 (True, 'a constant array: it has no operands')
 """
 
