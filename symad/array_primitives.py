@@ -255,13 +255,13 @@ def _broadcast_lead(value: np.ndarray, lead: tuple, core_ndim: int) -> np.ndarra
 
 
 def _array_primitive(name, numpy_impl, shape_rule, *, kind, arity=1, variadic=False,
-                     finite=True, moves=None) -> Primitive:
+                     finite=True, moves=None, object_safe=False) -> Primitive:
     # finite: every array primitive but a constant (whose values are what they are) is finite
     # where its operands are; reverse mode keeps a where's mask across it.
     primitive = Primitive(
         name, _no_scalar_form(name), numpy_impl, arity=arity, variadic=variadic,
         kind=kind, shape_rule=shape_rule, folds_constants=False, numpy_name=None, finite=finite,
-        moves=moves)
+        moves=moves, object_safe=object_safe)
     ARRAY_PRIMITIVES.append(primitive)
     return register(primitive)
 
@@ -355,7 +355,7 @@ def _reshape_shape(shapes, params) -> tuple:
 
 reshape_p = _array_primitive(
     "reshape", lambda x, *, in_shape, shape: rt.rt_reshape(x, in_shape, shape), _reshape_shape,
-    kind="linear", moves="gather")
+    kind="linear", moves="gather", object_safe=True)
 
 
 def _transpose_shape(shapes, params) -> tuple:
@@ -368,7 +368,7 @@ def _transpose_shape(shapes, params) -> tuple:
 
 transpose_p = _array_primitive(
     "transpose", lambda x, *, perm: rt.rt_transpose(x, perm), _transpose_shape,
-    kind="linear", moves="gather")
+    kind="linear", moves="gather", object_safe=True)
 
 
 def _broadcast_shape(shapes, params) -> tuple:
@@ -379,7 +379,7 @@ def _broadcast_shape(shapes, params) -> tuple:
 
 broadcast_p = _array_primitive(
     "broadcast_to", lambda x, *, in_shape, shape: rt.rt_broadcast(x, in_shape, shape),
-    _broadcast_shape, kind="linear", moves="gather")
+    _broadcast_shape, kind="linear", moves="gather", object_safe=True)
 
 
 def _slice_shape(shapes, params) -> tuple:
@@ -390,7 +390,7 @@ def _slice_shape(shapes, params) -> tuple:
 
 slice_p = _array_primitive(
     "slice", lambda x, *, in_shape, index: rt.rt_slice(x, in_shape, index), _slice_shape,
-    kind="linear", moves="gather")
+    kind="linear", moves="gather", object_safe=True)
 
 
 def _unslice_shape(shapes, params) -> tuple:
@@ -415,7 +415,7 @@ def _take_shape(shapes, params) -> tuple:
 
 take_p = _array_primitive(
     "take", lambda x, *, in_shape, indices, axis: rt.rt_take(x, in_shape, indices.array, axis),
-    _take_shape, kind="linear", moves="gather")
+    _take_shape, kind="linear", moves="gather", object_safe=True)
 
 
 def _take_add_shape(shapes, params) -> tuple:
@@ -449,10 +449,10 @@ def _concatenate_shape(shapes, params) -> tuple:
 
 concatenate_p = _array_primitive(
     "concatenate", lambda *values, axis, in_shapes: rt.rt_concatenate(values, axis, in_shapes),
-    _concatenate_shape, kind="linear", moves="place", variadic=True)
+    _concatenate_shape, kind="linear", moves="place", object_safe=True, variadic=True)
 cumsum_p = _array_primitive(
     "cumsum", lambda x, *, axis, reverse: rt.rt_cumsum(x, axis, reverse),
-    lambda shapes, params: tuple(shapes[0]), kind="linear")
+    lambda shapes, params: tuple(shapes[0]), kind="linear", object_safe=True)
 
 
 def _pack_shape(shapes, params) -> tuple:

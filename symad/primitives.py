@@ -129,6 +129,9 @@ class Primitive:
             one operand element or a zero: unslice, concatenate, pack, scatter); None for a
             primitive that computes. Sparsity patterns apply the NumPy implementation to
             element codes; index notation inlines an index map.
+        object_safe: for an array primitive, its NumPy implementation also works on object
+            arrays of scalar atoms (it moves or adds elements and makes none of its own), so
+            the per-element view (:mod:`symad.rules.unroll`) applies it to the elements.
         numpy, numexpr, numba, c, mpmath, interval: the primitive's spelling for each
             backend (see :data:`BACKENDS`); None where the backend has none.
         latex: how symad's LaTeX printer writes the SymPy form ``to_sympy`` builds: a
@@ -168,6 +171,7 @@ class Primitive:
         kind: str = "elementwise",
         shape_rule: Callable | None = None,
         moves: str | None = None,
+        object_safe: bool = False,
         numpy: Any = None,
         numexpr: Any = None,
         numba: Any = None,
@@ -201,6 +205,7 @@ class Primitive:
         self.elementwise = kind == "elementwise"
         self.shape_rule = shape_rule
         self.moves = moves
+        self.object_safe = object_safe
         given = {"numpy": numpy, "numexpr": numexpr, "numba": numba, "c": c, "mpmath": mpmath,
                  "interval": interval}
         #: backend name -> spelling (see BACKENDS); a backend missing here has none
