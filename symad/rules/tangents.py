@@ -1,12 +1,14 @@
-"""Forward mode of the array primitives: the tangent table, one rule per primitive.
+"""Forward mode: the tangent table, for the primitives whose tangent is not the chain rule
+through their partials (the array primitives, ``where``).
 
 Every rule is ``rule(builder, node, tangents, lead) -> tangent of the node``, where
 ``tangents`` holds each operand's tangent at the operand's full shape (None: an exact
 zero), behind ``lead`` leading dimensions of seeds. A linear primitive (the stanza's
 ``kind``, as JAX's ``deflinear``) applied to its operands' tangents is its tangent;
 ``einsum`` is bilinear (``da b + a db``); the other reductions weigh the tangent and sum
-it (:func:`symad.rules.transposes.array_weights`). Elementwise primitives go through
-their partials (:data:`symad.primitives.PARTIALS`), not this table.
+it (:func:`symad.rules.transposes.array_weights`); ``where`` picks the tangent of the branch
+taken. Other elementwise primitives go through their partials
+(:data:`symad.primitives.PARTIALS`).
 
 >>> from symad import array_primitives as A
 >>> A.reshape_p in TANGENT, TANGENT.reason_missing(A.constant_p)
@@ -19,14 +21,15 @@ import sympy
 
 from symad import array_primitives as A
 from symad.graph import GraphBuilder, atom_shape
-from symad.primitives import RuleTable, add_p, mul_p
+from symad.primitives import RuleTable, add_p, mul_p, select_p
 from symad.rules.transposes import array_weights
 
 __all__ = ["TANGENT", "aligned"]
 
 ZERO = sympy.Integer(0)
 
-TANGENT = RuleTable("tangent", applies=lambda primitive: not primitive.elementwise)
+TANGENT = RuleTable("tangent", default_reason=lambda primitive: (
+    "the chain rule through its partials" if primitive.elementwise else None))
 TANGENT.no_rule("a constant array: it has no operands", A.constant_p)
 
 
@@ -75,3 +78,17 @@ def _weighted_reduction(builder, node, tangents, lead):
     weights = array_weights(builder, node)
     weighted = builder.record(mul_p, (tangents[0], weights))
     return A.record_reduction(builder, A.reduce_sum_p, weighted, dict(node.params)["axes"])
+
+
+@TANGENT.register(select_p)
+def _select(builder, node, tangents, lead):
+    # The tangent of where(c, a, b) is where(c, a_dot, b_dot): the branch
+    # not taken is discarded whole, with any nan or inf in its tangent
+    # (a sum of products with 0/1 masks would give 0 * inf = nan).
+    # With seeds in front, each branch's tangent gets the node's full rank first, so
+    # that the condition (no seeds) broadcasts against its core, not the seeds.
+    condition, (_, if_true, if_false) = node.args[0], tangents
+    return builder.record(select_p, (
+        condition,
+        aligned(builder, ZERO if if_true is None else if_true, len(node.shape), lead),
+        aligned(builder, ZERO if if_false is None else if_false, len(node.shape), lead)))

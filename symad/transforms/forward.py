@@ -7,9 +7,8 @@ from collections.abc import Sequence
 
 import sympy
 
-from symad.errors import DifferentiationError
 from symad.graph import GraphBuilder, Node, atom_shape, is_zero_constant
-from symad.primitives import mul_p, select_p
+from symad.primitives import mul_p
 from symad.rules.tangents import TANGENT, aligned
 from symad.transforms.reverse import full_shape
 from symad.transforms.terms import partial_atoms, sum_terms
@@ -54,20 +53,10 @@ def push_forward(
         seeded = [index for index, arg in enumerate(node.args) if arg in tangent_of]
         if not seeded:
             continue
-        if not node.primitive.elementwise:
-            total = array_tangent(builder, node, [tangent_of.get(arg) for arg in node.args], lead)
-        elif node.primitive is select_p:
-            # The tangent of where(c, a, b) is where(c, a_dot, b_dot): the branch
-            # not taken is discarded whole, with any nan or inf in its tangent
-            # (a sum of products with 0/1 masks would give 0 * inf = nan).
-            # With seeds in front, each branch's tangent gets the node's full rank first, so
-            # that the condition (no seeds) broadcasts against its core, not the seeds.
-            condition, if_true, if_false = node.args
-            total = builder.record(select_p, (
-                condition,
-                aligned(builder, tangent_of.get(if_true, ZERO), len(node.shape), lead),
-                aligned(builder, tangent_of.get(if_false, ZERO), len(node.shape), lead)))
-        else:
+        rule = TANGENT.get(node.primitive)
+        if rule is not None:
+            total = tangent_by_rule(builder, node, rule, [tangent_of.get(arg) for arg in node.args], lead)
+        else:  # the chain rule through the partials
             partials = partial_atoms(node, seeded, function_name)
             terms = [builder.record(mul_p, (partial, aligned(builder, tangent_of[node.args[index]],
                                                               len(node.shape), lead)))
@@ -97,12 +86,11 @@ def _reached_nodes(primal_nodes: Sequence[Node], seeded: dict, consumers: dict |
                     heapq.heappush(pending, consumer)
 
 
-def array_tangent(builder: GraphBuilder, node: Node, tangents: list, lead: int = 0):
-    """The tangent of an array node given its operands' tangents (None: zero), by the
-    primitive's rule in the tangent table (:data:`symad.rules.tangents.TANGENT`)."""
-    rule = TANGENT.get(node.primitive)
-    if rule is None:
-        raise DifferentiationError(f"no forward-mode rule for the array operation {node.primitive.name!r}")
-    tangents = [None if t is None else full_shape(builder, t, atom_shape(arg), lead)
-                for t, arg in zip(tangents, node.args)]
+def tangent_by_rule(builder: GraphBuilder, node: Node, rule, tangents: list, lead: int = 0):
+    """The tangent of ``node`` by its ``rule`` of the tangent table
+    (:data:`symad.rules.tangents.TANGENT`), given its operands' tangents (None: zero); an
+    array primitive's rule gets them at their operands' full shapes."""
+    if not node.primitive.elementwise:
+        tangents = [None if t is None else full_shape(builder, t, atom_shape(arg), lead)
+                    for t, arg in zip(tangents, node.args)]
     return rule(builder, node, tangents, lead)
