@@ -134,6 +134,16 @@ def test_the_tables_find_a_planted_missing_rule(monkeypatch):
     assert _missing(TRANSPOSE, cumsum_p) == "cumsum: no transpose rule and no reason given"
 
 
+@pytest.mark.parametrize("name", [name for name in BUILTIN if not PRIMITIVES[name].elementwise])
+def test_array_stanza_facts_are_consistent(name):
+    primitive = PRIMITIVES[name]
+    assert primitive.shape_rule is not None
+    assert primitive.moves in (None, "gather", "place"), primitive.moves
+    if primitive.moves or primitive.object_safe:  # moving or adding elements is linear
+        assert primitive.kind == "linear", (name, primitive.kind)
+    assert primitive.finite == (name != "constant")
+
+
 @pytest.mark.parametrize("name", BUILTIN)
 def test_stanza_fields_are_well_formed(name):
     primitive = PRIMITIVES[name]
