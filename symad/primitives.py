@@ -544,6 +544,24 @@ def _latex_cbrt(printer, expr, exp=None):
     return root if exp is None else rf"\left({root}\right)^{{{exp}}}"
 
 
+def _printed_product(a, b):
+    # 2 (x - 1) kept as written: SymPy distributes a number over a sum when it builds
+    # 2 * (x - 1), giving 2 x - 2, and the derivative of (x - 1)**2 would print as a sum of
+    # scaled terms. An unevaluated product keeps the factor (SymPy still merges numbers
+    # when the product is multiplied again).
+    number, other = (a, b) if a.is_Number else (b, a)
+    if number.is_Number and other.is_Add:
+        return sympy.Mul(number, other, evaluate=False)
+    return a * b
+
+
+def _printed_quotient(a, b):
+    # (x - 1) / 2 kept as written, as a product by 1/2 (see _printed_product).
+    if b.is_Rational and not b.is_zero and a.is_Add:
+        return sympy.Mul(1 / b, a, evaluate=False)
+    return a / b
+
+
 def _printed_sech(x):
     # 1/cosh as a power, so that a product prints it as a denominator: 2 tanh(x)/cosh^2(x),
     # not 2 tanh(x) (1/cosh^2(x)).
@@ -875,12 +893,12 @@ mul_p = register(Primitive(
     "multiply", lambda a, b: a * b, np.multiply, arity=2, commutative=True,
     simplify=_simplify_mul, numpy_name="multiply",
     numexpr=("*", 0, 1), numba="({0} * {1})", c="{0} * {1}",
-    mpmath=operator.mul, interval=operator.mul,
+    mpmath=operator.mul, interval=operator.mul, printed=_printed_product,
     finite=True, cost=ARITHMETIC, cost_ns=(0.36, 0.26)))
 div_p = register(Primitive(
     "divide", lambda a, b: a / b, np.true_divide, arity=2, simplify=_simplify_div,
     numpy_name="true_divide", numexpr=("/", 0, 1), numba="({0} / {1})", c="{0} / {1}",
-    mpmath=_mp_divide, interval=operator.truediv,
+    mpmath=_mp_divide, interval=operator.truediv, printed=_printed_quotient,
     cost=ARITHMETIC, cost_ns=(0.70, 0.33)))
 neg_p = register(Primitive(
     "negative", lambda a: -a, np.negative, simplify=_simplify_neg, numpy_name="negative",

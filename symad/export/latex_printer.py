@@ -279,26 +279,8 @@ def printed_expression(primitive, args: list, params: tuple = ()) -> sympy.Basic
         # sin(t) as it stands: SymPy's eval would only look for rewrites (sin(-t) = -sin(t),
         # I*t as a coefficient...), which cost more than printing; numbers are still evaluated.
         return function(*args, evaluate=False)
-    return _keep_factored(primitive, args) or primitive.to_sympy(args, dict(params))
+    return primitive.to_sympy(args, dict(params))
 
-
-def _keep_factored(primitive, args: list) -> sympy.Basic | None:
-    """``2 (x - 1)`` and ``(x - 1) / 2`` kept as written.
-
-    SymPy distributes a number over a sum when it builds ``2 * (x - 1)``,
-    giving ``2 x - 2``; the derivative of ``(x - 1)**2`` then prints as a
-    sum of scaled terms. An unevaluated product keeps the factor (SymPy
-    still merges numbers when the product is multiplied again).
-    """
-    from symad.primitives import div_p, mul_p
-
-    if primitive is mul_p:
-        number, other = (args[0], args[1]) if args[0].is_Number else (args[1], args[0])
-        if number.is_Number and other.is_Add:
-            return sympy.Mul(number, other, evaluate=False)
-    elif primitive is div_p and args[1].is_Rational and not args[1].is_zero and args[0].is_Add:
-        return sympy.Mul(1 / args[1], args[0], evaluate=False)
-    return None
 
 def check_inline_budget(inline_below: int, max_inline: int) -> None:
     """Refuse inlining options past ``symad.inlining.MAX_FORMULA_SIZE`` before any work."""
