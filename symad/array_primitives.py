@@ -6,8 +6,9 @@ broadcast shape. This module adds the operations that are not elementwise,
 JAX-``lax``-style: a small set that ``symad.numpy``'s wide surface maps onto
 (``sum``, ``@``, ``einsum``, ``reshape``, slicing, ``concatenate``, ``pad``...),
 each in one stanza with its shape rule and NumPy implementation. Their
-derivative rules live with the other rules: :mod:`symad.rules.transposes`
-(reverse mode of the linear ones, as JAX's transpose rules).
+derivative rules live in the rule tables, one per transform, keyed by these
+primitives: :mod:`symad.rules.transposes` (reverse mode, as JAX's transpose
+rules), :mod:`symad.rules.tangents` (forward mode), :mod:`symad.rules.taylor`.
 
 **Leading dimensions.** A primitive's parameters describe what it does to the
 *trailing* ("core") dimensions of its operands; any dimensions in front of
@@ -40,10 +41,10 @@ import numpy as np
 
 from symad import array_runtime as rt
 from symad.errors import TracingError
-from symad.primitives import Primitive, _register
+from symad.primitives import Primitive, register
 
 __all__ = [
-    "ConstantArray", "basic_index", "index_objects", "normalize_axes",
+    "ConstantArray", "basic_index", "index_objects", "normalize_axes", "dummy_array", "part_shape",
     "constant_p", "reduce_sum_p", "amax_p", "amin_p", "reduce_logsumexp_p", "einsum_p",
     "reshape_p", "transpose_p", "broadcast_p", "slice_p", "unslice_p", "take_p", "take_add_p",
     "concatenate_p", "cumsum_p", "pack_p", "scatter_p", "ARRAY_PRIMITIVES",
@@ -204,9 +205,24 @@ def index_objects(index: tuple) -> tuple:
     return rt.rt_index(index)[1:]
 
 
-def _dummy(shape: tuple) -> np.ndarray:
+def dummy_array(shape: tuple) -> np.ndarray:
     """An array of ``shape`` with no memory behind it, to let NumPy work out result shapes."""
     return np.broadcast_to(np.zeros((), dtype=np.int8), shape)
+
+
+# The old private name, which symad/numpy.py and symad/compile/loops.py (other owners) still
+# read; they should move to dummy_array.
+_dummy = dummy_array
+
+
+def part_shape(in_shape: tuple, index: tuple) -> tuple:
+    """The core shape of ``x[index]`` for ``x`` of core shape ``in_shape`` and a normalised
+    basic ``index`` (see :func:`basic_index`).
+
+    >>> part_shape((3, 4), (("i", 1), ("s", 0, 4, 2)))
+    (2,)
+    """
+    return dummy_array(in_shape)[index_objects(index)].shape
 
 
 def _check_core(shape: tuple, in_shape: tuple, what: str) -> tuple:
@@ -238,12 +254,16 @@ def _broadcast_lead(value: np.ndarray, lead: tuple, core_ndim: int) -> np.ndarra
 # ---------------------------------------------------------------------------
 
 
-def _array_primitive(name, numpy_impl, shape_rule, *, kind, arity=1, variadic=False) -> Primitive:
+def _array_primitive(name, numpy_impl, shape_rule, *, kind, arity=1, variadic=False,
+                     finite=True, moves=None, object_safe=False) -> Primitive:
+    # finite: every array primitive but a constant (whose values are what they are) is finite
+    # where its operands are; reverse mode keeps a where's mask across it.
     primitive = Primitive(
         name, _no_scalar_form(name), numpy_impl, arity=arity, variadic=variadic,
-        kind=kind, shape_rule=shape_rule, folds_constants=False, numpy_name=None)
+        kind=kind, shape_rule=shape_rule, folds_constants=False, numpy_name=None, finite=finite,
+        moves=moves, object_safe=object_safe)
     ARRAY_PRIMITIVES.append(primitive)
-    return _register(primitive)
+    return register(primitive)
 
 
 def _no_scalar_form(name: str):
@@ -264,7 +284,7 @@ def _constant_impl(*, value: ConstantArray) -> np.ndarray:
 
 constant_p = _array_primitive(
     "constant", _constant_impl, lambda shapes, params: params["value"].shape,
-    kind="linear", arity=0)
+    kind="linear", arity=0, finite=False)
 
 
 # -- reductions -------------------------------------------------------------------
@@ -335,7 +355,7 @@ def _reshape_shape(shapes, params) -> tuple:
 
 reshape_p = _array_primitive(
     "reshape", lambda x, *, in_shape, shape: rt.rt_reshape(x, in_shape, shape), _reshape_shape,
-    kind="linear")
+    kind="linear", moves="gather", object_safe=True)
 
 
 def _transpose_shape(shapes, params) -> tuple:
@@ -347,7 +367,8 @@ def _transpose_shape(shapes, params) -> tuple:
 
 
 transpose_p = _array_primitive(
-    "transpose", lambda x, *, perm: rt.rt_transpose(x, perm), _transpose_shape, kind="linear")
+    "transpose", lambda x, *, perm: rt.rt_transpose(x, perm), _transpose_shape,
+    kind="linear", moves="gather", object_safe=True)
 
 
 def _broadcast_shape(shapes, params) -> tuple:
@@ -358,29 +379,30 @@ def _broadcast_shape(shapes, params) -> tuple:
 
 broadcast_p = _array_primitive(
     "broadcast_to", lambda x, *, in_shape, shape: rt.rt_broadcast(x, in_shape, shape),
-    _broadcast_shape, kind="linear")
+    _broadcast_shape, kind="linear", moves="gather", object_safe=True)
 
 
 def _slice_shape(shapes, params) -> tuple:
     (shape,) = shapes
     lead = _check_core(shape, params["in_shape"], "slice")
-    return lead + _dummy(params["in_shape"])[index_objects(params["index"])].shape
+    return lead + part_shape(params["in_shape"], params["index"])
 
 
 slice_p = _array_primitive(
-    "slice", lambda x, *, in_shape, index: rt.rt_slice(x, in_shape, index), _slice_shape, kind="linear")
+    "slice", lambda x, *, in_shape, index: rt.rt_slice(x, in_shape, index), _slice_shape,
+    kind="linear", moves="gather", object_safe=True)
 
 
 def _unslice_shape(shapes, params) -> tuple:
     (shape,) = shapes
-    part = _dummy(params["in_shape"])[index_objects(params["index"])].shape
+    part = part_shape(params["in_shape"], params["index"])
     return _check_core(shape, part, "unslice") + tuple(params["in_shape"])
 
 
 #: ``unslice(v)`` is zeros of ``in_shape`` holding ``v`` at ``index``: the transpose of a slice
 #: (and how ``pad`` with zeros is recorded).
 unslice_p = _array_primitive("unslice", lambda v, *, in_shape, index: rt.rt_unslice(v, in_shape, index),
-                             _unslice_shape, kind="linear")
+                             _unslice_shape, kind="linear", moves="place")
 
 
 def _take_shape(shapes, params) -> tuple:
@@ -393,7 +415,7 @@ def _take_shape(shapes, params) -> tuple:
 
 take_p = _array_primitive(
     "take", lambda x, *, in_shape, indices, axis: rt.rt_take(x, in_shape, indices.array, axis),
-    _take_shape, kind="linear")
+    _take_shape, kind="linear", moves="gather", object_safe=True)
 
 
 def _take_add_shape(shapes, params) -> tuple:
@@ -427,10 +449,10 @@ def _concatenate_shape(shapes, params) -> tuple:
 
 concatenate_p = _array_primitive(
     "concatenate", lambda *values, axis, in_shapes: rt.rt_concatenate(values, axis, in_shapes),
-    _concatenate_shape, kind="linear", variadic=True)
+    _concatenate_shape, kind="linear", moves="place", object_safe=True, variadic=True)
 cumsum_p = _array_primitive(
     "cumsum", lambda x, *, axis, reverse: rt.rt_cumsum(x, axis, reverse),
-    lambda shapes, params: tuple(shapes[0]), kind="linear")
+    lambda shapes, params: tuple(shapes[0]), kind="linear", object_safe=True)
 
 
 def _pack_shape(shapes, params) -> tuple:
@@ -447,14 +469,14 @@ def _pack_shape(shapes, params) -> tuple:
 #: (``out[i] = v`` on ``snp.zeros``, ``snp.stack`` of scalars) meets whole-array operations.
 pack_p = _array_primitive(
     "pack", lambda *values, shape, positions, has_base: rt.rt_pack(values, shape, positions, has_base),
-    _pack_shape, kind="linear", variadic=True)
+    _pack_shape, kind="linear", moves="place", variadic=True)
 
 
 def _scatter_shape(shapes, params) -> tuple:
     x_shape, v_shape = shapes
     in_shape, index = params["in_shape"], params["index"]
     lead = _check_core(x_shape, in_shape, "scatter")
-    part = _dummy(in_shape)[index_objects(index)].shape
+    part = part_shape(in_shape, index)
     v_core = v_shape[max(0, len(v_shape) - len(part)):]
     try:
         np.broadcast_shapes(v_core, part)
@@ -468,7 +490,7 @@ def _scatter_shape(shapes, params) -> tuple:
 #: ``x.at[index].set(v)`` on a whole array. Linear in ``(x, v)`` together.
 scatter_p = _array_primitive(
     "scatter", lambda x, v, *, in_shape, index: rt.rt_scatter(x, v, in_shape, index), _scatter_shape,
-    kind="linear", arity=2)
+    kind="linear", moves="place", arity=2)
 
 
 # ---------------------------------------------------------------------------

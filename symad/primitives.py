@@ -48,7 +48,7 @@ from sympy.codegen.cfunctions import log1p as sympy_log1p
 from symad.atoms import is_constant, is_zero_constant, same_atom
 
 __all__ = ["Primitive", "PRIMITIVES", "BACKENDS", "register", "spell", "FREE", "ARITHMETIC",
-           "NATIVE", "CALL"]
+           "NATIVE", "CALL", "RuleTable", "PARTIALS"]
 
 PartialRule = Callable[..., Any]
 
@@ -123,6 +123,15 @@ class Primitive:
             their own rules).
         shape_rule: ``shape_rule(operand_shapes, params) -> shape`` for an
             array primitive (elementwise ones broadcast).
+        moves: for an array primitive that only moves elements, how: ``"gather"`` (each
+            element of the result is one element of the operand, at an index map: reshape,
+            transpose, broadcast, slice, take) or ``"place"`` (each element of the result is
+            one operand element or a zero: unslice, concatenate, pack, scatter); None for a
+            primitive that computes. Sparsity patterns apply the NumPy implementation to
+            element codes; index notation inlines an index map.
+        object_safe: for an array primitive, its NumPy implementation also works on object
+            arrays of scalar atoms (it moves or adds elements and makes none of its own), so
+            the per-element view (:mod:`symad.rules.unroll`) applies it to the elements.
         numpy, numexpr, numba, c, mpmath, interval: the primitive's spelling for each
             backend (see :data:`BACKENDS`); None where the backend has none.
         latex: how symad's LaTeX printer writes the SymPy form ``to_sympy`` builds: a
@@ -161,6 +170,8 @@ class Primitive:
         boolean_operands: tuple[int, ...] = (),
         kind: str = "elementwise",
         shape_rule: Callable | None = None,
+        moves: str | None = None,
+        object_safe: bool = False,
         numpy: Any = None,
         numexpr: Any = None,
         numba: Any = None,
@@ -176,7 +187,8 @@ class Primitive:
         self.name = name
         self._to_sympy = to_sympy
         self.numpy_impl = numpy_impl
-        self.partials = partials
+        if partials is not None:
+            PARTIALS[self] = partials
         # True where every partial rule is written with broadcasting operations only, so
         # that the reverse sweep may call it once on arrays for a run of like nodes
         # (set for the rules of symad.rules.partials; a custom rule may not broadcast).
@@ -192,9 +204,8 @@ class Primitive:
         self.kind = kind
         self.elementwise = kind == "elementwise"
         self.shape_rule = shape_rule
-        #: Reverse mode of a linear or bilinear array primitive (symad.rules.transposes):
-        #: ``transpose(cotangent, node, operand_index, lead) -> cotangent of that operand``.
-        self.transpose = None
+        self.moves = moves
+        self.object_safe = object_safe
         given = {"numpy": numpy, "numexpr": numexpr, "numba": numba, "c": c, "mpmath": mpmath,
                  "interval": interval}
         #: backend name -> spelling (see BACKENDS); a backend missing here has none
@@ -217,8 +228,21 @@ class Primitive:
         return self.spellings.get(backend)
 
     @property
+    def partials(self):
+        """This primitive's row of the :data:`PARTIALS` table, or None (no rule)."""
+        return PARTIALS.get(self)
+
+    @partials.setter
+    def partials(self, rules) -> None:
+        # Custom primitives give theirs late (defpartials): the table stays the one place.
+        if rules is None:
+            PARTIALS.pop(self, None)
+        else:
+            PARTIALS[self] = rules
+
+    @property
     def has_partials(self) -> bool:
-        return self.partials is not None
+        return self in PARTIALS
 
     def partials_at(self, out, args: Sequence, indices: Sequence[int]) -> dict:
         """``{index: partial or None}`` w.r.t. the operands at ``indices`` (traced values).
@@ -240,6 +264,68 @@ class Primitive:
 PRIMITIVES: dict[str, Primitive] = {}
 
 
+class RuleTable(dict):
+    """One transform's rules, keyed by the primitive object, and why a primitive has none.
+
+    Every transform keeps its rules in one such table (autograd's ``numpy_vjps.py``, JAX's
+    ``ad.primitive_jvps``): :data:`PARTIALS` here, the Taylor, transpose, tangent, unroll,
+    sparsity and index-notation tables beside their transforms. A primitive the table
+    ``applies`` to has a rule or a named reason it has none (:meth:`no_rule`, or the
+    table's ``default_reason``); ``tests/test_catalogue.py`` walks the whole catalogue
+    through every table.
+
+    >>> table = RuleTable("example", applies=lambda p: not p.elementwise)
+    >>> @table.register(sin_p, cos_p)
+    ... def rule(node):
+    ...     return node
+    >>> table[sin_p] is rule, cos_p in table, table.reason_missing(tan_p)
+    (True, True, None)
+    >>> table.no_rule("not needed here", tan_p); table.reason_missing(tan_p)
+    'not needed here'
+    """
+
+    def __init__(self, transform: str, *, applies: Callable[[Primitive], bool] = lambda p: True,
+                 default_reason: Callable[[Primitive], str | None] | None = None):
+        super().__init__()
+        #: The transform's name, for messages.
+        self.transform = transform
+        #: ``applies(primitive)``: the primitives this table must cover.
+        self.applies = applies
+        #: primitive -> why it has no rule here
+        self.reasons: dict[Primitive, str] = {}
+        self.default_reason = default_reason
+
+    def register(self, *primitives: Primitive) -> Callable:
+        """A decorator: the decorated function is the rule of each of ``primitives``."""
+        def add(rule):
+            for primitive in primitives:
+                self[primitive] = rule
+            return rule
+        return add
+
+    def no_rule(self, reason: str, *primitives: Primitive) -> None:
+        """Record that ``primitives`` have no rule in this table, and why."""
+        for primitive in primitives:
+            self.reasons[primitive] = reason
+
+    def reason_missing(self, primitive: Primitive) -> str | None:
+        """Why ``primitive`` has no rule here (None: no reason given)."""
+        reason = self.reasons.get(primitive)
+        if reason is None and self.default_reason is not None:
+            reason = self.default_reason(primitive)
+        return reason
+
+    def __repr__(self) -> str:
+        return f"RuleTable({self.transform!r}, {len(self)} rules)"
+
+
+#: The symbolic partial derivatives, one row per primitive (see ``Primitive``'s ``partials``):
+#: filled by :mod:`symad.rules.partials` for the built-in primitives, by the stanzas that
+#: pass ``partials=`` (special functions, SymPy imports), and by ``defpartials`` for custom
+#: primitives. A primitive missing here cannot be differentiated through.
+PARTIALS = RuleTable("partials", applies=lambda primitive: primitive.elementwise)
+
+
 def register(primitive: Primitive) -> Primitive:
     """Add ``primitive`` to the catalogue (:data:`PRIMITIVES`, by name) and return it.
 
@@ -255,9 +341,6 @@ def register(primitive: Primitive) -> Primitive:
                          f"the backends are {', '.join(BACKENDS)}")
     PRIMITIVES[primitive.name] = primitive
     return primitive
-
-
-_register = register  # the array primitives' module registers through this name too
 
 
 # ---------------------------------------------------------------------------
@@ -459,6 +542,24 @@ def _latex_sech(printer, expr, exp=None):
 def _latex_cbrt(printer, expr, exp=None):
     root = rf"\sqrt[3]{{{printer._print(expr.args[0])}}}"
     return root if exp is None else rf"\left({root}\right)^{{{exp}}}"
+
+
+def _printed_product(a, b):
+    # 2 (x - 1) kept as written: SymPy distributes a number over a sum when it builds
+    # 2 * (x - 1), giving 2 x - 2, and the derivative of (x - 1)**2 would print as a sum of
+    # scaled terms. An unevaluated product keeps the factor (SymPy still merges numbers
+    # when the product is multiplied again).
+    number, other = (a, b) if a.is_Number else (b, a)
+    if number.is_Number and other.is_Add:
+        return sympy.Mul(number, other, evaluate=False)
+    return a * b
+
+
+def _printed_quotient(a, b):
+    # (x - 1) / 2 kept as written, as a product by 1/2 (see _printed_product).
+    if b.is_Rational and not b.is_zero and a.is_Add:
+        return sympy.Mul(1 / b, a, evaluate=False)
+    return a / b
 
 
 def _printed_sech(x):
@@ -792,12 +893,12 @@ mul_p = register(Primitive(
     "multiply", lambda a, b: a * b, np.multiply, arity=2, commutative=True,
     simplify=_simplify_mul, numpy_name="multiply",
     numexpr=("*", 0, 1), numba="({0} * {1})", c="{0} * {1}",
-    mpmath=operator.mul, interval=operator.mul,
+    mpmath=operator.mul, interval=operator.mul, printed=_printed_product,
     finite=True, cost=ARITHMETIC, cost_ns=(0.36, 0.26)))
 div_p = register(Primitive(
     "divide", lambda a, b: a / b, np.true_divide, arity=2, simplify=_simplify_div,
     numpy_name="true_divide", numexpr=("/", 0, 1), numba="({0} / {1})", c="{0} / {1}",
-    mpmath=_mp_divide, interval=operator.truediv,
+    mpmath=_mp_divide, interval=operator.truediv, printed=_printed_quotient,
     cost=ARITHMETIC, cost_ns=(0.70, 0.33)))
 neg_p = register(Primitive(
     "negative", lambda a: -a, np.negative, simplify=_simplify_neg, numpy_name="negative",

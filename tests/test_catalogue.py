@@ -1,7 +1,8 @@
 """The catalogue, walked whole: every primitive's stanza against what it claims.
 
-Every primitive has a derivative rule or a named reason it has none, and a Taylor rule or a
-named reason. Every backend spelling a stanza gives (``symad.primitives.BACKENDS``) is
+Every primitive (built-in, a SymPy import, user-defined) has, in every transform's rule table
+that applies to it (partials, Taylor, transpose, tangent, sparsity pattern, unroll, index
+notation), a rule or a named reason it has none. Every backend spelling a stanza gives (``symad.primitives.BACKENDS``) is
 evaluated at random points of the primitive's domain and compared with the primitive's NumPy
 implementation: numexpr (its string programs and its virtual machine's programs, whether
 or not the cost table sends the primitive there today), numba (one kernel for every
@@ -25,56 +26,123 @@ from symad.compile import generate_module
 from symad.compile.evaluator import load_module
 from symad.compile.scalar import numexpr_backend as NE
 from symad.compile.scalar.program import Instruction
+from symad.export.index_rules import INDEX_RULES
 from symad.export.latex_printer import symbol_latex
 from symad.function import finish_function
 from symad.graph import GraphBuilder
-from symad.primitives import BACKENDS, PRIMITIVES, Primitive, mul_p, select_p
+from symad.primitives import BACKENDS, PARTIALS, PRIMITIVES, Primitive, mul_p, select_p
 from symad.pytree import tree_flatten
-from symad.rules.taylor import TAYLOR_RULES
+from symad.rules.tangents import TANGENT
+from symad.rules.taylor import TAYLOR
+from symad.transforms.series import SERIES
+from symad.rules.transposes import TRANSPOSE
+from symad.rules.unroll import UNROLL
+from symad.transforms.sparsity import PATTERN
 
 BUILTIN = sorted(name for name in PRIMITIVES if not name.startswith("sympy."))
 ELEMENTWISE = [name for name in BUILTIN if PRIMITIVES[name].elementwise]
 
 # ---------------------------------------------------------------------------
-# Rules: a rule, or a named reason
+# Rules: in every table that applies to a primitive, a rule or a named reason
 # ---------------------------------------------------------------------------
 
-#: Primitives without symbolic partials, and why.
-NO_PARTIALS = {
-    "constant": "a constant array: it has no operands",
-}
-#: Array primitives: reverse mode goes through their transposes (symad.rules.transposes).
-BY_TRANSPOSE = "reverse mode by its transpose (symad.rules.transposes)"
-#: Taylor mode of a primitive missing from TAYLOR_RULES: the generic chain rule on series
-#: through its partials (symad.transforms.taylor.TaylorSweep.chain_rule).
-BY_CHAIN_RULE = "the chain rule on series through its partials"
+#: Every transform's table (each a RuleTable keyed by the primitive object).
+TABLES = [PARTIALS, TAYLOR, SERIES, TRANSPOSE, TANGENT, PATTERN, UNROLL, INDEX_RULES]
+
+
+def _sympy_import_primitive():
+    """A primitive made by importing a SymPy function symad has no stanza for."""
+    from symad.sympy_import import sympy_function_primitive
+
+    return sympy_function_primitive(sympy.besselj)
+
+
+def _user_primitives():
+    """User-defined primitives (``@sd.primitive``): one with its partials, one without."""
+    from symad.custom import CUSTOM_PRIMITIVES
+
+    if "catalogue_bare" not in CUSTOM_PRIMITIVES:
+        softsign = symad.primitive(lambda x: x / (1 + np.abs(x)), name="catalogue_softsign")
+        softsign.defpartials(lambda x: (1 / (1 + abs(x)) ** 2,))
+        symad.primitive(lambda x: x ** 3, name="catalogue_bare")
+    return CUSTOM_PRIMITIVES["catalogue_softsign"], CUSTOM_PRIMITIVES["catalogue_bare"]
+
+
+def _every_primitive() -> list:
+    """The whole catalogue: built-in (scalar, array, special), a SymPy import and
+    user-defined primitives (registered through ``register`` or ``@sd.primitive``)."""
+    from symad.custom import CUSTOM_PRIMITIVES
+
+    _sympy_import_primitive()
+    _user_primitives()
+    registered = list(PRIMITIVES.values())
+    custom = [c.primitive for c in CUSTOM_PRIMITIVES.values() if c.primitive not in registered]
+    return registered + custom
+
+
+def _is_user_defined(primitive) -> bool:
+    from symad.custom import CUSTOM_PRIMITIVES
+
+    return any(custom.primitive is primitive for custom in CUSTOM_PRIMITIVES.values())
+
+
+#: A user-defined primitive given no partials has no rule, on purpose: differentiating
+#: through it raises a DifferentiationError naming it (checked below).
+USER_WITHOUT_PARTIALS = "user-defined without .defpartials: differentiating raises, naming it"
+
+
+def _missing(table, primitive) -> str | None:
+    """What is wrong with ``primitive`` in ``table``: None if it has a rule or a reason."""
+    if not table.applies(primitive) or primitive in table or table.reason_missing(primitive):
+        return None
+    if _is_user_defined(primitive) and primitive not in PARTIALS:
+        return None  # USER_WITHOUT_PARTIALS (partials, and Taylor's chain rule through them)
+    return f"{primitive.name}: no {table.transform} rule and no reason given"
+
+
+@pytest.mark.parametrize("table", TABLES, ids=[table.transform for table in TABLES])
+def test_every_primitive_has_a_rule_or_a_named_reason_in_every_table(table):
+    missing = [m for m in (_missing(table, p) for p in _every_primitive()) if m is not None]
+    assert not missing, missing
+
+
+@pytest.mark.parametrize("table", TABLES, ids=[table.transform for table in TABLES])
+def test_rules_and_reasons_are_for_primitives_the_table_applies_to(table):
+    for primitive in list(table) + list(table.reasons):
+        assert table.applies(primitive), (table.transform, primitive.name)
+    assert not set(table) & set(table.reasons), "a rule and a reason it has none"
 
 
 @pytest.mark.parametrize("name", BUILTIN)
-def test_every_primitive_has_a_partial_rule_or_a_reason(name):
+def test_every_partial_rule_has_one_entry_per_operand(name):
+    rules = PARTIALS.get(PRIMITIVES[name])
+    if rules is not None and not PRIMITIVES[name].variadic:
+        assert len(rules) == PRIMITIVES[name].arity, (name, len(rules))
+
+
+def test_a_user_primitive_without_partials_says_so_when_differentiated():
+    softsign, bare = _user_primitives()
+    assert softsign.primitive in PARTIALS and bare.primitive not in PARTIALS
+    with pytest.raises(symad.DifferentiationError, match="catalogue_bare"):
+        symad.grad(lambda x: bare(x) * 2.0)(1.5)
+
+
+def test_the_tables_find_a_planted_missing_rule(monkeypatch):
+    # Remove one rule (the transpose of cumsum): the walk names it.
+    from symad.array_primitives import cumsum_p
+
+    monkeypatch.delitem(TRANSPOSE, cumsum_p)
+    assert _missing(TRANSPOSE, cumsum_p) == "cumsum: no transpose rule and no reason given"
+
+
+@pytest.mark.parametrize("name", [name for name in BUILTIN if not PRIMITIVES[name].elementwise])
+def test_array_stanza_facts_are_consistent(name):
     primitive = PRIMITIVES[name]
-    if primitive.has_partials:
-        rules = primitive.partials
-        assert primitive.variadic or len(rules) == primitive.arity, (name, len(rules), primitive.arity)
-        return
-    if not primitive.elementwise and primitive.transpose is not None:
-        return  # BY_TRANSPOSE
-    assert name in NO_PARTIALS, f"{name}: no partial rule, no transpose and no reason given"
-
-
-@pytest.mark.parametrize("name", BUILTIN)
-def test_every_primitive_has_a_taylor_rule_or_a_reason(name):
-    primitive = PRIMITIVES[name]
-    if primitive in TAYLOR_RULES:
-        return
-    # BY_CHAIN_RULE, which needs the partials
-    assert primitive.has_partials, f"{name}: no Taylor rule and no partials for the chain rule"
-
-
-def test_reasons_name_primitives_that_exist():
-    assert set(NO_PARTIALS) <= set(BUILTIN)
-    for name in NO_PARTIALS:
-        assert not PRIMITIVES[name].has_partials
+    assert primitive.shape_rule is not None
+    assert primitive.moves in (None, "gather", "place"), primitive.moves
+    if primitive.moves or primitive.object_safe:  # moving or adding elements is linear
+        assert primitive.kind == "linear", (name, primitive.kind)
+    assert primitive.finite == (name != "constant")
 
 
 @pytest.mark.parametrize("name", BUILTIN)

@@ -49,6 +49,11 @@ Conventions (docs/formulas.md, "Index notation", says the same for users):
 Everything stays exact: at integer indices, :func:`evaluate_element` (sums
 written out, the arrays' values read) gives the function's value there, which
 the tests check for every primitive and its gradient.
+
+This module builds the expressions (:class:`IndexNotation`), plans the lines and
+prints them; each primitive's element is its rule in the index-notation table
+(:mod:`symad.export.index_rules`), and the reductions and index simplifications
+they use are in :mod:`symad.export.index_forms`.
 """
 
 from __future__ import annotations
@@ -56,23 +61,39 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from fractions import Fraction
-from functools import cache
 
 import numpy as np
 import sympy
-from sympy.concrete.expr_with_limits import ExprWithLimits, _common_new
 from sympy.tensor.indexed import Indexed, IndexedBase
 
 from symad import array_primitives as A
 from symad.atoms import number_atom
+from symad.export.index_forms import (
+    INDEX_NAMES,
+    SMALL_CONSTANT,
+    ZERO,
+    IndexArray,
+    IndexedReduction,
+    Maximum,
+    Minimum,
+    PrintedElement,
+    Sum,
+    delta_of,
+    index_symbol,
+    name_all,
+    rational_constant,
+    sparse_constant,
+    tidy_condition,
+    tidy_index,
+)
+from symad.export.index_rules import index_rule
 from symad.export.latex_printer import (
     SymadLatexPrinter,
-    _array_latex,
-    _temporary_base,
+    array_latex,
     check_inline_budget,
     printed_expression,
     symbol_latex,
+    temporary_base,
 )
 from symad.graph import ArrayInput, Node, atom_shape, fresh_symbols, sympy_form
 
@@ -88,393 +109,6 @@ __all__ = [
     "index_symbol",
     "index_symbols",
 ]
-
-#: The letters of index symbols, in the order they are given out. ``t`` (temporaries),
-#: ``c`` and ``p`` (constants), ``f``/``o`` and ``x, y, z`` (usual input names) are left out.
-INDEX_NAMES = ("i", "j", "k", "l", "m", "n", "q", "r", "s", "u", "v", "w", "a", "b", "d", "e",
-               "g", "h")
-
-#: Constant arrays of at most this many elements (and two axes) are written out in LaTeX.
-SMALL_CONSTANT = 12
-
-ZERO = sympy.S.Zero
-
-
-@cache
-def index_symbol(name: str) -> sympy.Symbol:
-    """The index symbol called ``name``: an integer, non-negative SymPy symbol.
-
-    >>> i = index_symbol("i")
-    >>> i.is_integer, i.is_nonnegative, i == sympy.Symbol("i")
-    (True, True, False)
-    """
-    return sympy.Symbol(name, integer=True, nonnegative=True)
-
-
-# ---------------------------------------------------------------------------
-# Reductions SymPy has no object for
-# ---------------------------------------------------------------------------
-
-
-def _new_without_folds_through_inner_sums(cls, function, *limits, **assumptions):
-    """A sum (or max, min) over ``limits``, built as SymPy builds one, minus one step.
-
-    SymPy's constructor (``_common_new``) folds every ``Piecewise`` of the summand
-    up to its top level (``piecewise_fold``), and the fold does not stop at the
-    sums nested inside: ``Sum(Sum(Piecewise((1, x[j, k] > 0), (0, True)), (k, 0, 2)), (j, 0, 1))``
-    becomes a ``Piecewise`` whose condition names ``k`` outside the sum that
-    binds it, a formula that no longer means anything. So the nested sums
-    holding a ``Piecewise`` are hidden from the fold, then put back as they were.
-    """
-    hidden = ({inner: sympy.Dummy() for inner in function.atoms(ExprWithLimits)
-               if inner.has(sympy.Piecewise)} if isinstance(function, sympy.Basic) else {})
-    shown = {dummy: inner for inner, dummy in hidden.items()}
-    built = _common_new(cls, function.xreplace(hidden), *limits, discrete=True, **assumptions)
-    if not isinstance(built, tuple):  # nan, or an equation of two sums
-        return built.xreplace(shown)
-    function, limits, orientation = built
-    function = (orientation * function).xreplace(shown)
-    result = sympy.Expr.__new__(cls, **assumptions)
-    result._args = (function, *limits)
-    result.is_commutative = function.is_commutative
-    return result
-
-
-class Sum(sympy.Sum):
-    """SymPy's ``Sum``, except that building one folds no ``Piecewise`` out of the sums inside.
-
-    Every sum in an index-notation formula is one of these, so ``formula()``
-    stays correct when the user substitutes indices or values into it (SymPy
-    rebuilds each sum then). It is named ``Sum`` and equal to, hashed and
-    ordered like the SymPy ``Sum`` of the same arguments, so comparisons with
-    ``sympy.Sum(...)`` hold.
-
-    >>> x, j, k = IndexedBase("x"), index_symbol("j"), index_symbol("k")
-    >>> inner = Sum(sympy.Piecewise((1, x[j, k] > 0), (0, True)), (k, 0, 2))
-    >>> Sum(inner ** 2, (j, 0, 1))
-    Sum(Sum(Piecewise((1, x[j, k] > 0), (0, True)), (k, 0, 2))**2, (j, 0, 1))
-    >>> Sum(x[j], (j, 0, 1)) == sympy.Sum(x[j], (j, 0, 1))
-    True
-    """
-
-    def __new__(cls, function, *limits, **assumptions):
-        return _new_without_folds_through_inner_sums(cls, function, *limits, **assumptions)
-
-    def __eq__(self, other):
-        if isinstance(other, sympy.Sum) and type(other) is not type(self):
-            return self._hashable_content() == other._hashable_content()
-        return super().__eq__(other)
-
-    __hash__ = sympy.Sum.__hash__
-
-
-class _IndexedReduction(ExprWithLimits):
-    """``max``/``min`` of an expression over ranges of bound indices, like ``sympy.Sum`` for ``+``."""
-
-    _combine = None  # sympy.Max or sympy.Min
-    _command = ""
-
-    def __new__(cls, function, *limits, **assumptions):
-        return _new_without_folds_through_inner_sums(cls, function, *limits, **assumptions)
-
-    def doit(self, **hints):
-        body = self.function.doit(**hints) if hints.get("deep", True) else self.function
-        ranges = []
-        for _, lower, upper in self.limits:
-            if not (lower.is_Integer and upper.is_Integer):
-                return self.func(body, *self.limits)
-            ranges.append(range(int(lower), int(upper) + 1))
-        variables = [limit[0] for limit in self.limits]
-        values = [body.xreplace(dict(zip(variables, map(sympy.Integer, point))))
-                  for point in itertools.product(*ranges)]
-        return self._combine(*values)
-
-    def _latex(self, printer):
-        implicit = getattr(printer, "implicit_limits", False)
-        under = []
-        for variable, lower, upper in self.limits:
-            name = printer._print(variable)
-            under.append(name if implicit and lower == 0 and upper.is_Integer else
-                         rf"{printer._print(lower)} \leq {name} \leq {printer._print(upper)}")
-        body = printer._print(self.function)
-        if isinstance(self.function, sympy.Add):
-            body = rf"\left({body}\right)"
-        return rf"{self._command}_{{{', '.join(under)}}} {body}"
-
-
-class Maximum(_IndexedReduction):
-    """The largest value of an expression over index ranges: ``Maximum(x[i, k], (k, 0, 3))``.
-
-    >>> x, k = IndexedBase("x"), index_symbol("k")
-    >>> Maximum(x[k], (k, 0, 2)).doit()
-    Max(x[0], x[1], x[2])
-    """
-
-    _combine = sympy.Max
-    _command = r"\max"
-
-
-class Minimum(_IndexedReduction):
-    """The smallest value of an expression over index ranges (see :class:`Maximum`).
-
-    >>> x, k = IndexedBase("x"), index_symbol("k")
-    >>> Minimum(x[k], (k, 0, 1)).doit()
-    Min(x[0], x[1])
-    """
-
-    _combine = sympy.Min
-    _command = r"\min"
-
-
-# ---------------------------------------------------------------------------
-# Index expressions: simplified with the ranges of the indices in them
-# ---------------------------------------------------------------------------
-
-
-def _linear_form(expr, ranges: dict):
-    """``expr`` as ``({symbol: Rational}, Rational)`` if linear in indices of known range, else None."""
-    if expr.is_Rational:
-        return {}, expr
-    coefficients, constant = {}, sympy.S.Zero
-    for term, coefficient in expr.as_coefficients_dict().items():
-        if not coefficient.is_Rational:
-            return None
-        if term is sympy.S.One:
-            constant += coefficient
-        elif term in ranges:
-            coefficients[term] = coefficients.get(term, 0) + coefficient
-        else:
-            return None
-    return coefficients, constant
-
-
-def _span(form, ranges: dict) -> tuple:
-    """The least and largest values of a linear form over its indices' ranges."""
-    coefficients, constant = form
-    low = high = constant
-    for symbol, coefficient in coefficients.items():
-        extreme = coefficient * (ranges[symbol] - 1)
-        low, high = low + min(0, extreme), high + max(0, extreme)
-    return low, high
-
-
-def _floor_of(form, ranges: dict):
-    """``floor`` of a linear form as a linear expression, if its fractional part's floor is constant."""
-    coefficients, constant = form
-    denominator = math.lcm(*(int(c.q) for c in coefficients.values()), int(sympy.Rational(constant).q))
-    whole, rest = [], {}
-    for symbol, coefficient in coefficients.items():
-        numerator = int(coefficient * denominator)
-        whole.append((numerator // denominator) * symbol)
-        rest[symbol] = sympy.Integer(numerator % denominator)
-    low, high = _span((rest, constant * denominator), ranges)
-    if low // denominator != high // denominator:
-        return None
-    return sympy.Add(*whole) + low // denominator
-
-
-def _tidy_floor_mod(expr, ranges: dict):
-    if isinstance(expr, sympy.floor):
-        form = _linear_form(expr.args[0], ranges)
-        value = _floor_of(form, ranges) if form is not None else None
-        return expr if value is None else value
-    dividend, divisor = expr.args
-    form = _linear_form(dividend, ranges)
-    if form is None or not divisor.is_Integer or divisor <= 0:
-        return expr
-    coefficients, constant = form
-    quotient = _floor_of(({s: c / divisor for s, c in coefficients.items()}, constant / divisor), ranges)
-    return expr if quotient is None else dividend - divisor * quotient
-
-
-def _tidy_index(expr, ranges: dict):
-    """An index expression with ``floor``/``Mod`` resolved where the ranges decide them."""
-    if expr.is_Symbol or expr.is_Integer or not expr.has(sympy.floor, sympy.Mod):
-        return expr
-    return expr.replace(lambda e: isinstance(e, (sympy.floor, sympy.Mod)),
-                        lambda e: _tidy_floor_mod(e, ranges))
-
-
-_RELATIONS = {
-    sympy.Eq: lambda low, high: True if low == high == 0 else False if low > 0 or high < 0 else None,
-    sympy.Ne: lambda low, high: False if low == high == 0 else True if low > 0 or high < 0 else None,
-    sympy.Lt: lambda low, high: True if high < 0 else False if low >= 0 else None,
-    sympy.Le: lambda low, high: True if high <= 0 else False if low > 0 else None,
-    sympy.Gt: lambda low, high: True if low > 0 else False if high <= 0 else None,
-    sympy.Ge: lambda low, high: True if low >= 0 else False if high < 0 else None,
-}
-
-
-def _tidy_condition(condition, ranges: dict):
-    """A condition on indices, decided (``True``/``False``) where the ranges decide it."""
-    if isinstance(condition, sympy.And):
-        return sympy.And(*[_tidy_condition(c, ranges) for c in condition.args])
-    decide = _RELATIONS.get(type(condition))
-    if decide is None:
-        return condition
-    lhs, rhs = (_tidy_index(side, ranges) for side in condition.args)
-    form = _linear_form(lhs - rhs, ranges)
-    verdict = decide(*_span(form, ranges)) if form is not None else None
-    if verdict is None:
-        return type(condition)(lhs, rhs)
-    return sympy.true if verdict else sympy.false
-
-
-def _within(expr, lower, upper, ranges: dict) -> bool:
-    """True if the index expression ``expr`` stays within ``[lower, upper]`` over the ranges."""
-    if isinstance(expr, sympy.Mod) and expr.args[1].is_Integer:
-        return lower <= 0 and expr.args[1] - 1 <= upper
-    form = _linear_form(expr, ranges)
-    if form is None:
-        return False
-    low, high = _span(form, ranges)
-    return lower <= low and high <= upper
-
-
-def _delta_of(body, limit: tuple, ranges: dict):
-    """``(body without the delta, a)`` if ``body`` has a factor ``KroneckerDelta(a, k)`` for the
-    bound index ``k`` of ``limit`` with ``a`` in its range, else None."""
-    k, lower, upper = limit
-    factors = sympy.Mul.make_args(body)
-    for position, factor in enumerate(factors):
-        if not isinstance(factor, sympy.KroneckerDelta):
-            continue
-        a, b = factor.args
-        other = b if a == k else a if b == k else None
-        if other is not None and not other.has(k) and _within(other, lower, upper, ranges):
-            return sympy.Mul(*(factors[:position] + factors[position + 1:])), other
-    return None
-
-
-def _broadcast_index(index: tuple, shape: tuple, target: tuple) -> tuple:
-    """The index into an operand of ``shape`` broadcast (right-aligned) to ``target`` at ``index``."""
-    offset = len(target) - len(shape)
-    return tuple(ZERO if size == 1 and target[offset + axis] != 1 else index[offset + axis]
-                 for axis, size in enumerate(shape))
-
-
-# ---------------------------------------------------------------------------
-# Integer index arrays (take, take_add): closed forms where there is one
-# ---------------------------------------------------------------------------
-
-
-class _IndexArray:
-    """An integer index array as an index expression of the positions it is read at."""
-
-    def __init__(self, indices: np.ndarray, axis_size: int):
-        self.array = indices
-        self.kind, self.form = self._closed_form(indices, axis_size)
-        self.base = None  # an IndexedBase, for kind "named"
-
-    @staticmethod
-    def _closed_form(indices: np.ndarray, size: int):
-        if indices.ndim == 0:
-            return "scalar", int(indices)
-        if indices.size == 0:
-            return "named", None
-        first = int(indices.reshape(-1)[0])
-        steps = []
-        for axis in range(indices.ndim):
-            step = 0
-            if indices.shape[axis] > 1:
-                step = int(indices[(0,) * axis + (1,) + (0,) * (indices.ndim - axis - 1)]) - first
-            steps.append(step)
-        grid = np.indices(indices.shape)
-        if np.array_equal(indices, first + np.tensordot(steps, grid, axes=1)):
-            return "affine", (first, tuple(steps))
-        if indices.ndim == 1 and size:
-            positions = np.arange(len(indices))
-            step = (int(indices[1]) - first) % size
-            if np.array_equal(indices, (first + step * positions) % size):
-                return "mod", (first, step, size)
-            run = int(np.argmax(indices != first)) if (indices != first).any() else len(indices)
-            step = int(indices[run]) - first if run < len(indices) else 0
-            if np.array_equal(indices, first + step * (positions // run)):
-                return "repeat", (first, step, run)
-        return "named", None
-
-    def at(self, positions: tuple, element=Indexed):
-        """The index stored at ``positions`` (one index expression per axis of the array)."""
-        if self.kind == "scalar":
-            return sympy.Integer(self.form)
-        if self.kind == "affine":
-            first, steps = self.form
-            return first + sum((step * p for step, p in zip(steps, positions)), ZERO)
-        if self.kind == "mod":
-            first, step, size = self.form
-            return sympy.Mod(first + step * positions[0], size)
-        if self.kind == "repeat":
-            first, step, run = self.form
-            return first + step * sympy.floor(positions[0] / run)
-        return element(self.base, *positions)
-
-
-class _PrintedElement(Indexed):
-    """An ``Indexed`` as LaTeX lines hold it: ordered among the symbols, by its indices.
-
-    SymPy orders a product's factors by class, so ``sin(x[i])`` would come
-    before ``x[i]``, and ``Indexed`` factors by their base's name
-    (``W[k, j] X[i, k]``). Printed elements sort like symbols, by their
-    indices first: ``t_{i} x_{i} \\sin{...}`` and ``X_{i k} W_{k j}``, the
-    order a contraction is read in. Only LaTeX uses it; ``formula()`` holds
-    plain ``Indexed`` objects.
-    """
-
-    @classmethod
-    def class_key(cls):
-        return sympy.Symbol.class_key()
-
-    def sort_key(self, order=None):
-        # After symbols (1, ...) and dummies (2, ...); then by the indices, then the name.
-        keys = tuple((0, sympy.default_sort_key(k, order)) for k in self.indices)
-        return self.class_key(), (3, keys + ((1, str(self.base)),)), sympy.S.One.sort_key(), sympy.S.One
-
-
-def _sparse_constant(array: np.ndarray):
-    """A constant array that Kronecker deltas describe, as ``(kind, detail)``, or None.
-
-    ``("identity", s)``: the array is an identity between its first ``s`` axes
-    and the rest (the seeds of a Jacobian sweep, reshaped or not);
-    ``("one-hot", (index, value))``: one element is non-zero.
-    """
-    nonzero = np.count_nonzero(array)
-    if nonzero == 1:
-        index = tuple(int(k) for k in np.argwhere(array)[0])
-        return "one-hot", (index, array[index].item())
-    for split in range(1, array.ndim):
-        count = math.prod(array.shape[:split])
-        if count != math.prod(array.shape[split:]) or nonzero != count:
-            continue
-        square = array.reshape(count, count)
-        if np.all(np.diagonal(square) == 1):
-            return "identity", split
-    return None
-
-
-def _free_prefix(candidates: tuple, taken: set[str]) -> str:
-    """The first of ``candidates`` that no name in ``taken`` is, alone or followed by digits."""
-    def used(prefix: str) -> bool:
-        return any(name == prefix or (name.startswith(prefix) and name[len(prefix):].isdigit())
-                   for name in taken)
-
-    for prefix in candidates:
-        if not used(prefix):
-            return prefix
-    prefix = candidates[0]
-    while used(prefix):
-        prefix += "_"
-    return prefix
-
-
-def _name_all(items: list, candidates: tuple, taken: set[str]) -> list[str]:
-    """Names for ``items``: a single letter for one, the letter numbered from 1 for several."""
-    if not items:
-        return []
-    prefix = _free_prefix(candidates, taken)
-    if len(items) == 1:
-        return [prefix]
-    return [f"{prefix}{k}" for k in range(1, len(items) + 1)]
-
 
 # ---------------------------------------------------------------------------
 # The builder: each node's element at given indices
@@ -493,7 +127,7 @@ class IndexNotation:
     def __init__(self, function, *, latex: bool = False, max_denominator: int = 1000):
         self.function = function
         self.graph = function.graph
-        self.element = _PrintedElement if latex else Indexed
+        self.element = PrintedElement if latex else Indexed
         if latex:
             self._apply = printed_expression
             self._number = lambda atom: rational_constant(atom, max_denominator)
@@ -506,7 +140,7 @@ class IndexNotation:
         self._memo: dict = {}
         self._ranges: dict = {}  # the current line's free index -> its axis size
         self._line_names: set = set()
-        self._sparse_forms: dict = {}  # ConstantArray -> _sparse_constant
+        self._sparse_forms: dict = {}  # ConstantArray -> sparse_constant
         self.fixed: dict = {}  # node -> its value where it is the same at every index
 
         taken = set()
@@ -521,10 +155,10 @@ class IndexNotation:
 
     # -- names ---------------------------------------------------------------
 
-    def _sparse(self, value):
-        """:func:`_sparse_constant` of a ConstantArray, worked out once."""
+    def sparse_form(self, value):
+        """:func:`sparse_constant` of a ConstantArray, worked out once."""
         if value not in self._sparse_forms:
-            self._sparse_forms[value] = _sparse_constant(value.array)
+            self._sparse_forms[value] = sparse_constant(value.array)
         return self._sparse_forms[value]
 
     def _name_constants(self, taken: set[str]):
@@ -534,17 +168,17 @@ class IndexNotation:
             params = dict(node.params)
             if node.primitive is A.constant_p:
                 value = params["value"]
-                if value.fill is None and value not in data and self._sparse(value) is None:
+                if value.fill is None and value not in data and self.sparse_form(value) is None:
                     data[value] = None
             elif node.primitive in (A.take_p, A.take_add_p):
                 key = (params["indices"], params["in_shape"][params["axis"]])
                 if key not in index_arrays:
-                    array = _IndexArray(params["indices"].array, key[1])
+                    array = IndexArray(params["indices"].array, key[1])
                     index_arrays[key] = array
-        for value, name in zip(list(data), _name_all(list(data), ("c", "a", "b", "C"), taken)):
+        for value, name in zip(list(data), name_all(list(data), ("c", "a", "b", "C"), taken)):
             data[value] = IndexedBase(name, shape=value.shape)
         named = [a for a in index_arrays.values() if a.kind == "named"]
-        for array, name in zip(named, _name_all(named, ("p", "P", "idx"), taken | {
+        for array, name in zip(named, name_all(named, ("p", "P", "idx"), taken | {
                 b.label.name for b in data.values()})):
             array.base = IndexedBase(name, shape=array.array.shape)
         return data, index_arrays
@@ -592,12 +226,12 @@ class IndexNotation:
         """``Sum(body, *limits)``, each sum over a Kronecker delta's index done: sum_k f(k) delta_{a k} = f(a).
 
         Jacobians and Hessians seed their sweeps with identities, which
-        become deltas (:func:`_sparse_constant`): their contractions fold here.
+        become deltas (:func:`sparse_constant`): their contractions fold here.
         """
         ranges = self.ranges(scope)
         kept = []
         for limit in limits:
-            found = _delta_of(body, limit, ranges)
+            found = delta_of(body, limit, ranges)
             if found is None:
                 kept.append(limit)
                 continue
@@ -606,7 +240,7 @@ class IndexNotation:
         return Sum(body, *kept) if kept else body
 
     def condition(self, condition, scope: tuple):
-        return _tidy_condition(condition, self.ranges(scope))
+        return tidy_condition(condition, self.ranges(scope))
 
     # -- values --------------------------------------------------------------
 
@@ -616,7 +250,15 @@ class IndexNotation:
     def apply(self, primitive, args: list, params: tuple = ()):
         return self._apply(primitive, args, params)
 
-    def note_index_array(self, indices: _IndexArray) -> None:
+    def index_array(self, indices, axis_size: int) -> IndexArray:
+        """The :class:`IndexArray` of a take's ``indices`` (a ConstantArray) along an axis."""
+        return self._index_arrays[(indices, axis_size)]
+
+    def constant_base(self, value):
+        """The IndexedBase naming the constant array ``value`` (a ConstantArray)."""
+        return self._constants[value]
+
+    def note_index_array(self, indices: IndexArray) -> None:
         """Record that a named index array is read (LaTeX lists it)."""
         if indices.base is not None:
             self.used_constants.setdefault(indices.base.label.name, indices.base)
@@ -627,7 +269,7 @@ class IndexNotation:
             return self._number(atom)
         if index:
             ranges = self.ranges(scope)
-            index = tuple(_tidy_index(sympy.Integer(e) if isinstance(e, int) else e, ranges)
+            index = tuple(tidy_index(sympy.Integer(e) if isinstance(e, int) else e, ranges)
                           for e in index)
         cls = atom.__class__
         if cls is ArrayInput:
@@ -654,374 +296,12 @@ class IndexNotation:
             if 0 in node.shape:
                 value = ZERO  # an empty array has no element to describe
             else:
-                rule = _RULES.get(node.primitive, _elementwise)
+                rule = index_rule(node.primitive)
                 value = rule(self, node, index, scope)
             self._memo[key] = value
         return value
 
 
-# ---------------------------------------------------------------------------
-# The rules: each primitive's element at ``index``
-# ---------------------------------------------------------------------------
-
-
-def _elementwise(nb: IndexNotation, node, index: tuple, scope: tuple):
-    args = [nb.operand(atom, _broadcast_index(index, atom_shape(atom), node.shape), scope)
-            for atom in node.args]
-    return nb.apply(node.primitive, args, node.params)
-
-
-def _reduction(combine):
-    def rule(nb: IndexNotation, node, index: tuple, scope: tuple):
-        (x,) = node.args
-        shape = atom_shape(x)
-        axes = {len(shape) + a for a in dict(node.params)["axes"]}
-        free = iter(index)
-        operand_index, limits = [], []
-        for axis, size in enumerate(shape):
-            if axis in axes:
-                k, limit, scope = nb.bound(size, scope)
-                operand_index.append(k)
-                if limit is not None:
-                    limits.append(limit)
-            else:
-                operand_index.append(next(free))
-        body = nb.operand(x, tuple(operand_index), scope)
-        return combine(nb, body, limits, scope) if limits else body
-    return rule
-
-
-def _logsumexp(nb: IndexNotation, body, limits: list, scope: tuple):
-    return sympy.log(Sum(sympy.exp(body), *limits))
-
-
-def _einsum(nb: IndexNotation, node, index: tuple, scope: tuple):
-    (sa, sb), sc = A.parse_subscripts(dict(node.params)["subscripts"])
-    a, b = node.args
-    lead = len(node.shape) - len(sc)
-    lead_shape, lead_index = node.shape[:lead], index[:lead]
-    value = dict(zip(sc, index[lead:]))
-    sizes = {}
-    for atom, letters in ((a, sa), (b, sb)):
-        shape = atom_shape(atom)
-        sizes.update(zip(letters, shape[len(shape) - len(letters):]))
-    limits = []
-    for letter in dict.fromkeys(sa + sb):
-        if letter not in value:
-            value[letter], limit, scope = nb.bound(sizes[letter], scope)
-            if limit is not None:
-                limits.append(limit)
-
-    def element(atom, letters):
-        shape = atom_shape(atom)
-        own_lead = shape[:len(shape) - len(letters)]
-        at = _broadcast_index(lead_index, own_lead, lead_shape) + tuple(value[c] for c in letters)
-        return nb.operand(atom, at, scope)
-
-    return nb.sum(element(a, sa) * element(b, sb), limits, scope)
-
-
-def _reshape_index(index: tuple, in_shape: tuple, out_shape: tuple) -> tuple:
-    """The index into ``in_shape`` of the element at ``index`` of its reshape to ``out_shape``.
-
-    Axes are matched in groups of equal size (size-1 axes read 0): an input
-    axis made of several output axes is their flat position, and an output axis
-    made of several input axes is split with ``floor`` and ``Mod``.
-    """
-    result = [ZERO] * len(in_shape)
-    ins = [a for a, size in enumerate(in_shape) if size != 1]
-    outs = [a for a, size in enumerate(out_shape) if size != 1]
-    pi = po = 0
-    while pi < len(ins):
-        group_in, group_out = [ins[pi]], [outs[po]]
-        size_in, size_out = in_shape[ins[pi]], out_shape[outs[po]]
-        pi, po = pi + 1, po + 1
-        while size_in != size_out:
-            if size_in < size_out:
-                group_in.append(ins[pi])
-                size_in *= in_shape[ins[pi]]
-                pi += 1
-            else:
-                group_out.append(outs[po])
-                size_out *= out_shape[outs[po]]
-                po += 1
-        flat, stride = ZERO, 1
-        for axis in reversed(group_out):
-            flat += index[axis] * stride
-            stride *= out_shape[axis]
-        stride = 1
-        for position, axis in reversed(list(enumerate(group_in))):
-            size = in_shape[axis]
-            if len(group_in) == 1:
-                result[axis] = flat
-            elif position == 0:
-                result[axis] = sympy.floor(flat / stride)
-            else:
-                result[axis] = sympy.Mod(sympy.floor(flat / stride) if stride > 1 else flat, size)
-            stride *= size
-    return tuple(result)
-
-
-def _reshape(nb: IndexNotation, node, index: tuple, scope: tuple):
-    params = dict(node.params)
-    lead = len(node.shape) - len(params["shape"])
-    core = _reshape_index(index[lead:], params["in_shape"], params["shape"])
-    return nb.operand(node.args[0], index[:lead] + core, scope)
-
-
-def _transpose(nb: IndexNotation, node, index: tuple, scope: tuple):
-    perm = dict(node.params)["perm"]
-    lead = len(node.shape) - len(perm)
-    core = [None] * len(perm)
-    for axis, source in enumerate(perm):
-        core[source] = index[lead + axis]
-    return nb.operand(node.args[0], index[:lead] + tuple(core), scope)
-
-
-def _broadcast(nb: IndexNotation, node, index: tuple, scope: tuple):
-    params = dict(node.params)
-    lead = len(node.shape) - len(params["shape"])
-    core = _broadcast_index(index[lead:], params["in_shape"], params["shape"])
-    return nb.operand(node.args[0], index[:lead] + core, scope)
-
-
-def _slice(nb: IndexNotation, node, index: tuple, scope: tuple):
-    params = dict(node.params)
-    (x,) = node.args
-    lead = len(atom_shape(x)) - len(params["in_shape"])
-    free = iter(index[lead:])
-    core = []
-    for item in params["index"]:
-        if item[0] == "i":
-            core.append(sympy.Integer(item[1]))
-        elif item[0] == "s":
-            core.append(item[1] + item[3] * next(free))
-        else:
-            next(free)
-    return nb.operand(x, index[:lead] + tuple(core), scope)
-
-
-def _placed(nb: IndexNotation, basic_index: tuple, core: tuple, in_shape: tuple, scope: tuple):
-    """Where ``array[basic_index]`` sits in ``array`` at ``core``: ``(part index, condition)``,
-    or None if the index selects nothing."""
-    part, conditions, axis = [], [], 0
-    for item in basic_index:
-        if item[0] == "n":
-            part.append(ZERO)
-            continue
-        at, size = core[axis], in_shape[axis]
-        axis += 1
-        if item[0] == "i":
-            conditions.append(sympy.Eq(at, item[1]))
-            continue
-        placed = _placement(at, range(size)[slice(*item[1:])], size)
-        if placed is None:
-            return None
-        part.append(placed[0])
-        conditions += placed[1]
-    return tuple(part), nb.condition(sympy.And(*conditions), scope)
-
-
-def _placement(at, positions: range, size: int):
-    """``(index into the placed part, conditions on at)`` for the ``positions`` of an axis of
-    ``size`` that hold the part's elements in order, or None if there are none."""
-    if not positions:
-        return None
-    start, step = positions[0], positions.step
-    low, high = min(start, positions[-1]), max(start, positions[-1])
-    conditions = []
-    if low > 0:
-        conditions.append(sympy.Ge(at, low))
-    if high < size - 1:
-        conditions.append(sympy.Le(at, high))
-    if abs(step) > 1:
-        conditions.append(sympy.Eq(sympy.Mod(at - start, abs(step)), 0))
-    part = at - start if step == 1 else start - at if step == -1 else (at - start) / step
-    return part, conditions
-
-
-def _unslice(nb: IndexNotation, node, index: tuple, scope: tuple):
-    params = dict(node.params)
-    in_shape = params["in_shape"]
-    lead = len(node.shape) - len(in_shape)
-    placed = _placed(nb, params["index"], index[lead:], in_shape, scope)
-    if placed is None:
-        return ZERO
-    part, condition = placed
-    value = nb.operand(node.args[0], index[:lead] + part, scope)
-    return sympy.Piecewise((value, condition), (ZERO, True))
-
-
-def _scatter(nb: IndexNotation, node, index: tuple, scope: tuple):
-    params = dict(node.params)
-    x, v = node.args
-    in_shape = params["in_shape"]
-    lead = len(node.shape) - len(in_shape)
-    lead_shape, lead_index, core = node.shape[:lead], index[:lead], index[lead:]
-    x_shape = atom_shape(x)
-    x_value = nb.operand(x, _broadcast_index(lead_index, x_shape[:len(x_shape) - len(in_shape)],
-                                             lead_shape) + core, scope)
-    placed = _placed(nb, params["index"], core, in_shape, scope)
-    if placed is None:
-        return x_value
-    part, condition = placed
-    part_shape = A._dummy(in_shape)[A.index_objects(params["index"])].shape
-    v_shape = atom_shape(v)
-    v_core = v_shape[max(0, len(v_shape) - len(part_shape)):]
-    v_lead = v_shape[:len(v_shape) - len(v_core)]
-    at = _broadcast_index(lead_index, v_lead, lead_shape) + _broadcast_index(part, v_core, part_shape)
-    return sympy.Piecewise((nb.operand(v, at, scope), condition), (x_value, True))
-
-
-def _take(nb: IndexNotation, node, index: tuple, scope: tuple):
-    params = dict(node.params)
-    in_shape, axis = params["in_shape"], params["axis"]
-    (x,) = node.args
-    lead = len(atom_shape(x)) - len(in_shape)
-    at = len(in_shape) + axis
-    indices = nb._index_arrays[(params["indices"], in_shape[axis])]
-    core = index[lead:]
-    count = indices.array.ndim
-    nb.note_index_array(indices)
-    position = indices.at(core[at:at + count], nb.element)
-    return nb.operand(x, index[:lead] + core[:at] + (position,) + core[at + count:], scope)
-
-
-def _take_add(nb: IndexNotation, node, index: tuple, scope: tuple):
-    params = dict(node.params)
-    in_shape, axis = params["in_shape"], params["axis"]
-    (v,) = node.args
-    lead = len(node.shape) - len(in_shape)
-    at = len(in_shape) + axis
-    indices = nb._index_arrays[(params["indices"], in_shape[axis])]
-    core = index[lead:]
-    target = core[at]
-    before, after = index[:lead] + core[:at], core[at + 1:]
-    if indices.kind == "scalar":
-        condition = nb.condition(sympy.Eq(target, indices.form), scope)
-        return sympy.Piecewise((nb.operand(v, before + after, scope), condition), (ZERO, True))
-    if indices.kind == "affine" and indices.array.ndim == 1 and indices.form[1][0] != 0:
-        first, (step,) = indices.form
-        positions = range(first, first + step * len(indices.array), step)
-        part, conditions = _placement(target, positions, in_shape[axis])
-        condition = nb.condition(sympy.And(*conditions), scope)
-        return sympy.Piecewise((nb.operand(v, before + (part,) + after, scope), condition),
-                               (ZERO, True))
-    # Any other index array: sum the slices whose index is the target.
-    positions, limits = [], []
-    for size in indices.array.shape:
-        k, limit, scope = nb.bound(size, scope)
-        positions.append(k)
-        if limit is not None:
-            limits.append(limit)
-    nb.note_index_array(indices)
-    delta = sympy.KroneckerDelta(indices.at(tuple(positions), nb.element), target)
-    return nb.sum(delta * nb.operand(v, before + tuple(positions) + after, scope), limits, scope)
-
-
-def _concatenate(nb: IndexNotation, node, index: tuple, scope: tuple):
-    params = dict(node.params)
-    axis, in_shapes = params["axis"], params["in_shapes"]
-    lead = len(node.shape) - len(in_shapes[0])
-    lead_shape, lead_index, core = node.shape[:lead], index[:lead], index[lead:]
-    at = len(core) + axis
-    target = core[at]
-    pieces, offset = [], 0
-    for position, (atom, in_shape) in enumerate(zip(node.args, in_shapes)):
-        size = in_shape[at]
-        shape = atom_shape(atom)
-        own = _broadcast_index(lead_index, shape[:len(shape) - len(in_shape)], lead_shape)
-        value = nb.operand(atom, own + core[:at] + (target - offset,) + core[at + 1:], scope)
-        if position == len(in_shapes) - 1:
-            condition = sympy.true
-        elif size == 1:
-            condition = nb.condition(sympy.Eq(target, offset), scope)
-        else:
-            condition = nb.condition(sympy.Lt(target, offset + size), scope)
-        pieces.append((value, condition))
-        offset += size
-    return sympy.Piecewise(*pieces)
-
-
-def _cumsum(nb: IndexNotation, node, index: tuple, scope: tuple):
-    params = dict(node.params)
-    at = len(node.shape) + params["axis"]
-    size, target = node.shape[at], index[at]
-    k, _, scope = nb.bound(size, scope)
-    body = nb.operand(node.args[0], index[:at] + (k,) + index[at + 1:], scope)
-    limit = (k, target, size - 1) if params["reverse"] else (k, 0, target)
-    return Sum(body, limit)
-
-
-def _pack(nb: IndexNotation, node, index: tuple, scope: tuple):
-    params = dict(node.params)
-    shape, positions = params["shape"], params["positions"]
-    operands = list(node.args)
-    base = operands.pop(0) if params["has_base"] else None
-    lead = len(node.shape) - len(shape)
-    lead_shape, lead_index, core = node.shape[:lead], index[:lead], index[lead:]
-    pieces = []
-    for position, atom in sorted(zip(positions, operands), key=lambda pair: pair[0]):
-        target = np.unravel_index(position, shape)
-        condition = nb.condition(sympy.And(*[sympy.Eq(at, int(t)) for at, t, size
-                                             in zip(core, target, shape) if size != 1]), scope)
-        value = nb.operand(atom, _broadcast_index(lead_index, atom_shape(atom), lead_shape), scope)
-        pieces.append((value, condition))
-    if base is not None:
-        base_shape = atom_shape(base)
-        own = _broadcast_index(lead_index, base_shape[:len(base_shape) - len(shape)], lead_shape)
-        pieces.append((nb.operand(base, own + core, scope), sympy.true))
-    elif len(positions) == math.prod(shape):
-        pieces[-1] = (pieces[-1][0], sympy.true)
-    else:
-        pieces.append((ZERO, sympy.true))
-    return sympy.Piecewise(*pieces)
-
-
-def _constant(nb: IndexNotation, node, index: tuple, scope: tuple):
-    value = dict(node.params)["value"]
-    if value.fill is not None:
-        return nb.number(value.fill)
-    sparse = nb._sparse(value)
-    if sparse is not None and sparse[0] == "one-hot":
-        position, number = sparse[1]
-        deltas = [sympy.KroneckerDelta(at, k) for at, k, size
-                  in zip(index, position, value.shape) if size != 1]
-        return nb.number(number) * sympy.Mul(*deltas)
-    if sparse is not None:  # an identity: delta of each axis of the second part
-        split = sparse[1]
-        first, second = value.shape[:split], value.shape[split:]
-        ranges = nb.ranges(scope)
-        mapped = [_tidy_index(e, ranges) for e in _reshape_index(index[:split], second, first)]
-        return sympy.Mul(*[sympy.KroneckerDelta(a, b) for a, b, size
-                           in zip(mapped, index[split:], second) if size != 1])
-    base = nb._constants[value]
-    nb.used_constants.setdefault(base.label.name, base)
-    return nb.element(base, *index)
-
-
-_RULES = {
-    A.constant_p: _constant,
-    A.reduce_sum_p: _reduction(lambda nb, body, limits, scope: nb.sum(body, limits, scope)),
-    A.amax_p: _reduction(lambda nb, body, limits, scope: Maximum(body, *limits)),
-    A.amin_p: _reduction(lambda nb, body, limits, scope: Minimum(body, *limits)),
-    A.reduce_logsumexp_p: _reduction(_logsumexp),
-    A.einsum_p: _einsum,
-    A.reshape_p: _reshape,
-    A.transpose_p: _transpose,
-    A.broadcast_p: _broadcast,
-    A.slice_p: _slice,
-    A.unslice_p: _unslice,
-    A.take_p: _take,
-    A.take_add_p: _take_add,
-    A.concatenate_p: _concatenate,
-    A.cumsum_p: _cumsum,
-    A.pack_p: _pack,
-    A.scatter_p: _scatter,
-}
-
-#: Primitives that only move elements (an index map): free to inline, never a line of their own.
-_INDEX_MAPS = frozenset({A.constant_p, A.reshape_p, A.transpose_p, A.broadcast_p, A.slice_p, A.take_p})
 
 
 # ---------------------------------------------------------------------------
@@ -1045,7 +325,8 @@ def _plan_temporaries(graph, *, inline_below: int | None, max_inline: float) -> 
     depth: dict = {}
     temporaries = []
     for node in graph.nodes:
-        own = 0 if node.primitive in _INDEX_MAPS else 1
+        # Index maps (the stanza's moves == "gather") and constants are free to inline.
+        own = 0 if node.primitive.moves == "gather" or node.primitive is A.constant_p else 1
         operations = own + sum(size.get(a, 0) for a in node.args)
         level = 1 + max([depth.get(a, 0) for a in node.args], default=0)
         shared = uses.get(node, 0) > 1 and operations > (inline_below or 0)
@@ -1174,7 +455,7 @@ def _expand_reductions(expr):
     deltas, say), which can leave conditions on the summation indices behind;
     writing the terms out is plain and exact.
     """
-    if isinstance(expr, (sympy.Sum, _IndexedReduction)) and all(
+    if isinstance(expr, (sympy.Sum, IndexedReduction)) and all(
             lower.is_Integer and upper.is_Integer for _, lower, upper in expr.limits):
         variables = [limit[0] for limit in expr.limits]
         ranges = [range(int(lower), int(upper) + 1) for _, lower, upper in expr.limits]
@@ -1295,7 +576,7 @@ def _constant_line(printer, base, array: np.ndarray, matrix: str, max_denominato
     name = printer._print(base.label)
     if array.size <= SMALL_CONSTANT and 1 <= array.ndim <= 2:
         elements = [rational_constant(number_atom(v.item()), max_denominator) for v in array.reshape(-1)]
-        return f"{name} &= {_array_latex(printer, elements, array.shape, matrix)}"
+        return f"{name} &= {array_latex(printer, elements, array.shape, matrix)}"
     field = r"\mathbb{Z}" if array.dtype.kind in "iu" else r"\mathbb{R}"
     dims = r" \times ".join(str(size) for size in array.shape)
     return rf"{name} &\in {field}^{{{dims}}}"
@@ -1329,7 +610,7 @@ def index_latex(function, labels: list, settings: dict, *, temporaries: str, inl
 
     taken = ({symbol_latex(atom.name) for atom in function.graph.inputs} | set(labels)
              | {symbol_latex(base.label.name) for base in nb.constant_bases()})
-    base = _temporary_base(temporaries, taken)
+    base = temporary_base(temporaries, taken)
     names = [base] if len(dummies) == 1 else [f"{base}_{{{k}}}" for k in range(1, len(dummies) + 1)]
     printer = IndexLatexPrinter(settings, dict(zip(dummies, names)))
 
@@ -1340,37 +621,9 @@ def index_latex(function, labels: list, settings: dict, *, temporaries: str, inl
     lines += [f"{printer.doprint(lhs)} &= {printer.doprint(rhs)}" for lhs, rhs, _ in assignments]
     for label, leaf, free in zip(labels, leaves, indices):
         if isinstance(leaf, sympy.NDimArray):
-            value = _array_latex(printer, list(leaf), leaf.shape, matrix)
+            value = array_latex(printer, list(leaf), leaf.shape, matrix)
         else:
             value = printer.doprint(leaf)
         lines.append(f"{_indexed_label(label, free)} &= {value}")
     return "\\begin{aligned}\n" + " \\\\\n".join(lines) + "\n\\end{aligned}"
-
-
-def rational_constant(value: sympy.Basic, max_denominator: int = 1000) -> sympy.Basic:
-    """``value`` as an exact number if it is a float that was one, else ``value`` itself.
-
-    A float counts as the fraction p/q when it is exactly the double nearest
-    to p/q with q at most ``max_denominator`` and |p/q| below a million, and
-    ``p/q`` is no longer to write than the decimal (``0.5`` and ``1/3`` become
-    fractions; ``0.1`` and ``0.333`` stay decimals, as written; a measured
-    ``3.14159`` stays a float). Whole numbers always become integers.
-
-    >>> rational_constant(sympy.Float(0.5)), rational_constant(sympy.Float(4.0))
-    (1/2, 4)
-    >>> rational_constant(sympy.Float(1 / 3)), rational_constant(sympy.Float(0.1))
-    (1/3, 0.100000000000000)
-    """
-    if not isinstance(value, sympy.Float) or not max_denominator:
-        return value
-    number = float(value)
-    if not np.isfinite(number) or abs(number) >= 1e6:
-        return value
-    fraction = Fraction(number).limit_denominator(max_denominator)
-    if float(fraction) != number:
-        return value
-    if fraction.denominator != 1 and len(str(fraction)) > len(repr(number)):
-        return value
-    return sympy.Rational(fraction.numerator, fraction.denominator)
-
 

@@ -47,17 +47,17 @@ from symad.export.display import (
 )
 from symad.export.index_notation import index_latex
 from symad.export.latex_printer import (
-    _INDEXED_NAME,
+    INDEXED_NAME,
+    MeasuringPrinter,
     SymadLatexPrinter,
-    _array_latex,
-    _MeasuringPrinter,
-    _temporary_base,
+    array_latex,
     check_inline_budget,
     display_name,
     latex_text,
     name_latex,
     printed_expression,
     symbol_latex,
+    temporary_base,
     visible_length,
 )
 from symad.graph import is_constant, sympy_form
@@ -325,7 +325,7 @@ def display_program(function, options: DisplayOptions, *, inline_below: int = 0,
     ``mul_symbol="dot"`` change how a block prints, not which form it prints.
     The outputs are the flattened output leaves.
     """
-    measuring = _MeasuringPrinter()
+    measuring = MeasuringPrinter()
     style = graph_number_style(function.graph, options.numbers, options.max_denominator)
     assignments, outputs = latex_program(
         function.graph, inline_below=inline_below, max_inline=max_inline, style=style,
@@ -410,7 +410,7 @@ def function_latex(
                                            max_inline=max_inline)
     # Temporaries must not read like an input or an output label (output_names=["t_1"]).
     taken = {symbol_latex(symbol.name) for symbol in function.graph.inputs} | set(labels)
-    base = _temporary_base(temporaries, taken)
+    base = temporary_base(temporaries, taken)
     printer.symbol_names = {symbol: f"{base}_{{{i}}}" for i, (symbol, _) in enumerate(assignments, 1)}
 
     lines = [f"{printer.symbol_names[symbol]} &= {printer.doprint(value)}" for symbol, value in assignments]
@@ -419,7 +419,7 @@ def function_latex(
         count = int(np.prod(shape, dtype=int))
         elements = outputs[start:start + count]
         start += count
-        value = printer.doprint(elements[0]) if shape == () else _array_latex(printer, elements, shape, matrix)
+        value = printer.doprint(elements[0]) if shape == () else array_latex(printer, elements, shape, matrix)
         lines.append(f"{label} &= {value}")
     return "\\begin{aligned}\n" + " \\\\\n".join(lines) + "\n\\end{aligned}"
 
@@ -442,7 +442,7 @@ def leaf_name(symbols) -> str:
     name = symbols.reshape(-1)[0].name
     if symbols.shape == ():
         return name
-    match = _INDEXED_NAME.match(name)
+    match = INDEXED_NAME.match(name)
     return match["base"] if match else name
 
 

@@ -24,7 +24,7 @@ from symad.errors import ExportError
 from symad.primitives import PRIMITIVES
 
 # An array element's symbol name, as symad makes them: ``w[0, 1]``.
-_INDEXED_NAME = re.compile(r"^(?P<base>.+)\[(?P<index>[0-9]+(?:, [0-9]+)*)\]$")
+INDEXED_NAME = re.compile(r"^(?P<base>.+)\[(?P<index>[0-9]+(?:, [0-9]+)*)\]$")
 # Identifiers SymPy prints well: letters and digits in ``_``-separated parts, then primes.
 # (A leading, trailing or doubled ``_`` would make SymPy print ``__`` or ``x^{}``.)
 _PLAIN_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*'*$")
@@ -183,7 +183,7 @@ def _latex_spellings() -> dict:
     return _latex_spellings_of(len(PRIMITIVES))
 
 
-class _MeasuringPrinter(SymadLatexPrinter):
+class MeasuringPrinter(SymadLatexPrinter):
     """The printer whose output is measured: every temporary reads ``t_{1}``, as long as
     the names it will get (its Dummy's own name is a sort key, ``t0000012``)."""
 
@@ -198,7 +198,7 @@ def symbol_latex(name: str) -> str:
     >>> print(symbol_latex("x1"), symbol_latex("w[0, 1]"), symbol_latex("a}b"))
     x_{1} w_{0,1} \\mathrm{a\\}b}
     """
-    match = _INDEXED_NAME.match(name)
+    match = INDEXED_NAME.match(name)
     if match:
         return f"{symbol_latex(match['base'])}_{{{match['index'].replace(' ', '')}}}"
     if _PLAIN_NAME.match(name):
@@ -208,6 +208,9 @@ def symbol_latex(name: str) -> str:
 
 # Commands that print a word (their letters are what a reader sees); every other
 # command prints one sign (\\frac a bar, \\sqrt a root, \\alpha a letter) or nothing.
+# These are LaTeX's own log-like function commands (\\sin ... \\det), plus \\operatorname
+# and \\mathrm: facts about how LaTeX typesets, not about symad's primitives (\\cot, \\det,
+# \\arg are none), whose own LaTeX spellings are stanza fields (Primitive.latex).
 _WORD_COMMANDS = {
     "sin", "cos", "tan", "cot", "sec", "csc", "sinh", "cosh", "tanh", "coth", "log", "ln", "exp",
     "arcsin", "arccos", "arctan", "operatorname", "min", "max", "arg", "det", "mathrm",
@@ -276,26 +279,8 @@ def printed_expression(primitive, args: list, params: tuple = ()) -> sympy.Basic
         # sin(t) as it stands: SymPy's eval would only look for rewrites (sin(-t) = -sin(t),
         # I*t as a coefficient...), which cost more than printing; numbers are still evaluated.
         return function(*args, evaluate=False)
-    return _keep_factored(primitive, args) or primitive.to_sympy(args, dict(params))
+    return primitive.to_sympy(args, dict(params))
 
-
-def _keep_factored(primitive, args: list) -> sympy.Basic | None:
-    """``2 (x - 1)`` and ``(x - 1) / 2`` kept as written.
-
-    SymPy distributes a number over a sum when it builds ``2 * (x - 1)``,
-    giving ``2 x - 2``; the derivative of ``(x - 1)**2`` then prints as a
-    sum of scaled terms. An unevaluated product keeps the factor (SymPy
-    still merges numbers when the product is multiplied again).
-    """
-    from symad.primitives import div_p, mul_p
-
-    if primitive is mul_p:
-        number, other = (args[0], args[1]) if args[0].is_Number else (args[1], args[0])
-        if number.is_Number and other.is_Add:
-            return sympy.Mul(number, other, evaluate=False)
-    elif primitive is div_p and args[1].is_Rational and not args[1].is_zero and args[0].is_Add:
-        return sympy.Mul(1 / args[1], args[0], evaluate=False)
-    return None
 
 def check_inline_budget(inline_below: int, max_inline: int) -> None:
     """Refuse inlining options past ``symad.inlining.MAX_FORMULA_SIZE`` before any work."""
@@ -310,7 +295,7 @@ def check_inline_budget(inline_below: int, max_inline: int) -> None:
             f"symad.inlining.MAX_FORMULA_SIZE ({MAX_FORMULA_SIZE:,}) operations per line; "
             "shared values are printed once as temporaries, so smaller values lose nothing")
 
-def _temporary_base(requested: str, taken: set[str]) -> str:
+def temporary_base(requested: str, taken: set[str]) -> str:
     """The first of ``requested, t, u, v, ...`` whose ``base_{k}`` cannot be read as an input."""
     for base in (requested, "t", "u", "v", "s", "q", r"\tau", r"\xi", r"\zeta"):
         if not any(name == base or (name.startswith(base) and name[len(base):len(base) + 1] in "_^'{ ")
@@ -319,7 +304,7 @@ def _temporary_base(requested: str, taken: set[str]) -> str:
     raise ExportError(f"latex: no free name for temporaries among the inputs {sorted(taken)}; "
                       "pass temporaries='...' with another letter")
 
-def _array_latex(printer: SymadLatexPrinter, elements: list, shape: tuple, matrix: str) -> str:
+def array_latex(printer: SymadLatexPrinter, elements: list, shape: tuple, matrix: str) -> str:
     """A 1-d array as a column, a 2-d array as a matrix (``bmatrix`` or SymPy's own)."""
     if matrix not in ("bmatrix", "pmatrix", "matrix"):
         raise ExportError(f"latex: matrix={matrix!r} is not one of 'bmatrix', 'pmatrix', 'matrix'")

@@ -1,4 +1,4 @@
-"""Symbolic partial derivatives, one table line per primitive, registered onto the primitives.
+"""Symbolic partial derivatives of the built-in primitives: their rows of the partials table.
 
 Every rule is ``rule(out, *operands) -> partial`` (for a variadic primitive,
 ``rule(out, operands) -> [partial, ...]``), written with traceable
@@ -24,8 +24,12 @@ values in ``tests/test_high_order.py``):
   partials of arctan2 use hypot and arccosh' a product of two roots, so
   nothing squares past 1e154.
 
+The rows go into :data:`symad.primitives.PARTIALS`, the one partials table (special
+functions and SymPy imports give theirs in their stanzas, custom primitives through
+``defpartials``).
+
 >>> from symad import primitives as P
->>> P.sin_p.has_partials, P.less_p.partials
+>>> P.sin_p in P.PARTIALS, P.PARTIALS[P.less_p]
 (True, (None, None))
 """
 
@@ -40,7 +44,7 @@ from symad import primitives as P
 from symad.atoms import is_constant, is_zero_constant, same_atom
 from symad.tracer import as_atoms, scalar_atom
 
-__all__ = ["PARTIALS", "NONDIFFERENTIABLE"]
+__all__ = ["ELEMENTARY_PARTIALS", "NONDIFFERENTIABLE"]
 
 ONE = sympy.Integer(1)
 TWO_OVER_SQRT_PI = 2 / sympy.sqrt(sympy.pi)
@@ -127,7 +131,7 @@ def _reduction_partials(extremum, args):
     return [indicator / count for indicator in is_extremal]
 
 
-PARTIALS = {
+ELEMENTARY_PARTIALS = {
     # -- arithmetic
     P.add_p: lambda out, args: [ONE] * len(args),
     P.sub_p: (lambda out, a, b: ONE, lambda out, a, b: -ONE),
@@ -199,10 +203,11 @@ NONDIFFERENTIABLE = [
     P.equal_p, P.not_equal_p, P.logical_and_p, P.logical_or_p, P.logical_not_p,
 ]
 
-for _primitive, _rules in PARTIALS.items():
-    _primitive.partials = _rules
+for _primitive, _rules in ELEMENTARY_PARTIALS.items():
+    P.PARTIALS[_primitive] = _rules
     # Every rule above broadcasts (symad.numpy operations, elementwise helpers), so a
     # run of like nodes gets its partials from one call on arrays.
     _primitive.broadcasting_partials = True
 for _primitive in NONDIFFERENTIABLE:
-    _primitive.partials = (None,) * _primitive.arity
+    # Piecewise constant or not differentiable: every partial is a structural zero.
+    P.PARTIALS[_primitive] = (None,) * _primitive.arity

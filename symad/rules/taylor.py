@@ -7,7 +7,7 @@ multi-index, a sum ``sum_{j=1..k} x[j] y[k-j]`` runs over the splits ``k = l + m
 derivative brings down is ``l``'s entry along the axis the recurrence
 differentiates on (``sweep.index.axis(k)``, ``sweep.index.weight(l, axis)``):
 every rule below is written once for both (see :mod:`symad.transforms.taylor`). A primitive missing from
-:data:`TAYLOR_RULES` uses the generic chain rule on series
+:data:`TAYLOR` uses the generic chain rule on series
 (:meth:`symad.transforms.taylor.TaylorSweep.chain_rule`) through its
 symbolic partials; with partial rules that reuse their output, that *is* the
 classical recurrence for exp, sin/cos, sinh/cosh, tan, tanh, sigmoid,
@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import sympy
 
+from symad import array_primitives as A
 from symad import primitives as P
 from symad.atoms import is_constant, is_zero_constant, same_atom
 from symad.graph import atom_shape
+from symad.primitives import RuleTable
 
-__all__ = ["TAYLOR_RULES", "needs_partials"]
+__all__ = ["TAYLOR", "needs_partials"]
 
 ZERO = sympy.Integer(0)
 
@@ -332,7 +334,11 @@ def _reciprocal_coefficient(sweep, v, y, k):
 
 # -- the table --------------------------------------------------------------------
 
-TAYLOR_RULES = {
+#: The Taylor-coefficient recurrence of each primitive; one missing here (with partials)
+#: goes through the generic chain rule on series.
+TAYLOR = RuleTable("taylor", default_reason=lambda primitive: (
+    "the chain rule on series through its partials" if primitive.has_partials else None))
+TAYLOR.update({
     P.add_p: _add,
     P.sub_p: _subtract,
     P.neg_p: _negative,
@@ -344,7 +350,7 @@ TAYLOR_RULES = {
     P.select_p: _select,
     P.sign_p: _flat,
     P.stop_gradient_p: _flat,
-}
+})
 
 
 # -- whole arrays ------------------------------------------------------------------
@@ -356,6 +362,7 @@ TAYLOR_RULES = {
 # over the reduced axes.
 
 
+@TAYLOR.register(*[primitive for primitive in A.ARRAY_PRIMITIVES if primitive.kind == "linear"])
 def _linear_array(sweep, node, k):
     coefficients = [sweep.coefficient(arg, k) for arg in node.args]
     if all(is_zero_constant(c) for c in coefficients):
@@ -366,6 +373,7 @@ def _linear_array(sweep, node, k):
     return builder.record(node.primitive, shaped, node.params)
 
 
+@TAYLOR.register(A.einsum_p)
 def _einsum(sweep, node, k):
     a, b = _operand(sweep, node, 0), _operand(sweep, node, 1)
     terms = []
@@ -376,10 +384,9 @@ def _einsum(sweep, node, k):
     return sweep.total(terms)
 
 
+@TAYLOR.register(A.amax_p, A.amin_p, A.reduce_logsumexp_p)
 def _weighted_reduction(sweep, node, k):
     """``y[k] = (1/k) sum_l l reduce(x[l] w[k-l])``: the chain rule through the weights ``w``."""
-    from symad import array_primitives as A
-
     index, (operand,), (weights,) = sweep.index, node.args, sweep.partials[node].values()
     axis = index.axis(k)
     terms = []
@@ -394,22 +401,11 @@ def _weighted_reduction(sweep, node, k):
     return sweep.scaled(sympy.Rational(1, index.weight(k, axis)), total)
 
 
-def _array_rules() -> dict:
-    from symad import array_primitives as A
-
-    rules = {primitive: _linear_array for primitive in A.ARRAY_PRIMITIVES if primitive.kind == "linear"}
-    rules[A.einsum_p] = _einsum
-    for primitive in (A.amax_p, A.amin_p, A.reduce_logsumexp_p):
-        rules[primitive] = _weighted_reduction
-    return rules
-
-
-TAYLOR_RULES.update(_array_rules())
 #: Rules that read the node's partials (recorded by the sweep's planning, as for the generic rule).
-_READ_PARTIALS = frozenset(p for p, rule in TAYLOR_RULES.items() if rule is _weighted_reduction)
+_READ_PARTIALS = frozenset(p for p, rule in TAYLOR.items() if rule is _weighted_reduction)
 
 
 def needs_partials(sweep, node) -> bool:
     """True if the node's coefficients come through its partials: the generic chain rule, or a
     rule that reads them (a reduction's weights)."""
-    return node.primitive not in TAYLOR_RULES or node.primitive in _READ_PARTIALS
+    return node.primitive not in TAYLOR or node.primitive in _READ_PARTIALS

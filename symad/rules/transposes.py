@@ -1,4 +1,4 @@
-"""Reverse mode of the array primitives: one rule per primitive, registered onto it.
+"""Reverse mode of the array primitives: the transpose table, one rule per primitive.
 
 A linear primitive's reverse mode is its transpose, as in JAX's
 ``ad.deflinear``: the cotangent of a ``reshape`` is reshaped back, that of a
@@ -21,7 +21,7 @@ behind ``lead`` leading dimensions of seeds), recorded with the helpers of
 structural zero (a constant operand).
 
 >>> from symad import array_primitives as A
->>> A.reshape_p.transpose is not None and A.einsum_p.transpose is not None
+>>> A.reshape_p in TRANSPOSE and A.einsum_p in TRANSPOSE
 True
 """
 
@@ -35,8 +35,9 @@ import sympy
 from symad import array_primitives as A
 from symad import primitives as P
 from symad.graph import atom_shape
+from symad.primitives import RuleTable
 
-__all__ = ["TRANSPOSES", "unbroadcast", "array_weights", "broadcast_full"]
+__all__ = ["TRANSPOSE", "unbroadcast", "array_weights", "broadcast_full"]
 
 
 def _params(node) -> dict:
@@ -114,7 +115,14 @@ def broadcast_full(builder, value, shape: tuple, lead: int):
 
 # -- the rules -----------------------------------------------------------------------
 
+#: Reverse mode of each array primitive: ``rule(builder, cotangent, node, operand_index, lead)
+#: -> cotangent of that operand`` (None: a structural zero).
+TRANSPOSE = RuleTable("transpose", applies=lambda primitive: not primitive.elementwise)
+TRANSPOSE.no_rule("a constant array: it has no operands", A.constant_p)
 
+
+
+@TRANSPOSE.register(A.reduce_sum_p)
 def _reduce_sum(builder, ct, node, index, lead):
     in_core = atom_shape(node.args[0])
     if lead == 0:
@@ -148,11 +156,13 @@ def array_weights(builder, node):
     return builder.record(P.div_p, (indicator, count))
 
 
+@TRANSPOSE.register(A.amax_p, A.amin_p, A.reduce_logsumexp_p)
 def _weighted_reduction(builder, ct, node, index, lead):
     spread = _keepdims(builder, ct, atom_shape(node.args[0]), _params(node)["axes"], lead)
     return builder.record(P.mul_p, (spread, array_weights(builder, node)))
 
 
+@TRANSPOSE.register(A.einsum_p)
 def _einsum(builder, ct, node, index, lead):
     (sa, sb), sc = A.parse_subscripts(_params(node)["subscripts"])
     a, b = node.args
@@ -161,16 +171,19 @@ def _einsum(builder, ct, node, index, lead):
     return A.record_einsum(builder, f"{sa},{sc}->{sb}", a, ct)
 
 
+@TRANSPOSE.register(A.reshape_p)
 def _reshape(builder, ct, node, index, lead):
     return A.record_reshape(builder, ct, _params(node)["in_shape"], lead)
 
 
+@TRANSPOSE.register(A.transpose_p)
 def _transpose(builder, ct, node, index, lead):
     perm = _params(node)["perm"]
     inverse = tuple(int(i) for i in np.argsort(perm))
     return A.record_transpose(builder, ct, inverse)
 
 
+@TRANSPOSE.register(A.broadcast_p)
 def _broadcast(builder, ct, node, index, lead):
     params = _params(node)
     in_shape, shape = params["in_shape"], params["shape"]
@@ -181,26 +194,31 @@ def _broadcast(builder, ct, node, index, lead):
     return A.record_reshape(builder, summed, in_shape, lead)
 
 
+@TRANSPOSE.register(A.slice_p)
 def _slice(builder, ct, node, index, lead):
     params = _params(node)
     return A.record_unslice(builder, ct, params["in_shape"], params["index"])
 
 
+@TRANSPOSE.register(A.unslice_p)
 def _unslice(builder, ct, node, index, lead):
     params = _params(node)
     return A.record_slice(builder, ct, params["index"], lead)
 
 
+@TRANSPOSE.register(A.take_p)
 def _take(builder, ct, node, index, lead):
     params = _params(node)
     return A.record_take_add(builder, ct, params["in_shape"], params["indices"], params["axis"])
 
 
+@TRANSPOSE.register(A.take_add_p)
 def _take_add(builder, ct, node, index, lead):
     params = _params(node)
     return A.record_take(builder, ct, params["indices"].array, params["axis"], lead)
 
 
+@TRANSPOSE.register(A.concatenate_p)
 def _concatenate(builder, ct, node, index, lead):
     params = _params(node)
     axis, in_shapes = params["axis"], params["in_shapes"]
@@ -212,11 +230,13 @@ def _concatenate(builder, ct, node, index, lead):
     return A.record_slice(builder, ct, items, lead)
 
 
+@TRANSPOSE.register(A.cumsum_p)
 def _cumsum(builder, ct, node, index, lead):
     params = _params(node)
     return A.record_cumsum(builder, ct, params["axis"], not params["reverse"])
 
 
+@TRANSPOSE.register(A.pack_p)
 def _pack(builder, ct, node, index, lead):
     params = _params(node)
     if params["has_base"]:
@@ -228,6 +248,7 @@ def _pack(builder, ct, node, index, lead):
     return A.record_slice(builder, ct, tuple(("i", int(i)) for i in element), lead)
 
 
+@TRANSPOSE.register(A.scatter_p)
 def _scatter(builder, ct, node, index, lead):
     params = _params(node)
     in_shape, item_index = params["in_shape"], params["index"]
@@ -236,30 +257,3 @@ def _scatter(builder, ct, node, index, lead):
                               (("in_shape", in_shape), ("index", item_index)))
     taken = A.record_slice(builder, ct, item_index, lead)
     return unbroadcast(builder, taken, atom_shape(node.args[1]), lead)
-
-
-TRANSPOSES = {
-    A.reduce_sum_p: _reduce_sum,
-    A.amax_p: _weighted_reduction,
-    A.amin_p: _weighted_reduction,
-    A.reduce_logsumexp_p: _weighted_reduction,
-    A.einsum_p: _einsum,
-    A.reshape_p: _reshape,
-    A.transpose_p: _transpose,
-    A.broadcast_p: _broadcast,
-    A.slice_p: _slice,
-    A.unslice_p: _unslice,
-    A.take_p: _take,
-    A.take_add_p: _take_add,
-    A.concatenate_p: _concatenate,
-    A.cumsum_p: _cumsum,
-    A.pack_p: _pack,
-    A.scatter_p: _scatter,
-}
-
-for _primitive, _rule in TRANSPOSES.items():
-    _primitive.transpose = _rule
-
-#: Array primitives whose result is finite wherever their operands are (the reverse
-#: sweep's masks, symad.transforms.reverse, keep a mask applied across them).
-FINITE_ARRAY_PRIMITIVES = frozenset(p.name for p in TRANSPOSES)

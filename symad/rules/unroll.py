@@ -13,6 +13,10 @@ the node's operands had). Sums and products record one n-ary node per output
 element, as the element-level code of ``symad.numpy`` does, so an unrolled
 ``x @ w`` is the graph the elements would have given.
 
+A primitive whose stanza is ``object_safe`` (reshape, slices, ``take``, concatenation, a
+cumulative sum: NumPy code that only moves or adds elements) has no rule written here:
+its own NumPy implementation runs on the elements.
+
 >>> from symad import array_primitives as A
 >>> A.reduce_sum_p in UNROLL
 True
@@ -28,7 +32,8 @@ from symad import numpy as snp
 from symad import primitives as P
 from symad.atom_arrays import constant_elements as _constant_elements
 from symad.graph import current_builder
-from symad.tracer import Tracer
+from symad.primitives import RuleTable
+from symad.tracer import Tracer, as_atoms
 
 __all__ = ["UNROLL"]
 
@@ -91,9 +96,10 @@ def _einsum(a, b, *, subscripts):
 
 
 def _structural(function):
-    """A rule that only moves elements: NumPy's own function on the object array."""
+    """A rule that only moves elements: NumPy's own function on the object array (a copy, so
+    that no read-only broadcast view of atoms is handed on)."""
     def rule(*operands, **params):
-        return np.asarray(function(*operands, **params), dtype=object)
+        return np.array(function(*operands, **params), dtype=object)
     return rule
 
 
@@ -104,8 +110,15 @@ def _arithmetic(function):
     return rule
 
 
+def _by_numpy_impl(primitive):
+    """An object-safe stanza's own NumPy implementation, applied to the elements: on the
+    atoms where it moves them, on scalar tracers (recording the sums) where it adds them."""
+    wrap = _structural if primitive.moves else _arithmetic
+    return wrap(primitive.numpy_impl)
+
+
 def _unslice(v, *, in_shape, index):
-    part = A._dummy(in_shape)[A.index_objects(index)].ndim
+    part = len(A.part_shape(in_shape, index))
     lead = v.shape[: v.ndim - part]
     out = np.full(lead + tuple(in_shape), ZERO, dtype=object)
     out[(Ellipsis,) + A.index_objects(index)] = v
@@ -143,27 +156,20 @@ def _scatter(x, v, *, in_shape, index):
     return out
 
 
-UNROLL = {
-    A.constant_p: lambda *, value: (_constant_elements(value.array) if value.exact is None
+#: Each array primitive's rule, element by element.
+UNROLL = RuleTable("unroll", applies=lambda primitive: not primitive.elementwise)
+UNROLL.update({
+    A.constant_p: lambda *, value: (as_atoms(value.array) if value.exact is None
                                     else np.full(value.array.shape, value.exact, dtype=object)),
     A.reduce_sum_p: _reduction(snp.sum),
     A.amax_p: _reduction(snp.max),
     A.amin_p: _reduction(snp.min),
     A.reduce_logsumexp_p: _reduction(snp.logsumexp),
     A.einsum_p: _einsum,
-    A.reshape_p: _structural(lambda x, *, in_shape, shape: x.reshape(x.shape[: x.ndim - len(in_shape)] + tuple(shape))),
-    A.transpose_p: _structural(lambda x, *, perm: np.transpose(
-        x, tuple(range(x.ndim - len(perm))) + tuple(x.ndim - len(perm) + p for p in perm))),
-    A.broadcast_p: _structural(lambda x, *, in_shape, shape: np.array(A.rt.rt_broadcast(x, in_shape, shape))),
-    A.slice_p: _structural(lambda x, *, in_shape, index: x[(Ellipsis,) + A.index_objects(index)]),
     A.unslice_p: _unslice,
-    A.take_p: _structural(lambda x, *, in_shape, indices, axis: np.take(x, indices.array, axis=axis)),
     A.take_add_p: _arithmetic(_take_add),
-    A.concatenate_p: _structural(lambda *xs, axis, in_shapes: np.concatenate(
-        [np.broadcast_to(x, np.broadcast_shapes(*[y.shape[: y.ndim - len(c)] for y, c in zip(xs, in_shapes)])
-                         + tuple(c)) for x, c in zip(xs, in_shapes)], axis=axis)),
-    A.cumsum_p: _arithmetic(lambda x, *, axis, reverse: np.flip(np.cumsum(np.flip(x, axis), axis=axis), axis)
-                            if reverse else np.cumsum(x, axis=axis)),
     A.pack_p: _structural(_pack),
     A.scatter_p: _structural(_scatter),
-}
+})
+UNROLL.update({primitive: _by_numpy_impl(primitive) for primitive in A.ARRAY_PRIMITIVES
+               if primitive.object_safe})

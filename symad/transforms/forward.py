@@ -7,10 +7,9 @@ from collections.abc import Sequence
 
 import sympy
 
-from symad import array_primitives as A
 from symad.graph import GraphBuilder, Node, atom_shape, is_zero_constant
-from symad.primitives import add_p, mul_p, select_p
-from symad.rules.transposes import array_weights
+from symad.primitives import mul_p
+from symad.rules.tangents import TANGENT, aligned
 from symad.transforms.reverse import full_shape
 from symad.transforms.terms import partial_atoms, sum_terms
 
@@ -54,22 +53,12 @@ def push_forward(
         seeded = [index for index, arg in enumerate(node.args) if arg in tangent_of]
         if not seeded:
             continue
-        if not node.primitive.elementwise:
-            total = array_tangent(builder, node, [tangent_of.get(arg) for arg in node.args], lead)
-        elif node.primitive is select_p:
-            # The tangent of where(c, a, b) is where(c, a_dot, b_dot): the branch
-            # not taken is discarded whole, with any nan or inf in its tangent
-            # (a sum of products with 0/1 masks would give 0 * inf = nan).
-            # With seeds in front, each branch's tangent gets the node's full rank first, so
-            # that the condition (no seeds) broadcasts against its core, not the seeds.
-            condition, if_true, if_false = node.args
-            total = builder.record(select_p, (
-                condition,
-                _aligned(builder, tangent_of.get(if_true, ZERO), len(node.shape), lead),
-                _aligned(builder, tangent_of.get(if_false, ZERO), len(node.shape), lead)))
-        else:
+        rule = TANGENT.get(node.primitive)
+        if rule is not None:
+            total = tangent_by_rule(builder, node, rule, [tangent_of.get(arg) for arg in node.args], lead)
+        else:  # the chain rule through the partials
             partials = partial_atoms(node, seeded, function_name)
-            terms = [builder.record(mul_p, (partial, _aligned(builder, tangent_of[node.args[index]],
+            terms = [builder.record(mul_p, (partial, aligned(builder, tangent_of[node.args[index]],
                                                               len(node.shape), lead)))
                      for index, partial in partials.items()]
             total = sum_terms(builder, terms)
@@ -97,50 +86,11 @@ def _reached_nodes(primal_nodes: Sequence[Node], seeded: dict, consumers: dict |
                     heapq.heappush(pending, consumer)
 
 
-def array_tangent(builder: GraphBuilder, node: Node, tangents: list, lead: int = 0):
-    """The tangent of an array node given its operands' tangents (None: zero).
-
-    A linear primitive applied to its operands' tangents (zeros of the right
-    shape where an operand has none) is its tangent; ``einsum`` is bilinear
-    (``da b + a db``); the other reductions weigh the tangent and sum it
-    (:func:`symad.rules.transposes.array_weights`).
-    """
-    primitive = node.primitive
-    tangents = [None if t is None else full_shape(builder, t, atom_shape(arg), lead)
-                for t, arg in zip(tangents, node.args)]
-    if primitive.kind == "linear":
-        operands = [t if t is not None else _zeros(builder, arg) for t, arg in zip(tangents, node.args)]
-        return builder.record(primitive, operands, node.params)
-    if primitive is A.einsum_p:
-        (a, b), (ta, tb) = node.args, tangents
-        if lead:
-            # Each tangent's leading (batch) dimensions get the rank of the result's, so that
-            # the seeds in front broadcast against nothing of the other operand's.
-            (letters_a, letters_b), letters_out = A.parse_subscripts(dict(node.params)["subscripts"])
-            batch = len(node.shape) - len(letters_out)
-            ta = None if ta is None else _aligned(builder, ta, batch + len(letters_a), lead)
-            tb = None if tb is None else _aligned(builder, tb, batch + len(letters_b), lead)
-        terms = []
-        if ta is not None:
-            terms.append(builder.record(primitive, (ta, b), node.params))
-        if tb is not None:
-            terms.append(builder.record(primitive, (a, tb), node.params))
-        return terms[0] if len(terms) == 1 else builder.record(add_p, terms)
-    weights = array_weights(builder, node)
-    weighted = builder.record(mul_p, (tangents[0], weights))
-    return A.record_reduction(builder, A.reduce_sum_p, weighted, dict(node.params)["axes"])
-
-
-def _aligned(builder: GraphBuilder, tangent, rank: int, lead: int):
-    """A tangent with seeds in front, its core given size-1 axes up to ``rank`` so that
-    NumPy's right-aligned broadcasting keeps the seeds apart from the core."""
-    shape = atom_shape(tangent)
-    if not lead or not tangent.is_Symbol or len(shape) - lead >= rank:
-        return tangent
-    core = shape[lead:]
-    return A.record_reshape(builder, tangent, (1,) * (rank - len(core)) + core, lead)
-
-
-def _zeros(builder: GraphBuilder, atom):
-    shape = atom_shape(atom)
-    return ZERO if not shape else builder.broadcast(ZERO, shape)
+def tangent_by_rule(builder: GraphBuilder, node: Node, rule, tangents: list, lead: int = 0):
+    """The tangent of ``node`` by its ``rule`` of the tangent table
+    (:data:`symad.rules.tangents.TANGENT`), given its operands' tangents (None: zero); an
+    array primitive's rule gets them at their operands' full shapes."""
+    if not node.primitive.elementwise:
+        tangents = [None if t is None else full_shape(builder, t, atom_shape(arg), lead)
+                    for t, arg in zip(tangents, node.args)]
+    return rule(builder, node, tangents, lead)

@@ -34,7 +34,7 @@ from symad.primitives import (
     pow_p,
     select_p,
 )
-from symad.rules.transposes import FINITE_ARRAY_PRIMITIVES, unbroadcast
+from symad.rules.transposes import TRANSPOSE, unbroadcast
 from symad.transforms.terms import partial_atom_columns, partial_atoms, sum_terms
 
 ZERO = sympy.Integer(0)
@@ -322,7 +322,7 @@ def _backpropagate_array_node(builder, node, terms, masks, active, function_name
     primitive's transpose rule (symad.rules.transposes) to each operand."""
     cotangent, pending, _ = masks.combine(terms.pop(node))
     cotangent = full_shape(builder, masks.apply(cotangent, pending), node.shape, lead)
-    rule = node.primitive.transpose
+    rule = TRANSPOSE.get(node.primitive)
     if rule is None:
         from symad.errors import DifferentiationError
 
@@ -501,7 +501,7 @@ def _keeps_finite(node: Node) -> bool:
     # A primitive whose stanza says it is finite where its operands are (overflow aside): a
     # partial built only from such nodes and the inputs cannot be the infinity of an
     # untaken branch, so multiplying by it keeps a mask applied.
-    if node.primitive.finite or (not node.primitive.elementwise and name in FINITE_ARRAY_PRIMITIVES):
+    if node.primitive.finite:
         return True
     # x**k with a constant non-negative integer k is a polynomial.
     exponent = node.args[1] if node.primitive is pow_p else None

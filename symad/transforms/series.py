@@ -54,8 +54,9 @@ from symad.atoms import constant_value, is_constant
 from symad.errors import DifferentiationError
 from symad.graph import GraphBuilder, Node, replay
 from symad import primitives as P
-from symad.rules.taylor import TAYLOR_RULES
-from symad.transforms.taylor import _plan as plan_sweep
+from symad.primitives import RuleTable
+from symad.rules.taylor import TAYLOR
+from symad.transforms.taylor import plan_sweep
 
 __all__ = ["series_coefficients", "multivariate_coefficients", "SeriesUnsupported"]
 
@@ -379,7 +380,16 @@ def _binary_powering(exponent: int) -> list:
     return steps
 
 
-SERIES_RULES = {
+#: The recurrences on coefficient arrays. A primitive missing here that Taylor mode's
+#: symbolic table (:data:`symad.rules.taylor.TAYLOR`) has no rule for either goes through
+#: the generic chain rule on series (:func:`_generic`), as there; the whole-array
+#: primitives Taylor mode has rules for are computed on the per-element version.
+SERIES = RuleTable("series", default_reason=lambda primitive: (
+    "the chain rule on series through its partials"
+    if primitive.has_partials and primitive not in TAYLOR else
+    "a whole-array primitive: computed on the function's per-element version"
+    if not primitive.elementwise else None))
+SERIES.update({
     P.add_p: _add,
     P.sub_p: _subtract,
     P.neg_p: _negative,
@@ -391,14 +401,14 @@ SERIES_RULES = {
     P.select_p: _select,
     P.sign_p: _flat,
     P.stop_gradient_p: _flat,
-}
+})
 
 
 def _rule(node: Node):
-    rule = SERIES_RULES.get(node.primitive)
+    rule = SERIES.get(node.primitive)
     if rule is not None:
         return rule
-    if node.primitive in TAYLOR_RULES or not node.primitive.elementwise:
+    if node.primitive in TAYLOR or not node.primitive.elementwise:
         raise SeriesUnsupported(node.primitive.name)
     return _generic
 

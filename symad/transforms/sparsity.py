@@ -45,9 +45,11 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from symad import array_primitives as A
+from symad import primitives as P
 from symad.atoms import constant_value
 from symad.errors import SymadError
 from symad.graph import ArrayInput, Node, atom_shape
+from symad.primitives import RuleTable
 
 __all__ = ["set_bits", "array_patterns", "sparsity_pattern", "Patterns"]
 
@@ -141,36 +143,59 @@ def _settled(node, operands: list) -> tuple:
     where each operand's dependency reaches the node: ``((known, value), reaches)``.
 
     Known: where every operand is known (the primitive applied to them), and
-    by the builder's identities, ``0 * x = 0``, ``0 / x = 0``, ``x ** 0 = 1``,
-    ``1 ** x = 1``, ``where(c, a, b)`` with a known ``c`` is ``a`` or ``b``.
+    by the builder's identities (:data:`IDENTITIES`).
     """
-    from symad.primitives import div_p, mul_p, pow_p, select_p
-
-    primitive = node.primitive
     masks = [mask for mask, _ in operands]
-    values = [value for _, value in operands]
     value = _applied(node, [np.where(mask, value, 1.0) for mask, value in operands])
     known = np.logical_and.reduce(masks) if value is not None else np.zeros(node.shape, dtype=bool)
     value = value if value is not None else np.zeros(node.shape)
-    decided, result = None, 0.0
-    if primitive is mul_p:
-        decided = np.logical_or.reduce([mask & (v == 0) for mask, v in operands])
-    elif primitive is div_p:
-        decided = masks[0] & (values[0] == 0) & ~(masks[1] & (values[1] == 0))
-    elif primitive is pow_p:
-        decided, result = (masks[1] & (values[1] == 0)) | (masks[0] & (values[0] == 1)), 1.0
-    if decided is not None:
-        known, value = known | decided, np.where(decided, result, value)
+    identity = IDENTITIES.get(node.primitive)
+    if identity is None:
+        return (known, value), [~known] * len(operands)
+    return identity(known, value, operands)
+
+
+#: The builder's identities that decide an element of an elementwise node from some of its
+#: operands' known elements: ``rule(known, value, operands) -> ((known, value), reaches)``,
+#: where ``operands`` holds each operand's ``(known, value)`` arrays.
+IDENTITIES = RuleTable("sparsity identities", applies=lambda primitive: primitive.elementwise,
+                       default_reason=lambda primitive: "no identity decides an element")
+
+
+def _decided(decided, result: float):
+    """An identity deciding the elements ``decided(masks, values)`` as ``result``."""
+    def rule(known, value, operands):
+        masks = [mask for mask, _ in operands]
+        values = [value for _, value in operands]
+        at = decided(masks, values)
+        known, value = known | at, np.where(at, result, value)
+        return (known, value), [~known] * len(operands)
+    return rule
+
+
+IDENTITIES.update({
+    # 0 * x = 0
+    P.mul_p: _decided(lambda masks, values: np.logical_or.reduce(
+        [mask & (v == 0) for mask, v in zip(masks, values)]), 0.0),
+    # 0 / x = 0 (unless x is a known 0)
+    P.div_p: _decided(lambda masks, values: masks[0] & (values[0] == 0)
+                      & ~(masks[1] & (values[1] == 0)), 0.0),
+    # x ** 0 = 1, 1 ** x = 1
+    P.pow_p: _decided(lambda masks, values: (masks[1] & (values[1] == 0))
+                      | (masks[0] & (values[0] == 1)), 1.0),
+})
+
+
+@IDENTITIES.register(P.select_p)
+def _select(known, value, operands):
+    """``where(c, a, b)`` with a known ``c`` is ``a`` or ``b``, and reads only that branch."""
+    (condition_known, condition), (true_known, if_true), (false_known, if_false) = operands
+    taken, dropped = condition_known & (condition != 0), condition_known & (condition == 0)
+    branch_known = condition_known & np.where(taken, true_known, false_known)
+    known = known | branch_known
+    value = np.where(branch_known, np.where(taken, if_true, if_false), value)
     unknown = ~known
-    reaches = [unknown] * len(operands)
-    if primitive is select_p:
-        taken, dropped = masks[0] & (values[0] != 0), masks[0] & (values[0] == 0)
-        branch_known = masks[0] & np.where(taken, masks[1], masks[2])
-        known = known | branch_known
-        value = np.where(branch_known, np.where(taken, values[1], values[2]), value)
-        unknown = ~known
-        reaches = [unknown, unknown & ~dropped, unknown & ~taken]
-    return (known, value), reaches
+    return (known, value), [unknown, unknown & ~dropped, unknown & ~taken]
 
 
 # -- the index maps ---------------------------------------------------------------------
@@ -314,14 +339,15 @@ def _einsum(node, offsets, present, known):
     return (*_pairs(links), knowledge)
 
 
-#: The index map of each non-elementwise primitive (see the rules above).
-PATTERN_RULES = {
-    A.reduce_sum_p: _reduced, A.amax_p: _reduced, A.amin_p: _reduced, A.reduce_logsumexp_p: _reduced,
-    A.einsum_p: _einsum, A.take_add_p: _take_add, A.cumsum_p: _cumsum,
-    **{primitive: _moved for primitive in (
-        A.reshape_p, A.transpose_p, A.broadcast_p, A.slice_p, A.unslice_p, A.take_p,
-        A.concatenate_p, A.pack_p, A.scatter_p)},
-}
+#: The index map of each non-elementwise primitive (see the rules above): the primitives
+#: that only move elements (the stanza's ``moves``) by their own NumPy implementation.
+PATTERN = RuleTable("sparsity pattern", applies=lambda primitive: not primitive.elementwise)
+PATTERN.update({A.reduce_sum_p: _reduced, A.amax_p: _reduced, A.amin_p: _reduced,
+                A.reduce_logsumexp_p: _reduced, A.einsum_p: _einsum, A.take_add_p: _take_add,
+                A.cumsum_p: _cumsum})
+PATTERN.register(*[primitive for primitive in A.ARRAY_PRIMITIVES if primitive.moves])(_moved)
+PATTERN.no_rule("a constant array: its value is known whole, it depends on nothing",
+                A.constant_p)
 
 
 def _linked(size: int, out_rows, operand_rows, patterns: list, sizes: list, offsets: list, columns: int):
@@ -444,7 +470,7 @@ def _visit(node, patterns: Patterns, known: dict) -> None:
         if value is not None:
             known[node] = (np.ones(node.shape, dtype=bool), value)
         return
-    rule = _elementwise if node.primitive.elementwise else PATTERN_RULES.get(node.primitive)
+    rule = _elementwise if node.primitive.elementwise else PATTERN.get(node.primitive)
     if rule is None:
         raise SymadError(f"sparsity: no dependency rule for the primitive {node.primitive.name!r}")
     sizes = [_size(atom) if atom.is_Symbol else 1 for atom in node.args]

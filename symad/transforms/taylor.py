@@ -54,7 +54,7 @@ import sympy
 from symad.errors import DifferentiationError
 from symad.graph import GraphBuilder, Node, is_zero_constant
 from symad.primitives import add_p, div_p, mul_p, neg_p, sub_p
-from symad.rules.taylor import TAYLOR_RULES, needs_partials
+from symad.rules.taylor import TAYLOR, needs_partials
 from symad.transforms.terms import partial_atoms
 
 __all__ = ["TaylorSweep", "taylor_series", "Univariate", "Multivariate"]
@@ -303,7 +303,7 @@ def taylor_series(
             raise ValueError(f"seed of {atom} has {len(coefficients)} coefficients, "
                              f"expected {len(index.keys)}")
         sweep.series[atom] = list(coefficients)
-    schedule, depth = _plan(sweep, builder, primal_nodes)
+    schedule, depth = plan_sweep(sweep, builder, primal_nodes)
 
     highest = index.order
     for grade in range(1, highest + 1):
@@ -311,10 +311,10 @@ def taylor_series(
         for node in schedule:
             series = sweep.series[node]
             if grade > highest - depth[node]:
-                # Not needed at this order (see _plan); None makes any misuse fail loudly.
+                # Not needed at this order (see plan_sweep); None makes any misuse fail loudly.
                 series.extend([None] * len(keys))
                 continue
-            rule = TAYLOR_RULES.get(node.primitive)
+            rule = TAYLOR.get(node.primitive)
             for k in keys:
                 series.append(rule(sweep, node, k) if rule is not None else sweep.chain_rule(node, k))
     # The rules' per-node state is closures over the sweep (a reference cycle that holds
@@ -324,7 +324,7 @@ def taylor_series(
     return sweep
 
 
-def _plan(sweep: TaylorSweep, builder: GraphBuilder, primal_nodes: Sequence[Node]):
+def plan_sweep(sweep: TaylorSweep, builder: GraphBuilder, primal_nodes: Sequence[Node]):
     """The nodes to push series through, in recording order, and how deep each one sits.
 
     Generic primitives need their partials' series, and recording a partial
