@@ -621,17 +621,20 @@ def _check_dps(dps, argnum, direction, name: str) -> int | None:
     return int(dps)
 
 
-def _check_order(n, transform: str, name: str, coefficients: bool = False) -> int:
-    """``n`` as an int, checked; above :data:`MAX_TAYLOR_ORDER` only for Taylor coefficients."""
+def _check_order(n, transform: str, name: str) -> int:
+    """``n`` as an int, checked (any order: past :data:`MAX_TAYLOR_ORDER` calls compute numbers)."""
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
         raise DifferentiationError(f"{transform}({name}): n must be a non-negative integer, got {n!r}")
-    if isinstance(n, numbers.Integral) and n > MAX_TAYLOR_ORDER and not coefficients:
-        raise DifferentiationError(
-            f"{transform}({name}): order {n} is above {MAX_TAYLOR_ORDER}; n! overflows float64 "
-            "past 170, and so do the derivatives of most functions (the Taylor coefficients "
-            "f^(n)(x)/n! do not: sd.taylor(f, n) gives them at any order)"
-        )
     return int(n)
+
+
+def _check_graph_order(n: int, what: str) -> None:
+    """Refuse to build a Taylor-mode graph past :data:`MAX_TAYLOR_ORDER`, saying what works."""
+    if n > MAX_TAYLOR_ORDER:
+        raise DifferentiationError(
+            f"{what}.trace(): Taylor-mode graphs (and their formulas) are built up to order "
+            f"{MAX_TAYLOR_ORDER}, where n! still fits in float64; call it, "
+            f"{what}(x), for values at any order, computed as numbers")
 
 
 def _check_orders(n, name: str) -> tuple[int, ...]:
@@ -657,6 +660,9 @@ def _check_orders(n, name: str) -> tuple[int, ...]:
 #: The highest order ``derivative`` and ``taylor`` accept: 170! is the last
 #: factorial below float64's largest value.
 MAX_TAYLOR_ORDER = 170
+#: Digits of the mpmath series behind float64 derivatives past MAX_TAYLOR_ORDER: float64's
+#: 16, and a margin for what the recurrences lose to cancellation.
+DERIVATIVE_DPS = 30
 
 
 def _check_argnum(argnum, transform: str, name: str) -> int:
@@ -677,7 +683,10 @@ def derivative(fun: Callable, n: int | tuple[int, ...] = 1, argnum: int = 0) -> 
     are evaluated elementwise with broadcasting. ``n=0`` gives ``fun``. The
     derivative is built by Taylor-mode recurrences: O(n**2) operations per
     primitive (nested ``grad`` grows exponentially), exact to float64
-    rounding at any order.
+    rounding at any order. Past order 170, where n! leaves float64 though the
+    derivative need not, a call computes the series in mpmath and returns the
+    derivative where it fits in float64 (refusing, by its value, one that does
+    not); ``.trace()`` builds graphs up to order 170.
 
     A tuple ``n = (a, b, ...)`` gives the mixed partial
     ``d^(a+b+...) f / dx^a dy^b ...`` over the leading positional arguments
@@ -713,8 +722,28 @@ def derivative(fun: Callable, n: int | tuple[int, ...] = 1, argnum: int = 0) -> 
     n = _check_order(n, "derivative", name)
     argnum = _check_argnum(argnum, "derivative", name)
     check_args = _argument_checker(argnum, "derivative", fun, differentiates=bool(n))
-    return Transformed(fun, lambda primal: derivative_function(primal, n, argnum),
-                       f"derivative({name}, {n})", check_args, _scalar_examples)
+    what = f"derivative({name}, {n})"
+
+    def graph(primal: Function) -> Function:
+        _check_graph_order(n, what)
+        return derivative_function(primal, n, argnum)
+
+    def numbers_(primal: Function, args: tuple):
+        if n <= MAX_TAYLOR_ORDER:
+            return NotImplemented
+        # Past 170, n! leaves float64 but the derivative itself may not (sin's never does):
+        # the series in mpmath, the n-th coefficient times n!, returned where it fits.
+        positions = resolve_argnums(argnum, len(args), "derivative", name)
+        try:
+            return taylor_call(primal, order=n, positions=positions, args=args,
+                               multivariate=False, derivatives=True, what=what,
+                               numbers=_series_numbers(DERIVATIVE_DPS), as_float64=True)[n]
+        except SeriesUnsupported:
+            return taylor_call(primal.expand(), order=n, positions=positions, args=args,
+                               multivariate=False, derivatives=True, what=what,
+                               numbers=_series_numbers(DERIVATIVE_DPS), as_float64=True)[n]
+
+    return Transformed(fun, graph, what, check_args, _scalar_examples, evaluate=numbers_)
 
 
 def taylor(fun: Callable, n: int, argnum=0, derivatives: bool = False, *,
@@ -751,10 +780,11 @@ def taylor(fun: Callable, n: int, argnum=0, derivatives: bool = False, *,
     arrays pushed through the traced function (:mod:`symad.transforms.series`),
     instead of a graph with a node per coefficient; ``.trace()`` builds that
     graph up to order 170. ``derivatives=True`` refuses a derivative beyond
-    float64's range, naming it, and orders above 170. ``dps``: compute in
-    mpmath at that many digits instead (results ``mpmath.mpf``; one argument
-    or a direction), where a float64 series cancels, and for derivatives of
-    any order.
+    float64's range, naming it; past order 170 (where k! overflows though the
+    derivative need not) the series is computed in mpmath and the derivatives
+    returned as float64. ``dps``: compute in mpmath at that many digits
+    instead (results ``mpmath.mpf``; one argument or a direction), where a
+    float64 series cancels.
 
     >>> import symad as sd
     >>> import numpy as np
@@ -776,7 +806,7 @@ def taylor(fun: Callable, n: int, argnum=0, derivatives: bool = False, *,
     """
     name = function_name(fun)
     dps = _check_dps(dps, argnum, direction, name)
-    n = _check_order(n, "taylor", name, coefficients=not derivatives or dps is not None)
+    n = _check_order(n, "taylor", name)
     if isinstance(argnum, (tuple, list)):
         argnum = _normalize_argnums(tuple(argnum), None, None, "taylor", fun)
         if not argnum:
@@ -788,11 +818,7 @@ def taylor(fun: Callable, n: int, argnum=0, derivatives: bool = False, *,
     check_args = _argument_checker(argnum, "taylor", fun, differentiates=bool(n))
 
     def graph(primal: Function) -> Function:
-        if n > MAX_TAYLOR_ORDER:
-            raise DifferentiationError(
-                f"taylor({name}, {n}).trace(): the formulas are built up to order "
-                f"{MAX_TAYLOR_ORDER} (one node per coefficient); call sd.taylor({name}, {n})(x) "
-                "for the coefficients' values, computed as numbers at any order")
+        _check_graph_order(n, f"taylor({name}, {n})")
         return taylor_function(primal, n, argnum, derivatives, direction=steps)
 
     def numbers_(primal: Function, args: tuple):
@@ -801,9 +827,14 @@ def taylor(fun: Callable, n: int, argnum=0, derivatives: bool = False, *,
         if (n <= MAX_TAYLOR_ORDER and dps is None
                 and not wants_numbers(n, len(positions) if multivariate else None)):
             return NotImplemented
-        call = functools.partial(taylor_call, order=n, positions=positions, args=args,
-                                 multivariate=multivariate, derivatives=derivatives, steps=steps,
-                                 what=f"taylor({name}, {n})", numbers=_series_numbers(dps))
+        # Derivatives past order 170 in float64: computed in mpmath (whose exponent range
+        # holds any k!), then returned as float64 where they fit.
+        past_factorials = derivatives and dps is None and n > MAX_TAYLOR_ORDER
+        call = functools.partial(
+            taylor_call, order=n, positions=positions, args=args, multivariate=multivariate,
+            derivatives=derivatives, steps=steps, what=f"taylor({name}, {n})",
+            numbers=_series_numbers(DERIVATIVE_DPS if past_factorials else dps),
+            as_float64=past_factorials)
         try:
             return call(primal)
         except SeriesUnsupported:

@@ -625,13 +625,15 @@ def _factorial_scaled(coefficients: np.ndarray, orders, what: str) -> np.ndarray
 
 def taylor_call(function, *, order: int, positions: Sequence[int], args: Sequence,
                 multivariate: bool, derivatives: bool, steps=None, what: str = "taylor",
-                numbers=None):
+                numbers=None, as_float64: bool = False):
     """What ``sd.taylor(f, order, ...)(*args)`` returns, computed by this module.
 
     ``function`` is the traced primal (scalar arguments); ``positions`` the arguments the
     series is in. Returns the tuple (one variable or a direction) or dict (several
     variables) of coefficients, or derivatives with ``derivatives=True``. ``numbers``:
-    :class:`Float64` (default) or :class:`Mpmath` (one variable or a direction).
+    :class:`Float64` (default) or :class:`Mpmath` (one variable or a direction);
+    ``as_float64``: computed in ``numbers`` (mpmath, whose exponent range holds any k!),
+    returned as float64, refusing a value beyond float64's range by name.
     """
     if multivariate:
         from symad.transforms.taylor import Multivariate
@@ -643,10 +645,24 @@ def taylor_call(function, *, order: int, positions: Sequence[int], args: Sequenc
                                             for v in series[key]], batch) for key in sorted(keys)}
     numbers = numbers or Float64()
     coefficients, batch = series_coefficients(function, order, positions, args, steps, numbers)
-    if derivatives and numbers.dtype is object:  # mpmath's exponent range holds any k!
+    if numbers.dtype is object:
         with numbers.context():
-            scaled = [[c[k] * numbers.factorial(k) for c in coefficients] for k in range(order + 1)]
-        return tuple(_structured(function, entries, batch) for entries in scaled)
+            values = [[c[k] * numbers.factorial(k) if derivatives else c[k] for c in coefficients]
+                      for k in range(order + 1)]
+            if as_float64:
+                values = [[_float64(v, k, what) for v in entries] for k, entries in enumerate(values)]
+        return tuple(_structured(function, entries, batch) for entries in values)
     return tuple(_structured(function, [_factorial_scaled(c[k], (k,), what) if derivatives else c[k]
                                         for c in coefficients], batch)
                  for k in range(order + 1))
+
+
+def _float64(values: np.ndarray, order: int, what: str) -> np.ndarray:
+    """mpmath numbers as float64, refusing the first one beyond float64's range by name."""
+    for value in values:
+        if mpmath.isfinite(value) and abs(value) > np.finfo(float).max:
+            raise DifferentiationError(
+                f"{what}: the derivative of order {order} is about {mpmath.nstr(value, 2)}, beyond "
+                "float64's range (1.8e308); ask for the Taylor coefficients (derivatives=False), "
+                "which stay in range, or pass dps= for mpmath numbers")
+    return np.array([float(value) for value in values], dtype=float)
