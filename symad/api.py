@@ -37,18 +37,23 @@ from symad.derivatives import (
     taylor_function,
     vjp_function,
 )
-from symad.errors import DifferentiationError, RetraceWarning, SymadError, TracingError
+from symad.errors import DifferentiationError, RetraceWarning, TracingError
 from symad.function import Function, argument_names, function_name, trace
 from symad.graph import ArrayInput, current_builder, number_atom
 from symad.leaves import leaf_atoms, leaf_shape
 from symad.outside import changed, snapshot
+from symad.series_calls import (
+    MAX_TAYLOR_ORDER,
+    check_graph_order,
+    derivative_evaluator,
+    taylor_evaluator,
+)
 from symad.pytree import leaf_paths, tree_flatten, tree_unflatten
 from symad.tracer import (
     Parameter,
     Tracer,
 )
 from symad.transforms.batching import inline_batched
-from symad.transforms.series import Float64, Mpmath, SeriesUnsupported, taylor_call, wants_numbers
 
 __all__ = [
     "grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev", "jacobian", "hessian",
@@ -596,16 +601,6 @@ def _check_direction(direction, argnum, name: str) -> tuple | None:
     return tuple(atoms)
 
 
-def _series_numbers(dps: int | None):
-    """The numbers a numeric Taylor series is computed in: float64, or mpmath at ``dps`` digits."""
-    if dps is None:
-        return Float64()
-    from symad.compile.precise.interpret import PRECISION_LOCK
-    from symad.compile.precise.mpmath_backend import MpmathArithmetic
-
-    return Mpmath(MpmathArithmetic(dps), PRECISION_LOCK)
-
-
 def _check_dps(dps, argnum, direction, name: str) -> int | None:
     """``taylor``'s ``dps``: None, or a positive number of digits for a one-variable series."""
     if dps is None:
@@ -628,15 +623,6 @@ def _check_order(n, transform: str, name: str) -> int:
     return int(n)
 
 
-def _check_graph_order(n: int, what: str) -> None:
-    """Refuse to build a Taylor-mode graph past :data:`MAX_TAYLOR_ORDER`, saying what works."""
-    if n > MAX_TAYLOR_ORDER:
-        raise DifferentiationError(
-            f"{what}.trace(): Taylor-mode graphs (and their formulas) are built up to order "
-            f"{MAX_TAYLOR_ORDER}, where n! still fits in float64; call it, "
-            f"{what}(x), for values at any order, computed as numbers")
-
-
 def _check_orders(n, name: str) -> tuple[int, ...]:
     """A tuple of per-argument orders for a mixed partial, each checked, the total bounded."""
     if not n:
@@ -656,13 +642,6 @@ def _check_orders(n, name: str) -> tuple[int, ...]:
             "overflows float64 past 170, and so do the derivatives of most functions")
     return tuple(orders)
 
-
-#: The highest order ``derivative`` and ``taylor`` accept: 170! is the last
-#: factorial below float64's largest value.
-MAX_TAYLOR_ORDER = 170
-#: Digits of the mpmath series behind float64 derivatives past MAX_TAYLOR_ORDER: float64's
-#: 16, and a margin for what the recurrences lose to cancellation.
-DERIVATIVE_DPS = 30
 
 
 def _check_argnum(argnum, transform: str, name: str) -> int:
@@ -725,25 +704,11 @@ def derivative(fun: Callable, n: int | tuple[int, ...] = 1, argnum: int = 0) -> 
     what = f"derivative({name}, {n})"
 
     def graph(primal: Function) -> Function:
-        _check_graph_order(n, what)
+        check_graph_order(n, what)
         return derivative_function(primal, n, argnum)
 
-    def numbers_(primal: Function, args: tuple):
-        if n <= MAX_TAYLOR_ORDER:
-            return NotImplemented
-        # Past 170, n! leaves float64 but the derivative itself may not (sin's never does):
-        # the series in mpmath, the n-th coefficient times n!, returned where it fits.
-        positions = resolve_argnums(argnum, len(args), "derivative", name)
-        try:
-            return taylor_call(primal, order=n, positions=positions, args=args,
-                               multivariate=False, derivatives=True, what=what,
-                               numbers=_series_numbers(DERIVATIVE_DPS), as_float64=True)[n]
-        except SeriesUnsupported:
-            return taylor_call(primal.expand(), order=n, positions=positions, args=args,
-                               multivariate=False, derivatives=True, what=what,
-                               numbers=_series_numbers(DERIVATIVE_DPS), as_float64=True)[n]
-
-    return Transformed(fun, graph, what, check_args, _scalar_examples, evaluate=numbers_)
+    return Transformed(fun, graph, what, check_args, _scalar_examples,
+                       evaluate=derivative_evaluator(n, argnum, name))
 
 
 def taylor(fun: Callable, n: int, argnum=0, derivatives: bool = False, *,
@@ -818,38 +783,11 @@ def taylor(fun: Callable, n: int, argnum=0, derivatives: bool = False, *,
     check_args = _argument_checker(argnum, "taylor", fun, differentiates=bool(n))
 
     def graph(primal: Function) -> Function:
-        _check_graph_order(n, f"taylor({name}, {n})")
+        check_graph_order(n, f"taylor({name}, {n})")
         return taylor_function(primal, n, argnum, derivatives, direction=steps)
 
-    def numbers_(primal: Function, args: tuple):
-        multivariate = isinstance(argnum, tuple) and steps is None
-        positions = resolve_argnums(argnum, len(args), "taylor", name)
-        if (n <= MAX_TAYLOR_ORDER and dps is None
-                and not wants_numbers(n, len(positions) if multivariate else None)):
-            return NotImplemented
-        # Derivatives past order 170 in float64: computed in mpmath (whose exponent range
-        # holds any k!), then returned as float64 where they fit.
-        past_factorials = derivatives and dps is None and n > MAX_TAYLOR_ORDER
-        call = functools.partial(
-            taylor_call, order=n, positions=positions, args=args, multivariate=multivariate,
-            derivatives=derivatives, steps=steps, what=f"taylor({name}, {n})",
-            numbers=_series_numbers(DERIVATIVE_DPS if past_factorials else dps),
-            as_float64=past_factorials)
-        try:
-            return call(primal)
-        except SeriesUnsupported:
-            pass
-        try:  # whole-array steps inside the scalar function: one scalar node per element
-            return call(primal.expand())
-        except (SeriesUnsupported, SymadError) as unsupported:
-            if n <= MAX_TAYLOR_ORDER and dps is None:
-                return NotImplemented  # the graph's recurrences cover it
-            raise DifferentiationError(
-                f"taylor({name}, {n}): {unsupported} has no recurrence on coefficient arrays, "
-                f"so orders above {MAX_TAYLOR_ORDER} are not computed for it") from None
-
     return Transformed(fun, graph, f"taylor({name}, {n})", check_args, _scalar_examples,
-                       evaluate=numbers_)
+                       evaluate=taylor_evaluator(n, argnum, derivatives, steps, dps, name))
 
 
 # ---------------------------------------------------------------------------
