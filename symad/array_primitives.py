@@ -212,7 +212,6 @@ def dummy_array(shape: tuple) -> np.ndarray:
 
 # The old private name, which symad/numpy.py and symad/compile/loops.py (other owners) still
 # read; they should move to dummy_array.
-_dummy = dummy_array
 
 
 def part_shape(in_shape: tuple, index: tuple) -> tuple:

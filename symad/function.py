@@ -366,9 +366,6 @@ class Function:
         return leaves
 
 
-    # export/index_notation.py (edited on another branch) still reads the old private name.
-    _output_atoms = output_atoms
-
     @property
     def closes_over_trace(self) -> bool:
         """True if the graph uses values of an enclosing trace (it then only inlines)."""

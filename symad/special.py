@@ -54,6 +54,7 @@ from symad import numpy as snp
 from symad import primitives as P
 from symad.errors import DifferentiationError
 from symad.graph import current_builder, is_constant, is_zero_constant
+from symad.numpy.elementwise import elementwise_function
 from symad.primitives import Primitive
 from symad.tracer import as_atoms
 
@@ -506,7 +507,7 @@ def _define(
     primitive = P.register(Primitive(
         name, sympy_form, numpy_impl, partials, arity=len(arguments.split()), simplify=simplify,
         mpmath=mpmath, interval=interval))
-    function = snp._elementwise(primitive, name, doc)
+    function = elementwise_function(primitive, name, doc)
     function.__module__ = __name__
     function.__signature__ = inspect.Signature([
         inspect.Parameter(argument, inspect.Parameter.POSITIONAL_ONLY)

@@ -232,7 +232,7 @@ def _element_level(operands: tuple) -> bool:
     element_array = False
     for operand in operands:
         if isinstance(operand, Parameter):
-            operand = operand._operand()
+            operand = operand.operand()
         if type(operand) is Tracer:
             if operand._atom is not None:
                 if atom_shape(operand._atom) != ():
@@ -880,7 +880,7 @@ class Parameter(CantSympify):
     def dtype(self) -> np.dtype:
         return self._value.dtype
 
-    def _operand(self):
+    def operand(self):
         """A Tracer inside a trace, the current value outside."""
         builder = current_builder()
         if builder is not None:
@@ -891,35 +891,35 @@ class Parameter(CantSympify):
         # Array methods (sum, max, dot, reshape, T, ...) act on the traced or current value.
         if name.startswith("_"):
             raise AttributeError(name)
-        return getattr(self._operand(), name)
+        return getattr(self.operand(), name)
 
     def __array__(self, dtype=None, copy=None):
         if current_builder() is not None:
-            return self._operand().__array__()
+            return self.operand().__array__()
         return self._value if dtype is None else self._value.astype(dtype)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        inputs = tuple(x._operand() if isinstance(x, Parameter) else x for x in inputs)
+        inputs = tuple(x.operand() if isinstance(x, Parameter) else x for x in inputs)
         return getattr(ufunc, method)(*inputs, **kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
-        args = tuple(x._operand() if isinstance(x, Parameter) else x for x in args)
+        args = tuple(x.operand() if isinstance(x, Parameter) else x for x in args)
         return func(*args, **kwargs)
 
     def __getitem__(self, index):
-        return self._operand()[index]
+        return self.operand()[index]
 
     def __len__(self):
         return len(self._value)
 
     def __iter__(self):
-        return iter(self._operand())
+        return iter(self.operand())
 
     def __bool__(self):
-        return bool(self._operand())
+        return bool(self.operand())
 
     def __float__(self):
-        return float(self._operand())
+        return float(self.operand())
 
     def __repr__(self) -> str:
         return f"Parameter(name={self.name!r}, value={self._value!r})"
@@ -937,8 +937,8 @@ def _install_parameter_operators() -> None:
 
     def forward(dunder):
         def method(self, *others):
-            others = tuple(o._operand() if isinstance(o, Parameter) else o for o in others)
-            return getattr(self._operand(), dunder)(*others)
+            others = tuple(o.operand() if isinstance(o, Parameter) else o for o in others)
+            return getattr(self.operand(), dunder)(*others)
 
         return method
 

@@ -362,7 +362,7 @@ def _lines(nb: IndexNotation, temporaries: list, make_name):
             nb.temporaries[node] = label
             assignments.append((label, value, ()))
     leaves, indices = [], []
-    for leaf in nb.function._output_atoms():
+    for leaf in nb.function.output_atoms():
         if isinstance(leaf, np.ndarray):  # an array of scalar atoms (or a scalar)
             nb.start_line(())
             values = [nb.operand(atom, ()) for atom in leaf.reshape(-1)]
@@ -414,7 +414,7 @@ def index_symbols(function):
 
     nb = IndexNotation(function)
     leaves = [() if isinstance(leaf, np.ndarray) else nb.free_indices(atom_shape(leaf))
-              for leaf in function._output_atoms()]
+              for leaf in function.output_atoms()]
     return tree_unflatten(function.out_treedef, leaves)
 
 

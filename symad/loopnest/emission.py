@@ -423,7 +423,7 @@ class KernelEmitter:
         x, v = node.args
         lead = len(node.shape) - len(in_shape)
         conds, part = self.region(ix, lead, in_shape, index)
-        part_shape = tuple(node.shape[:lead]) + A._dummy(in_shape)[A.index_objects(index)].shape
+        part_shape = tuple(node.shape[:lead]) + A.dummy_array(in_shape)[A.index_objects(index)].shape
 
         def inside():
             return self.value(v, broadcast_index(ix[:lead] + part, part_shape, shape_of(v))

@@ -45,7 +45,6 @@ from symad.graph import atom_shape, current_builder
 from symad.numpy import creation, elementwise, products, reductions, shapes
 from symad.numpy.creation import *  # noqa: F403 - the families' names are this namespace
 from symad.numpy.elementwise import *  # noqa: F403
-from symad.numpy.elementwise import elementwise_function as _elementwise
 from symad.numpy.operators import install_operators as _install_operators
 from symad.numpy.products import *  # noqa: F403
 from symad.numpy.reductions import *  # noqa: F403

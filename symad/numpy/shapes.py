@@ -68,7 +68,7 @@ def asarray(value, dtype=None):
         if builtins.any(isinstance(item, Tracer) for item in items):
             return stack(items)
     if isinstance(value, Parameter):
-        return value._operand()
+        return value.operand()
     return _np.asarray(value, dtype=dtype)
 
 
@@ -112,7 +112,7 @@ def moveaxis(x, source, destination):
     """``x`` with axes moved to new positions."""
     if any_whole(x):
         # The axes' new order, read off NumPy's own moveaxis on a shape of distinct sizes.
-        order = _np.moveaxis(A._dummy(tuple(range(2, ndim(x) + 2))), source, destination).shape
+        order = _np.moveaxis(A.dummy_array(tuple(range(2, ndim(x) + 2))), source, destination).shape
         return _whole_transpose(x, tuple(size - 2 for size in order))
     return Tracer(_np.moveaxis(as_atoms(x), source, destination))
 
@@ -121,7 +121,7 @@ def moveaxis(x, source, destination):
 def expand_dims(x, axis):
     """``x`` with a new axis of length one."""
     if any_whole(x):
-        return _whole_reshape(x, _np.expand_dims(A._dummy(shape(x)), axis).shape)
+        return _whole_reshape(x, _np.expand_dims(A.dummy_array(shape(x)), axis).shape)
     return Tracer(_np.expand_dims(as_atoms(x), axis))
 
 
@@ -129,7 +129,7 @@ def expand_dims(x, axis):
 def squeeze(x, axis=None):
     """``x`` without axes of length one."""
     if any_whole(x):
-        return _whole_reshape(x, _np.squeeze(A._dummy(shape(x)), axis).shape)
+        return _whole_reshape(x, _np.squeeze(A.dummy_array(shape(x)), axis).shape)
     return Tracer(_np.squeeze(as_atoms(x), axis))
 
 
@@ -329,7 +329,7 @@ def set_items(x, index, value) -> Tracer:
     items = _index_items(index)
     if _is_basic(items):
         normalized = _normalized_index(items, x_shape, index, "assigns into")
-        part = A._dummy(x_shape)[A.index_objects(normalized)].shape
+        part = A.dummy_array(x_shape)[A.index_objects(normalized)].shape
         v = as_atom(value)
         try:
             _np.broadcast_shapes(atom_shape(v), part)
@@ -364,7 +364,7 @@ def add_at(x, index, value) -> Tracer:
     builder = active_builder()
     if _is_basic(items):
         normalized = _normalized_index(items, x_shape, index, "adds into")
-        part = A._dummy(x_shape)[A.index_objects(normalized)].shape
+        part = A.dummy_array(x_shape)[A.index_objects(normalized)].shape
         v = as_atom(broadcast_to(value, part))
         return add(x, wrap_atom(A.record_unslice(builder, v, x_shape, normalized)))
     positions = _flat_positions(x_shape, index)
