@@ -41,7 +41,7 @@ import numpy as np
 
 from symad import array_runtime as rt
 from symad.errors import TracingError
-from symad.primitives import Primitive, register
+from symad.ir.primitive import Primitive, register
 
 __all__ = [
     "ConstantArray", "basic_index", "index_objects", "normalize_axes", "dummy_array", "part_shape",

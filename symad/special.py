@@ -54,7 +54,7 @@ from symad import numpy as snp
 from symad import primitives as P
 from symad.errors import DifferentiationError
 from symad.graph import current_builder, is_constant, is_zero_constant
-from symad.primitives import Primitive
+from symad.ir.primitive import Primitive
 from symad.tracer import as_atoms
 
 __all__ = [

@@ -90,13 +90,22 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_dependency_graph_is_read():
     edges = dependency_graph()
-    # The layering the rule tables rely on: rules -> numpy -> tracer -> graph -> primitives.
+    # The layering the rule tables rely on: rules -> numpy -> tracer -> graph -> primitives
+    # -> ir.primitive.
     assert "symad.primitives" in edges["symad.graph"]
     assert "symad.numpy" in edges["symad.rules.partials"]
     assert "symad.primitives" in edges["symad.rules.taylor"]
     assert "symad.graph" in edges["symad.tracer"]
-    assert not any(module.startswith("symad.") and module != "symad.atoms"
+    assert "symad.ir.primitive" in edges["symad.primitives"]
+    assert not any(module.startswith("symad.") and module not in ("symad.atoms", "symad.ir",
+                                                                 "symad.ir.primitive")
                    for module in edges["symad.primitives"])
+
+
+def test_the_primitive_machinery_imports_no_catalogue():
+    # The Primitive type, the registry and the rule tables' type import no other symad module.
+    edges = dependency_graph()
+    assert not edges["symad.ir.primitive"]
 
 
 def test_find_cycle_finds_a_circle():

@@ -31,7 +31,7 @@ from symad import array_primitives as A
 from symad import primitives as P
 from symad.atoms import is_constant, is_zero_constant, same_atom
 from symad.graph import atom_shape
-from symad.primitives import RuleTable
+from symad.ir.primitive import RuleTable
 
 __all__ = ["TAYLOR", "needs_partials"]
 

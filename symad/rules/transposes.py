@@ -35,7 +35,7 @@ import sympy
 from symad import array_primitives as A
 from symad import primitives as P
 from symad.graph import atom_shape
-from symad.primitives import RuleTable
+from symad.ir.primitive import RuleTable
 
 __all__ = ["TRANSPOSE", "unbroadcast", "array_weights", "broadcast_full"]
 
