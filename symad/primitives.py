@@ -17,8 +17,9 @@ written with traceable operations) and :mod:`symad.rules.taylor`
 :class:`Primitive` type, :func:`register` and the registry, the rule tables'
 type, the spelling helpers and cost classes -- is :mod:`symad.ir.primitive`,
 re-exported here. This module imports nothing traced and no backend, so the
-layers stay acyclic: primitives -> ir.primitive, graph -> primitives,
-rules -> numpy -> tracer -> graph, and every backend -> ir.primitive.
+layers stay acyclic: primitives -> ir.primitive, graph -> ir.primitive (the
+graph imports no catalogue), rules -> numpy -> tracer -> graph, and every
+backend -> ir.primitive.
 
 A primitive whose ``partials`` is ``None`` has no rule: differentiating
 through it raises :class:`~symad.errors.DifferentiationError`.
@@ -54,6 +55,7 @@ from symad.atoms import is_constant, is_zero_constant, same_atom
 from symad.ir.primitive import (
     ARITHMETIC,
     BACKENDS,
+    BUILDER_ROLES,
     CALL,
     FREE,
     MAX_INFIX_TERMS,  # noqa: F401 - re-exported, as every name of the machinery
@@ -808,6 +810,11 @@ greater_equal_p = _comparison("greater_equal", sympy.GreaterThan, np.greater_equ
 equal_p = _comparison("equal", sympy.Eq, np.equal, "==", operator.eq, ("equal", {}))
 not_equal_p = _comparison("not_equal", sympy.Ne, np.not_equal, "!=", operator.ne,
                           ("equal", {"negated": True}))
+
+# The graph builder's own conversions between numbers and truth values (the graph imports
+# no catalogue: it finds them by role).
+BUILDER_ROLES.truth = not_equal_p
+BUILDER_ROLES.number = select_p
 
 
 def _logical(name, relation, numpy_impl, arity, **spellings):

@@ -3,6 +3,6 @@
 :mod:`symad.ir.primitive` holds the :class:`~symad.ir.primitive.Primitive` type, the
 registry and the rule tables' type; the catalogues (:mod:`symad.primitives`,
 :mod:`symad.array_primitives`, :mod:`symad.special`) declare their stanzas through it, and
-backends and rule tables read it without importing a catalogue. This package
+the graph (:mod:`symad.graph`) reads it without importing any catalogue. This package
 imports nothing of its own here, so importing one of its modules runs no other.
 """

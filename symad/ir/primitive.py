@@ -8,8 +8,10 @@ type, the registry (:data:`PRIMITIVES`, by name), the type of the transforms' ru
 (:class:`RuleTable`, and :data:`PARTIALS`, the partials table), the backends a stanza
 spells a primitive for (:data:`BACKENDS`) with the helpers that write spellings
 (:func:`spell`, :func:`joined`, :func:`infix`, :func:`nested`, :func:`stacked`,
-:func:`python_sum`) and the cost classes. It imports no other symad module, so that
-every backend and every rule table can build on it without importing a catalogue.
+:func:`python_sum`), the cost classes, and :data:`BUILDER_ROLES`, the few operations the
+graph builder records on its own account. It imports no other symad module, so that
+the graph (:mod:`symad.graph`), every backend and every rule table can build on it
+without importing a catalogue.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import sympy
 
 __all__ = ["Primitive", "PRIMITIVES", "BACKENDS", "register", "spell", "joined", "infix", "nested",
            "stacked", "python_sum", "MAX_INFIX_TERMS", "FREE", "ARITHMETIC", "NATIVE", "CALL",
-           "RuleTable", "PARTIALS", "PartialRule"]
+           "RuleTable", "PARTIALS", "PartialRule", "BuilderRoles", "BUILDER_ROLES"]
 
 PartialRule = Callable[..., Any]
 
@@ -385,3 +387,37 @@ def python_sum(args: Sequence[str], constants: Sequence = ()) -> str:
         return "(" + " + ".join(args) + ")"
     return f"functools.reduce(operator.add, ({', '.join(args)}))"
 
+
+class BuilderRoles:
+    """The operations the graph builder performs on its own account, found here by role.
+
+    The graph (:mod:`symad.graph`) sits below the catalogue and imports none of it, yet
+    recording needs three operations the catalogue defines; the catalogue names them here
+    beside its stanzas:
+
+    * ``truth``: the primitive recorded as ``x != 0`` where a number is used as a
+      condition (``not_equal``, :mod:`symad.primitives`);
+    * ``number``: the primitive recorded as ``select(c, 1, 0)`` where a truth value is
+      used as a number (``select``, :mod:`symad.primitives`);
+    * ``broadcast``: ``broadcast(builder, atom, shape) -> atom``, ``atom`` broadcast to
+      ``shape`` (:func:`symad.array_primitives.broadcast_atom`), for an identity that kept
+      a value but not its shape (``x - x`` is 0 for an array ``x`` too).
+
+    >>> from symad.array_primitives import broadcast_atom
+    >>> from symad.primitives import not_equal_p, select_p
+    >>> BUILDER_ROLES.truth is not_equal_p, BUILDER_ROLES.number is select_p
+    (True, True)
+    >>> BUILDER_ROLES.broadcast is broadcast_atom
+    True
+    """
+
+    __slots__ = ("truth", "number", "broadcast")
+
+    def __init__(self) -> None:
+        self.truth: Primitive | None = None
+        self.number: Primitive | None = None
+        self.broadcast: Callable | None = None
+
+
+#: The graph builder's own operations, filled by the catalogue (see :class:`BuilderRoles`).
+BUILDER_ROLES = BuilderRoles()

@@ -46,7 +46,7 @@ def aligned(builder: GraphBuilder, tangent, rank: int, lead: int):
 
 def _zeros(builder: GraphBuilder, atom):
     shape = atom_shape(atom)
-    return ZERO if not shape else builder.broadcast(ZERO, shape)
+    return ZERO if not shape else A.broadcast_atom(builder, ZERO, shape)
 
 
 @TANGENT.register(*[primitive for primitive in A.ARRAY_PRIMITIVES

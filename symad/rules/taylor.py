@@ -368,7 +368,8 @@ def _linear_array(sweep, node, k):
     if all(is_zero_constant(c) for c in coefficients):
         return ZERO
     builder = sweep.builder
-    shaped = [builder.broadcast(c, atom_shape(arg)) if is_zero_constant(c) and atom_shape(arg) else c
+    shaped = [A.broadcast_atom(builder, c, atom_shape(arg))
+              if is_zero_constant(c) and atom_shape(arg) else c
               for c, arg in zip(coefficients, node.args)]
     return builder.record(node.primitive, shaped, node.params)
 
