@@ -40,8 +40,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from symad import array_runtime as rt
+from symad.atoms import constant_value
 from symad.errors import TracingError
-from symad.primitives import Primitive, register
+from symad.ir.primitive import BUILDER_ROLES, Primitive, register
 
 __all__ = [
     "ConstantArray", "basic_index", "index_objects", "normalize_axes", "dummy_array", "part_shape",
@@ -505,8 +506,8 @@ scatter_p = _array_primitive(
 
 
 def _shape(atom) -> tuple:
-    # A node's or array input's own shape; scalars and constants have none. (Not
-    # symad.graph.atom_shape: the graph builds on this module, not the other way.)
+    # A node's or array input's own shape; scalars and constants have none (as
+    # symad.graph.atom_shape says; this module needs no more of the graph).
     return getattr(atom, "shape", ()) if atom.is_Symbol else ()
 
 
@@ -526,6 +527,22 @@ def _record_constant(builder, array: np.ndarray):
     return builder.record(constant_p, (), (("value", ConstantArray(array)),))
 
 
+def broadcast_atom(builder, atom, shape: tuple):
+    """``atom`` broadcast to ``shape`` (NumPy's rules): a constant array for a constant.
+
+    The graph builder broadcasts with it too (an identity keeps a value, not always its
+    shape), finding it by role: :data:`~symad.ir.primitive.BUILDER_ROLES`.
+    """
+    if not atom.is_Symbol:
+        value = ConstantArray(np.full(shape, float(constant_value(atom))),
+                              exact=atom if getattr(atom, "is_Rational", False) else None)
+        return builder.record(constant_p, (), (("value", value),))
+    return builder.record(broadcast_p, (atom,), (("in_shape", _shape(atom)), ("shape", tuple(shape))))
+
+
+BUILDER_ROLES.broadcast = broadcast_atom
+
+
 def record_reshape(builder, atom, shape: tuple, lead: int = 0):
     """``atom`` with its core (all but ``lead`` leading dimensions) reshaped to ``shape``."""
     full = _shape(atom)
@@ -535,7 +552,7 @@ def record_reshape(builder, atom, shape: tuple, lead: int = 0):
     if math.prod(core) != math.prod(shape):
         raise TracingError(f"cannot reshape an array of shape {core} into shape {shape}" + _where())
     if not atom.is_Symbol:  # a scalar constant: a constant array of one element
-        return builder.broadcast(atom, shape)
+        return broadcast_atom(builder, atom, shape)
     constant = _constant_of(atom)
     if constant is not None:
         return _record_constant(builder, constant.array.reshape(full[:lead] + shape))
@@ -577,7 +594,7 @@ def record_broadcast(builder, atom, shape: tuple, lead: int = 0):
     except ValueError:
         raise TracingError(f"cannot broadcast an array of shape {core} to shape {shape}" + _where()) from None
     if not atom.is_Symbol:  # a scalar constant: a filled constant array
-        return builder.broadcast(atom, shape)
+        return broadcast_atom(builder, atom, shape)
     constant = _constant_of(atom)
     if constant is not None and constant.fill is not None:
         return _record_constant(builder, np.full(full[:lead] + shape, constant.fill))

@@ -51,7 +51,8 @@ SPECIAL_HELPERS = ("polygamma_difference", "lambertw1p", "sinpi", "cospi")
 def _functions() -> dict[str, Callable]:
     from symad import numpy as snp
     from symad import special as ssp
-    from symad.primitives import Primitive, stop_gradient_p
+    from symad.ir.primitive import Primitive
+    from symad.primitives import stop_gradient_p
 
     # symad.numpy's functions of numbers (each records the built-in primitive of its name)
     # that a formula calls by name: not those Python writes as operators (+, -, *, /, **,

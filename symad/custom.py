@@ -25,7 +25,7 @@ import numpy as np
 import sympy
 
 from symad.errors import DifferentiationError, TracingError
-from symad.primitives import PRIMITIVES, Primitive
+from symad.ir.primitive import PRIMITIVES, Primitive
 from symad.tracer import apply, is_traced
 
 __all__ = ["CustomPrimitive", "primitive", "CUSTOM_PRIMITIVES"]

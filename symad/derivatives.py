@@ -301,7 +301,7 @@ def _output_tangent(builder, leaf, tangent_of: dict):
                                        if atom.is_Symbol or atom not in tangent_of})
     tangent = tangent_of.get(leaf, ZERO) if leaf.is_Symbol else ZERO
     if atom_shape(tangent) != atom_shape(leaf):
-        tangent = builder.broadcast(tangent, atom_shape(leaf))
+        tangent = A.broadcast_atom(builder, tangent, atom_shape(leaf))
     return tangent
 
 
@@ -410,7 +410,7 @@ def _array_jacobian_function(function: Function, positions: tuple, single: bool,
                                            lead=lead)
                 for column, (cotangent, in_shape) in enumerate(zip(cotangents, wrt_shapes)):
                     cotangent = full_shape(builder, cotangent, in_shape, len(lead)) if cotangent.is_Symbol \
-                        else builder.broadcast(cotangent, lead + in_shape)
+                        else A.broadcast_atom(builder, cotangent, lead + in_shape)
                     blocks[row][column] = A.record_reshape(builder, cotangent, out_shape + in_shape)
         else:
             consumers = consumer_index(primal_nodes)
@@ -464,13 +464,13 @@ def _leaf_tangent(builder, leaf, tangent_of: dict, size: int):
     if isinstance(leaf, np.ndarray):
         elements = [tangent_of.get(atom, ZERO) if atom.is_Symbol else ZERO for atom in leaf.reshape(-1)]
         if all(is_zero_constant(t) for t in elements):
-            return builder.broadcast(ZERO, (size,) + leaf.shape)
-        elements = [builder.broadcast(t, (size,)) if not t.is_Symbol else t for t in elements]
+            return A.broadcast_atom(builder, ZERO, (size,) + leaf.shape)
+        elements = [A.broadcast_atom(builder, t, (size,)) if not t.is_Symbol else t for t in elements]
         params = (("shape", leaf.shape), ("positions", tuple(range(len(elements)))), ("has_base", False))
         return builder.record(A.pack_p, elements, params)
     tangent = tangent_of.get(leaf, ZERO) if leaf.is_Symbol else ZERO
     if not tangent.is_Symbol:
-        return builder.broadcast(tangent, (size,) + atom_shape(leaf))
+        return A.broadcast_atom(builder, tangent, (size,) + atom_shape(leaf))
     return full_shape(builder, tangent, atom_shape(leaf), 1)
 
 

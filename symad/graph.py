@@ -1,7 +1,7 @@
 """The Graph: an SSA list of operations, each a small SymPy expression on request.
 
 A :class:`Graph` is what every other layer works on. Its nodes are recorded
-in topological order; each node applies one :class:`~symad.primitives.Primitive`
+in topological order; each node applies one :class:`~symad.ir.primitive.Primitive`
 to *atoms* -- input symbols, earlier nodes, or exact constants -- so
 :meth:`Graph.assignments`' ``(symbol, expression)`` pairs have exactly the
 shape ``sympy.cse`` returns. Nothing here is a nested tree: a derivative that
@@ -51,7 +51,7 @@ from symad.atoms import (
     number_atom,
 )
 from symad.gc_pause import garbage_collection_paused
-from symad.primitives import not_equal_p, select_p
+from symad.ir.primitive import BUILDER_ROLES
 
 __all__ = [
     "ArrayInput",
@@ -837,9 +837,10 @@ class GraphBuilder:
             simplified = primitive.simplify(self, args)
             if simplified is not None:
                 # An identity keeps the value, not always the shape: x - x is 0 for an
-                # array x too, and where(c, a, a) has c's shape.
+                # array x too, and where(c, a, a) has c's shape. (Broadcasting is the array
+                # catalogue's, found by role: the graph imports no catalogue.)
                 if shape and atom_shape(simplified) != shape:
-                    return self.broadcast(simplified, shape)
+                    return BUILDER_ROLES.broadcast(self, simplified, shape)
                 return simplified
         # The hash-consing key, on plain Python values; on the way, whether every
         # operand is a constant (atoms are symbols or constants), to fold it exactly.
@@ -878,16 +879,6 @@ class GraphBuilder:
             self._boolean_atoms.add(node)
         return node
 
-    def broadcast(self, atom, shape: tuple):
-        """``atom`` broadcast to ``shape`` (NumPy's rules): a constant array for a constant."""
-        from symad.array_primitives import ConstantArray, broadcast_p, constant_p
-
-        if not atom.is_Symbol:
-            value = ConstantArray(np.full(shape, float(constant_value(atom))),
-                                  exact=atom if getattr(atom, "is_Rational", False) else None)
-            return self.record(constant_p, (), (("value", value),))
-        return self.record(broadcast_p, (atom,), (("in_shape", atom_shape(atom)), ("shape", tuple(shape))))
-
     def adopt(self, nodes: Iterable[Node]) -> None:
         """Take over nodes recorded by another builder over this builder's atoms, unchanged.
 
@@ -919,7 +910,8 @@ class GraphBuilder:
 
         NumPy does the same implicitly (``np.sum(x > 1)`` counts); a graph must
         say it, because SymPy's relations are not numbers and ``Piecewise``
-        needs a relation as its condition.
+        needs a relation as its condition. The two primitives are the catalogue's,
+        found by role (:data:`~symad.ir.primitive.BUILDER_ROLES`).
         """
         coerced = list(args)
         for index, atom in enumerate(args):
@@ -927,11 +919,12 @@ class GraphBuilder:
             if wants_boolean == self.is_boolean(atom):
                 continue
             if wants_boolean:
-                coerced[index] = self.record(not_equal_p, (atom, sympy.Integer(0)))
+                coerced[index] = self.record(BUILDER_ROLES.truth, (atom, sympy.Integer(0)))
             elif isinstance(atom, sympy.logic.boolalg.BooleanAtom):
                 coerced[index] = sympy.Integer(int(bool(atom)))
             else:
-                coerced[index] = self.record(select_p, (atom, sympy.Integer(1), sympy.Integer(0)))
+                coerced[index] = self.record(BUILDER_ROLES.number,
+                                             (atom, sympy.Integer(1), sympy.Integer(0)))
         return tuple(coerced)
 
     def finish(self, outputs: Sequence) -> Graph:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from symad.array_primitives import broadcast_atom
 from symad.atom_arrays import element_atom, fresh_input, fresh_symbol_array
 from symad.errors import TracingError
 from symad.graph import ArrayInput, GraphBuilder, atom_shape
@@ -82,7 +83,7 @@ def bind_input(builder: GraphBuilder, bindings: dict, symbols, operand, name: st
         if isinstance(operand, np.ndarray):
             operand = np.array(np.broadcast_to(operand, shape))
         else:
-            operand = builder.broadcast(operand, shape)
+            operand = broadcast_atom(builder, operand, shape)
     if isinstance(symbols, np.ndarray):
         elements = operand if isinstance(operand, np.ndarray) else _elements_of(builder, operand, shape)
         bindings.update(zip(symbols.reshape(-1), elements.reshape(-1)))

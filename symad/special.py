@@ -54,8 +54,8 @@ from symad import numpy as snp
 from symad import primitives as P
 from symad.errors import DifferentiationError
 from symad.graph import current_builder, is_constant, is_zero_constant
+from symad.ir.primitive import Primitive
 from symad.numpy.elementwise import elementwise_function
-from symad.primitives import Primitive
 from symad.tracer import as_atoms
 
 __all__ = [

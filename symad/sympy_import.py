@@ -19,7 +19,7 @@ from symad import special
 from symad.errors import DifferentiationError, TracingError
 from symad.function import Function, finish_function
 from symad.graph import GraphBuilder, current_builder, is_constant, number_atom
-from symad.primitives import Primitive
+from symad.ir.primitive import Primitive
 from symad.pytree import tree_flatten, tree_unflatten
 from symad.tracer import Tracer, as_atoms
 

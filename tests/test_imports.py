@@ -90,13 +90,43 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_dependency_graph_is_read():
     edges = dependency_graph()
-    # The layering the rule tables rely on: rules -> numpy -> tracer -> graph -> primitives.
-    assert "symad.primitives" in edges["symad.graph"]
+    # The layering the rule tables rely on: rules -> numpy -> tracer -> graph -> ir.primitive,
+    # and the catalogue -> ir.primitive.
+    assert "symad.ir.primitive" in edges["symad.graph"]
     assert "symad.numpy" in edges["symad.rules.partials"]
     assert "symad.primitives" in edges["symad.rules.taylor"]
     assert "symad.graph" in edges["symad.tracer"]
-    assert not any(module.startswith("symad.") and module != "symad.atoms"
+    assert "symad.ir.primitive" in edges["symad.primitives"]
+    assert not any(module.startswith("symad.") and module not in ("symad.atoms", "symad.ir",
+                                                                 "symad.ir.primitive")
                    for module in edges["symad.primitives"])
+
+
+def _reaches(edges: dict[str, set[str]], module: str) -> set[str]:
+    """Every module ``module`` imports, directly or through others."""
+    reached, pending = set(), [module]
+    while pending:
+        for dependency in edges[pending.pop()]:
+            if dependency not in reached:
+                reached.add(dependency)
+                pending.append(dependency)
+    return reached
+
+
+CATALOGUE = ("symad.primitives", "symad.array_primitives", "symad.special")
+
+
+def test_the_graph_imports_no_catalogue():
+    # The graph sits below the catalogue: it finds the few primitives it records on its own
+    # account (coercions, broadcasting) by role, in symad.ir.primitive.BUILDER_ROLES.
+    edges = dependency_graph()
+    assert not set(CATALOGUE) & _reaches(edges, "symad.graph")
+
+
+def test_the_primitive_machinery_imports_no_catalogue():
+    # The Primitive type, the registry and the rule tables' type import no other symad module.
+    edges = dependency_graph()
+    assert not edges["symad.ir.primitive"]
 
 
 def test_find_cycle_finds_a_circle():

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from symad.primitives import PRIMITIVES
+from symad.ir.primitive import PRIMITIVES
 
 __all__ = ["GeneratedModule", "ArrayModule", "is_builtin_primitive", "MAX_LITERAL_ELEMENTS"]
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from symad.errors import ExportError
 from symad.graph import atom_shape, constant_value, is_constant
-from symad.primitives import spell
+from symad.ir.primitive import spell
 
 __all__ = ["CCode", "function_c", "c_comment_text", "c_number", "c_operation", "c_spellable",
            "translation_unit"]

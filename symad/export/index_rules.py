@@ -28,7 +28,7 @@ from symad.export.index_forms import (
     tidy_index,
 )
 from symad.graph import atom_shape
-from symad.primitives import RuleTable
+from symad.ir.primitive import RuleTable
 
 __all__ = ["INDEX_RULES", "index_rule"]
 

@@ -21,7 +21,7 @@ from sympy.printing.conventions import split_super_sub
 from sympy.printing.latex import LatexPrinter
 
 from symad.errors import ExportError
-from symad.primitives import PRIMITIVES
+from symad.ir.primitive import PRIMITIVES
 
 # An array element's symbol name, as symad makes them: ``w[0, 1]``.
 INDEXED_NAME = re.compile(r"^(?P<base>.+)\[(?P<index>[0-9]+(?:, [0-9]+)*)\]$")

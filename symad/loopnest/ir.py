@@ -16,9 +16,7 @@ import sympy
 
 from symad.errors import CompileError
 from symad.graph import ArrayInput, Node
-from symad.primitives import (
-    NATIVE,
-)
+from symad.ir.primitive import NATIVE
 
 __all__ = ["LoopProgram", "Buffer", "LoopsUnsupported", "Ix", "ExpressionPrinter", "CHUNK_ELEMENTS",
            "used_buffers", "names_read", "prune", "literal_operand", "shape_of", "operation_count"]

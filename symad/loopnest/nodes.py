@@ -11,10 +11,9 @@ import math
 
 from symad import array_primitives as A
 from symad.graph import Node
+from symad.ir.primitive import NATIVE, Primitive
 from symad.loopnest.ir import literal_operand
 from symad.primitives import (
-    NATIVE,
-    Primitive,
     add_p,
     reduce_max_p,
     reduce_min_p,

@@ -220,7 +220,7 @@ def reduce_whole(x, axis, keepdims, primitive, what: str, empty_value=None) -> T
                                f"{traced_function_name()!r}): the result has no value; NumPy raises too")
         kept = tuple(size for i, size in enumerate(x_shape) if i - len(x_shape) not in axes)
         empty = sympy.nan if empty_value is sympy.nan else sympy.Integer(empty_value)
-        reduced = builder.broadcast(empty, kept) if kept else empty
+        reduced = A.broadcast_atom(builder, empty, kept) if kept else empty
     else:
         reduced = A.record_reduction(builder, primitive, atom, axes)
     if keepdims:

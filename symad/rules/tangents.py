@@ -21,7 +21,8 @@ import sympy
 
 from symad import array_primitives as A
 from symad.graph import GraphBuilder, atom_shape
-from symad.primitives import RuleTable, add_p, mul_p, select_p
+from symad.ir.primitive import RuleTable
+from symad.primitives import add_p, mul_p, select_p
 from symad.rules.transposes import array_weights
 
 __all__ = ["TANGENT", "aligned"]
@@ -45,7 +46,7 @@ def aligned(builder: GraphBuilder, tangent, rank: int, lead: int):
 
 def _zeros(builder: GraphBuilder, atom):
     shape = atom_shape(atom)
-    return ZERO if not shape else builder.broadcast(ZERO, shape)
+    return ZERO if not shape else A.broadcast_atom(builder, ZERO, shape)
 
 
 @TANGENT.register(*[primitive for primitive in A.ARRAY_PRIMITIVES

@@ -31,7 +31,7 @@ from symad import array_primitives as A
 from symad import primitives as P
 from symad.atoms import is_constant, is_zero_constant, same_atom
 from symad.graph import atom_shape
-from symad.primitives import RuleTable
+from symad.ir.primitive import RuleTable
 
 __all__ = ["TAYLOR", "needs_partials"]
 
@@ -368,7 +368,8 @@ def _linear_array(sweep, node, k):
     if all(is_zero_constant(c) for c in coefficients):
         return ZERO
     builder = sweep.builder
-    shaped = [builder.broadcast(c, atom_shape(arg)) if is_zero_constant(c) and atom_shape(arg) else c
+    shaped = [A.broadcast_atom(builder, c, atom_shape(arg))
+              if is_zero_constant(c) and atom_shape(arg) else c
               for c, arg in zip(coefficients, node.args)]
     return builder.record(node.primitive, shaped, node.params)
 

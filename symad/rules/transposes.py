@@ -35,7 +35,7 @@ import sympy
 from symad import array_primitives as A
 from symad import primitives as P
 from symad.graph import atom_shape
-from symad.primitives import RuleTable
+from symad.ir.primitive import RuleTable
 
 __all__ = ["TRANSPOSE", "unbroadcast", "array_weights", "broadcast_full"]
 
@@ -107,7 +107,7 @@ def broadcast_full(builder, value, shape: tuple, lead: int):
     if core == shape:
         return value
     if not value.is_Symbol:  # a constant seed: a constant array
-        return builder.broadcast(value, shape)
+        return A.broadcast_atom(builder, value, shape)
     if lead:
         value = A.record_reshape(builder, value, (1,) * (len(shape) - len(core)) + core, lead)
     return A.record_broadcast(builder, value, shape, lead)

@@ -32,7 +32,7 @@ from symad import numpy as snp
 from symad import primitives as P
 from symad.atom_arrays import constant_elements as _constant_elements
 from symad.graph import current_builder
-from symad.primitives import RuleTable
+from symad.ir.primitive import RuleTable
 from symad.tracer import Tracer, as_atoms
 
 __all__ = ["UNROLL"]

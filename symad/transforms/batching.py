@@ -81,9 +81,11 @@ def inline_batched(function, leaves: list, batched: list[bool], size: int) -> An
     for atoms, shape in zip(function.output_atoms(), function.out_shapes):
         if isinstance(atoms, np.ndarray):
             values = [env.get(a, a) if a.is_Symbol else a for a in atoms.reshape(-1)]
-            values = [v if v.is_Symbol and v in carried else builder.broadcast(v, (size,)) for v in values]
+            values = [v if v.is_Symbol and v in carried else A.broadcast_atom(builder, v, (size,))
+                      for v in values]
             if not values:
-                out_leaves.append(Tracer.of_atom(builder.broadcast(sympy.Integer(0), (size,) + shape)))
+                out_leaves.append(Tracer.of_atom(
+                    A.broadcast_atom(builder, sympy.Integer(0), (size,) + shape)))
                 continue
             if not shape:  # a scalar: its value over the batch
                 out_leaves.append(Tracer.of_atom(values[0]))

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import sympy
 
+from symad.array_primitives import broadcast_atom
 from symad.graph import ArrayInput, GraphBuilder, Node, atom_shape, is_constant, is_zero_constant
 from symad.primitives import (
     add_p,
@@ -151,7 +152,7 @@ def _input_cotangent(builder, atom, terms: dict, masks, lead: tuple = ()) -> obj
         packed = pack_elements(builder, elements)
         value = packed if value is None else builder.record(add_p, (value, packed))
     if value is None:
-        return builder.broadcast(ZERO, lead + atom.shape)
+        return broadcast_atom(builder, ZERO, lead + atom.shape)
     return full_shape(builder, value, atom.shape, len(lead))
 
 
@@ -161,7 +162,7 @@ def full_shape(builder, value, shape: tuple, lead: int):
     from symad.rules.transposes import broadcast_full
 
     if lead == 0:
-        return value if atom_shape(value) == shape else builder.broadcast(value, shape)
+        return value if atom_shape(value) == shape else broadcast_atom(builder, value, shape)
     return broadcast_full(builder, value, shape, lead)
 
 

@@ -54,7 +54,7 @@ from symad.atoms import constant_value, is_constant
 from symad.errors import DifferentiationError
 from symad.graph import GraphBuilder, Node, replay
 from symad import primitives as P
-from symad.primitives import RuleTable
+from symad.ir.primitive import RuleTable
 from symad.rules.taylor import TAYLOR
 from symad.transforms.taylor import plan_sweep
 

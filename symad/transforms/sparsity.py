@@ -49,7 +49,7 @@ from symad import primitives as P
 from symad.atoms import constant_value
 from symad.errors import SymadError
 from symad.graph import ArrayInput, Node, atom_shape
-from symad.primitives import RuleTable
+from symad.ir.primitive import RuleTable
 
 __all__ = ["set_bits", "array_patterns", "sparsity_pattern", "Patterns"]
 

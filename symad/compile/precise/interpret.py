@@ -296,7 +296,7 @@ def _array_step(primitive, arithmetic: Arithmetic) -> Callable:
 
 
 def _by_name(name: str):
-    from symad.primitives import PRIMITIVES
+    from symad.ir.primitive import PRIMITIVES
 
     return PRIMITIVES[name]
 

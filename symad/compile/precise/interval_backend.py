@@ -58,7 +58,7 @@ import sympy
 
 from symad.compile.precise.interpret import Arithmetic, number_constant, scalar_argument
 from symad.errors import CompileError
-from symad.primitives import PRIMITIVES
+from symad.ir.primitive import PRIMITIVES
 
 __all__ = ["IntervalArithmetic", "INTERVAL_TABLE", "NO_ENCLOSURE", "Unavailable", "interval_enclosure",
            "interval_value"]

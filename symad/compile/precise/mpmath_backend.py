@@ -36,7 +36,7 @@ import sympy
 
 from symad.compile.precise.interpret import Arithmetic, number_constant, scalar_argument
 from symad.errors import CompileError
-from symad.primitives import PRIMITIVES
+from symad.ir.primitive import PRIMITIVES
 
 __all__ = ["MpmathArithmetic", "MPMATH_TABLE", "mpmath_implementation", "mpmath_value"]
 

@@ -21,7 +21,7 @@ from symad.compile.modules import GeneratedModule
 from symad.compile.registry import BackendUnsupported
 from symad.compile.scalar.program import Constant, Instruction, compile_program
 from symad.compile.scalar.source import RUN, literal, module_header
-from symad.primitives import spell
+from symad.ir.primitive import spell
 
 __all__ = ["lower_numba", "scalar_form", "MAX_NUMBA_NODES", "MAX_NUMBA_OPERANDS",
            "MAX_NUMBA_ARRAYS"]

@@ -67,7 +67,7 @@ from symad.compile.scalar.source import (
     operand_text,
     output_lines,
 )
-from symad.primitives import PRIMITIVES
+from symad.ir.primitive import PRIMITIVES
 
 __all__ = ["lower_numexpr", "numexpr_form", "runs_in_numpy", "NUMPY_IS_FASTER", "COST_NS"]
 

@@ -51,7 +51,8 @@ import numpy as np
 
 from symad.errors import CompileError
 from symad.graph import Graph, constant_value
-from symad.primitives import ARITHMETIC, pow_p
+from symad.ir.primitive import ARITHMETIC
+from symad.primitives import pow_p
 
 __all__ = [
     "Constant",

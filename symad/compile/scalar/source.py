@@ -20,7 +20,7 @@ import numpy as np
 import scipy.special
 
 from symad.compile.scalar.program import Constant, Instruction, Program, safe_comment, safe_comments
-from symad.primitives import PRIMITIVES, spell
+from symad.ir.primitive import PRIMITIVES, spell
 
 __all__ = ["STANDARD_IMPORTS", "literal", "numpy_spelling", "module_header", "DRIVER", "RUN", "WORKING_SET_BYTES", "block_size_for",
            "SPECIAL_NUMPY_FORMS"]
