@@ -42,13 +42,13 @@ from symad.function import Function, argument_names, function_name, trace
 from symad.graph import ArrayInput, current_builder, number_atom
 from symad.leaves import leaf_atoms, leaf_shape
 from symad.outside import changed, snapshot
+from symad.pytree import leaf_paths, tree_flatten, tree_unflatten
 from symad.series_calls import (
     MAX_TAYLOR_ORDER,
     check_graph_order,
     derivative_evaluator,
     taylor_evaluator,
 )
-from symad.pytree import leaf_paths, tree_flatten, tree_unflatten
 from symad.tracer import (
     Parameter,
     Tracer,

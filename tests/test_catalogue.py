@@ -34,9 +34,9 @@ from symad.primitives import BACKENDS, PARTIALS, PRIMITIVES, Primitive, mul_p, s
 from symad.pytree import tree_flatten
 from symad.rules.tangents import TANGENT
 from symad.rules.taylor import TAYLOR
-from symad.transforms.series import SERIES
 from symad.rules.transposes import TRANSPOSE
 from symad.rules.unroll import UNROLL
+from symad.transforms.series import SERIES
 from symad.transforms.sparsity import PATTERN
 
 BUILTIN = sorted(name for name in PRIMITIVES if not name.startswith("sympy."))

@@ -40,7 +40,7 @@ def _tree(path: Path) -> ast.Module:
     return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def code_only(path: Path) -> str:
     """The module's tokens without comments and docstrings (module, class and function ones)."""
     source = path.read_text(encoding="utf-8")

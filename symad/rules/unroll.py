@@ -30,7 +30,6 @@ import sympy
 from symad import array_primitives as A
 from symad import numpy as snp
 from symad import primitives as P
-from symad.atom_arrays import constant_elements as _constant_elements
 from symad.graph import current_builder
 from symad.ir.primitive import RuleTable
 from symad.tracer import Tracer, as_atoms

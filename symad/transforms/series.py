@@ -50,10 +50,10 @@ import mpmath
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from symad import primitives as P
 from symad.atoms import constant_value, is_constant
 from symad.errors import DifferentiationError
 from symad.graph import GraphBuilder, Node, replay
-from symad import primitives as P
 from symad.ir.primitive import RuleTable
 from symad.rules.taylor import TAYLOR
 from symad.transforms.taylor import plan_sweep
