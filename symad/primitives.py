@@ -757,6 +757,27 @@ logaddexp_p = register(Primitive(
     commutative=True, numpy_name="logaddexp",
     numba="np.logaddexp({0}, {1})", c=("symad_logaddexp({0}, {1})", _C_LOGADDEXP),
     mpmath=_mp_logaddexp, interval=("corners", {}), finite=True))
+_C_LOGADDEXP2 = ("static double symad_logaddexp2(double a, double b) "
+                 "{ if (a == b) return a + 1.0; "
+                 "double m = a > b ? a : b; return m + log1p(exp2(-fabs(a - b))) / "
+                 "0.69314718055994530942; }")
+
+
+def _mp_logaddexp2(a, b):
+    largest = max(a, b)
+    if mpmath.isinf(largest) or mpmath.isnan(largest):
+        return largest
+    return largest + mpmath.log(mpmath.power(2, a - largest) + mpmath.power(2, b - largest), 2)
+
+
+# log2(2**a + 2**b): NumPy's logaddexp2, without overflow for large a or b (the base-2
+# twin of logaddexp, for bits and log2-likelihoods). The walk-through of "Adding a
+# primitive" in docs/adding-a-primitive.md.
+logaddexp2_p = register(Primitive(
+    "logaddexp2", lambda a, b: sympy.log(2**a + 2**b, 2), np.logaddexp2, arity=2,
+    commutative=True, numpy_name="logaddexp2",
+    numba="np.logaddexp2({0}, {1})", c=("symad_logaddexp2({0}, {1})", _C_LOGADDEXP2),
+    mpmath=_mp_logaddexp2, interval=("corners", {}), finite=True))
 logsumexp_p = register(Primitive(
     "logsumexp", lambda *a: sympy.log(sympy.Add(*[sympy.exp(t) for t in a])),
     lambda *a: scipy.special.logsumexp(np.stack(np.broadcast_arrays(*a)), axis=0),

@@ -98,3 +98,8 @@ def test_no_private_name_is_imported_across_modules():
                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("symad")
                for alias in node.names if alias.name.startswith("_")]
     assert not private, private
+
+
+def test_the_walkthrough_primitive_lives_in_three_files():
+    # docs/adding-a-primitive.md: logaddexp2 is a stanza, a partials row and a namespace line.
+    assert footprint("logaddexp2") == ["numpy/elementwise.py", "primitives.py", "rules/partials.py"]

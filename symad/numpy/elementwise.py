@@ -20,7 +20,8 @@ __all__ = [
     "add", "subtract", "multiply", "divide", "true_divide", "negative", "power", "sqrt",
     "cbrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
     "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh", "arcsinh", "arccosh",
-    "arctanh", "abs", "absolute", "sign", "maximum", "minimum", "hypot", "logaddexp", "erf",
+    "arctanh", "abs", "absolute", "sign", "maximum", "minimum", "hypot", "logaddexp",
+    "logaddexp2", "erf",
     "erfc", "sigmoid", "softplus", "less", "less_equal", "greater", "greater_equal", "equal",
     "not_equal", "logical_and", "logical_or", "logical_not", "stop_gradient", "positive",
     "square", "reciprocal", "where", "clip",
@@ -97,6 +98,8 @@ maximum = elementwise_function(P.maximum_p, "maximum", "Elementwise maximum of t
 minimum = elementwise_function(P.minimum_p, "minimum", "Elementwise minimum of two arrays.")
 hypot = elementwise_function(P.hypot_p, "hypot", "Elementwise ``sqrt(a**2 + b**2)`` without overflow.")
 logaddexp = elementwise_function(P.logaddexp_p, "logaddexp", "Elementwise ``log(exp(a) + exp(b))``, stably.")
+logaddexp2 = elementwise_function(P.logaddexp2_p, "logaddexp2",
+                                  "Elementwise ``log2(2**a + 2**b)``, stably.")
 erf = elementwise_function(P.erf_p, "erf", "Elementwise error function.")
 erfc = elementwise_function(P.erfc_p, "erfc", "Elementwise complementary error function.")
 sigmoid = elementwise_function(P.sigmoid_p, "sigmoid", "Elementwise logistic function ``1/(1 + exp(-x))``.")
@@ -177,7 +180,7 @@ NUMPY_UFUNCS = {
     "arccos": arccos, "arctan": arctan, "arctan2": arctan2, "sinh": sinh, "cosh": cosh,
     "tanh": tanh, "arcsinh": arcsinh, "arccosh": arccosh, "arctanh": arctanh,
     "absolute": abs, "fabs": abs, "sign": sign, "maximum": maximum, "minimum": minimum,
-    "hypot": hypot, "logaddexp": logaddexp, "less": less, "less_equal": less_equal,
+    "hypot": hypot, "logaddexp": logaddexp, "logaddexp2": logaddexp2, "less": less, "less_equal": less_equal,
     "greater": greater, "greater_equal": greater_equal, "equal": equal,
     "not_equal": not_equal, "logical_and": logical_and,
     "logical_or": logical_or, "logical_not": logical_not, "bitwise_and": logical_and,

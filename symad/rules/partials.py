@@ -181,6 +181,9 @@ ELEMENTARY_PARTIALS = {
     P.hypot_ratio_p: (lambda out, a, b: _hypot_ratio_partials(out, a, b)[0],
                       lambda out, a, b: _hypot_ratio_partials(out, a, b)[1]),
     P.logaddexp_p: (lambda out, a, b: snp.sigmoid(a - b), lambda out, a, b: snp.sigmoid(b - a)),
+    # d/da log2(2**a + 2**b) = 2**a / (2**a + 2**b) = sigmoid((a - b) log 2): never overflows
+    P.logaddexp2_p: (lambda out, a, b: snp.sigmoid((a - b) * sympy.log(2)),
+                     lambda out, a, b: snp.sigmoid((b - a) * sympy.log(2))),
     # The softmax exp(a_i - out): never exp(a_i) / sum, which overflows.
     P.logsumexp_p: lambda out, args: [snp.exp(arg - out) for arg in args],
     # -- special functions
