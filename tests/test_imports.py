@@ -137,3 +137,90 @@ def test_find_cycle_finds_a_circle():
 def test_symad_has_no_import_circle():
     cycle = find_cycle(dependency_graph())
     assert cycle is None, "import circle: " + " -> ".join(cycle)
+
+
+# ---------------------------------------------------------------------------
+# Layers: every import runs downwards
+# ---------------------------------------------------------------------------
+
+#: The package's layers, bottom first (docs/how-it-works.md, "Where each step lives"). A
+#: module belongs to the layer of the longest prefix that names it; a module may import
+#: its own layer and the ones below, never one above.
+LAYERS = (
+    ("symad.errors", "symad.config", "symad.outside", "symad.pytree", "symad.atoms",
+     "symad.gc_pause", "symad.array_runtime", "symad.inlining", "symad.tracing_errors"),
+    ("symad.ir",),
+    ("symad.graph",),
+    ("symad.primitives", "symad.array_primitives", "symad.atom_arrays"),
+    ("symad.tracer", "symad.leaves", "symad.custom"),
+    ("symad.numpy", "symad.special"),
+    ("symad.rules",),
+    ("symad.transforms",),
+    ("symad.export", "symad.loopnest"),
+    ("symad.compile",),
+    ("symad.function",),
+    ("symad.derivatives", "symad.series_calls", "symad.sympy_import"),
+    ("symad.api", "symad.testing", "symad.cli", "symad.__main__", "symad"),
+)
+
+#: Inside the compiler, bottom first: shared infrastructure, the lowerings, the table of
+#: backends, the pipeline, the package face.
+COMPILE_LAYERS = (
+    ("symad.compile.threads", "symad.compile.memory", "symad.compile.batch",
+     "symad.compile.registry", "symad.compile.progress"),
+    ("symad.compile.evaluator", "symad.compile.tiers", "symad.compile.modules"),
+    ("symad.compile.disk_cache", "symad.compile.scalar", "symad.compile.precise",
+     "symad.compile.arrays.evaluator"),
+    ("symad.compile.arrays",),
+    ("symad.compile.backends",),
+    ("symad.compile.pipeline", "symad.compile.dask_support"),
+    ("symad.compile",),
+)
+
+
+def layer_of(module: str, layers=LAYERS) -> int:
+    """The index of the layer whose longest prefix names ``module``."""
+    best, found = -1, None
+    for index, prefixes in enumerate(layers):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best:
+                best, found = len(prefix), index
+    assert found is not None, f"{module} is in no layer: add it to tests/test_imports.py"
+    return found
+
+
+def upward_imports(edges: dict[str, set[str]], layers, scope: str = "symad") -> list[str]:
+    """The imports, among modules under ``scope``, from a lower layer to a higher one."""
+    inside = [m for m in edges if m == scope or m.startswith(scope + ".")]
+    return [f"{module} ({layer_of(module, layers)}) -> {dependency} ({layer_of(dependency, layers)})"
+            for module in inside for dependency in edges[module]
+            if (dependency == scope or dependency.startswith(scope + "."))
+            and layer_of(dependency, layers) > layer_of(module, layers)]
+
+
+def test_every_import_runs_down_the_layers():
+    assert upward_imports(dependency_graph(), LAYERS) == []
+
+
+def test_every_import_inside_the_compiler_runs_down_its_layers():
+    assert upward_imports(dependency_graph(), COMPILE_LAYERS, "symad.compile") == []
+
+
+def test_no_module_imports_its_own_package_face():
+    # A sub-module importing the package it belongs to (symad.compile.scalar.levels
+    # importing symad.compile) runs back up: the face re-exports from below it.
+    modules = _modules()
+    back_up = []
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for target in _imported(node, name, path.name == "__init__.py", modules):
+                    if name.startswith(target + ".") and target != "symad" and target in modules:
+                        back_up.append(f"{name} -> {target}")
+    assert back_up == []
+
+
+def test_an_upward_import_is_caught():
+    edges = {"symad.graph": {"symad.api"}, "symad.api": set()}
+    assert upward_imports(edges, LAYERS) == ["symad.graph (2) -> symad.api (12)"]
