@@ -114,6 +114,8 @@ ROWS = [
     Row("hypot_ratio_second", lambda x: snp.apply(P.hypot_ratio_p, 2.0, x), lambda t: 2 / mp.hypot(t, 2),
         BOTH_SIGNS),
     Row("logaddexp", lambda x: snp.logaddexp(x, 1.0), lambda t: mp.log(mp.exp(t) + mp.e), BOTH_SIGNS),
+    Row("logaddexp2", lambda x: snp.logaddexp2(x, 1.0), lambda t: mp.log(mp.power(2, t) + 2, 2),
+        BOTH_SIGNS),
     Row("logsumexp", lambda x: snp.logsumexp(snp.stack([x, 2 * x, 1.0])),
         lambda t: mp.log(mp.exp(t) + mp.exp(2 * t) + mp.e), BOTH_SIGNS),
     # -- special functions
@@ -151,7 +153,7 @@ def test_every_differentiable_primitive_has_a_row():
                "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh", "sech", "arcsinh", "arccosh",
                "arctanh", "abs", "maximum", "minimum", "reduce_max", "reduce_min", "where", "hypot",
                "one_minus_square", "hypot_ratio",
-               "logaddexp", "logsumexp", "erf", "erfc", "sigmoid", "softplus"}
+               "logaddexp", "logaddexp2", "logsumexp", "erf", "erfc", "sigmoid", "softplus"}
     from symad.rules.partials import ELEMENTARY_PARTIALS, NONDIFFERENTIABLE
 
     table = {primitive.name for primitive in ELEMENTARY_PARTIALS} - {p.name for p in NONDIFFERENTIABLE}

@@ -70,7 +70,7 @@ SAMPLES = {
     "arctanh": [(0.3,)], "one_minus_square": [(0.999,)],
     "abs": [(-0.3,)], "sign": [(-0.3,)], "maximum": [(0.3, 0.7)], "minimum": [(0.3, 0.7)],
     "reduce_max": [(0.3, 0.7, -0.1)], "reduce_min": [(0.3, 0.7, -0.1)], "hypot": [(0.3, 0.7)],
-    "hypot_ratio": [(0.3, 0.7)], "logaddexp": [(0.3, 0.7)], "logsumexp": [(0.3, 0.7, -0.1)],
+    "hypot_ratio": [(0.3, 0.7)], "logaddexp": [(0.3, 0.7)], "logaddexp2": [(0.3, 0.7)], "logsumexp": [(0.3, 0.7, -0.1)],
     "floor": [(1.3,)], "ceiling": [(1.3,)], "frac": [(1.3,)], "heaviside": [(0.3, 0.5), (0.0, 0.5)],
     "where": [(1.0, 0.3, 0.7), (0.0, 0.3, 0.7)],
     "less": [(0.3, 0.7)], "less_equal": [(0.7, 0.7)], "greater": [(0.3, 0.7)],
