@@ -410,7 +410,9 @@ def _einsum_pair(sa: str, a, sb: str, b, keep: str):
     builder = active_builder()
     a, sa = _prepare_operand(a, sa, sb + keep)
     b, sb = _prepare_operand(b, sb, sa + keep)
-    out = "".join(c for c in keep if c in sa or c in sb)
+    # keep lists the letters later operands and the output read, repeats included (a later
+    # "lli"): each kept letter once, in order of first appearance.
+    out = "".join(dict.fromkeys(c for c in keep if c in sa or c in sb))
     if not sa and not sb:
         return multiply(wrap_atom(a), wrap_atom(b)), out
     if not sa or not sb:  # a scalar operand: a product, with the other's axes reordered

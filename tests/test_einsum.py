@@ -1,0 +1,56 @@
+"""np.einsum traced: indices repeated within an operand and across three or more operands
+(issue 29, item 5), values against NumPy and gradients against central differences."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import symad as sd
+
+SIZES = {"i": 2, "j": 3, "k": 4, "l": 5, "m": 2}
+
+# (subscripts): every operand's shape follows from SIZES.
+CASES = [
+    "ijk,lji,lli->lki",     # issue 29's case: a later operand repeats an index (a diagonal)
+    "ii->i",                # a diagonal
+    "ii->",                 # a trace
+    "iij,jk->ik",           # a diagonal, then a product
+    "ij,jk,kl->il",         # a chain of three
+    "ij,ij,ij->",           # three operands, every index shared
+    "ijk,kji,ij->k",        # three operands, an index in all of them and the output
+    "i,i,i,i->i",           # four operands
+    "lli,il->l",            # the repeated index also in the other operand and the output
+    "ij,jk,ki->",           # a closed loop of three
+    "mij,mjk,mkl->mil",     # a batch index through three operands
+]
+
+
+def _shapes(subscripts: str) -> list[tuple[int, ...]]:
+    return [tuple(SIZES[c] for c in term) for term in subscripts.split("->")[0].split(",")]
+
+
+def _central(f, args, position, h=1e-6):
+    flat = args[position].reshape(-1)
+    out = np.empty(flat.size)
+    for index in range(flat.size):
+        up, down = [a.copy() for a in args], [a.copy() for a in args]
+        up[position].reshape(-1)[index] += h
+        down[position].reshape(-1)[index] -= h
+        out[index] = (f(*up) - f(*down)) / (2 * h)
+    return out.reshape(args[position].shape)
+
+
+@pytest.mark.parametrize("subscripts", CASES)
+def test_einsum_values_and_gradients(subscripts):
+    rng = np.random.default_rng(abs(hash(subscripts)) % 2**32)
+    args = [rng.normal(size=shape) for shape in _shapes(subscripts)]
+    weights = rng.normal(size=np.einsum(subscripts, *args).shape)
+
+    def f(*operands):
+        return np.sum(np.sin(np.einsum(subscripts, *operands)) * weights)
+
+    np.testing.assert_allclose(sd.trace(f, *args)(*args), f(*args), rtol=1e-13)
+    gradients = sd.grad(f, argnums=tuple(range(len(args))))(*args)
+    for position, gradient in enumerate(gradients):
+        np.testing.assert_allclose(gradient, _central(f, args, position), rtol=1e-6, atol=1e-8)
