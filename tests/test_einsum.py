@@ -54,3 +54,28 @@ def test_einsum_values_and_gradients(subscripts):
     gradients = sd.grad(f, argnums=tuple(range(len(args))))(*args)
     for position, gradient in enumerate(gradients):
         np.testing.assert_allclose(gradient, _central(f, args, position), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("arguments, subscripts", [
+    (([0, 1], [1, 2], [0, 2]), "ij,jk->ik"),
+    (([0, 1], [1, 2]), "ij,jk"),                    # implicit output
+    (([0, 0],), "ii"),                              # a trace, implicit
+    (([Ellipsis, 1], [1, 2], [Ellipsis, 2]), "...j,jk->...k"),
+])
+def test_the_interleaved_form_is_the_string_form(arguments, subscripts):
+    rng = np.random.default_rng(0)
+    shapes = {"ij,jk->ik": [(2, 3), (3, 4)], "ij,jk": [(2, 3), (3, 4)], "ii": [(3, 3)],
+              "...j,jk->...k": [(2, 5, 3), (3, 4)]}[subscripts]
+    operands = [rng.normal(size=shape) for shape in shapes]
+    interleaved = [item for pair in zip(operands, arguments) for item in pair]
+    interleaved += list(arguments[len(operands):])
+
+    def f(*ops):
+        mixed = [item for pair in zip(ops, arguments) for item in pair] + list(arguments[len(ops):])
+        return np.sum(np.einsum(*mixed) ** 2)
+
+    np.testing.assert_allclose(sd.trace(f, *operands)(*operands),
+                               np.sum(np.einsum(subscripts, *operands) ** 2), rtol=1e-13)
+    np.testing.assert_allclose(np.einsum(*interleaved), np.einsum(subscripts, *operands))
+    gradient = sd.grad(f)(*operands)
+    np.testing.assert_allclose(gradient, _central(f, operands, 0), rtol=1e-6, atol=1e-8)

@@ -177,16 +177,16 @@ def einsum(subscripts, *operands, optimize=False):
     """Einstein summation (``np.einsum``): one contraction node per pair of operands.
 
     Subscripts may use ``...``, omit the output (NumPy's implicit form) or
-    repeat an index within an operand (a diagonal). Several operands are
-    contracted pairwise, left to right.
+    repeat an index within an operand (a diagonal), or come interleaved with
+    the operands as lists of ints (``einsum(a, [0, 1], b, [1, 2], [0, 2])``).
+    Several operands are contracted pairwise, left to right.
 
     >>> import symad as sd, symad.numpy as snp, numpy as np
     >>> sd.grad(lambda w: snp.einsum("ij,j->", w, np.ones(2)))(np.ones((2, 2))).tolist()
     [[1.0, 1.0], [1.0, 1.0]]
     """
-    if not isinstance(subscripts, str):
-        raise TracingError("einsum: give the subscripts as a string (the interleaved operand/"
-                           "subscript-list form is not traced)")
+    if not isinstance(subscripts, str):  # the interleaved form: op, [0, 1], op, [1, 2], [0, 2]
+        subscripts, operands = _interleaved_einsum((subscripts, *operands))
     if not traced_inputs(*operands):
         return _np.einsum(subscripts, *[concrete(o) for o in operands], optimize=optimize)
     if not any_whole(*operands):  # element-level arrays: contract their elements
@@ -487,6 +487,25 @@ def _parse_einsum(subscripts: str, shapes: list) -> tuple[list[str], str]:
                 raise TracingError(f"einsum {subscripts!r}: index {c!r} has sizes {sizes[c]} and {n} "
                                    f"in operands of shapes {shapes} (in function {traced_function_name()!r})")
     return spelled, output
+
+
+def _interleaved_einsum(arguments: tuple) -> tuple[str, tuple]:
+    """NumPy's interleaved einsum arguments as a subscript string and the operands."""
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+    def term(sublist) -> str:
+        try:
+            return "".join("..." if entry is Ellipsis else letters[int(entry)] for entry in sublist)
+        except (TypeError, ValueError, IndexError):
+            raise TracingError(
+                f"einsum: the interleaved form takes lists of ints below {len(letters)} (or ...) "
+                f"after each operand, got {sublist!r} (in function {traced_function_name()!r})"
+            ) from None
+
+    operands = arguments[0::2][: len(arguments) // 2]
+    terms = [term(sublist) for sublist in arguments[1::2]]
+    output = "->" + term(arguments[-1]) if len(arguments) % 2 else ""
+    return ",".join(terms) + output, tuple(operands)
 
 
 def einsum_whole(subscripts: str, *operands) -> Tracer:
