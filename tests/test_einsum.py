@@ -79,3 +79,20 @@ def test_the_interleaved_form_is_the_string_form(arguments, subscripts):
     np.testing.assert_allclose(np.einsum(*interleaved), np.einsum(subscripts, *operands))
     gradient = sd.grad(f)(*operands)
     np.testing.assert_allclose(gradient, _central(f, operands, 0), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("a_shape, b_shape", [
+    ((2, 3, 4), (5, 4, 6)), ((2, 3, 4), (4,)), ((4,), (2, 4, 3)), ((3, 4), (2, 4, 5)),
+    ((2, 2, 3), (3, 2)), ((1, 2, 3), (1, 3, 1)),
+])
+def test_dot_of_arrays_past_two_dimensions(a_shape, b_shape):
+    # np.dot past 2-d sums a's last axis with b's second to last: tensordot, not matmul.
+    rng = np.random.default_rng(len(a_shape) * 10 + len(b_shape))
+    args = [rng.normal(size=a_shape), rng.normal(size=b_shape)]
+
+    def f(a, b):
+        return np.sum(np.sin(np.dot(a, b)))
+
+    np.testing.assert_allclose(sd.trace(f, *args)(*args), f(*args), rtol=1e-13)
+    for position, gradient in enumerate(sd.grad(f, argnums=(0, 1))(*args)):
+        np.testing.assert_allclose(gradient, _central(f, args, position), rtol=1e-6, atol=1e-8)

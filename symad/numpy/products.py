@@ -97,11 +97,20 @@ def matmul(a, b):
 
 @numpy_when_concrete(_np.dot)
 def dot(a, b):
-    """NumPy's ``dot`` for scalars, vectors and matrices."""
+    """NumPy's ``dot``: scalars, vectors and matrices as ``matmul``; past two dimensions a
+    sum over ``a``'s last axis and ``b``'s second to last (a 1-d ``b``: its only axis),
+    shape ``a.shape[:-1] + b.shape[:-2] + b.shape[-1:]`` -- ``tensordot``, not ``matmul``'s
+    broadcast batch.
+
+    >>> import symad as sd, numpy as np
+    >>> a, b = np.ones((2, 3, 4)), np.ones((5, 4, 6))
+    >>> sd.trace(lambda a, b: sd.numpy.dot(a, b), a, b)(a, b).shape
+    (2, 3, 5, 6)
+    """
     if ndim(a) == 0 or ndim(b) == 0:
         return multiply(a, b)
     if ndim(a) > 2 or ndim(b) > 2:
-        raise TracingError("dot of arrays with more than 2 dimensions is not traced; use matmul")
+        return tensordot(a, b, axes=([ndim(a) - 1], [builtins.max(ndim(b) - 2, 0)]))
     return matmul(a, b)
 
 
