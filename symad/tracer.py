@@ -929,7 +929,7 @@ class Parameter(CantSympify):
 BINARY_OPERATORS = ("add", "sub", "mul", "truediv", "pow", "matmul")
 COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
 UNARY_OPERATORS = ("neg", "pos", "abs")
-UNTRACEABLE_OPERATORS = ("floordiv", "mod", "divmod", "round", "trunc", "floor", "ceil")
+UNTRACEABLE_OPERATORS = ("floordiv", "divmod", "round", "trunc", "floor", "ceil")
 
 
 def _install_parameter_operators() -> None:

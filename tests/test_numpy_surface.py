@@ -1,0 +1,165 @@
+"""NumPy's functions from issue 29's list, table-driven: values against NumPy's, derivatives
+against central differences.
+
+Each case is a function written with plain ``np.*`` calls (so the same lambda gives NumPy's
+values on arrays and symad's graph on traced ones), an input sampler that keeps away from the
+kinks of piecewise functions, and the shapes to try (0-d where NumPy allows it, size-1 axes).
+First derivatives are checked with ``sd.jacobian`` (every output, every input element);
+second derivatives of the summed output with ``sd.hessian`` against central differences of
+the gradient.
+"""
+
+import numpy as np
+import pytest
+
+import symad as sd
+
+H = 1e-6
+
+
+def uniform(low, high):
+    return lambda rng, shape: rng.uniform(low, high, shape)
+
+
+def off_integers(scale=3.0):
+    # k + u with u in [0.15, 0.85]: floor, ceil, rint... are flat within 1e-6 of these points
+    return lambda rng, shape: rng.integers(-3, 3, shape) * scale / 3 + rng.uniform(0.15, 0.85, shape)
+
+
+def distinct_pair(rng, shape):
+    # two operands at least 0.1 apart: maximum-like functions are smooth there
+    a = rng.uniform(-2, 2, shape)
+    return a, a + rng.choice([-1.0, 1.0], shape) * rng.uniform(0.1, 1.0, shape)
+
+
+def dividend_divisor(rng, shape):
+    # a / b at least 0.1 from an integer: mod and fmod are linear around the point
+    b = rng.choice([-1.0, 1.0], shape) * rng.uniform(0.3, 1.5, shape)
+    quotient = rng.integers(-4, 4, shape) + rng.uniform(0.1, 0.9, shape)
+    return quotient * b, b
+
+
+def one(sampler):
+    return lambda rng, shape: (sampler(rng, shape),)
+
+
+def two(sampler):
+    return lambda rng, shape: (sampler(rng, shape), sampler(rng, shape))
+
+
+SCALAR_SHAPES = [(), (1,), (3,), (2, 1, 3)]
+
+#: id -> (function, sampler of the arguments for one shape, shapes, smooth (check second order))
+CASES = {
+    # 1. scalings
+    "deg2rad": (lambda x: np.deg2rad(x), one(uniform(-400, 400)), SCALAR_SHAPES, True),
+    "rad2deg": (lambda x: np.rad2deg(x), one(uniform(-7, 7)), SCALAR_SHAPES, True),
+    "radians": (lambda x: np.radians(x) * np.sin(np.radians(x)), one(uniform(-400, 400)),
+                SCALAR_SHAPES, True),
+    "degrees": (lambda x: np.degrees(x) ** 2, one(uniform(-7, 7)), SCALAR_SHAPES, True),
+    # 2. nan-ignoring extrema, rounding
+    "fmax": (lambda a, b: np.fmax(a, b) * a, distinct_pair, SCALAR_SHAPES, True),
+    "fmin": (lambda a, b: np.fmin(a, b) * b, distinct_pair, SCALAR_SHAPES, True),
+    "fmax-broadcast": (lambda a, b: np.fmax(a, b[..., :1]), distinct_pair, [(2, 3), (1, 4)], True),
+    "floor": (lambda x: np.floor(x) * x, one(off_integers()), SCALAR_SHAPES, True),
+    "ceil": (lambda x: np.ceil(x) * x, one(off_integers()), SCALAR_SHAPES, True),
+    "trunc": (lambda x: np.trunc(x) * x, one(off_integers()), SCALAR_SHAPES, True),
+    "fix": (lambda x: np.fix(x) * x, one(off_integers()), SCALAR_SHAPES, True),
+    "rint": (lambda x: np.rint(x) * x, one(off_integers()), SCALAR_SHAPES, True),
+    "round": (lambda x: np.round(x) * x, one(off_integers()), SCALAR_SHAPES, True),
+    "round-decimals": (lambda x: np.round(x, 1) + x, one(lambda r, s: r.integers(-30, 30, s) / 10
+                                                           + r.uniform(0.02, 0.08, s)),
+                       SCALAR_SHAPES, True),
+    "round-negative-decimals": (lambda x: np.round(x, -1) + x,
+                                one(lambda r, s: r.integers(-30, 30, s) * 10 + r.uniform(1, 4, s)),
+                                SCALAR_SHAPES, True),
+    # 3. remainders
+    "mod": (lambda a, b: np.mod(a, b), dividend_divisor, SCALAR_SHAPES, True),
+    "remainder": (lambda a, b: np.remainder(a, b) * a, dividend_divisor, SCALAR_SHAPES, True),
+    "%": (lambda a, b: a % b, dividend_divisor, SCALAR_SHAPES, True),
+    "% number": (lambda a, b: (a % 0.7) + (2.5 % b), dividend_divisor, SCALAR_SHAPES, True),
+    "fmod": (lambda a, b: np.fmod(a, b) * b, dividend_divisor, SCALAR_SHAPES, True),
+}
+
+
+def central_jacobian(f, args, argnum):
+    """d f(args) / d args[argnum], by central differences, shaped out.shape + arg.shape."""
+    x = np.asarray(args[argnum], dtype=float)
+    out = np.asarray(f(*args), dtype=float)
+    columns = []
+    for index in np.ndindex(x.shape):
+        step = np.zeros_like(x)
+        step[index] = H
+        plus = [*args[:argnum], x + step, *args[argnum + 1:]]
+        minus = [*args[:argnum], x - step, *args[argnum + 1:]]
+        columns.append((np.asarray(f(*plus)) - np.asarray(f(*minus))) / (2 * H))
+    return np.stack(columns, axis=-1).reshape(out.shape + x.shape) if columns else None
+
+
+def points(name):
+    function, sampler, shapes, smooth = CASES[name]
+    for seed, shape in enumerate(shapes):
+        rng = np.random.default_rng([seed, *map(ord, name)])
+        args = tuple(float(a) if shape == () else a for a in sampler(rng, shape))
+        yield function, args, smooth
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_values_are_numpys(name):
+    for function, args, _ in points(name):
+        want = function(*args)
+        got = sd.trace(function, *args)(*args)
+        assert np.shape(got) == np.shape(want)
+        np.testing.assert_array_equal(got, want)  # bit for bit, signed zeros aside
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_first_derivatives_match_central_differences(name):
+    for function, args, _ in points(name):
+        for argnum in range(len(args)):
+            got = sd.jacobian(function, argnums=argnum)(*args)
+            want = central_jacobian(function, args, argnum)
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=f"{name} {argnum}")
+
+
+@pytest.mark.parametrize("name", [name for name, case in CASES.items() if case[3]])
+def test_second_derivatives_match_differences_of_the_gradient(name):
+    for function, args, _ in points(name):
+        def total(*a, function=function):
+            return np.sum(function(*a))
+
+        for argnum in range(len(args)):
+            got = sd.hessian(total, argnums=argnum)(*args)
+            want = central_jacobian(sd.grad(total, argnums=argnum), args, argnum)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=f"{name} {argnum}")
+
+
+def test_jax_conventions():
+    # d/db (a % b) = -floor(a / b): JAX gives (1, -2) at (0.7, 0.3); fmod truncates instead
+    assert [float(g) for g in sd.grad(lambda a, b: a % b, argnums=(0, 1))(0.7, 0.3)] == [1.0, -2.0]
+    assert [float(g) for g in sd.grad(lambda a, b: np.fmod(a, b), argnums=(0, 1))(-0.7, 0.3)] == [1.0, 2.0]
+    # fmax at a tie shares the derivative equally, as maximum does; a nan operand is ignored
+    assert [float(g) for g in sd.grad(lambda a, b: np.fmax(a, b), argnums=(0, 1))(1.0, 1.0)] == [0.5, 0.5]
+    assert [float(g) for g in sd.grad(lambda a, b: np.fmin(a, b), argnums=(0, 1))(np.nan, 2.0)] == [0.0, 1.0]
+    # rounding: zero derivative, also at the jumps
+    assert float(sd.grad(lambda x: np.floor(x) + np.rint(x) + np.ceil(x))(2.0)) == 0.0
+
+
+def test_nan_and_signed_zeros_are_numpys():
+    x = np.array([-2.5, -0.5, -0.3, -0.0, 0.0, 0.5, 1.5, 2.5, np.inf, -np.inf, np.nan,
+                  2.0**52 + 1, 4503599627370495.5, -1e300])
+    for function in (np.rint, np.round, np.floor, np.ceil, np.trunc, np.fix):
+        got = sd.trace(function, x)(x)
+        np.testing.assert_array_equal(got, function(x))
+        assert np.array_equal(np.signbit(got), np.signbit(function(x))), function
+    a, b = np.meshgrid([np.nan, -1.0, 0.0, 2.0], [np.nan, -1.0, 0.0, 2.0])
+    for function in (np.fmax, np.fmin, np.mod, np.fmod):
+        with np.errstate(all="ignore"):
+            np.testing.assert_array_equal(sd.trace(function, a, b)(a, b), function(a, b))
+
+
+def test_operators_refused_say_why_and_what_to_write():
+    with pytest.raises(sd.TracingError, match=r"integer.*np\.floor\(x / y\)"):
+        sd.grad(lambda x: x // 2)(3.0)
+    with pytest.raises(sd.TracingError, match=r"np\.round\(x\)"):
+        sd.grad(lambda x: round(x))(3.0)
