@@ -16,6 +16,10 @@ import symad as sd
 
 H = 1e-6
 
+# NumPy 2 deprecates two spellings these tests still check (users bring them from older code)
+pytestmark = [pytest.mark.filterwarnings("ignore:`row_stack` alias is deprecated"),
+              pytest.mark.filterwarnings("ignore:Arrays of 2-dimensional vectors are deprecated")]
+
 
 def uniform(low, high):
     return lambda rng, shape: rng.uniform(low, high, shape)
@@ -82,6 +86,76 @@ CASES = {
 }
 
 
+def each(low=-2.0, high=2.0):
+    """Several arrays, one per shape of a tuple of shapes."""
+    return lambda rng, shapes: tuple(rng.uniform(low, high, shape) for shape in shapes)
+
+
+def away_from_half(rng, shape):
+    # |x| at least 0.05 from 0.5: select's conditions below hold all around the point
+    x = rng.uniform(-2, 2, shape)
+    return (np.where(np.abs(np.abs(x) - 0.5) < 0.05, x * 1.5 + 0.2, x),)
+
+
+MATRICES = [(3, 3), (2, 4), (4, 1), (1, 1), (2, 3, 3)]
+VECTORS = [(1,), (3,), (4,)]
+
+CASES.update({
+    # 4. shapes and blocks (compositions of slices, gathers, concatenations, where)
+    "tril": (lambda x: np.tril(x), one(uniform(-2, 2)), MATRICES, True),
+    "tril-k": (lambda x: np.tril(x, -1) * x, one(uniform(-2, 2)), MATRICES, True),
+    "triu": (lambda x: np.triu(x), one(uniform(-2, 2)), MATRICES, True),
+    "triu-k": (lambda x: np.triu(x, 1) + np.triu(x, -1), one(uniform(-2, 2)), MATRICES, True),
+    "diag-of-vector": (lambda x: np.diag(x), one(uniform(-2, 2)), VECTORS, True),
+    "diag-of-vector-k": (lambda x: np.diag(x, 2) + np.diag(x ** 2, -2), one(uniform(-2, 2)),
+                         VECTORS, True),
+    "diag-of-matrix": (lambda x: np.diag(x) * np.diag(x, 1).sum(), one(uniform(-2, 2)),
+                       [(3, 3), (2, 4), (4, 2)], True),
+    "append": (lambda x: np.append(x, x ** 2), one(uniform(-2, 2)), [(), (3,), (2, 1)], True),
+    "append-axis": (lambda x: np.append(x, 2 * x[:1], axis=0), one(uniform(-2, 2)),
+                    [(2, 3), (1, 2), (3,)], True),
+    "split": (lambda x: np.split(x, 2)[1] * np.split(x, 2)[0], one(uniform(-2, 2)),
+              [(4,), (2, 3), (6, 1)], True),
+    "split-indices": (lambda x: np.split(x, [1, 3], axis=-1)[1], one(uniform(-2, 2)),
+                      [(4,), (2, 5), (1, 3)], True),
+    "array_split": (lambda x: np.concatenate([p * (i + 1) for i, p in enumerate(np.array_split(x, 3))]),
+                    one(uniform(-2, 2)), [(4,), (5, 2), (1,)], True),
+    "vsplit": (lambda x: np.vsplit(x, 2)[1] - np.vsplit(x, 2)[0] ** 2, one(uniform(-2, 2)),
+               [(4, 3), (2, 1), (2, 2, 2)], True),
+    "hsplit": (lambda x: np.hsplit(x, 2)[0] * np.hsplit(x, 2)[1], one(uniform(-2, 2)),
+               [(4,), (3, 4), (1, 2)], True),
+    "dsplit": (lambda x: np.dsplit(x, [1])[1] * np.dsplit(x, [1])[0], one(uniform(-2, 2)),
+               [(1, 2, 3), (2, 1, 2)], True),
+    "row_stack": (lambda x: np.row_stack([x, x ** 2]), one(uniform(-2, 2)), [(3,), (2, 3), (1,)], True),
+    "column_stack": (lambda x: np.column_stack([x, x ** 2]), one(uniform(-2, 2)),
+                     [(3,), (2, 3), (1,)], True),
+    "atleast_3d": (lambda x: np.atleast_3d(x) * 2, one(uniform(-2, 2)),
+                   [(), (3,), (2, 3), (1, 2, 3)], True),
+    "rot90": (lambda x: np.rot90(x) + np.rot90(x, 3) ** 2, one(uniform(-2, 2)),
+              [(3, 3), (2, 2), (2, 1, 2)], True),
+    "rot90-k2": (lambda x: np.rot90(x, 2), one(uniform(-2, 2)), [(2, 3), (1, 4)], True),
+    "rot90-axes": (lambda x: np.rot90(x, -1, axes=(1, 2)), one(uniform(-2, 2)), [(2, 3, 4)], True),
+    "kron": (lambda a, b: np.kron(a, b), each(), [((2,), (3,)), ((2, 2), (1, 3)), ((2,), (2, 2)),
+                                                   ((1,), (1,))], True),
+    "cross": (lambda a, b: np.cross(a, b), each(), [((3,), (3,)), ((2, 3), (3,)), ((4, 3), (4, 3))],
+              True),
+    "cross-2d": (lambda a, b: np.cross(a, b), each(), [((2,), (2,)), ((3, 2), (3, 2))], True),
+    "cross-axis": (lambda a, b: np.cross(a, b, axis=0), each(), [((3, 2), (3, 2))], True),
+    "select": (lambda x: np.select([x > 0.5, x < -0.5], [x ** 2, np.sin(x)], x), away_from_half,
+               SCALAR_SHAPES, True),
+    "select-default": (lambda x: np.select([x > 0.5], [x ** 2]), away_from_half, SCALAR_SHAPES, True),
+    "rollaxis": (lambda x: np.rollaxis(x, 2) * np.rollaxis(x, 0, 3)[0, 0, 0], one(uniform(-2, 2)),
+                 [(2, 3, 4), (1, 2, 1)], True),
+    "nan_to_num": (lambda x: np.nan_to_num(x) * x, one(uniform(-2, 2)), SCALAR_SHAPES, True),
+    "cumprod": (lambda x: np.cumprod(x), one(uniform(-2, 2)), [(), (4,), (2, 3)], True),
+    "cumprod-axis": (lambda x: np.cumprod(x, axis=1), one(uniform(-2, 2)), [(2, 3), (3, 1), (2, 4, 2)],
+                     True),
+    "diff-prepend-append": (lambda x: np.diff(x ** 2, prepend=1.0, append=x[..., :1]),
+                            one(uniform(-2, 2)), [(3,), (2, 4), (1,)], True),
+    "diff-n": (lambda x: np.diff(x ** 3, n=2, axis=0), one(uniform(-2, 2)), [(4,), (3, 2)], True),
+})
+
+
 def central_jacobian(f, args, argnum):
     """d f(args) / d args[argnum], by central differences, shaped out.shape + arg.shape."""
     x = np.asarray(args[argnum], dtype=float)
@@ -99,7 +173,7 @@ def central_jacobian(f, args, argnum):
 def points(name):
     function, sampler, shapes, smooth = CASES[name]
     for seed, shape in enumerate(shapes):
-        rng = np.random.default_rng([seed, *map(ord, name)])
+        rng = np.random.default_rng([seed, *map(ord, name)])  # a case's own stream
         args = tuple(float(a) if shape == () else a for a in sampler(rng, shape))
         yield function, args, smooth
 
@@ -163,3 +237,29 @@ def test_operators_refused_say_why_and_what_to_write():
         sd.grad(lambda x: x // 2)(3.0)
     with pytest.raises(sd.TracingError, match=r"np\.round\(x\)"):
         sd.grad(lambda x: round(x))(3.0)
+
+
+def test_nan_to_num_replaces_as_numpy_and_passes_the_derivative_elsewhere():
+    x = np.array([np.nan, np.inf, -np.inf, -1.5, 0.0, 2.0])
+    for kwargs in ({}, {"nan": 1.0, "posinf": 5.0, "neginf": -7.0}):
+        np.testing.assert_array_equal(sd.trace(lambda v, k=kwargs: np.nan_to_num(v, **k), x)(x),
+                                      np.nan_to_num(x, **kwargs))
+    np.testing.assert_array_equal(sd.grad(lambda v: np.sum(np.nan_to_num(v)))(x), [0, 0, 0, 1, 1, 1])
+
+
+def test_cumprod_through_zeros():
+    # the product rule at each step: no division by the zero
+    x = np.array([2.0, 0.0, 3.0, -1.0])
+    got = sd.jacobian(np.cumprod)(x)
+    np.testing.assert_allclose(got, central_jacobian(np.cumprod, (x,), 0), atol=1e-8)
+
+
+def test_shape_errors_are_numpys_or_name_the_call():
+    with pytest.raises(sd.TracingError, match="split"):
+        sd.trace(lambda x: np.split(x, 3), np.zeros(4))  # NumPy: "does not result in an equal division"
+    with pytest.raises(sd.TracingError, match="dsplit.*3 or more"):
+        sd.trace(lambda x: np.dsplit(x, 2), np.zeros((2, 2)))
+    with pytest.raises(sd.TracingError, match="cross.*3-vectors"):
+        sd.trace(lambda a, b: np.cross(a, b), np.zeros(2), np.zeros(3))
+    with pytest.raises(sd.TracingError, match="diag.*1-D or 2-D"):
+        sd.trace(lambda x: np.diag(x), np.zeros((2, 2, 2)))
