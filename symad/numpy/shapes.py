@@ -24,7 +24,7 @@ __all__ = [
     "asarray", "array", "reshape", "transpose", "ravel", "swapaxes", "moveaxis", "expand_dims",
     "squeeze", "broadcast_to", "concatenate", "stack", "hstack", "vstack", "atleast_1d",
     "atleast_2d", "shape", "ndim", "size", "atleast_3d", "row_stack", "column_stack", "append",
-    "split", "array_split", "vsplit", "hsplit", "dsplit", "rollaxis",
+    "split", "array_split", "vsplit", "hsplit", "dsplit", "rollaxis", "r_", "c_",
 ]
 
 # ---------------------------------------------------------------------------
@@ -289,6 +289,46 @@ def rollaxis(x, axis, start=0):
     return transpose(x, axes)
 
 
+class _Concatenator:
+    """``snp.r_[a, b, ...]`` and ``snp.c_[a, b, ...]``: NumPy's index-expression concatenation
+    of arrays, traced values, numbers and ``start:stop:step`` ranges (no string directives).
+
+    ``np.r_`` itself converts its items with ``np.array`` before anything can dispatch, so on
+    traced values it is ``snp.r_`` (as ``autograd.numpy.r_``):
+
+    >>> import symad as sd, symad.numpy as snp, numpy as np
+    >>> sd.trace(lambda x: snp.r_[x, 0.0, 1:3], np.zeros(2))(np.array([5.0, 6.0])).tolist()
+    [5.0, 6.0, 0.0, 1.0, 2.0]
+    >>> sd.trace(lambda x: snp.c_[x, 2 * x], np.zeros(2))(np.array([5.0, 6.0])).tolist()
+    [[5.0, 10.0], [6.0, 12.0]]
+    """
+
+    def __init__(self, name: str, columns: bool):
+        self.name, self.columns = name, columns
+
+    def _item(self, item):
+        if isinstance(item, slice):
+            if isinstance(item.step, complex):  # NumPy's linspace spelling
+                raise TracingError(f"snp.{self.name} takes arrays, numbers and integer ranges, "
+                                   f"not {item!r}")
+            item = _np.arange(item.start or 0, item.stop, item.step or 1)
+        elif isinstance(item, str):
+            raise TracingError(f"snp.{self.name} takes no string directives ({item!r}): write "
+                               "snp.concatenate with the axis instead")
+        item = asarray(item)
+        if not self.columns:
+            return atleast_1d(item)
+        return reshape(item, shape(item) + (1,) * (2 - ndim(item))) if ndim(item) < 2 else item
+
+    def __getitem__(self, items):
+        items = items if isinstance(items, tuple) else (items,)
+        return concatenate([self._item(item) for item in items], axis=-1 if self.columns else 0)
+
+
+r_ = _Concatenator("r_", columns=False)
+c_ = _Concatenator("c_", columns=True)
+
+
 # ---------------------------------------------------------------------------
 # Whole arrays: one node per operation
 #
@@ -473,7 +513,9 @@ def add_at(x, index, value) -> Tracer:
 
 
 def shape(x):
-    """The shape of ``x``."""
+    """The shape of ``x`` (of the array a list of traced values makes, as ``snp.asarray``)."""
+    if isinstance(x, (list, tuple)) and traced_inputs(x):
+        x = asarray(x)
     return tuple(x.shape) if isinstance(x, (Tracer, Parameter)) else _np.shape(x)
 
 
