@@ -156,6 +156,19 @@ CASES.update({
     "diff-n": (lambda x: np.diff(x ** 3, n=2, axis=0), one(uniform(-2, 2)), [(4,), (3, 2)], True),
     "r_": (lambda x: snp.r_[x, x ** 2, 1.0, 0:2], one(uniform(-2, 2)), [(), (1,), (3,)], True),
     "c_": (lambda x: snp.c_[x, x ** 2], one(uniform(-2, 2)), [(1,), (3,), (2, 3)], True),
+    "take_along_axis": (lambda x: np.take_along_axis(x, np.argsort(np.cos(np.arange(x.size)).reshape(
+        x.shape), axis=-1), axis=-1), one(uniform(-2, 2)), [(4,), (2, 3), (3, 1)], True),
+    "take_along_axis-0": (lambda x: np.take_along_axis(x, np.zeros((1,) + x.shape[1:], int), axis=0)
+                          * x, one(uniform(-2, 2)), [(3, 2), (1, 4)], True),
+    "gradient": (lambda x: np.gradient(x ** 2), one(uniform(-2, 2)), [(2,), (5,)], True),
+    "gradient-axes": (lambda x: np.gradient(x ** 2, 0.3)[1] + np.gradient(x, axis=0),
+                      one(uniform(-2, 2)), [(3, 4), (2, 2)], True),
+    "gradient-edge2": (lambda x: np.gradient(np.sin(x), 0.5, edge_order=2), one(uniform(-2, 2)),
+                       [(3,), (6,)], True),
+    "gradient-coordinates": (lambda x: np.gradient(x ** 3, [0.0, 0.4, 0.5, 1.5], edge_order=2),
+                             one(uniform(-2, 2)), [(4,)], True),
+    "ldexp": (lambda x: np.ldexp(x, 3) + np.ldexp(x ** 2, np.array(-2)), one(uniform(-2, 2)),
+              SCALAR_SHAPES, True),
     # 5. reductions of a Python list of traced values (snp's; NumPy's converts the list first)
     "mean-of-list": (lambda x: snp.mean([x, x + 2]), one(uniform(-2, 2)), SCALAR_SHAPES, True),
     "var-of-list": (lambda x: snp.var([x, x ** 2, x + 1.0], axis=0), one(uniform(-2, 2)),

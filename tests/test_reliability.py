@@ -1082,7 +1082,7 @@ def test_the_same_transform_works_once_the_mistake_is_fixed(transform, mistake):
 
 
 @pytest.mark.parametrize("call, hint", [
-    (lambda v: np.sum(np.gradient(v)), "(x[2:] - x[:-2])"),
+    (lambda v: np.sum(np.trapezoid(v)), "np.sum((y[1:] + y[:-1]) / 2 * np.diff(t))"),
     (lambda v: np.sum(np.linalg.solve(np.eye(3), v)), "@sd.primitive"),
 ])
 def test_untraceable_grid_and_linear_algebra_calls_get_a_rewrite_not_a_near_name(call, hint):

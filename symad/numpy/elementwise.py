@@ -27,7 +27,7 @@ __all__ = [
     "not_equal", "logical_and", "logical_or", "logical_not", "stop_gradient", "positive",
     "square", "reciprocal", "where", "clip", "deg2rad", "rad2deg", "radians", "degrees",
     "fmax", "fmin", "floor", "ceil", "trunc", "fix", "rint", "round", "around", "mod",
-    "remainder", "fmod",
+    "remainder", "fmod", "ldexp",
 ]
 
 # ---------------------------------------------------------------------------
@@ -172,6 +172,22 @@ degrees = rad2deg
 _DEGREE = sympy.pi / 180
 
 
+def ldexp(x1, x2):
+    """Elementwise ``x1 * 2**x2`` for integer exponents ``x2`` (numbers, not traced): a
+    product with the exact power of two, so NumPy's values."""
+    if contains_traced(x2):
+        raise TracingError(
+            f"function {traced_function_name()!r} calls ldexp with a traced exponent; the "
+            "exponent is an integer, with no derivative: pass numbers (or write x * 2.0 ** n)")
+    exponent = _np.asarray(x2)
+    if exponent.dtype.kind not in "iub" or exponent.size and not (
+            -1074 <= exponent.min() and exponent.max() <= 1023):
+        raise TracingError(
+            f"function {traced_function_name()!r} calls ldexp with exponents {x2!r}; symad "
+            "traces integer exponents from -1074 to 1023 (where 2**n is a float)")
+    return multiply(x1, _np.ldexp(1.0, exponent))
+
+
 def _is_nan(x):
     return not_equal(x, x)
 
@@ -284,6 +300,7 @@ NUMPY_UFUNCS = {
     "bitwise_or": logical_or, "invert": logical_not, "deg2rad": deg2rad, "rad2deg": rad2deg,
     "radians": deg2rad, "degrees": rad2deg, "fmax": fmax, "fmin": fmin, "floor": floor,
     "ceil": ceil, "trunc": trunc, "rint": rint, "mod": mod, "remainder": mod, "fmod": fmod,
+    "ldexp": ldexp,
 }
 #: NumPy's array functions -> their traceable function.
 NUMPY_FUNCTIONS = {_np.where: where, _np.clip: clip, _np.round: round, _np.fix: fix}

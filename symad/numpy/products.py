@@ -20,6 +20,7 @@ from symad.numpy.elementwise import (
     abs,
     add,
     concrete,
+    divide,
     greater,
     multiply,
     not_equal,
@@ -44,13 +45,14 @@ from symad.numpy.shapes import (
     transpose,
     wrap_atom,
 )
-from symad.tracer import Tracer, as_atom, as_atoms
+from symad.tracer import Tracer, as_atom, as_atoms, contains_traced
 
 #: The names symad.numpy re-exports from this family.
 __all__ = [
     "matmul", "dot", "vdot", "inner", "outer", "trace", "diagonal", "cumsum", "einsum",
     "tensordot", "pad", "roll", "diff", "flip", "fliplr", "flipud", "take", "tile", "repeat",
     "tril", "triu", "diag", "rot90", "kron", "cross", "select", "nan_to_num", "cumprod",
+    "gradient", "take_along_axis",
 ]
 
 # ---------------------------------------------------------------------------
@@ -422,6 +424,104 @@ def repeat(x, repeats, axis=None):
     return take(x, indices, axis=a)
 
 
+def take_along_axis(arr, indices, axis=-1):
+    """``arr``'s elements at integer ``indices`` along ``axis``, matched along the other axes
+    (a gather, as ``np.take_along_axis``); ``axis=None`` takes from the flattened array."""
+    if contains_traced(indices):
+        raise TracingError(f"take_along_axis in function {traced_function_name()!r}: the "
+                           "indices must be numbers; indices that depend on traced values are "
+                           "not traced")
+    arr, indices = asarray(arr), _np.asarray(indices)
+    if axis is None:
+        arr, axis = ravel(arr), 0
+    n = ndim(arr)
+    a = A.normalize_axes(axis, n, "take_along_axis")[0] % n
+    if indices.ndim != n:
+        raise TracingError(f"take_along_axis in function {traced_function_name()!r}: the "
+                           f"indices need {n} dimensions, as the array, not {indices.ndim}")
+    index = [_np.arange(size).reshape([-1 if d == k else 1 for d in range(n)])
+             for k, size in enumerate(shape(arr))]
+    index[a] = indices
+    return arr[tuple(index)]
+
+
+def _gradient_along(f, a: int, spacing, edge_order: int):
+    """``np.gradient`` along axis ``a`` with a number ``spacing`` or coordinates (NumPy's
+    formulas and order of operations: central inside, one-sided at the ends)."""
+    def at(k):
+        index = [slice(None)] * ndim(f)
+        index[a] = k
+        return f[tuple(index)]
+
+    if _np.ndim(spacing) != 0:
+        dx = _np.diff(_np.asarray(spacing, dtype=float))
+        if len(dx) + 1 != shape(f)[a]:
+            raise TracingError(f"gradient in function {traced_function_name()!r}: coordinates "
+                               f"of {len(dx) + 1} points for an axis of {shape(f)[a]}")
+        spacing = dx[0] if (dx == dx[0]).all() else spacing  # evenly spaced: as one number
+    uniform = _np.ndim(spacing) == 0
+    if uniform:
+        inner = divide(subtract(at(slice(2, None)), at(slice(None, -2))), 2.0 * spacing)
+        dx = (spacing, spacing, spacing, spacing)
+    else:
+        dx1, dx2 = dx[:-1], dx[1:]
+        column = [-1 if d == a else 1 for d in range(ndim(f))]
+        weights = [w.reshape(column) for w in (-dx2 / (dx1 * (dx1 + dx2)),
+                                               (dx2 - dx1) / (dx1 * dx2), dx1 / (dx2 * (dx1 + dx2)))]
+        inner = _weighted(weights, [at(slice(None, -2)), at(slice(1, -1)), at(slice(2, None))])
+        dx = (dx[0], dx[1], dx[-2], dx[-1])
+    if edge_order == 1:
+        first = divide(subtract(at(slice(1, 2)), at(slice(0, 1))), dx[0])
+        last = divide(subtract(at(slice(-1, None)), at(slice(-2, -1))), dx[3])
+    else:
+        first_weights, last_weights = _second_order_edges(dx, uniform)
+        first = _weighted(first_weights, [at(slice(0, 1)), at(slice(1, 2)), at(slice(2, 3))])
+        last = _weighted(last_weights, [at(slice(-3, -2)), at(slice(-2, -1)), at(slice(-1, None))])
+    return concatenate([first, inner, last], axis=a)
+
+
+def _weighted(weights, terms):
+    """``w0 * t0 + w1 * t1 + w2 * t2``, summed left to right as NumPy's gradient does."""
+    return add(add(multiply(weights[0], terms[0]), multiply(weights[1], terms[1])),
+               multiply(weights[2], terms[2]))
+
+
+def _second_order_edges(dx, uniform: bool):
+    """NumPy's one-sided second-order weights at the two ends, from the end spacings."""
+    if uniform:
+        h = dx[0]
+        return (-1.5 / h, 2. / h, -0.5 / h), (0.5 / h, -2. / h, 1.5 / h)
+    d1, d2, e1, e2 = dx
+    return ((-(2. * d1 + d2) / (d1 * (d1 + d2)), (d1 + d2) / (d1 * d2), -d1 / (d2 * (d1 + d2))),
+            (e2 / (e1 * (e1 + e2)), -(e2 + e1) / (e1 * e2), (2. * e2 + e1) / (e2 * (e1 + e2))))
+
+
+def gradient(f, *varargs, axis=None, edge_order=1):
+    """``np.gradient``: finite differences of ``f`` (central inside, one-sided at the ends),
+    with unit spacing, one number, or one number or coordinate array per axis.
+
+    The spacings are numbers (not traced). A tuple, one array per axis, when there are
+    several axes, as NumPy's.
+    """
+    f = asarray(f)
+    axes = A.normalize_axes(axis, ndim(f), "gradient") if axis is not None else tuple(range(ndim(f)))
+    axes = tuple(a % ndim(f) for a in axes)
+    if contains_traced(varargs):
+        raise TracingError(f"gradient in function {traced_function_name()!r}: the spacings "
+                           "must be numbers, not traced values")
+    spacings = ([1.0] * len(axes) if not varargs else list(varargs) * len(axes)
+                if len(varargs) == 1 and _np.ndim(varargs[0]) == 0 else list(varargs))
+    if len(spacings) != len(axes) or edge_order not in (1, 2):
+        raise TracingError(f"gradient in function {traced_function_name()!r}: give one spacing "
+                           "per axis (or one number), and edge_order 1 or 2")
+    for a in axes:
+        if shape(f)[a] < edge_order + 1:
+            raise TracingError(f"gradient in function {traced_function_name()!r}: axis {a} has "
+                               f"{shape(f)[a]} elements; at least edge_order + 1 are needed")
+    results = [_gradient_along(f, a, s, edge_order) for a, s in zip(axes, spacings)]
+    return results[0] if len(results) == 1 else tuple(results)
+
+
 # ---------------------------------------------------------------------------
 # Triangles, diagonals, rotations, products of blocks: compositions of the above
 # ---------------------------------------------------------------------------
@@ -702,6 +802,7 @@ NUMPY_FUNCTIONS = {
     _np.flipud: flipud, _np.take: take, _np.tile: tile, _np.repeat: repeat, _np.tril: tril,
     _np.triu: triu, _np.diag: diag, _np.rot90: rot90, _np.kron: kron, _np.cross: cross,
     _np.select: select, _np.nan_to_num: nan_to_num, _np.cumprod: cumprod,
+    _np.gradient: gradient, _np.take_along_axis: take_along_axis,
 }
 if hasattr(_np, "matmul") and not isinstance(_np.matmul, _np.ufunc):
     NUMPY_FUNCTIONS[_np.matmul] = matmul

@@ -20,7 +20,6 @@ __all__ = ["untraceable", "float_dtype_only"]
 _REWRITES = {
     "ediff1d": "x[1:] - x[:-1]",
     "average": "np.sum(w * x) / np.sum(w)",
-    "gradient": "central differences by slicing: (x[2:] - x[:-2]) / (2 * h), one-sided at the ends",
     "solve": "Linear algebra beyond @ has no traced form: for a small fixed system write it out, "
              "else wrap the solve with @sd.primitive and give its partials",
     "insert": "snp.concatenate of slices and values",
