@@ -98,6 +98,16 @@ def away_from_half(rng, shape):
     return (np.where(np.abs(np.abs(x) - 0.5) < 0.05, x * 1.5 + 0.2, x),)
 
 
+KNOTS = np.array([0.0, 0.3, 1.0, 1.2, 2.5])
+
+
+def off_knots(rng, shape):
+    # x in (-1, 3.5), at least 0.02 from every knot: interp is linear around it
+    x = rng.uniform(-1, 3.5, shape)
+    near = np.min(np.abs(np.subtract.outer(x, KNOTS)), axis=-1) < 0.02
+    return np.where(near, x + 0.05, x)
+
+
 MATRICES = [(3, 3), (2, 4), (4, 1), (1, 1), (2, 3, 3)]
 VECTORS = [(1,), (3,), (4,)]
 
@@ -169,6 +179,14 @@ CASES.update({
                              one(uniform(-2, 2)), [(4,)], True),
     "ldexp": (lambda x: np.ldexp(x, 3) + np.ldexp(x ** 2, np.array(-2)), one(uniform(-2, 2)),
               SCALAR_SHAPES, True),
+    "interp": (lambda x: np.interp(x, KNOTS, [1.0, -2.0, 0.5, 3.0, 2.0]) * x, one(off_knots),
+               SCALAR_SHAPES, True),
+    "interp-left-right": (lambda x: np.interp(x, KNOTS, np.cos(KNOTS), left=-3.0, right=5.0) * x,
+                          one(off_knots), SCALAR_SHAPES, True),
+    "interp-traced-left-right": (lambda x: np.interp(x, KNOTS, np.cos(KNOTS), left=x ** 2, right=-x),
+                                 one(off_knots), [()] * 6, True),
+    "interp-values": (lambda f: np.interp(np.linspace(-0.5, 3.0, 7), KNOTS, f ** 2), one(uniform(-2, 2)),
+                      [(5,)], True),
     # 5. reductions of a Python list of traced values (snp's; NumPy's converts the list first)
     "mean-of-list": (lambda x: snp.mean([x, x + 2]), one(uniform(-2, 2)), SCALAR_SHAPES, True),
     "var-of-list": (lambda x: snp.var([x, x ** 2, x + 1.0], axis=0), one(uniform(-2, 2)),
@@ -312,3 +330,11 @@ def test_r_and_c_give_numpys_values():
 def test_numpys_reduction_of_a_list_says_what_to_write():
     with pytest.raises(sd.TracingError, match=r"traced values in a Python sequence.*snp\.mean\(\[x, y\]\)"):
         sd.grad(lambda x: np.mean([x, x + 2]))(1.0)
+
+
+def test_interp_at_knots_and_outside_follows_jax():
+    # the slope on the right at a knot; zero below the first and above the last
+    f = lambda x: np.interp(x, [0.0, 1.0, 3.0], [0.0, 2.0, 3.0])  # noqa: E731
+    assert [float(sd.grad(f)(t)) for t in (-1.0, 0.0, 1.0, 3.0, 4.0)] == [0.0, 2.0, 0.5, 0.0, 0.0]
+    x = np.array([-1.0, 0.0, 1.0, 2.0, 3.0, 4.0, np.nan])
+    np.testing.assert_array_equal(sd.trace(f, x)(x), f(x))

@@ -770,7 +770,7 @@ MISTAKES = {
     "scipy.optimize.minimize": lambda v: __import__("scipy.optimize").optimize.minimize(
         lambda t: (t - v[0]) ** 2, 0.0).x,
     "np.linalg.eigh": lambda v: np.linalg.eigh(np.diag(v))[0],
-    "np.interp": lambda v: np.interp(v, [0, 1, 2], [0, 1, 4]),
+    "np.polyfit": lambda v: np.polyfit([0.0, 1.0, 2.0], v, 1),
     "np.random.normal(traced)": lambda v: np.random.normal(v),
     "% formatting": lambda v: float("%.3f" % v[0]),  # noqa: UP031  (the mistake under test)
     "str.format spec": lambda v: float("{:.2f}".format(v[0])),  # noqa: UP032  (under test)

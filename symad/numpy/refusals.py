@@ -33,7 +33,6 @@ _REWRITES = {
     "nanmean": "np.mean (on data without NaN)",
     "nanmax": "np.max (on data without NaN)",
     "nanmin": "np.min (on data without NaN)",
-    "interp": "snp.where over the intervals of constant knots",
     "float_power": "x ** y",
     "true_divide": "x / y",
     "sort": "np.minimum/np.maximum for two values (sorting more has no traced form)",
