@@ -103,6 +103,9 @@ _C_MAXIMUM = ("static double symad_maximum(double a, double b) "
 _C_MINIMUM = ("static double symad_minimum(double a, double b) "
               "{ return (a != a || b != b) ? a + b : (a < b ? a : b); }")
 _C_SIGN = "static double symad_sign(double x) { return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : x); }"
+_C_MOD = ("static double symad_mod(double a, double b) { double r = fmod(a, b); "
+          "if (b == 0.0) return r; if (r != 0.0) { if ((b < 0.0) != (r < 0.0)) r += b; } "
+          "else r = copysign(0.0, b); return r; }")
 _C_SIGMOID = ("static double symad_sigmoid(double x) "
               "{ if (x >= 0.0) return 1.0 / (1.0 + exp(-x)); double e = exp(x); return e / (1.0 + e); }")
 _C_SOFTPLUS = ("static double symad_softplus(double x) "
@@ -158,6 +161,34 @@ def _mp_logaddexp(*args):
 
 def _mp_sign(x):
     return NAN if mpmath.isnan(x) else mpmath.mpf(mpmath.sign(x))
+
+
+def _mp_rounding(function):
+    def rounding(x):
+        return x if mpmath.isnan(x) or mpmath.isinf(x) else function(x)
+
+    return rounding
+
+
+def _mp_fmod(a, b):
+    if b == 0 or mpmath.isinf(a) or mpmath.isnan(a) or mpmath.isnan(b):
+        return NAN
+    if mpmath.isinf(b):
+        return a
+    quotient = a / b
+    return a - b * mpmath.sign(quotient) * mpmath.floor(abs(quotient))  # C's: the sign of a
+
+
+def _mp_mod(a, b):
+    remainder = _mp_fmod(a, b)
+    if remainder != 0 and not mpmath.isnan(remainder) and (remainder < 0) != (b < 0):
+        remainder += b  # NumPy's (and Python's) mod takes the divisor's sign; inf for b = inf
+    return remainder
+
+
+def _sympy_fmod(a, b):
+    # a - trunc(a / b) b, with trunc(t) = sign(t) floor(|t|)
+    return a - b * sympy.sign(a / b) * sympy.floor(sympy.Abs(a / b))
 
 
 def _mp_select(condition, if_true, if_false):
@@ -713,6 +744,26 @@ sign_p = register(Primitive(
     "sign", sympy.sign, np.sign, numpy_name="sign",
     numexpr=("sign", 0), numba="np.sign({0})", c=("symad_sign({0})", _C_SIGN),
     mpmath=_mp_sign, interval=("endpoints", {}), finite=True, cost=NATIVE, cost_ns=(1.68, 0.58)))
+# Rounding to an integer: piecewise constant, every partial a structural zero (as sign).
+floor_p = register(Primitive(
+    "floor", sympy.floor, np.floor, numpy_name="floor",
+    numexpr=("floor", 0), numba="np.floor({0})", c="floor({0})",
+    mpmath=_mp_rounding(mpmath.floor), interval=("endpoints", {}), finite=True, cost=NATIVE))
+ceiling_p = register(Primitive(
+    "ceiling", sympy.ceiling, np.ceil, numpy_name="ceil",
+    numexpr=("ceil", 0), numba="np.ceil({0})", c="ceil({0})",
+    mpmath=_mp_rounding(mpmath.ceil), interval=("endpoints", {}), finite=True, cost=NATIVE))
+# NumPy's mod (remainder, Python's %): the sign of the divisor. Piecewise linear in both
+# operands: d/da = 1, d/db = -floor(a / b) (symad.rules.partials).
+mod_p = register(Primitive(
+    "mod", sympy.Mod, np.mod, arity=2, numpy_name="mod",
+    numba="np.mod({0}, {1})", c=("symad_mod({0}, {1})", _C_MOD), mpmath=_mp_mod,
+    interval=("none", {"why": "mod jumps where a / b crosses an integer; not enclosed"})))
+# C's fmod: the sign of the dividend; d/da = 1, d/db = -trunc(a / b).
+fmod_p = register(Primitive(
+    "fmod", _sympy_fmod, np.fmod, arity=2, numpy_name="fmod",
+    numba="np.fmod({0}, {1})", c="fmod({0}, {1})", mpmath=_mp_fmod,
+    interval=("none", {"why": "fmod jumps where a / b crosses a nonzero integer; not enclosed"})))
 maximum_p = register(Primitive(
     "maximum", sympy.Max, np.maximum, arity=2, commutative=True, numpy_name="maximum",
     numexpr=("maximum", 0, 1), numba="np.maximum({0}, {1})",

@@ -283,10 +283,6 @@ def _piecewise_constant(name, sympy_form, numpy_impl, arity=1, **spellings) -> P
                                 arity=arity, **spellings))
 
 
-floor_p = _piecewise_constant("floor", sympy.floor, np.floor, mpmath=mpmath.floor,
-                              interval=("endpoints", {}))
-ceiling_p = _piecewise_constant("ceiling", sympy.ceiling, np.ceil, mpmath=mpmath.ceil,
-                                interval=("endpoints", {}))
 heaviside_p = _piecewise_constant("heaviside", sympy.Heaviside, np.heaviside, arity=2,
                                   mpmath=_mp_heaviside, interval=("heaviside", {}))
 frac_p = P.register(Primitive(

@@ -479,9 +479,11 @@ class Tracer(CantSympify):
         raise TracingError(
             f"function {traced_function_name()!r} converts a traced value to a NumPy array "
             "(np.asarray or np.array on it, or storing it into a NumPy array: out[i] = value "
-            "with out = np.zeros(n)). A NumPy float array cannot hold a symbolic value: build "
-            "arrays with snp.asarray, snp.stack or snp.concatenate, and create arrays to fill "
-            "with snp.zeros(shape), snp.zeros_like(x) or np.zeros(shape, like=x)"
+            "with out = np.zeros(n), or a NumPy function given traced values in a Python sequence, "
+            "np.mean([x, y]), which NumPy makes an array before symad sees the call). A NumPy "
+            "float array cannot hold a symbolic value: build arrays with snp.asarray, snp.stack "
+            "or snp.concatenate (np.mean(snp.stack([x, y])), or snp.mean([x, y])), and create "
+            "arrays to fill with snp.zeros(shape), snp.zeros_like(x) or np.zeros(shape, like=x)"
         )
 
     def __hash__(self):
@@ -929,7 +931,7 @@ class Parameter(CantSympify):
 BINARY_OPERATORS = ("add", "sub", "mul", "truediv", "pow", "matmul")
 COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
 UNARY_OPERATORS = ("neg", "pos", "abs")
-UNTRACEABLE_OPERATORS = ("floordiv", "mod", "divmod", "round", "trunc", "floor", "ceil")
+UNTRACEABLE_OPERATORS = ("floordiv", "divmod", "round", "trunc", "floor", "ceil")
 
 
 def _install_parameter_operators() -> None:

@@ -116,6 +116,13 @@ ROWS = [
     Row("logaddexp", lambda x: snp.logaddexp(x, 1.0), lambda t: mp.log(mp.exp(t) + mp.e), BOTH_SIGNS),
     Row("logaddexp2", lambda x: snp.logaddexp2(x, 1.0), lambda t: mp.log(mp.power(2, t) + 2, 2),
         BOTH_SIGNS),
+    # piecewise linear in both operands: a smooth dividend, a divisor (points off the jumps)
+    Row("mod", lambda x: snp.mod(snp.sin(x), 0.3) + snp.mod(2.5, x),
+        lambda t: mp.sin(t) - 0.3 * mp.floor(mp.sin(t) / 0.3) + 2.5 - t * mp.floor(2.5 / t),
+        [0.7, 1.1, -0.7, -1.9, 3.7]),
+    Row("fmod", lambda x: snp.fmod(snp.sin(x), 0.3) + snp.fmod(2.5, x),
+        lambda t: mp.sin(t) - 0.3 * int(mp.sin(t) / 0.3) + 2.5 - t * int(2.5 / t),
+        [0.7, 1.1, -0.7, -1.9, 3.7]),
     Row("logsumexp", lambda x: snp.logsumexp(snp.stack([x, 2 * x, 1.0])),
         lambda t: mp.log(mp.exp(t) + mp.exp(2 * t) + mp.e), BOTH_SIGNS),
     # -- special functions
@@ -153,7 +160,7 @@ def test_every_differentiable_primitive_has_a_row():
                "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh", "sech", "arcsinh", "arccosh",
                "arctanh", "abs", "maximum", "minimum", "reduce_max", "reduce_min", "where", "hypot",
                "one_minus_square", "hypot_ratio",
-               "logaddexp", "logaddexp2", "logsumexp", "erf", "erfc", "sigmoid", "softplus"}
+               "logaddexp", "logaddexp2", "mod", "fmod", "logsumexp", "erf", "erfc", "sigmoid", "softplus"}
     from symad.rules.partials import ELEMENTARY_PARTIALS, NONDIFFERENTIABLE
 
     table = {primitive.name for primitive in ELEMENTARY_PARTIALS} - {p.name for p in NONDIFFERENTIABLE}

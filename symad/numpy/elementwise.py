@@ -9,6 +9,7 @@ import builtins
 import inspect
 
 import numpy as _np
+import sympy
 
 from symad import primitives as P
 from symad.atom_arrays import traced_function_name
@@ -24,7 +25,9 @@ __all__ = [
     "logaddexp2", "erf",
     "erfc", "sigmoid", "softplus", "less", "less_equal", "greater", "greater_equal", "equal",
     "not_equal", "logical_and", "logical_or", "logical_not", "stop_gradient", "positive",
-    "square", "reciprocal", "where", "clip",
+    "square", "reciprocal", "where", "clip", "deg2rad", "rad2deg", "radians", "degrees",
+    "fmax", "fmin", "floor", "ceil", "trunc", "fix", "rint", "round", "around", "mod",
+    "remainder", "fmod", "ldexp", "interp",
 ]
 
 # ---------------------------------------------------------------------------
@@ -97,6 +100,24 @@ sign = elementwise_function(P.sign_p, "sign", "Elementwise sign (-1, 0 or 1); it
 maximum = elementwise_function(P.maximum_p, "maximum", "Elementwise maximum of two arrays.")
 minimum = elementwise_function(P.minimum_p, "minimum", "Elementwise minimum of two arrays.")
 hypot = elementwise_function(P.hypot_p, "hypot", "Elementwise ``sqrt(a**2 + b**2)`` without overflow.")
+floor = elementwise_function(P.floor_p, "floor", "Elementwise floor; its derivative is zero.")
+ceil = elementwise_function(P.ceiling_p, "ceil", "Elementwise ceiling; its derivative is zero.")
+mod = elementwise_function(
+    P.mod_p, "mod",
+    """Elementwise ``a % b`` with the sign of ``b`` (NumPy's ``mod``, ``remainder``, Python's ``%``).
+
+    Piecewise linear: the derivative is 1 in ``a`` and ``-floor(a / b)`` in ``b`` (JAX's),
+    also at the jumps, where ``a / b`` is an integer.
+
+    >>> import symad as sd
+    >>> [float(g) for g in sd.grad(lambda a, b: a % b, argnums=(0, 1))(0.7, 0.3)]
+    [1.0, -2.0]
+    """)
+remainder = mod
+fmod = elementwise_function(
+    P.fmod_p, "fmod",
+    "Elementwise C ``fmod(a, b)``: the remainder with the sign of ``a``; its derivative is 1 in "
+    "``a`` and ``-trunc(a / b)`` in ``b`` (JAX's).")
 logaddexp = elementwise_function(P.logaddexp_p, "logaddexp", "Elementwise ``log(exp(a) + exp(b))``, stably.")
 logaddexp2 = elementwise_function(P.logaddexp2_p, "logaddexp2",
                                   "Elementwise ``log2(2**a + 2**b)``, stably.")
@@ -133,6 +154,128 @@ def square(x):
 def reciprocal(x):
     """Elementwise ``1 / x``."""
     return divide(1, x)
+
+
+def deg2rad(x):
+    """Elementwise ``x * (pi / 180)``: degrees to radians (NumPy's values exactly)."""
+    return multiply(x, _DEGREE)
+
+
+def rad2deg(x):
+    """Elementwise ``x * (180 / pi)``: radians to degrees (NumPy's values exactly)."""
+    return multiply(x, 1 / _DEGREE)
+
+
+radians = deg2rad
+degrees = rad2deg
+# pi / 180 as SymPy prints it; float(pi / 180) and float(180 / pi) are NumPy's factors.
+_DEGREE = sympy.pi / 180
+
+
+def ldexp(x1, x2):
+    """Elementwise ``x1 * 2**x2`` for integer exponents ``x2`` (numbers, not traced): a
+    product with the exact power of two, so NumPy's values."""
+    if contains_traced(x2):
+        raise TracingError(
+            f"function {traced_function_name()!r} calls ldexp with a traced exponent; the "
+            "exponent is an integer, with no derivative: pass numbers (or write x * 2.0 ** n)")
+    exponent = _np.asarray(x2)
+    if exponent.dtype.kind not in "iub" or exponent.size and not (
+            -1074 <= exponent.min() and exponent.max() <= 1023):
+        raise TracingError(
+            f"function {traced_function_name()!r} calls ldexp with exponents {x2!r}; symad "
+            "traces integer exponents from -1074 to 1023 (where 2**n is a float)")
+    return multiply(x1, _np.ldexp(1.0, exponent))
+
+
+def interp(x, xp, fp, left=None, right=None, period=None):
+    """NumPy's piecewise linear interpolation at ``x`` of the points ``(xp, fp)``: ``x``,
+    ``fp``, ``left`` and ``right`` may be traced; the knots ``xp`` are numbers, increasing.
+
+    One ``where`` per interval, each the same ``slope * (x - xp[j]) + fp[j]`` NumPy computes.
+    At a knot the derivative in ``x`` is the slope on its right (JAX's convention, from its
+    ``searchsorted(side="right")``); below ``xp[0]`` and above ``xp[-1]`` it is zero.
+
+    >>> import symad as sd, numpy as np
+    >>> [float(sd.grad(lambda x: np.interp(x, [0.0, 1.0, 3.0], [0.0, 2.0, 3.0]))(t))
+    ...  for t in (0.5, 1.0, 2.0, 4.0)]
+    [2.0, 0.5, 0.5, 0.0]
+    """
+    if period is not None or contains_traced(xp):
+        raise TracingError(
+            f"function {traced_function_name()!r} calls interp with traced knots xp or a "
+            "period; symad traces interp with knots that are numbers and no period")
+    xp = _np.asarray(xp, dtype=float)
+    if xp.ndim != 1 or len(xp) == 0 or builtins.len(fp) != len(xp):
+        raise TracingError(f"function {traced_function_name()!r} calls interp with {len(xp)} "
+                           f"knots and {builtins.len(fp)} values; give one value per knot")
+    values = [fp[j] for j in range(len(xp))]
+    out = where(greater(x, xp[-1]), values[-1] if right is None else right, values[-1])
+    for j in range(len(xp) - 2, -1, -1):
+        slope = divide(subtract(values[j + 1], values[j]), xp[j + 1] - xp[j])
+        out = where(less(x, xp[j + 1]), add(multiply(slope, subtract(x, xp[j])), values[j]), out)
+    out = where(less(x, xp[0]), values[0] if left is None else left, out)
+    return where(_is_nan(x), x, out)
+
+
+def _is_nan(x):
+    return not_equal(x, x)
+
+
+def fmax(x1, x2):
+    """Elementwise maximum ignoring nan: the other operand where one is nan (nan if both are).
+
+    The derivative is :func:`maximum`'s (half to each operand at a tie, as JAX's ``fmax``);
+    where one operand is nan it all goes to the other.
+    """
+    return where(_is_nan(x1), x2, where(_is_nan(x2), x1, maximum(x1, x2)))
+
+
+def fmin(x1, x2):
+    """Elementwise minimum ignoring nan, as :func:`fmax`."""
+    return where(_is_nan(x1), x2, where(_is_nan(x2), x1, minimum(x1, x2)))
+
+
+def trunc(x):
+    """Elementwise rounding towards zero (``fix``); its derivative is zero."""
+    return where(less(x, 0), ceil(x), floor(x))
+
+
+fix = trunc
+
+
+def rint(x):
+    """Elementwise rounding to the nearest integer, halves to even (NumPy's values, signed
+    zeros included); its derivative is zero.
+
+    >>> import numpy as np, symad as sd
+    >>> [float(v) for v in sd.trace(np.rint, np.array([-2.5, -0.5, 0.5, 1.5, 2.7]))(
+    ...     np.array([-2.5, -0.5, 0.5, 1.5, 2.7]))]
+    [-2.0, -0.0, 0.0, 2.0, 3.0]
+    """
+    below = floor(x)
+    half = add(below, 0.5)  # exact below 2**52; above, x is an integer and rounds to itself
+    odd = equal(mod(below, 2), 1)
+    up = logical_or(greater(x, half), logical_and(equal(x, half), odd))
+    rounded = where(up, add(below, 1), below)
+    return where(equal(rounded, 0), trunc(x), rounded)  # -0.3 rounds to -0.0, as trunc does
+
+
+def round(a, decimals=0):  # noqa: A001 - NumPy's name
+    """Elementwise rounding to ``decimals`` decimals (halves to even, :func:`rint` of a
+    scaled value, as NumPy computes it); its derivative is zero."""
+    if not isinstance(decimals, int):
+        raise TracingError(
+            f"function {traced_function_name()!r} calls round with decimals={decimals!r}; "
+            "symad traces round with a Python integer number of decimals")
+    if decimals == 0:
+        return rint(a)
+    if decimals > 0:
+        return divide(rint(multiply(a, 10.0 ** decimals)), 10.0 ** decimals)
+    return multiply(rint(divide(a, 10.0 ** -decimals)), 10.0 ** -decimals)
+
+
+around = round
 
 
 def where(condition, if_true=None, if_false=None):
@@ -184,7 +327,13 @@ NUMPY_UFUNCS = {
     "greater": greater, "greater_equal": greater_equal, "equal": equal,
     "not_equal": not_equal, "logical_and": logical_and,
     "logical_or": logical_or, "logical_not": logical_not, "bitwise_and": logical_and,
-    "bitwise_or": logical_or, "invert": logical_not,
+    "bitwise_or": logical_or, "invert": logical_not, "deg2rad": deg2rad, "rad2deg": rad2deg,
+    "radians": deg2rad, "degrees": rad2deg, "fmax": fmax, "fmin": fmin, "floor": floor,
+    "ceil": ceil, "trunc": trunc, "rint": rint, "mod": mod, "remainder": mod, "fmod": fmod,
+    "ldexp": ldexp,
 }
 #: NumPy's array functions -> their traceable function.
-NUMPY_FUNCTIONS = {_np.where: where, _np.clip: clip}
+NUMPY_FUNCTIONS = {_np.where: where, _np.clip: clip, _np.round: round, _np.fix: fix,
+                   _np.interp: interp}
+if hasattr(_np, "around"):  # an alias of round, deprecated in NumPy 2
+    NUMPY_FUNCTIONS[_np.around] = round

@@ -27,6 +27,7 @@ def install_operators(snp) -> None:
     """Give Tracer the arithmetic and comparison operators of a NumPy array."""
     binary = dict(zip(BINARY_OPERATORS, (snp.add, snp.subtract, snp.multiply, snp.divide,
                                           snp.power, snp.matmul)))
+    binary["mod"] = snp.mod  # piecewise linear: x % y is traced
     for name, function in binary.items():
         primitive = getattr(function, "primitive", None)
         if primitive is None:  # matmul: no scalar form
@@ -52,7 +53,7 @@ def install_operators(snp) -> None:
         setattr(Tracer, name, _array_method(snp, name))
     for name in UNTRACEABLE_OPERATORS:
         setattr(Tracer, f"__{name}__", _untraceable_operator(name))
-        if name in ("floordiv", "mod", "divmod"):
+        if name in ("floordiv", "divmod"):
             setattr(Tracer, f"__r{name}__", _untraceable_operator(name))
 
 
@@ -95,11 +96,18 @@ def _array_method(snp, name: str):
     return method
 
 
+#: The traced spelling of each operator symad refuses (Python's returns an integer).
+_SPELLING = {"floordiv": "np.floor(x / y)", "divmod": "(np.floor(x / y), x % y)",
+             "round": "np.round(x)", "trunc": "np.trunc(x)", "floor": "np.floor(x)",
+             "ceil": "np.ceil(x)"}
+
+
 def _untraceable_operator(name: str):
     def method(self, *args):
         raise TracingError(
-            f"function {traced_function_name()!r} applies `{name}` to a traced value; it is piecewise "
-            "constant and not traced by symad. Use snp.where to build what you need."
+            f"function {traced_function_name()!r} applies `{name}` to a traced value; Python's "
+            f"`{name}` gives an integer, which a traced value is not. Write {_SPELLING[name]}, "
+            "which symad traces."
         )
 
     return method

@@ -16,13 +16,24 @@ from symad import primitives as P
 from symad.atom_arrays import traced_function_name
 from symad.errors import TracingError
 from symad.graph import atom_shape, current_builder
-from symad.numpy.elementwise import add, concrete, multiply, subtract
+from symad.numpy.elementwise import (
+    abs,
+    add,
+    concrete,
+    divide,
+    greater,
+    multiply,
+    not_equal,
+    subtract,
+    where,
+)
 from symad.numpy.reductions import sum, sum_row  # noqa: A004 - snp.sum, as in the namespace
 from symad.numpy.shapes import (
     active_builder,
     any_whole,
     asarray,
     broadcast_to,
+    concatenate,
     moveaxis,
     ndim,
     numpy_when_concrete,
@@ -34,12 +45,14 @@ from symad.numpy.shapes import (
     transpose,
     wrap_atom,
 )
-from symad.tracer import Tracer, as_atom, as_atoms
+from symad.tracer import Tracer, as_atom, as_atoms, contains_traced
 
 #: The names symad.numpy re-exports from this family.
 __all__ = [
     "matmul", "dot", "vdot", "inner", "outer", "trace", "diagonal", "cumsum", "einsum",
     "tensordot", "pad", "roll", "diff", "flip", "fliplr", "flipud", "take", "tile", "repeat",
+    "tril", "triu", "diag", "rot90", "kron", "cross", "select", "nan_to_num", "cumprod",
+    "gradient", "take_along_axis",
 ]
 
 # ---------------------------------------------------------------------------
@@ -298,16 +311,31 @@ def roll(x, shift, axis=None):
     return x
 
 
+#: diff's "not given" (None is a value NumPy would join)
+_NO_VALUE = object()
+
+
 @numpy_when_concrete(_np.diff)
-def diff(x, n=1, axis=-1):
-    """``np.diff``: the ``n``-th differences along ``axis``, by slicing.
+def diff(x, n=1, axis=-1, prepend=_NO_VALUE, append=_NO_VALUE):
+    """``np.diff``: the ``n``-th differences along ``axis``, by slicing (after ``prepend`` and
+    ``append`` are joined to ``x`` along it, a number standing for one slice of it).
 
     >>> import symad as sd, numpy as np
     >>> sd.trace(lambda x: np.diff(x), np.zeros(3))(np.array([1.0, 4.0, 9.0])).tolist()
     [3.0, 5.0]
     """
     x = asarray(x)
-    a = A.normalize_axes(axis, ndim(x), "diff")[0]
+    a = A.normalize_axes(axis, ndim(x), "diff")[0] % ndim(x)
+    ends = []
+    for value in (prepend, append):
+        if value is not _NO_VALUE:
+            value = asarray(value)
+            if ndim(value) == 0:
+                value = broadcast_to(value, shape(x)[:a] + (1,) + shape(x)[a + 1:])
+        ends.append(value)
+    pieces = [piece for piece in (ends[0], x, ends[1]) if piece is not _NO_VALUE]
+    if len(pieces) > 1:
+        x = concatenate(pieces, axis=a)
     for _ in range(n):
         upper = [slice(None)] * ndim(x)
         lower = [slice(None)] * ndim(x)
@@ -403,6 +431,234 @@ def repeat(x, repeats, axis=None):
     a = A.normalize_axes(axis, ndim(x), "repeat")[0] % ndim(x)
     indices = _np.repeat(_np.arange(shape(x)[a]), repeats)
     return take(x, indices, axis=a)
+
+
+def take_along_axis(arr, indices, axis=-1):
+    """``arr``'s elements at integer ``indices`` along ``axis``, matched along the other axes
+    (a gather, as ``np.take_along_axis``); ``axis=None`` takes from the flattened array."""
+    if contains_traced(indices):
+        raise TracingError(f"take_along_axis in function {traced_function_name()!r}: the "
+                           "indices must be numbers; indices that depend on traced values are "
+                           "not traced")
+    arr, indices = asarray(arr), _np.asarray(indices)
+    if axis is None:
+        arr, axis = ravel(arr), 0
+    n = ndim(arr)
+    a = A.normalize_axes(axis, n, "take_along_axis")[0] % n
+    if indices.ndim != n:
+        raise TracingError(f"take_along_axis in function {traced_function_name()!r}: the "
+                           f"indices need {n} dimensions, as the array, not {indices.ndim}")
+    index = [_np.arange(size).reshape([-1 if d == k else 1 for d in range(n)])
+             for k, size in enumerate(shape(arr))]
+    index[a] = indices
+    return arr[tuple(index)]
+
+
+def _gradient_along(f, a: int, spacing, edge_order: int):
+    """``np.gradient`` along axis ``a`` with a number ``spacing`` or coordinates (NumPy's
+    formulas and order of operations: central inside, one-sided at the ends)."""
+    def at(k):
+        index = [slice(None)] * ndim(f)
+        index[a] = k
+        return f[tuple(index)]
+
+    if _np.ndim(spacing) != 0:
+        dx = _np.diff(_np.asarray(spacing, dtype=float))
+        if len(dx) + 1 != shape(f)[a]:
+            raise TracingError(f"gradient in function {traced_function_name()!r}: coordinates "
+                               f"of {len(dx) + 1} points for an axis of {shape(f)[a]}")
+        spacing = dx[0] if (dx == dx[0]).all() else spacing  # evenly spaced: as one number
+    uniform = _np.ndim(spacing) == 0
+    if uniform:
+        inner = divide(subtract(at(slice(2, None)), at(slice(None, -2))), 2.0 * spacing)
+        dx = (spacing, spacing, spacing, spacing)
+    else:
+        dx1, dx2 = dx[:-1], dx[1:]
+        column = [-1 if d == a else 1 for d in range(ndim(f))]
+        weights = [w.reshape(column) for w in (-dx2 / (dx1 * (dx1 + dx2)),
+                                               (dx2 - dx1) / (dx1 * dx2), dx1 / (dx2 * (dx1 + dx2)))]
+        inner = _weighted(weights, [at(slice(None, -2)), at(slice(1, -1)), at(slice(2, None))])
+        dx = (dx[0], dx[1], dx[-2], dx[-1])
+    if edge_order == 1:
+        first = divide(subtract(at(slice(1, 2)), at(slice(0, 1))), dx[0])
+        last = divide(subtract(at(slice(-1, None)), at(slice(-2, -1))), dx[3])
+    else:
+        first_weights, last_weights = _second_order_edges(dx, uniform)
+        first = _weighted(first_weights, [at(slice(0, 1)), at(slice(1, 2)), at(slice(2, 3))])
+        last = _weighted(last_weights, [at(slice(-3, -2)), at(slice(-2, -1)), at(slice(-1, None))])
+    return concatenate([first, inner, last], axis=a)
+
+
+def _weighted(weights, terms):
+    """``w0 * t0 + w1 * t1 + w2 * t2``, summed left to right as NumPy's gradient does."""
+    return add(add(multiply(weights[0], terms[0]), multiply(weights[1], terms[1])),
+               multiply(weights[2], terms[2]))
+
+
+def _second_order_edges(dx, uniform: bool):
+    """NumPy's one-sided second-order weights at the two ends, from the end spacings."""
+    if uniform:
+        h = dx[0]
+        return (-1.5 / h, 2. / h, -0.5 / h), (0.5 / h, -2. / h, 1.5 / h)
+    d1, d2, e1, e2 = dx
+    return ((-(2. * d1 + d2) / (d1 * (d1 + d2)), (d1 + d2) / (d1 * d2), -d1 / (d2 * (d1 + d2))),
+            (e2 / (e1 * (e1 + e2)), -(e2 + e1) / (e1 * e2), (2. * e2 + e1) / (e2 * (e1 + e2))))
+
+
+def gradient(f, *varargs, axis=None, edge_order=1):
+    """``np.gradient``: finite differences of ``f`` (central inside, one-sided at the ends),
+    with unit spacing, one number, or one number or coordinate array per axis.
+
+    The spacings are numbers (not traced). A tuple, one array per axis, when there are
+    several axes, as NumPy's.
+    """
+    f = asarray(f)
+    axes = A.normalize_axes(axis, ndim(f), "gradient") if axis is not None else tuple(range(ndim(f)))
+    axes = tuple(a % ndim(f) for a in axes)
+    if contains_traced(varargs):
+        raise TracingError(f"gradient in function {traced_function_name()!r}: the spacings "
+                           "must be numbers, not traced values")
+    spacings = ([1.0] * len(axes) if not varargs else list(varargs) * len(axes)
+                if len(varargs) == 1 and _np.ndim(varargs[0]) == 0 else list(varargs))
+    if len(spacings) != len(axes) or edge_order not in (1, 2):
+        raise TracingError(f"gradient in function {traced_function_name()!r}: give one spacing "
+                           "per axis (or one number), and edge_order 1 or 2")
+    for a in axes:
+        if shape(f)[a] < edge_order + 1:
+            raise TracingError(f"gradient in function {traced_function_name()!r}: axis {a} has "
+                               f"{shape(f)[a]} elements; at least edge_order + 1 are needed")
+    results = [_gradient_along(f, a, s, edge_order) for a, s in zip(axes, spacings)]
+    return results[0] if len(results) == 1 else tuple(results)
+
+
+# ---------------------------------------------------------------------------
+# Triangles, diagonals, rotations, products of blocks: compositions of the above
+# ---------------------------------------------------------------------------
+
+
+def _triangle(x, k: int, lower: bool):
+    x = asarray(x)
+    mask = _np.tri(*shape(x)[-2:], k=k if lower else k - 1, dtype=bool)
+    return where(mask if lower else ~mask, x, 0.0)  # NumPy's where(mask, m, zeros(1))
+
+
+def tril(m, k=0):
+    """``m`` with the elements above the ``k``-th diagonal zeroed (of the last two axes)."""
+    return _triangle(m, k, lower=True)
+
+
+def triu(m, k=0):
+    """``m`` with the elements below the ``k``-th diagonal zeroed (of the last two axes)."""
+    return _triangle(m, k, lower=False)
+
+
+def diag(v, k=0):
+    """The ``k``-th diagonal of a 2-D ``v``; or, of a 1-D ``v``, the square array with ``v``
+    on its ``k``-th diagonal and zeros elsewhere (a gather from ``v`` and one zero)."""
+    v = asarray(v)
+    if ndim(v) == 2:
+        return diagonal(v, k)
+    if ndim(v) != 1:
+        raise TracingError(f"diag in function {traced_function_name()!r}: the input must be "
+                           f"1-D or 2-D, not {ndim(v)}-D")
+    n = shape(v)[0]
+    size = n + builtins.abs(k)
+    positions = _np.full((size, size), n)  # n: the zero after v
+    rows = _np.arange(n) + builtins.max(-k, 0)
+    positions[rows, rows + k] = _np.arange(n)
+    return take(concatenate([v, _np.zeros(1)]), positions)
+
+
+def rot90(m, k=1, axes=(0, 1)):
+    """``m`` rotated by 90 degrees ``k`` times in the plane of ``axes`` (flips and a transpose,
+    as NumPy's)."""
+    m = asarray(m)
+    if len(axes) != 2 or axes[0] == axes[1] or builtins.abs(axes[0] - axes[1]) == ndim(m):
+        raise TracingError(f"rot90 in function {traced_function_name()!r}: axes {axes} must "
+                           "be two different axes")
+    k %= 4
+    if k == 0:
+        return m
+    if k == 2:
+        return flip(flip(m, axes[0]), axes[1])
+    order = list(range(ndim(m)))
+    order[axes[0]], order[axes[1]] = order[axes[1]], order[axes[0]]
+    if k == 1:
+        return transpose(flip(m, axes[1]), order)
+    return flip(transpose(m, order), axes[1])
+
+
+def kron(a, b):
+    """The Kronecker product: the blocks ``a[i, j] * b``, for any number of dimensions."""
+    a, b = asarray(a), asarray(b)
+    n = builtins.max(ndim(a), ndim(b))
+    a_shape = (1,) * (n - ndim(a)) + shape(a)
+    b_shape = (1,) * (n - ndim(b)) + shape(b)
+    spread_a = reshape(a, tuple(v for size in a_shape for v in (size, 1)))
+    spread_b = reshape(b, tuple(v for size in b_shape for v in (1, size)))
+    return reshape(multiply(spread_a, spread_b), tuple(p * q for p, q in zip(a_shape, b_shape)))
+
+
+def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    """The cross product of 3-vectors (or the z component for 2-vectors) along the given axes.
+
+    Vectors of 2 and 3 components together are not traced (NumPy takes the missing one as 0).
+    """
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    a, b = moveaxis(asarray(a), axisa, -1), moveaxis(asarray(b), axisb, -1)
+    sizes = (shape(a)[-1], shape(b)[-1])
+    if sizes == (2, 2):
+        return subtract(multiply(a[..., 0], b[..., 1]), multiply(a[..., 1], b[..., 0]))
+    if sizes != (3, 3):
+        raise TracingError(f"cross in function {traced_function_name()!r}: symad traces the "
+                           f"cross product of two 3-vectors or two 2-vectors, not {sizes}")
+    components = [subtract(multiply(a[..., i], b[..., j]), multiply(a[..., j], b[..., i]))
+                  for i, j in ((1, 2), (2, 0), (0, 1))]
+    return moveaxis(stack(components, axis=-1), -1, axisc)
+
+
+def select(condlist, choicelist, default=0):
+    """``choicelist[i]`` where ``condlist[i]`` is the first true condition, else ``default``:
+    nested :func:`where`, as NumPy fills it."""
+    if len(condlist) != len(choicelist):
+        raise TracingError(f"select in function {traced_function_name()!r}: condlist and "
+                           "choicelist must have the same length")
+    result = default
+    for condition, choice in reversed(list(zip(condlist, choicelist))):
+        result = where(condition, choice, result)
+    shapes = [shape(asarray(v)) for v in (*condlist, *choicelist, default)]
+    return broadcast_to(asarray(result), _np.broadcast_shapes(*shapes))
+
+
+def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    """``x`` with nan, inf and -inf replaced (by 0 and the largest finite floats by default).
+
+    The derivative is 1 at finite elements and 0 at replaced ones (as JAX's).
+    """
+    largest = float(_np.finfo(float).max)
+    posinf = largest if posinf is None else posinf
+    neginf = -largest if neginf is None else neginf
+    infinite = where(greater(x, 0), posinf, neginf)
+    return where(not_equal(x, x), nan, where(greater(abs(x), largest), infinite, x))
+
+
+def cumprod(x, axis=None):
+    """Cumulative product along ``axis`` (flattened when None): running products of slices,
+    one multiplication per element along the axis, as NumPy's order.
+
+    The derivative is the product rule at every step, exact at zeros (no division).
+    """
+    x = asarray(x)
+    if axis is None:
+        x, axis = ravel(x), 0
+    moved = moveaxis(x, axis, -1)
+    if shape(moved)[-1] == 0:
+        return x
+    running = [moved[..., 0]]
+    for k in range(1, shape(moved)[-1]):
+        running.append(multiply(running[-1], moved[..., k]))
+    return moveaxis(stack(running, axis=-1), -1, axis)
 
 
 # ---------------------------------------------------------------------------
@@ -573,7 +829,10 @@ NUMPY_FUNCTIONS = {
     _np.dot: dot, _np.vdot: vdot, _np.inner: inner, _np.outer: outer, _np.trace: trace,
     _np.diagonal: diagonal, _np.cumsum: cumsum, _np.einsum: einsum, _np.tensordot: tensordot,
     _np.pad: pad, _np.roll: roll, _np.diff: diff, _np.flip: flip, _np.fliplr: fliplr,
-    _np.flipud: flipud, _np.take: take, _np.tile: tile, _np.repeat: repeat,
+    _np.flipud: flipud, _np.take: take, _np.tile: tile, _np.repeat: repeat, _np.tril: tril,
+    _np.triu: triu, _np.diag: diag, _np.rot90: rot90, _np.kron: kron, _np.cross: cross,
+    _np.select: select, _np.nan_to_num: nan_to_num, _np.cumprod: cumprod,
+    _np.gradient: gradient, _np.take_along_axis: take_along_axis,
 }
 if hasattr(_np, "matmul") and not isinstance(_np.matmul, _np.ufunc):
     NUMPY_FUNCTIONS[_np.matmul] = matmul

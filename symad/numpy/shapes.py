@@ -23,7 +23,8 @@ from symad.tracer import Parameter, Tracer, as_atom, as_atoms, contains_traced
 __all__ = [
     "asarray", "array", "reshape", "transpose", "ravel", "swapaxes", "moveaxis", "expand_dims",
     "squeeze", "broadcast_to", "concatenate", "stack", "hstack", "vstack", "atleast_1d",
-    "atleast_2d", "shape", "ndim", "size",
+    "atleast_2d", "shape", "ndim", "size", "atleast_3d", "row_stack", "column_stack", "append",
+    "split", "array_split", "vsplit", "hsplit", "dsplit", "rollaxis", "r_", "c_",
 ]
 
 # ---------------------------------------------------------------------------
@@ -169,14 +170,18 @@ def stack(arrays, axis=0):
     return Tracer(_np.stack([as_atoms(a) for a in arrays], axis=axis))
 
 
-def hstack(arrays):
-    """Join arrays column-wise (along axis 1, or 0 for 1-D arrays)."""
+def hstack(arrays, *, dtype=None, casting="same_kind"):
+    """Join arrays column-wise (along axis 1, or 0 for 1-D arrays).
+
+    ``dtype`` (a float dtype: the namespace's dispatch refuses others) and ``casting`` change
+    nothing for traced values, which are real numbers.
+    """
     arrays = [atleast_1d(a) for a in arrays]
     return concatenate(arrays, axis=0 if arrays[0].ndim == 1 else 1)
 
 
-def vstack(arrays):
-    """Join arrays row-wise."""
+def vstack(arrays, *, dtype=None, casting="same_kind"):
+    """Join arrays row-wise (``np.row_stack`` too). ``dtype`` and ``casting`` as :func:`hstack`."""
     return concatenate([atleast_2d(a) for a in arrays], axis=0)
 
 
@@ -190,6 +195,138 @@ def atleast_2d(x):
     """``x`` with at least two dimensions."""
     x = atleast_1d(x)
     return reshape(x, (1,) + tuple(x.shape)) if x.ndim == 1 else x
+
+
+row_stack = vstack
+
+
+def atleast_3d(x):
+    """``x`` with at least three dimensions: ``(n,)`` becomes ``(1, n, 1)``, ``(m, n)`` becomes
+    ``(m, n, 1)``, as NumPy's."""
+    x = asarray(x)
+    if x.ndim == 0:
+        return reshape(x, (1, 1, 1))
+    if x.ndim == 1:
+        return reshape(x, (1, shape(x)[0], 1))
+    return reshape(x, (*shape(x), 1)) if x.ndim == 2 else x
+
+
+def column_stack(arrays):
+    """Join 1-D arrays as columns (and 2-D arrays as they are) along axis 1."""
+    arrays = [asarray(a) for a in arrays]
+    return concatenate([reshape(a, (-1, 1)) if a.ndim < 2 else a for a in arrays], axis=1)
+
+
+def append(arr, values, axis=None):
+    """``values`` after ``arr`` along ``axis`` (both flattened when None), as NumPy's."""
+    if axis is None:
+        return concatenate([ravel(asarray(arr)), ravel(asarray(values))], axis=0)
+    return concatenate([arr, values], axis=axis)
+
+
+def _split(numpy_split, x, indices_or_sections, axis: int) -> list:
+    """The pieces of ``x`` along ``axis``: slices, cut where ``numpy_split`` cuts an index range
+    (its errors, an unequal division for ``np.split``, are NumPy's)."""
+    x = asarray(x)
+    a = A.normalize_axes(axis, ndim(x), "split")[0]
+    pieces = numpy_split(_np.arange(shape(x)[a]), indices_or_sections)
+    bounds = _np.cumsum([0] + [len(piece) for piece in pieces])
+    index = [slice(None)] * ndim(x)
+    parts = []
+    for start, stop in zip(bounds[:-1], bounds[1:]):
+        index[a] = slice(int(start), int(stop))
+        parts.append(x[tuple(index)])
+    return parts
+
+
+@numpy_when_concrete(_np.split)
+def split(x, indices_or_sections, axis=0):
+    """``x`` cut into equal sections, or at the given indices, along ``axis``: a list of slices."""
+    return _split(_np.split, x, indices_or_sections, axis)
+
+
+@numpy_when_concrete(_np.array_split)
+def array_split(x, indices_or_sections, axis=0):
+    """As :func:`split`, the sections allowed to differ in size (NumPy's rule)."""
+    return _split(_np.array_split, x, indices_or_sections, axis)
+
+
+def _split_at_least(x, dimensions: int, axis: int, name: str, indices_or_sections) -> list:
+    if ndim(x) < dimensions:
+        raise TracingError(f"{name} in function {traced_function_name()!r}: it only works on "
+                           f"arrays of {dimensions} or more dimensions, not {ndim(x)}")
+    return split(x, indices_or_sections, axis)
+
+
+def vsplit(x, indices_or_sections):
+    """:func:`split` along axis 0 of an array of two or more dimensions."""
+    return _split_at_least(asarray(x), 2, 0, "vsplit", indices_or_sections)
+
+
+def hsplit(x, indices_or_sections):
+    """:func:`split` along axis 1 (axis 0 of a 1-D array)."""
+    x = asarray(x)
+    return _split_at_least(x, 1, 1 if ndim(x) > 1 else 0, "hsplit", indices_or_sections)
+
+
+def dsplit(x, indices_or_sections):
+    """:func:`split` along axis 2 of an array of three or more dimensions."""
+    return _split_at_least(asarray(x), 3, 2, "dsplit", indices_or_sections)
+
+
+def rollaxis(x, axis, start=0):
+    """``x`` with ``axis`` moved to before ``start`` (NumPy's older :func:`moveaxis`)."""
+    x = asarray(x)
+    n = ndim(x)
+    axis = A.normalize_axes(axis, n, "rollaxis")[0] % n if n else 0
+    start = start + n if start < 0 else start
+    if not 0 <= start < n + 1:
+        raise TracingError(f"rollaxis in function {traced_function_name()!r}: start {start} is "
+                           f"out of bounds for an array of {n} dimensions")
+    start = start - 1 if axis < start else start
+    axes = [a for a in range(n) if a != axis]
+    axes.insert(start, axis)
+    return transpose(x, axes)
+
+
+class _Concatenator:
+    """``snp.r_[a, b, ...]`` and ``snp.c_[a, b, ...]``: NumPy's index-expression concatenation
+    of arrays, traced values, numbers and ``start:stop:step`` ranges (no string directives).
+
+    ``np.r_`` itself converts its items with ``np.array`` before anything can dispatch, so on
+    traced values it is ``snp.r_`` (as ``autograd.numpy.r_``):
+
+    >>> import symad as sd, symad.numpy as snp, numpy as np
+    >>> sd.trace(lambda x: snp.r_[x, 0.0, 1:3], np.zeros(2))(np.array([5.0, 6.0])).tolist()
+    [5.0, 6.0, 0.0, 1.0, 2.0]
+    >>> sd.trace(lambda x: snp.c_[x, 2 * x], np.zeros(2))(np.array([5.0, 6.0])).tolist()
+    [[5.0, 10.0], [6.0, 12.0]]
+    """
+
+    def __init__(self, name: str, columns: bool):
+        self.name, self.columns = name, columns
+
+    def _item(self, item):
+        if isinstance(item, slice):
+            if isinstance(item.step, complex):  # NumPy's linspace spelling
+                raise TracingError(f"snp.{self.name} takes arrays, numbers and integer ranges, "
+                                   f"not {item!r}")
+            item = _np.arange(item.start or 0, item.stop, item.step or 1)
+        elif isinstance(item, str):
+            raise TracingError(f"snp.{self.name} takes no string directives ({item!r}): write "
+                               "snp.concatenate with the axis instead")
+        item = asarray(item)
+        if not self.columns:
+            return atleast_1d(item)
+        return reshape(item, shape(item) + (1,) * (2 - ndim(item))) if ndim(item) < 2 else item
+
+    def __getitem__(self, items):
+        items = items if isinstance(items, tuple) else (items,)
+        return concatenate([self._item(item) for item in items], axis=-1 if self.columns else 0)
+
+
+r_ = _Concatenator("r_", columns=False)
+c_ = _Concatenator("c_", columns=True)
 
 
 # ---------------------------------------------------------------------------
@@ -376,7 +513,9 @@ def add_at(x, index, value) -> Tracer:
 
 
 def shape(x):
-    """The shape of ``x``."""
+    """The shape of ``x`` (of the array a list of traced values makes, as ``snp.asarray``)."""
+    if isinstance(x, (list, tuple)) and traced_inputs(x):
+        x = asarray(x)
     return tuple(x.shape) if isinstance(x, (Tracer, Parameter)) else _np.shape(x)
 
 
@@ -400,4 +539,7 @@ NUMPY_FUNCTIONS = {
     _np.vstack: vstack, _np.broadcast_to: broadcast_to, _np.expand_dims: expand_dims,
     _np.squeeze: squeeze, _np.swapaxes: swapaxes, _np.moveaxis: moveaxis, _np.shape: shape,
     _np.ndim: ndim, _np.size: size, _np.atleast_1d: atleast_1d, _np.atleast_2d: atleast_2d,
+    _np.atleast_3d: atleast_3d, _np.column_stack: column_stack, _np.append: append,
+    _np.split: split, _np.array_split: array_split, _np.vsplit: vsplit, _np.hsplit: hsplit,
+    _np.dsplit: dsplit, _np.rollaxis: rollaxis,
 }

@@ -184,6 +184,10 @@ ELEMENTARY_PARTIALS = {
     # d/da log2(2**a + 2**b) = 2**a / (2**a + 2**b) = sigmoid((a - b) log 2): never overflows
     P.logaddexp2_p: (lambda out, a, b: snp.sigmoid((a - b) * sympy.log(2)),
                      lambda out, a, b: snp.sigmoid((b - a) * sympy.log(2))),
+    # Piecewise linear: a % b = a - floor(a / b) b, and fmod(a, b) = a - trunc(a / b) b;
+    # JAX's rules (d/db of 0.7 % 0.3 is -2).
+    P.mod_p: (lambda out, a, b: ONE, lambda out, a, b: -snp.floor(a / b)),
+    P.fmod_p: (lambda out, a, b: ONE, lambda out, a, b: -snp.trunc(a / b)),
     # The softmax exp(a_i - out): never exp(a_i) / sum, which overflows.
     P.logsumexp_p: lambda out, args: [snp.exp(arg - out) for arg in args],
     # -- special functions
@@ -202,7 +206,7 @@ ELEMENTARY_PARTIALS = {
 #: Primitives whose derivative is zero almost everywhere (autograd's
 #: ``nograd_functions``, JAX's ``defjvp_zero``): every partial is a structural zero.
 NONDIFFERENTIABLE = [
-    P.sign_p, P.stop_gradient_p, P.less_p, P.less_equal_p, P.greater_p, P.greater_equal_p,
+    P.sign_p, P.floor_p, P.ceiling_p, P.stop_gradient_p, P.less_p, P.less_equal_p, P.greater_p, P.greater_equal_p,
     P.equal_p, P.not_equal_p, P.logical_and_p, P.logical_or_p, P.logical_not_p,
 ]
 
