@@ -96,3 +96,24 @@ def test_dot_of_arrays_past_two_dimensions(a_shape, b_shape):
     np.testing.assert_allclose(sd.trace(f, *args)(*args), f(*args), rtol=1e-13)
     for position, gradient in enumerate(sd.grad(f, argnums=(0, 1))(*args)):
         np.testing.assert_allclose(gradient, _central(f, args, position), rtol=1e-6, atol=1e-8)
+
+
+# -- complex parts of real traced values (issue 29: real, imag, conj, angle, real_if_close) --
+
+
+@pytest.mark.parametrize("name, derivative", [
+    ("real", lambda x: np.ones_like(x)), ("conj", lambda x: np.ones_like(x)),
+    ("conjugate", lambda x: np.ones_like(x)), ("real_if_close", lambda x: np.ones_like(x)),
+    ("imag", lambda x: np.zeros_like(x)), ("angle", lambda x: np.zeros_like(x)),
+])
+@pytest.mark.parametrize("shape", [(), (1,), (2, 3)])
+def test_complex_parts_of_real_values(name, derivative, shape):
+    function = getattr(np, name)
+    x = np.random.default_rng(3).normal(size=shape)
+    if x.size > 1:
+        x.reshape(-1)[:2] = [0.0, -0.0]  # angle: 0 and pi, with a derivative of 0 at both
+    traced = sd.trace(function, x)
+    np.testing.assert_array_equal(traced(x), function(x))
+    assert np.signbit(traced(x)).tolist() == np.signbit(function(x)).tolist()
+    np.testing.assert_array_equal(sd.grad(lambda x: np.sum(function(x)))(x), derivative(x))
+    assert sd.trace(lambda z: np.angle(z, deg=True), x)(x).tolist() == np.angle(x, deg=True).tolist()

@@ -27,7 +27,8 @@ __all__ = [
     "not_equal", "logical_and", "logical_or", "logical_not", "stop_gradient", "positive",
     "square", "reciprocal", "where", "clip", "deg2rad", "rad2deg", "radians", "degrees",
     "fmax", "fmin", "floor", "ceil", "trunc", "fix", "rint", "round", "around", "mod",
-    "remainder", "fmod", "ldexp", "interp",
+    "remainder", "fmod", "ldexp", "interp", "real", "imag", "conj", "conjugate", "angle",
+    "real_if_close",
 ]
 
 # ---------------------------------------------------------------------------
@@ -310,6 +311,52 @@ def clip(x, a_min=None, a_max=None, *, min=None, max=None):  # noqa: A002 - NumP
 
 
 # ---------------------------------------------------------------------------
+# Complex parts of real values: traced values are real numbers
+# ---------------------------------------------------------------------------
+
+
+def real(x):
+    """``np.real`` of a traced (real) value: the value itself.
+
+    >>> import symad as sd, numpy as np
+    >>> sd.grad(lambda x: np.sum(np.real(x) ** 2))(np.array([1.0, 2.0])).tolist()
+    [2.0, 4.0]
+    """
+    return x
+
+
+def imag(x):
+    """``np.imag`` of a traced (real) value: exact zeros of its shape (derivative zero)."""
+    return subtract(x, x)
+
+
+def conjugate(x):
+    """``np.conjugate`` (``np.conj``) of a traced (real) value: the value itself."""
+    return x
+
+
+conj = conjugate
+
+
+def angle(z, deg=False):
+    """``np.angle`` of a traced (real) value: 0 for positive values, pi (180 with ``deg``)
+    for negative ones and -0.0, nan for nan -- ``arctan2(0, z)``, as NumPy computes it --
+    and a derivative of exactly zero, also at 0 (where arctan2's partial would be 0/0).
+
+    >>> import symad as sd, numpy as np
+    >>> sd.trace(lambda z: np.angle(z), np.ones(3))(np.array([2.0, -1.0, -0.0])).tolist()
+    [0.0, 3.141592653589793, 3.141592653589793]
+    """
+    radians = stop_gradient(arctan2(subtract(z, z), z))
+    return multiply(radians, 180 / _np.pi) if deg else radians
+
+
+def real_if_close(x, tol=100):
+    """``np.real_if_close`` of a traced (real) value: the value itself."""
+    return x
+
+
+# ---------------------------------------------------------------------------
 # The NumPy names this family implements (symad.numpy dispatches them here)
 # ---------------------------------------------------------------------------
 
@@ -330,10 +377,11 @@ NUMPY_UFUNCS = {
     "bitwise_or": logical_or, "invert": logical_not, "deg2rad": deg2rad, "rad2deg": rad2deg,
     "radians": deg2rad, "degrees": rad2deg, "fmax": fmax, "fmin": fmin, "floor": floor,
     "ceil": ceil, "trunc": trunc, "rint": rint, "mod": mod, "remainder": mod, "fmod": fmod,
-    "ldexp": ldexp,
+    "ldexp": ldexp, "conjugate": conjugate,
 }
 #: NumPy's array functions -> their traceable function.
 NUMPY_FUNCTIONS = {_np.where: where, _np.clip: clip, _np.round: round, _np.fix: fix,
-                   _np.interp: interp}
+                   _np.interp: interp, _np.real: real, _np.imag: imag, _np.angle: angle,
+                   _np.real_if_close: real_if_close}
 if hasattr(_np, "around"):  # an alias of round, deprecated in NumPy 2
     NUMPY_FUNCTIONS[_np.around] = round
