@@ -10,14 +10,15 @@ import numpy as _np
 from symad.atom_arrays import traced_function_name
 from symad.errors import TracingError
 from symad.graph import current_builder
-from symad.numpy.elementwise import concrete
-from symad.numpy.shapes import any_whole, broadcast_to, shape
+from symad.numpy.elementwise import add, concrete, divide, multiply, subtract
+from symad.numpy.refusals import float_dtype_only
+from symad.numpy.shapes import any_whole, broadcast_to, concatenate, moveaxis, shape
 from symad.tracer import Tracer, as_atoms, contains_traced
 
 #: The names symad.numpy re-exports from this family.
 __all__ = [
     "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "empty_like", "full_like",
-    "copy",
+    "copy", "linspace",
 ]
 
 # ---------------------------------------------------------------------------
@@ -168,10 +169,43 @@ def copy(x, order="K", subok=False):
 # The NumPy names this family implements (symad.numpy dispatches them here)
 # ---------------------------------------------------------------------------
 
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
+             device=None):
+    """``np.linspace`` with traced ``start`` and ``stop`` (scalars or arrays).
+
+    NumPy's own arithmetic, in its order: ``i * step + start`` with ``step = (stop -
+    start) / (num - 1)`` (``/ num`` without the endpoint), and the last sample ``stop``
+    itself. The derivative of sample ``i`` is ``1 - i / (num - 1)`` in ``start`` and
+    ``i / (num - 1)`` in ``stop`` (``num`` and ``endpoint`` are not traced).
+
+    >>> import symad as sd, numpy as np
+    >>> sd.grad(lambda a, b: np.sum(np.linspace(a, b, 5) ** 2), argnums=(0, 1))(1.0, 2.0)
+    (np.float64(6.25), np.float64(8.75))
+    """
+    float_dtype_only({"dtype": dtype}, "linspace")
+    num = int(num)
+    if num < 0:
+        raise TracingError(f"linspace: num must be non-negative, got {num} "
+                           f"(in function {traced_function_name()!r})")
+    divisions = num - 1 if endpoint else num
+    delta = subtract(stop, start)
+    index = _np.arange(num, dtype=float).reshape((-1,) + (1,) * len(shape(delta)))
+    step = divide(delta, divisions) if divisions > 0 else None
+    samples = add(multiply(index, step if step is not None else delta), start)
+    if endpoint and num > 1:  # NumPy sets the last sample to stop exactly
+        last = broadcast_to(stop, (1,) + shape(samples)[1:])
+        samples = concatenate([samples[:-1], last], axis=0)
+    if axis != 0:
+        samples = moveaxis(samples, 0, axis)
+    if retstep:
+        return samples, step if step is not None else _np.nan
+    return samples
+
+
 NUMPY_FUNCTIONS = {
     _np.zeros_like: zeros_like, _np.ones_like: ones_like, _np.full_like: full_like,
     _np.empty_like: empty_like, _np.copy: copy, _np.zeros: zeros, _np.ones: ones,
-    _np.full: full, _np.empty: empty,
+    _np.full: full, _np.empty: empty, _np.linspace: linspace,
 }
 #: The functions that make arrays: an integer ``dtype=`` is fine for them (not for a sum).
 CONSTRUCTORS = {zeros, ones, full, empty, zeros_like, ones_like, full_like, empty_like}
