@@ -22,6 +22,7 @@ import scipy.special
 import sympy
 
 import symad  # noqa: F401 - registers every built-in primitive
+from symad.atom_arrays import scalar_array
 from symad.compile import generate_module
 from symad.compile.evaluator import load_module
 from symad.compile.scalar import numexpr_backend as NE
@@ -413,15 +414,9 @@ def test_c_spellings_match_numpy(tmp_path):
 
 def _one_node_function(name, orders):
     graph, builder, symbols, out = one_node_graph(name, orders)
-    in_symbols = []
-    for symbol in symbols:
-        array = np.empty((), dtype=object)
-        array[()] = symbol
-        in_symbols.append(array)
-    result = np.empty((), dtype=object)
-    result[()] = out
     treedef = tree_flatten(tuple(range(len(symbols))))[1]
-    return finish_function(builder, name, treedef, in_symbols, result)
+    return finish_function(builder, name, treedef, [scalar_array(s) for s in symbols],
+                           scalar_array(out))
 
 
 #: Where NumPy's (SciPy's) own value is off by more than 1e-12 relative at some sampled points.

@@ -19,6 +19,7 @@ import sympy
 import symad as sd
 import symad.numpy as snp
 import symad.special as ssp
+from symad.atom_arrays import scalar_array
 from symad.compile.precise.interval_backend import INTERVAL_TABLE, NO_ENCLOSURE
 from symad.compile.precise.mpmath_backend import MPMATH_TABLE
 from symad.function import finish_function
@@ -111,13 +112,7 @@ def single_primitive_function(name: str, args: tuple):
     with builder.active():
         out = builder.record(PRIMITIVES[name], operands)
     treedef = tree_flatten(tuple(range(len(symbols))))[1]
-    in_symbols = []
-    for symbol in symbols:
-        array = np.empty((), dtype=object)
-        array[()] = symbol
-        in_symbols.append(array)
-    result = np.empty((), dtype=object)
-    result[()] = out
+    in_symbols, result = [scalar_array(symbol) for symbol in symbols], scalar_array(out)
     inputs = tuple(a for a in args if not isinstance(a, int))
     return finish_function(builder, name, treedef, in_symbols, result), inputs
 
