@@ -190,3 +190,16 @@ def test_dps_is_checked():
         sd.taylor(np.sin, 3, dps=0)
     with pytest.raises(sd.DifferentiationError, match="one variable or along a direction"):
         sd.taylor(lambda x, y: x * y, 3, argnum=(0, 1), dps=30)
+
+
+def test_points_in_blocks_give_each_points_series(monkeypatch):
+    # A small working set splits 37 points into blocks of a few; the series are the same.
+    from symad.transforms import series as S
+
+    f = FUNCTIONS["powers"]
+    points = np.linspace(0.2, 1.4, 37)
+    whole = sd.taylor(f, 50)(points)
+    monkeypatch.setattr(S, "WORKING_SET_BYTES", 8 * 51 * 40)
+    blocked = sd.taylor(f, 50)(points)
+    np.testing.assert_array_equal(np.array(blocked), np.array(whole))
+    assert 1 < 8 * 51 * 40 // (8 * 51 * (len(S._plan_of(sd.trace(f, 0.0), 50, (0,)).rules) + 2)) < 37

@@ -40,6 +40,7 @@ Used by :func:`symad.api.taylor` where the symbolic graph would be large (high o
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import functools
 import math
@@ -59,6 +60,10 @@ from symad.rules.taylor import TAYLOR
 from symad.transforms.taylor import plan_sweep
 
 __all__ = ["series_coefficients", "multivariate_coefficients", "SeriesUnsupported"]
+
+
+#: About how many bytes of coefficient arrays a sweep holds at once (see series_coefficients).
+WORKING_SET_BYTES = 64 * 2**20
 
 
 class SeriesUnsupported(Exception):
@@ -459,9 +464,24 @@ def series_coefficients(function, order: int, positions: Sequence[int], args: Se
         batch = arrays[0].shape
         flat = [a.reshape(-1) for a in arrays]
         arg_values, step_values = flat[:len(args)], flat[len(args):]
-        sweep = _sweep(function, order, positions, arg_values, lambda sweep, i: step_values[i], (),
-                       numbers)
-    return sweep.results, batch
+        # Points in blocks: each atom's series is (order + 1) numbers per point, so a block
+        # keeps the working set near WORKING_SET_BYTES whatever the batch (10**6 points at
+        # order 60 would otherwise hold gigabytes); only the outputs are whole.
+        count = arrays[0].size
+        per_point = 8 * (order + 1) * (len(_plan_of(function, order, positions).rules) + len(positions) + 1)
+        block = builtins.max(1, WORKING_SET_BYTES // per_point)
+        results = None
+        for start in range(0, builtins.max(count, 1), block):
+            chunk = slice(start, start + block)
+            sweep = _sweep(function, order, positions, [a[chunk] for a in arg_values],
+                           lambda sweep, i: step_values[i][chunk], (), numbers)
+            if results is None:
+                if count <= block:
+                    return sweep.results, batch
+                results = [np.empty((order + 1, count), dtype=r.dtype) for r in sweep.results]
+            for result, part in zip(results, sweep.results):
+                result[:, chunk] = part
+    return results, batch
 
 
 def multivariate_coefficients(function, order: int, positions: Sequence[int], args: Sequence):
@@ -550,6 +570,9 @@ def _sweep(function, order: int, positions, arg_values, seed_part, box, numbers)
                 if k <= order - depth[node]:
                     sweep.series[node][k] = rule(sweep, node, k)
     sweep.results = [sweep.coefficients(atom, order) for atom in plan.outputs]
+    # A power's state refers back to the sweep: a reference cycle holding every series of
+    # the block until the cyclic collector runs (10**6 points in blocks reached 4 GB).
+    sweep.auxiliary.clear()
     return sweep
 
 
@@ -596,7 +619,10 @@ def _structured(function, per_atom: Sequence[np.ndarray], batch: tuple):
     leaves, start = [], 0
     for shape in function.out_shapes:
         count = math.prod(shape)
-        values = np.stack(per_atom[start:start + count], axis=-1) if count else np.zeros(batch + (0,))
+        if count == 1:  # a scalar output: a view of its coefficient row, not a copy
+            values = np.asarray(per_atom[start])[..., None]
+        else:
+            values = np.stack(per_atom[start:start + count], axis=-1) if count else np.zeros(batch + (0,))
         start += count
         value = values.reshape(batch + tuple(shape))
         leaves.append(value[()] if value.ndim == 0 else value)
