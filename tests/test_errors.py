@@ -229,7 +229,7 @@ def _out_of_range_cases():
                                        id=f"{transform}-n{count}-{argnums}")
 
 
-@pytest.mark.parametrize("transform, count, argnums, bad", _out_of_range_cases())
+@pytest.mark.parametrize("transform, count, argnums, bad", list(_out_of_range_cases()))
 def test_every_out_of_range_argnums_boundary_is_refused_naming_the_entry(transform, count,
                                                                         argnums, bad):
     make, _ = POSITION_TRANSFORMS[transform]

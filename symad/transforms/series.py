@@ -474,7 +474,7 @@ def series_coefficients(function, order: int, positions: Sequence[int], args: Se
         for start in range(0, builtins.max(count, 1), block):
             chunk = slice(start, start + block)
             sweep = _sweep(function, order, positions, [a[chunk] for a in arg_values],
-                           lambda sweep, i: step_values[i][chunk], (), numbers)
+                           lambda sweep, i, chunk=chunk: step_values[i][chunk], (), numbers)
             if results is None:
                 if count <= block:
                     return sweep.results, batch
