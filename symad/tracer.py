@@ -35,6 +35,7 @@ from symad.atom_arrays import (
     scalar_constant,
     traced_function_name,
 )
+from symad.array_protocol import ARRAY_PROTOCOL, array_method, numpy_call, untraceable_operator
 from symad.errors import TracingError
 from symad.graph import (
     active_builders,
@@ -45,7 +46,7 @@ from symad.graph import (
 
 __all__ = [
     "Tracer", "Parameter", "apply", "as_atoms", "as_atom", "as_operand", "contains_traced",
-    "is_traced", "record_scalars", "scalar_atom", "bind_numpy_namespace",
+    "is_traced", "record_scalars", "scalar_atom",
 ]
 
 
@@ -72,7 +73,7 @@ def as_operand(value: Any):
     if isinstance(value, sympy.Basic):
         return scalar_constant(value)
     if isinstance(value, (list, tuple)) and any(contains_traced(v) for v in value):
-        return as_operand(_numpy_namespace().stack(list(value)))
+        return as_operand(numpy_call(np.stack, list(value)))
     array = np.asarray(value)
     if array.dtype == object:
         return as_atoms(value)
@@ -253,6 +254,21 @@ def _holds_whole_array(value) -> bool:
 
 
 # ---------------------------------------------------------------------------
+# NumPy's protocols (symad.array_protocol holds the handlers symad.numpy registers)
+# ---------------------------------------------------------------------------
+
+
+def _ufunc_operator(ufunc, *operands):
+    """An operator as NumPy's ``ufunc``: traced scalars record directly, the rest dispatches."""
+    primitive = ARRAY_PROTOCOL.scalar_ufuncs.get(ufunc)
+    if primitive is not None:
+        result = record_scalars(primitive, operands)
+        if result is not None:
+            return result
+    return ARRAY_PROTOCOL.ufunc(ufunc, "__call__", operands, {})
+
+
+# ---------------------------------------------------------------------------
 # The traced value
 # ---------------------------------------------------------------------------
 
@@ -367,7 +383,7 @@ class Tracer(CantSympify):
     def __getitem__(self, index) -> Tracer:
         _check_concrete_index(index)
         if self.is_whole:
-            return _numpy_namespace()._getitem(self, index)
+            return ARRAY_PROTOCOL.getitem(self, index)
         try:
             selected = self._atoms[index]
         except (IndexError, ValueError, TypeError) as error:
@@ -399,7 +415,7 @@ class Tracer(CantSympify):
         """
         if self.is_whole or (_holds_whole_array(value) and self.ndim > 0):
             # A whole array (or a whole value into an element array): one scatter node.
-            updated = _numpy_namespace()._set_items(self, index, value)
+            updated = ARRAY_PROTOCOL.set_items(self, index, value)
             self._atom, self._array, self._private = updated._atom, updated._array, False
             return
         if not self._private:
@@ -522,35 +538,75 @@ class Tracer(CantSympify):
     # -- NumPy dispatch --------------------------------------------------------
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        primitive = _SCALAR_UFUNCS.get(ufunc) if method == "__call__" and not kwargs else None
-        if primitive is not None:  # np.sin(x) of a traced scalar: no dispatch to go through
-            result = record_scalars(primitive, inputs)
-            if result is not None:
-                return result
-        snp = _numpy_namespace()
-
-        return snp.dispatch_ufunc(ufunc, method, inputs, kwargs)
+        if method == "__call__" and not kwargs:  # np.sin(x) of a traced scalar: the fast path
+            return _ufunc_operator(ufunc, *inputs)
+        return ARRAY_PROTOCOL.ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
-        snp = _numpy_namespace()
+        return ARRAY_PROTOCOL.function(func, args, kwargs)
 
-        return snp.dispatch_function(func, args, kwargs)
+    # -- Python's operators: NumPy's ufuncs, as on an ndarray ------------------
+
+    def __add__(self, other): return _ufunc_operator(np.add, self, other)
+    def __radd__(self, other): return _ufunc_operator(np.add, other, self)
+    def __sub__(self, other): return _ufunc_operator(np.subtract, self, other)
+    def __rsub__(self, other): return _ufunc_operator(np.subtract, other, self)
+    def __mul__(self, other): return _ufunc_operator(np.multiply, self, other)
+    def __rmul__(self, other): return _ufunc_operator(np.multiply, other, self)
+    def __truediv__(self, other): return _ufunc_operator(np.divide, self, other)
+    def __rtruediv__(self, other): return _ufunc_operator(np.divide, other, self)
+    def __pow__(self, other): return _ufunc_operator(np.power, self, other)
+    def __rpow__(self, other): return _ufunc_operator(np.power, other, self)
+    def __matmul__(self, other): return _ufunc_operator(np.matmul, self, other)
+    def __rmatmul__(self, other): return _ufunc_operator(np.matmul, other, self)
+    # x % y is piecewise linear, so it is traced (NumPy's remainder, the sign of y).
+    def __mod__(self, other): return _ufunc_operator(np.remainder, self, other)
+    def __rmod__(self, other): return _ufunc_operator(np.remainder, other, self)
+    def __lt__(self, other): return _ufunc_operator(np.less, self, other)
+    def __le__(self, other): return _ufunc_operator(np.less_equal, self, other)
+    def __gt__(self, other): return _ufunc_operator(np.greater, self, other)
+    def __ge__(self, other): return _ufunc_operator(np.greater_equal, self, other)
+    def __eq__(self, other): return _ufunc_operator(np.equal, self, other)  # type: ignore[override]
+    def __ne__(self, other): return _ufunc_operator(np.not_equal, self, other)  # type: ignore[override]
+    # & and | combine conditions, as on NumPy's boolean arrays; ~ negates one.
+    def __and__(self, other): return _ufunc_operator(np.logical_and, self, other)
+    def __rand__(self, other): return _ufunc_operator(np.logical_and, other, self)
+    def __or__(self, other): return _ufunc_operator(np.logical_or, self, other)
+    def __ror__(self, other): return _ufunc_operator(np.logical_or, other, self)
+    def __invert__(self): return _ufunc_operator(np.logical_not, self)
+    def __neg__(self): return _ufunc_operator(np.negative, self)
+    def __pos__(self): return self
+    def __abs__(self): return _ufunc_operator(np.absolute, self)
+
+    # Python's integer-valued operators have no traced meaning: each says what to write.
+    __floordiv__ = __rfloordiv__ = untraceable_operator("floordiv")
+    __divmod__ = __rdivmod__ = untraceable_operator("divmod")
+    __round__ = untraceable_operator("round")
+    __trunc__ = untraceable_operator("trunc")
+    __floor__ = untraceable_operator("floor")
+    __ceil__ = untraceable_operator("ceil")
+
+    # Reductions as methods: x.sum(axis=0) is np.sum(x, axis=0), and so on.
+    sum = array_method(np.sum, "sum")
+    mean = array_method(np.mean, "mean")
+    var = array_method(np.var, "var")
+    std = array_method(np.std, "std")
+    prod = array_method(np.prod, "prod")
+    max = array_method(np.max, "max")
+    min = array_method(np.min, "min")
+    clip = array_method(np.clip, "clip")
 
     # -- methods (the NumPy array API, as far as tracing goes) -----------------
 
     def reshape(self, *shape, order="C"):
-        snp = _numpy_namespace()
-
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        return snp.reshape(self, shape, order=order)
+        return numpy_call(np.reshape, self, shape, order=order)
 
     def transpose(self, *axes):
-        snp = _numpy_namespace()
-
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
-        return snp.transpose(self, axes or None)
+        return numpy_call(np.transpose, self, axes or None)
 
     def ravel(self, order="C"):
         if self.is_whole:
@@ -572,9 +628,7 @@ class Tracer(CantSympify):
     @property
     def imag(self) -> Tracer:
         """Zeros: traced values are real numbers (see :attr:`real`)."""
-        snp = _numpy_namespace()
-
-        return snp.zeros_like(self)
+        return numpy_call(np.zeros_like, self)
 
     def conj(self) -> Tracer:
         """The value itself: traced values are real numbers.
@@ -616,7 +670,7 @@ class Tracer(CantSympify):
         self[...] = value
 
     def squeeze(self, axis=None):
-        return _numpy_namespace().squeeze(self, axis)
+        return numpy_call(np.squeeze, self, axis)
 
     def swapaxes(self, axis1, axis2):
         """``x`` with two axes interchanged.
@@ -625,7 +679,7 @@ class Tracer(CantSympify):
         >>> sd.trace(lambda x: x.swapaxes(0, 1), np.zeros((1, 2))).formula(expand=True)
         [[x[0, 0]], [x[0, 1]]]
         """
-        return _numpy_namespace().swapaxes(self, axis1, axis2)
+        return numpy_call(np.swapaxes, self, axis1, axis2)
 
     def cumsum(self, axis=None):
         """Cumulative sum (``snp.cumsum``).
@@ -634,9 +688,7 @@ class Tracer(CantSympify):
         >>> sd.trace(lambda x: x.cumsum(), np.zeros(2)).formula(expand=True)
         [x[0], x[0] + x[1]]
         """
-        snp = _numpy_namespace()
-
-        return snp.cumsum(self, axis=axis)
+        return numpy_call(np.cumsum, self, axis=axis)
 
     def diagonal(self, offset=0, axis1=0, axis2=1):
         """A diagonal (``snp.diagonal``).
@@ -645,9 +697,7 @@ class Tracer(CantSympify):
         >>> sd.trace(lambda x: x.diagonal(), np.zeros((2, 2))).formula(expand=True)
         [x[0, 0], x[1, 1]]
         """
-        snp = _numpy_namespace()
-
-        return snp.diagonal(self, offset, axis1, axis2)
+        return numpy_call(np.diagonal, self, offset, axis1, axis2)
 
     def trace(self, offset=0, axis1=0, axis2=1):
         """Sum along a diagonal (``snp.trace``).
@@ -656,9 +706,7 @@ class Tracer(CantSympify):
         >>> sd.trace(lambda x: x.trace(), np.zeros((2, 2))).formula(expand=True)
         x[0, 0] + x[1, 1]
         """
-        snp = _numpy_namespace()
-
-        return snp.trace(self, offset, axis1, axis2)
+        return numpy_call(np.trace, self, offset, axis1, axis2)
 
     @property
     def at(self) -> _IndexUpdates:
@@ -673,9 +721,7 @@ class Tracer(CantSympify):
         return _IndexUpdates(self)
 
     def dot(self, other):
-        snp = _numpy_namespace()
-
-        return snp.dot(self, other)
+        return numpy_call(np.dot, self, other)
 
     def astype(self, dtype, *args, **kwargs):
         """A copy; only float dtypes are accepted (a traced value is a real number).
@@ -730,7 +776,7 @@ class _IndexUpdate:
         """``value`` added at ``index``; a repeated index adds once per occurrence (as JAX)."""
         tracer = self._tracer
         if tracer.is_whole or _holds_whole_array(value):
-            return _numpy_namespace()._add_at(tracer, self._index, value)
+            return ARRAY_PROTOCOL.add_at(tracer, self._index, value)
         updated = tracer.copy()
         positions = np.arange(updated.size).reshape(updated.shape)[self._index]
         values = np.broadcast_to(as_atoms(value), np.shape(positions))
@@ -791,30 +837,6 @@ def _check_concrete_index(index) -> None:
                 "np.eye(k)[y], made outside) and write np.sum(x * Y, axis=1); to select by a "
                 "traced value use snp.where"
             )
-
-
-# symad.numpy is built on this module, so this module cannot import it back
-# without an import circle: it registers itself here when it loads instead
-# (symad/__init__ always loads it), and the Tracer methods that delegate to
-# it look it up through _numpy_namespace(). The operators (+, <, x.sum(), ...)
-# it gives the Tracer class itself: symad.numpy.operators.
-_NAMESPACE: list = []
-#: NumPy's ufuncs that are one elementwise primitive ({np.sin: sin_p, ...}), for the
-#: scalar fast path of Tracer.__array_ufunc__; filled by bind_numpy_namespace.
-_SCALAR_UFUNCS: dict = {}
-
-
-def bind_numpy_namespace(namespace) -> None:
-    """Called once by :mod:`symad.numpy`: its functions back the Tracer's methods."""
-    _NAMESPACE[:] = [namespace]
-    _SCALAR_UFUNCS.clear()
-    _SCALAR_UFUNCS.update(namespace.scalar_ufuncs())
-
-
-def _numpy_namespace():
-    if not _NAMESPACE:
-        raise RuntimeError("symad.numpy is not loaded; import symad first")
-    return _NAMESPACE[0]
 
 
 # ---------------------------------------------------------------------------

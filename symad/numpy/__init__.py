@@ -30,7 +30,6 @@ import builtins
 import functools
 import inspect
 import math
-import sys as _sys
 from typing import Any
 
 import numpy as _np
@@ -38,14 +37,12 @@ import sympy
 
 from symad import array_primitives as A
 from symad import primitives as P
-from symad import tracer as _tracer_module
 from symad.atom_arrays import traced_function_name
 from symad.errors import TracingError
 from symad.graph import atom_shape, current_builder
 from symad.numpy import creation, elementwise, products, reductions, shapes
 from symad.numpy.creation import *  # noqa: F403 - the families' names are this namespace
 from symad.numpy.elementwise import *  # noqa: F403
-from symad.numpy.operators import install_operators as _install_operators
 from symad.numpy.products import *  # noqa: F403
 from symad.numpy.reductions import *  # noqa: F403
 from symad.numpy.refusals import float_dtype_only, untraceable
@@ -53,6 +50,7 @@ from symad.numpy.shapes import *  # noqa: F403
 from symad.numpy.shapes import add_at as _add_at
 from symad.numpy.shapes import getitem as _getitem
 from symad.numpy.shapes import set_items as _set_items
+from symad.array_protocol import ArrayProtocol, register_array_protocol
 from symad.tracer import (
     Parameter,
     Tracer,
@@ -176,21 +174,25 @@ _FUNCTIONS = {**reductions.NUMPY_FUNCTIONS, **products.NUMPY_FUNCTIONS, **shapes
 _CONSTRUCTORS = creation.CONSTRUCTORS
 
 
-def dispatch_function(func, args: tuple, kwargs: dict) -> Any:
-    """Route a NumPy array function called on traced values to its traceable version."""
+def dispatch_function(func, args: tuple, kwargs: dict, what: str | None = None) -> Any:
+    """Route a NumPy array function called on traced values to its traceable version.
+
+    ``what`` names the call in errors when it is not ``func`` itself (``ndarray.sum``).
+    """
     implementation = _FUNCTIONS.get(func)
     for _, array_functions, _ in _FOREIGN if implementation is None else ():
         implementation = array_functions.get(func)  # numpy.sinc lives in symad.special
         if implementation is not None:
             break
     module = getattr(func, "__module__", "numpy") or "numpy"
+    what = what or f"{module}.{func.__name__}"
     if implementation is None:
-        raise _untraceable(f"{module}.{func.__name__}")
+        raise _untraceable(what)
     if implementation not in _CONSTRUCTORS:  # an integer array of zeros is fine; a sum is not
-        kwargs = float_dtype_only(kwargs, f"{module}.{func.__name__}")
+        kwargs = float_dtype_only(kwargs, what)
     if "out" in kwargs and kwargs["out"] is None:  # NumPy's default, spelled out
         del kwargs["out"]
-    check_arguments(implementation, args, kwargs, f"{module}.{func.__name__}")
+    check_arguments(implementation, args, kwargs, what)
     return implementation(*args, **kwargs)
 
 
@@ -221,5 +223,8 @@ __all__ = [
 ]
 
 
-_tracer_module.bind_numpy_namespace(_sys.modules[__name__])
-_install_operators(_sys.modules[__name__])
+# The Tracer's NumPy protocols (operators, methods, np.f(tracer)) are traced by this namespace.
+register_array_protocol(ArrayProtocol(
+    ufunc=dispatch_ufunc, function=dispatch_function, scalar_ufuncs=scalar_ufuncs(),
+    getitem=_getitem, set_items=_set_items, add_at=_add_at,
+))
