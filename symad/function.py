@@ -607,7 +607,7 @@ class Function:
             raise CompileError(
                 f"{self.name}: dps={dps} is the precision of the 'mpmath' and 'interval' "
                 f"backends; the {backend} backend computes in float64 (or float32)")
-        evaluator = self._evaluator(backend, np.float64)  # compile now, so errors surface here
+        evaluator = self.evaluator(backend, np.float64)  # compile now, so errors surface here
         compiled = CompiledFunction(self, backend, num_threads, block_size)
         #: why the evaluator differs from what was asked ("" if it does not), e.g. numba
         #: falling back to numexpr; also logged as a warning of the "symad" logger
@@ -639,9 +639,16 @@ class Function:
         >>> [float(v) for v in namespace["run"](0.0, 2.0)[0].reshape(-1)]
         [2.0]
         """
-        return self._evaluator(backend, np.dtype(dtype).type).source
+        return self.evaluator(backend, np.dtype(dtype).type).source
 
-    def _evaluator(self, backend: str, dtype: Any):
+    def evaluator(self, backend: str, dtype: Any):
+        """The compiled evaluator for ``backend`` and ``dtype``, made once and kept.
+
+        >>> import symad as sd
+        >>> F = sd.trace(lambda x: x ** 2, 1.0)
+        >>> F.evaluator("numpy", float) is F.evaluator("numpy", float)
+        True
+        """
         key = (backend, np.dtype(dtype).name)
         evaluator = self._evaluators.get(key)
         if evaluator is None:
@@ -778,7 +785,7 @@ class Function:
         for value in parameter_values:
             matrices.append(value.astype(dtype, copy=False).reshape(1, -1))
 
-        evaluator = self._evaluator(backend, dtype)
+        evaluator = self.evaluator(backend, dtype)
         output_boolean = evaluator.output_is_boolean
         out_leaves, start = [], 0
         for shape in self.out_shapes:
@@ -805,7 +812,7 @@ class Function:
                 values.append(array.reshape((count,) + tuple(core_shape)))
         for value in parameter_values:
             values.append(value.astype(dtype, copy=False).reshape((1,) + value.shape))
-        evaluator = self._evaluator(backend, dtype)
+        evaluator = self.evaluator(backend, dtype)
         from symad.compile import array_program_leaves
 
         return array_program_leaves(evaluator, values, count, self.out_shapes, self.out_whole, options)

@@ -453,7 +453,7 @@ def test_pools_keep_only_what_recent_calls_used(backend):
         xs = rng.normal(size=(points, n))
         gradients = evaluate(xs)
     np.testing.assert_allclose(gradients[-1], sd.grad(f)(xs[-1]), rtol=1e-13)
-    pool = F._evaluator(backend, np.float64).run.__globals__["RT_POOL"].free
+    pool = F.evaluator(backend, np.float64).run.__globals__["RT_POOL"].free
     batch_sizes = {shape[0] for shape, _ in pool}
     assert batch_sizes <= {38, 39, 40}  # this call's, and the two before it (RT_POOL_CALLS)
     assert sum(b.nbytes for buffers in pool.values() for b in buffers) < 10 * 3 * 40 * n * 8
@@ -540,7 +540,7 @@ def test_per_sample_mlp_gradients_whole_and_in_blocks(backend):
     want["b2"] = want["b2"] + 0.5
     # The blocks are sized by the intermediates alone: the results (321 numbers a sample)
     # and the inputs exist whole anyway.
-    module = F._evaluator(backend, np.float64).module
+    module = F.evaluator(backend, np.float64).module
     assert module.bytes_per_point < 321 * 8
     for block_size in (None, 1000, 7):
         got = F.compile(backend, block_size=block_size)(params, x, y)
@@ -582,7 +582,7 @@ def test_a_long_loop_over_arrays_holds_only_its_live_values():
     assert peak < 12 * x.nbytes
     # ... and a batch of such points is cut into blocks by that peak, not by the sum of
     # every value (which would make the blocks a hundred times smaller).
-    module = sd.trace(f, x)._evaluator("numexpr", np.float64).module
+    module = sd.trace(f, x).evaluator("numexpr", np.float64).module
     assert module.bytes_per_point < 12 * x.nbytes
 
 

@@ -269,7 +269,7 @@ def test_regions_of_the_same_shape_are_lowered_once_and_keep_their_own_constants
                         lambda *args: lowered.append(args[0]) or lower(*args))
     G = sd.grad(element_trace(lambda x: np.sum(np.sin(x) * np.cos(x * x)), np.zeros(20))).trace(
         np.zeros(20))
-    assert "level by level" not in G._evaluator("numexpr", np.float64).note
+    assert "level by level" not in G.evaluator("numexpr", np.float64).note
     programs = [line for line in G.source("numexpr").splitlines() if line.startswith("_E")]
     assert len(programs) == 1 and len(lowered) == 1
     x = np.linspace(-2, 2, 20)
@@ -462,7 +462,7 @@ def test_wide_graphs_switch_numexpr_to_symads_threads_only_during_the_call(monke
     monkeypatch.setattr(threads, "SMALL_BATCH", 4)
     spy, seen = _thread_spy()
     F = element_trace(lambda x: snp.sum(spy(np.sin(x)) * x), np.zeros(1200))
-    assert "level by level" in F._evaluator("numexpr", np.float64).note
+    assert "level by level" in F.evaluator("numexpr", np.float64).note
     x = np.linspace(0, 1, 1200 * 8).reshape(8, 1200)
     original = numexpr.set_num_threads(1)
     previous = sd.set_num_threads(2)

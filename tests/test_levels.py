@@ -51,7 +51,7 @@ def _wide(case):
 def test_every_primitive_level_by_level_matches_numpy(case, backend):
     F = _wide(case)
     x, y = _points()
-    evaluator = F._evaluator(backend, np.float64)
+    evaluator = F.evaluator(backend, np.float64)
     assert "level by level" in evaluator.note  # the case is wide: the lowering under test
     got = F.compile(backend)(x, y)
     with np.errstate(all="ignore"):
@@ -67,7 +67,7 @@ def test_wide_gradients_match_the_pointwise_gradient(case):
     x, y = _points()
     G = sd.grad(element_trace(lambda x, y: np.sum(fun(x, y)), x, y), argnums=(0, 1)).trace(x, y)
     gx, gy = G(x, y)
-    assert "level by level" in G._evaluator("numexpr", np.float64).note
+    assert "level by level" in G.evaluator("numexpr", np.float64).note
     # The same derivative, traced on scalars (a narrow graph) and broadcast over the points.
     g = sd.grad(fun, argnums=(0, 1)).trace(1.0, 1.0)
     want_x, want_y = g.compile("numpy")(x, y)
@@ -96,7 +96,7 @@ def test_truth_values_where_and_boolean_outputs():
     x, y = _points()
     F = element_trace(f, x, y)
     values, above, clipped = F(x, y)
-    assert "level by level" in F._evaluator("numexpr", np.float64).note
+    assert "level by level" in F.evaluator("numexpr", np.float64).note
     assert above.dtype == np.bool_
     np.testing.assert_array_equal(above, x > y)
     with np.errstate(invalid="ignore"):
@@ -118,7 +118,7 @@ def test_long_sums_add_left_to_right():
     sequential = functools.reduce(operator.add, terms.tolist())
     assert sequential == 1e16
     for backend in ("numexpr", "numpy"):
-        assert "level by level" in F._evaluator(backend, np.float64).note
+        assert "level by level" in F.evaluator(backend, np.float64).note
         assert float(F.compile(backend)(terms)) == sequential
 
 
@@ -126,7 +126,7 @@ def test_constants_inputs_and_repeated_values_as_outputs():
     x, _ = _points()
     F = element_trace(lambda x: (np.sin(x) * 3.0, x, np.float64(2.5), np.sin(x), np.zeros(3)), x)
     s, same_x, constant, s_again, zeros = F(x)
-    assert "level by level" in F._evaluator("numexpr", np.float64).note
+    assert "level by level" in F.evaluator("numexpr", np.float64).note
     np.testing.assert_allclose(s, np.sin(x) * 3.0, rtol=1e-15)
     np.testing.assert_array_equal(same_x, x)
     assert float(constant) == 2.5
@@ -139,7 +139,7 @@ def test_custom_primitives_run_as_externals(softsign_primitive):
 
     x, _ = _points()
     G = sd.grad(element_trace(lambda x: np.sum(softsign(x) * x), x)).trace(x)
-    evaluator = G._evaluator("numexpr", np.float64)
+    evaluator = G.evaluator("numexpr", np.float64)
     assert "level by level" in evaluator.note and evaluator.module.externals
     want = x / (1 + x) + x / (1 + x) ** 2  # x > 0 here
     np.testing.assert_allclose(G(x), want, rtol=1e-14)
@@ -185,9 +185,9 @@ def test_narrow_and_small_graphs_keep_their_lowering():
     assert len(deep.graph.nodes) > levels.WIDE_MIN_OPERATIONS
     assert not levels.plan_levels(build_program(deep.graph)).is_wide
     assert levels.wide_plan(build_program(deep.graph)) is None
-    assert "level by level" not in deep._evaluator("numexpr", np.float64).note
+    assert "level by level" not in deep.evaluator("numexpr", np.float64).note
     small = sd.grad(element_trace(lambda x: np.sum(np.sin(x)), np.zeros(50))).trace(np.zeros(50))
-    assert "level by level" not in small._evaluator("numexpr", np.float64).note
+    assert "level by level" not in small.evaluator("numexpr", np.float64).note
 
 
 def test_plan_groups_like_operations_of_one_level():
@@ -211,7 +211,7 @@ def test_batches_broadcast_and_weights_reach_the_table_whole():
     rng = np.random.default_rng(5)
     X, Y = rng.uniform(-1, 1, (3, 1, n)), rng.uniform(-1, 1, (4, n))
     gx, gy = G(X, Y)
-    assert "level by level" in G._evaluator("numexpr", np.float64).note
+    assert "level by level" in G.evaluator("numexpr", np.float64).note
     assert gx.shape == gy.shape == (3, 4, n)
     np.testing.assert_allclose(gx, w.value * np.cos(X) * Y, rtol=1e-15)
     np.testing.assert_allclose(gy, w.value * np.sin(X) * np.ones_like(Y), rtol=1e-15)
@@ -232,7 +232,7 @@ def test_repeated_evaluation_reads_inputs_whole():
     x, _ = _points(3000)
     G = sd.grad(element_trace(lambda x: np.sum(np.sin(x) * x), x)).trace(x)
     G(x)
-    evaluator = G._evaluator("numexpr", np.float64)
+    evaluator = G.evaluator("numexpr", np.float64)
     assert evaluator._evaluate_matrices is not None
     seen = []
     original = evaluator._evaluate_matrices
@@ -264,7 +264,7 @@ def test_powers_group_by_exponent_like_the_other_lowerings():
     plan = levels.plan_levels(build_program(F.graph))
     assert plan.is_wide and len(plan.groups) == 5  # one per exponent, not one for all
     for backend in ("numpy", "numexpr"):
-        assert "level by level" in F._evaluator(backend, np.float64).note
+        assert "level by level" in F.evaluator(backend, np.float64).note
         got = np.concatenate(F.compile(backend)(x))
         want = _evaluate(_region_lowering(F, backend), F, x)
         np.testing.assert_array_equal(got, want)
@@ -312,7 +312,7 @@ def test_long_sums_add_left_to_right_over_a_batch():
     # point's terms separately, 50x slower there): still left to right.
     terms = np.concatenate([[1e16], np.ones(2000)])
     F = element_trace(lambda x: np.sum(np.abs(x) * np.ones((3, 1)), axis=1), terms)
-    assert "level by level" in F._evaluator("numpy", np.float64).note
+    assert "level by level" in F.evaluator("numpy", np.float64).note
     batch = np.tile(terms, (100, 1))
     for backend in ("numexpr", "numpy"):
         np.testing.assert_array_equal(F.compile(backend)(batch), np.full((100, 3), 1e16))
@@ -334,7 +334,7 @@ def test_custom_implementations_get_one_dimensional_arrays():
 
     x, _ = _points()
     G = sd.grad(element_trace(lambda x: np.sum(erf_by_element(x) * x + erf_by_element(0.5)), x)).trace(x)
-    assert "level by level" in G._evaluator("numpy", np.float64).note
+    assert "level by level" in G.evaluator("numpy", np.float64).note
     want = np.vectorize(math.erf)(x) + 2 / np.sqrt(np.pi) * np.exp(-x ** 2) * x
     for backend in ("numexpr", "numpy"):
         np.testing.assert_allclose(G.compile(backend, block_size=3)(x), want, rtol=1e-14)

@@ -329,7 +329,7 @@ def test_threads_share_chunks_and_partial_sums_combine_in_order():
     # sum per chunk, in chunk order: one thread or two give the same bits.
     x = rng.normal(size=(3 * L.CHUNK_ELEMENTS + 5, 3))
     F = sd.trace(lambda x: (np.sum(np.exp(x)), np.max(x, axis=0), np.cumsum(x, axis=1), np.sum(x, axis=1)), x)
-    evaluator = F._evaluator("numba", np.float64)
+    evaluator = F.evaluator("numba", np.float64)
     namespace = evaluator.run.__globals__
     serial = evaluator.run(x[None])
     namespace["PARALLEL_MIN_WORK"] = 0  # the parallel function, whatever the size
@@ -358,7 +358,7 @@ def test_numba_source_runs_standalone_once_its_externals_are_bound():
     exec(F.source("numba"), namespace)  # noqa: S102 - the module symad just generated
     with pytest.raises(RuntimeError, match="EXTERNALS"):
         namespace["run"](WEIGHTS[None])
-    namespace["EXTERNALS"][:] = F._evaluator("numba", np.float64).module.externals
+    namespace["EXTERNALS"][:] = F.evaluator("numba", np.float64).module.externals
     (got,) = namespace["run"](WEIGHTS[None])
     np.testing.assert_allclose(got[0], F(WEIGHTS), rtol=1e-13)
 

@@ -68,7 +68,7 @@ def evaluate_dask(function, leaves: list, backend: str, options: dict) -> Any:
 
     sizes = [math.prod(shape) for shape in function.out_shapes]
     total = sum(sizes)
-    evaluator = function._evaluator(backend, dtype)
+    evaluator = function.evaluator(backend, dtype)
     # Each chunk task carries the Function's Graph (data: primitives pickle by name),
     # never code: a worker process or a dask.distributed worker generates and loads
     # the module once and keeps it (see _load).
