@@ -1,0 +1,5 @@
+"""Compiled loops (placeholder)."""
+
+
+def run_compiled(spec, arrays, batch):
+    return None
