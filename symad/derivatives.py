@@ -699,6 +699,10 @@ def taylor_function(function: Function, order: int, argnum, derivatives: bool = 
     _require_scalar_arguments(function, transform)
     count = len(function.in_treedef.children)
     positions = resolve_argnums(argnum, count, transform, function.name)
+    from symad.loops.series import holds_loop, loop_taylor_function
+
+    if isinstance(argnum, int) and direction is None and holds_loop(function):
+        return loop_taylor_function(function, order, argnum, derivatives, transform)
     if isinstance(argnum, tuple) and direction is None:
         return _multivariate_taylor_function(function, order, positions, derivatives)
     steps = (ONE,) * len(positions) if direction is None else direction

@@ -252,6 +252,8 @@ PATTERN.no_rule("a loop: the sparsity of its steps' composition is not computed 
                 while_p)
 UNROLL.no_rule(_WHOLE + "; formula(expand=True) refuses it", loop_p, while_p)
 INDEX_RULES.no_rule("a loop prints as its recurrence (symad.loops.formulas)", loop_p, while_p)
-TAYLOR.no_rule("Taylor mode through loops is not implemented: sd.taylor and sd.derivative "
-               "raise naming the loop", loop_p, while_p)
-SERIES.no_rule("Taylor mode through loops is not implemented", loop_p, while_p)
+_SERIES = ("Taylor mode through a loop goes by nested forward mode (sd.derivative and "
+           "sd.taylor of one argument, orders up to 8: symad.loops.series); multivariate series, "
+           "directions and the numeric series of high orders do not go through loops")
+TAYLOR.no_rule(_SERIES, loop_p, while_p)
+SERIES.no_rule(_SERIES, loop_p, while_p)
