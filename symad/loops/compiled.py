@@ -43,7 +43,7 @@ def loop_kernel_source(spec) -> str | None:
     >>> import numpy as np, symad as sd
     >>> F = sd.trace(lambda a: sd.fori_loop(0, 3, lambda i, c: c * a + i, 1.0), 2.0)
     >>> spec = next(dict(n.params)["loop"] for n in F.graph.nodes if n.primitive.name == "loop")
-    >>> print("\\n".join(loop_kernel_source(spec).splitlines()[-14:-7]))
+    >>> print("\\n".join(loop_kernel_source(spec).splitlines()[-10:-2]))
             for j in range(n):
                 k = (n - 1 - j) if reverse else j
                 s0 = lower + k
@@ -51,6 +51,7 @@ def loop_kernel_source(spec) -> str | None:
                 s2 = q0
                 s3 = (s1 * s2)
                 s4 = (s0 + s3)
+                a0 = s4
     """
     from symad.compile.scalar.numba_backend import scalar_form
     from symad.compile.scalar.program import compile_program
