@@ -22,6 +22,8 @@ def broadcast_operands(spec, in_shapes, operands) -> tuple[list, tuple]:
     in front of everything.
     """
     arrays = [np.asarray(a, dtype=np.float64) for a in operands]
+    if all(a.shape == core for a, core in zip(arrays, spec.operand_shapes)):
+        return arrays, ()  # one point, no seeds: nothing to broadcast (the common case)
     graph_leads = [tuple(s[:len(s) - len(core)]) for s, core in zip(in_shapes, spec.operand_shapes)]
     lead = tuple(np.broadcast_shapes(*graph_leads)) if graph_leads else ()
     points = []
@@ -40,8 +42,11 @@ def broadcast_operands(spec, in_shapes, operands) -> tuple[list, tuple]:
 
 def pack_results(spec, batch: tuple, carry: list, ys: list) -> np.ndarray:
     """The node's value: every result leaf flattened behind the batch, joined."""
-    parts = [np.broadcast_to(c, batch + shape).reshape(batch + (-1,))
-             for c, shape in zip(carry, spec.carry_shapes)]
+    if batch:
+        parts = [np.broadcast_to(c, batch + shape).reshape(batch + (-1,))
+                 for c, shape in zip(carry, spec.carry_shapes)]
+    else:
+        parts = [np.ravel(c) for c in carry]
     parts += [y.reshape(batch + (-1,)) for y in ys]
     if not parts:
         return np.zeros(batch + (0,))

@@ -20,8 +20,6 @@ so the nodes the rules record for each operand hash-cons into one.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import sympy
 
@@ -39,13 +37,14 @@ from symad.export.index_rules import INDEX_RULES
 from symad.transforms.series import SERIES
 from symad.transforms.sparsity import PATTERN
 
-__all__ = ["derived_spec"]
+__all__ = ["derived_spec", "body_function", "trajectory_spec", "adjoint_spec", "split", "zeros"]
 
 ZERO = sympy.Integer(0)
 
 
 def derived_spec(parent: LoopSpec, key, step, carry_shapes, x_shapes, const_shapes, length,
-                 reverse: bool, name: str, kind: str | None = None, checkpoints=None) -> LoopSpec:
+                 reverse: bool, name: str, kind: str | None = None, checkpoints=None,
+                 lower: int | None = None) -> LoopSpec:
     """The loop of ``step(k, carry, xq) -> (carry', ys)``, traced once per ``parent`` and ``key``.
 
     ``carry`` is the list of carry leaves, ``xq`` the tuple of the step's slices and then
@@ -66,13 +65,14 @@ def derived_spec(parent: LoopSpec, key, step, carry_shapes, x_shapes, const_shap
                                            kind)
     if consts:  # a derived step reads only its inputs
         raise DifferentiationError(f"{kind} {parent.name!r}: a derived body read outside values")
-    spec = LoopSpec(body, length, parent.lower, reverse, carry_shapes, x_shapes, const_shapes,
+    lower = parent.lower if lower is None else lower
+    spec = LoopSpec(body, length, lower, reverse, carry_shapes, x_shapes, const_shapes,
                     y_shapes, name, kind, checkpoints)
     with parent.lock:
         return parent.derived.setdefault(key, spec)
 
 
-def _function(spec: LoopSpec, which: str):
+def body_function(spec: LoopSpec, which: str):
     """The body's jvp or vjp Function, made once per loop."""
     from symad.derivatives import jvp_function, vjp_function
 
@@ -85,11 +85,11 @@ def _function(spec: LoopSpec, which: str):
     return made
 
 
-def _zeros(shape: tuple):
+def zeros(shape: tuple):
     return np.zeros(shape) if shape else 0.0
 
 
-def _split(values, *counts) -> list:
+def split(values, *counts) -> list:
     parts, start = [], 0
     for count in counts:
         parts.append(list(values[start:start + count]))
@@ -109,16 +109,16 @@ def _lead(atom) -> int:
 def _tangent_spec(spec: LoopSpec, active_x: tuple, active_q: tuple) -> LoopSpec:
     """The loop of ``(c, ċ)`` with the body's jvp; tangents of the inactive slices and consts are 0."""
     n_carry, n_x, n_q = spec.counts()
-    jvp = _function(spec, "jvp")
+    jvp = body_function(spec, "jvp")
     is_while = spec.kind == "while_loop"
 
     def step(k, carry, xq):
         c, ct = carry[:n_carry], carry[n_carry:]
-        x, xt, q, qt = _split(xq, n_x, len(active_x), n_q, len(active_q))
-        x_tangents = [_zeros(s) for s in spec.x_shapes]
+        x, xt, q, qt = split(xq, n_x, len(active_x), n_q, len(active_q))
+        x_tangents = [zeros(s) for s in spec.x_shapes]
         for position, value in zip(active_x, xt):
             x_tangents[position] = value
-        q_tangents = [_zeros(s) for s in spec.const_shapes]
+        q_tangents = [zeros(s) for s in spec.const_shapes]
         for position, value in zip(active_q, qt):
             q_tangents[position] = value
         out, tangent = jvp((k, *c, *x, *q), (0.0, *ct, *x_tangents, *q_tangents))
@@ -135,12 +135,12 @@ def _tangent_spec(spec: LoopSpec, active_x: tuple, active_q: tuple) -> LoopSpec:
 def _loop_tangent(builder, node, tangents, lead):
     spec = dict(node.params)["loop"]
     n_carry, n_x, n_q = spec.counts()
-    c0, xs, q = _split(node.args, n_carry, n_x, n_q)
-    ct0, xt, qt = _split(tangents, n_carry, n_x, n_q)
+    c0, xs, q = split(node.args, n_carry, n_x, n_q)
+    ct0, xt, qt = split(tangents, n_carry, n_x, n_q)
     active_x = tuple(i for i, t in enumerate(xt) if t is not None)
     active_q = tuple(i for i, t in enumerate(qt) if t is not None)
     tspec = _tangent_spec(spec, active_x, active_q)
-    carry_tangents = [t if t is not None else _zeros(s) for t, s in zip(ct0, spec.carry_shapes)]
+    carry_tangents = [t if t is not None else zeros(s) for t, s in zip(ct0, spec.carry_shapes)]
     operands = (c0 + carry_tangents + xs + [xt[i] for i in active_x] + q + [qt[i] for i in active_q])
     tnode = record_loop(node.primitive, tspec, operands)
     offsets = tspec.result_offsets()
@@ -163,18 +163,8 @@ TANGENT.register(loop_p, while_p)(_loop_tangent)
 # ---------------------------------------------------------------------------
 
 
-def _segment(spec: LoopSpec) -> int:
-    """Steps between stored carries: 1 without checkpointing."""
-    checkpoints, n = spec.checkpoints, max(spec.length, 1)
-    if checkpoints is None:
-        return 1
-    if checkpoints in (True, "sqrt"):
-        return max(1, math.isqrt(n - 1) + 1 if n > 1 else 1)
-    return max(1, -(-n // int(checkpoints)))
-
-
-def _trajectory_spec(spec: LoopSpec, every: int) -> LoopSpec:
-    """The loop again, also stacking the carry it starts each step with (every ``every``-th)."""
+def trajectory_spec(spec: LoopSpec) -> LoopSpec:
+    """The loop again, also stacking the carry it starts each step with."""
     n_carry, n_x, n_q = spec.counts()
     body = spec.body
 
@@ -187,17 +177,17 @@ def _trajectory_spec(spec: LoopSpec, every: int) -> LoopSpec:
                         spec.const_shapes, spec.length, spec.reverse, f"forward({spec.name})")
 
 
-def _adjoint_spec(spec: LoopSpec) -> LoopSpec:
+def adjoint_spec(spec: LoopSpec) -> LoopSpec:
     """The backward loop: ``(c̄, q̄) -> ((∂body/∂c)ᵀ c̄ , q̄ + (∂body/∂q)ᵀ c̄)``, stacking x̄."""
     n_carry, n_x, n_q = spec.counts()
     ny = len(spec.y_shapes)
-    vjp = _function(spec, "vjp")
+    vjp = body_function(spec, "vjp")
 
     def step(k, carry, xq):
         cbar, qacc = carry[:n_carry], carry[n_carry:]
-        c, x, ybar, q = _split(xq, n_carry, n_x, ny, n_q)
+        c, x, ybar, q = split(xq, n_carry, n_x, ny, n_q)
         cts = vjp((k, *c, *x, *q), (tuple(cbar) + tuple(ybar),))
-        _, c_prev, x_bar, q_bar = _split(cts, 1, n_carry, n_x, n_q)
+        _, c_prev, x_bar, q_bar = split(cts, 1, n_carry, n_x, n_q)
         return c_prev + [a + b for a, b in zip(qacc, q_bar)], tuple(x_bar)
 
     x_shapes = spec.carry_shapes + spec.x_shapes + spec.y_shapes
@@ -214,17 +204,24 @@ def loop_cotangents(builder, cotangent, node) -> list:
     if found is not None:
         return found
     n_carry, n_x, n_q = spec.counts()
-    c0, xs, q = _split(node.args, n_carry, n_x, n_q)
+    c0, xs, q = split(node.args, n_carry, n_x, n_q)
+    from symad.loops.checkpoints import checkpointed_cotangents, segment_length
+
     pieces = loop_results(builder, cotangent, spec, _lead(cotangent))
     cbar, ybar = pieces[:n_carry], pieces[n_carry:]
-    trajectory = _trajectory_spec(spec, 1)
+    if segment_length(spec) > 1:
+        found = checkpointed_cotangents(builder, spec, c0, xs, q, cbar, ybar)
+        with spec.lock:
+            spec.derived[key] = found
+        return found
+    trajectory = trajectory_spec(spec)
     tnode = record_loop(loop_p, trajectory, c0 + xs + q)
     carries = loop_results(builder, tnode, trajectory, _lead(tnode))[n_carry:]
-    adjoint = _adjoint_spec(spec)
-    operands = cbar + [_zeros(s) for s in spec.const_shapes] + carries + xs + ybar + q
+    adjoint = adjoint_spec(spec)
+    operands = cbar + [zeros(s) for s in spec.const_shapes] + carries + xs + ybar + q
     anode = record_loop(loop_p, adjoint, operands)
     results = loop_results(builder, anode, adjoint, _lead(anode))
-    c_bar, q_bar, x_bar = _split(results, n_carry, n_q, n_x)
+    c_bar, q_bar, x_bar = split(results, n_carry, n_q, n_x)
     found = c_bar + x_bar + q_bar
     with spec.lock:
         spec.derived[key] = found
