@@ -26,8 +26,10 @@ from symad.errors import TracingError
 from symad.function import function_name, trace
 from symad.graph import atom_shape, current_builder
 from symad.loops import rules as _rules  # noqa: F401  (registers the derivative rules)
+from symad.loops import series as _series  # noqa: F401  (Taylor mode through loops)
 from symad.loops.body import leaf_names, loop_results, record_loop, trace_body
-from symad.loops.spec import LoopSpec, loop_p, while_p
+from symad.loops.nodes import loop_p, while_p
+from symad.loops.spec import LoopSpec
 from symad.pytree import tree_flatten, tree_unflatten
 from symad.tracer import Tracer, is_traced
 

@@ -14,14 +14,14 @@ import math
 
 import numpy as np
 
+from symad.array_primitives import record_reshape, record_slice
 from symad.atom_arrays import active_input_names, builder_parameter_atom, fresh_input
 from symad.errors import TracingError
-from symad.function import Function, finish_function, function_name, trace
+from symad.function import Function, finish_function, trace
 from symad.graph import ArrayInput, GraphBuilder, Node, atom_shape, current_builder, replay
 from symad.leaves import leaf_atoms
 from symad.pytree import tree_flatten, tree_unflatten
 from symad.tracer import Tracer, as_atom
-from symad.array_primitives import record_reshape, record_slice
 
 __all__ = ["trace_body", "close_over", "record_loop", "loop_results", "flat_treedef"]
 

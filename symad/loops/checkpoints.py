@@ -25,7 +25,9 @@ from symad.array_primitives import record_concatenate, record_reshape, record_sl
 from symad.atom_arrays import constant_atom
 from symad.graph import atom_shape, current_builder
 from symad.loops.body import loop_results, record_loop
-from symad.loops.spec import LoopSpec, loop_p
+from symad.loops.derived import adjoint_spec, derived_spec, split, trajectory_spec, zeros
+from symad.loops.nodes import loop_p
+from symad.loops.spec import LoopSpec
 from symad.tracer import Tracer
 
 __all__ = ["segment_length", "checkpointed_cotangents"]
@@ -50,8 +52,6 @@ def segment_length(spec: LoopSpec) -> int:
 def _guarded_spec(spec: LoopSpec, m: int) -> LoopSpec:
     """The body on a segment: step ``j`` of the segment starting at ``base`` (a const),
     the carry left alone past the loop's last step."""
-    from symad.loops.rules import derived_spec, split
-
     n_carry, n_x, n_q = spec.counts()
     body, end = spec.body, spec.lower + spec.length
     padded = (-spec.length) % m != 0
@@ -80,8 +80,6 @@ def _run(spec: LoopSpec, operands: list) -> list:
 
 def _outer_specs(spec: LoopSpec, m: int) -> tuple[LoopSpec, LoopSpec]:
     """The segment-level forward (stores segment starts) and backward loops."""
-    from symad.loops.rules import adjoint_spec, derived_spec, split, trajectory_spec, zeros
-
     n_carry, n_x, n_q = spec.counts()
     ny = len(spec.y_shapes)
     count = -(-spec.length // m)
@@ -142,8 +140,6 @@ def _unsegment(builder, atom, step_shape: tuple, n: int, m: int):
 
 def checkpointed_cotangents(builder, spec: LoopSpec, c0, xs, q, cbar, ybar) -> list:
     """The operands' cotangents by the two-level schedule (see the module)."""
-    from symad.loops.rules import split, zeros
-
     m = segment_length(spec)
     n_carry, n_x, n_q = spec.counts()
     n = spec.length

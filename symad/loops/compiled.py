@@ -22,6 +22,8 @@ import math
 
 import numpy as np
 
+from symad.loops.spec import pack_results
+
 __all__ = ["run_compiled", "loop_kernel_source", "MAX_BODY_INSTRUCTIONS"]
 
 #: Bodies of more instructions than this run step by step in NumPy (LLVM's time grows
@@ -132,8 +134,6 @@ def run_compiled(spec, arrays: list, batch: tuple):
     kernel = _kernel(spec)
     if kernel is None:
         return None
-    from symad.loops.evaluation import pack_results
-
     n_carry, n_x, _ = spec.counts()
     points = math.prod(batch)
 

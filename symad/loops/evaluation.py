@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["run_loop", "broadcast_operands", "pack_results"]
+from symad.loops.compiled import run_compiled
+from symad.loops.spec import pack_results
+
+__all__ = ["run_loop", "run_while", "broadcast_operands"]
 
 
 def broadcast_operands(spec, in_shapes, operands) -> tuple[list, tuple]:
@@ -40,24 +43,9 @@ def broadcast_operands(spec, in_shapes, operands) -> tuple[list, tuple]:
     return out, batch
 
 
-def pack_results(spec, batch: tuple, carry: list, ys: list) -> np.ndarray:
-    """The node's value: every result leaf flattened behind the batch, joined."""
-    if batch:
-        parts = [np.broadcast_to(c, batch + shape).reshape(batch + (-1,))
-                 for c, shape in zip(carry, spec.carry_shapes)]
-    else:
-        parts = [np.ravel(c) for c in carry]
-    parts += [y.reshape(batch + (-1,)) for y in ys]
-    if not parts:
-        return np.zeros(batch + (0,))
-    return np.concatenate(parts, axis=-1) if len(parts) > 1 else np.array(parts[0])
-
-
 def run_loop(spec, in_shapes, operands) -> np.ndarray:
     """Run the loop ``spec`` on ``operands`` (NumPy arrays); the node's value."""
     arrays, batch = broadcast_operands(spec, in_shapes, operands)
-    from symad.loops.compiled import run_compiled
-
     value = run_compiled(spec, arrays, batch)
     if value is not None:
         return value

@@ -20,81 +20,34 @@ so the nodes the rules record for each operand hash-cons into one.
 
 from __future__ import annotations
 
-import numpy as np
 import sympy
 
 from symad.array_primitives import record_concatenate, record_slice
 from symad.errors import DifferentiationError
-from symad.graph import atom_shape, current_builder
-from symad.loops.body import loop_results, record_loop, trace_body
-from symad.loops.spec import LoopSpec, loop_p, while_p
-from symad.pytree import tree_flatten
-from symad.rules.taylor import TAYLOR
+from symad.export.index_rules import INDEX_RULES
+from symad.graph import atom_shape
+from symad.loops.body import loop_results, record_loop
+from symad.loops.checkpoints import checkpointed_cotangents, segment_length
+from symad.loops.derived import (
+    adjoint_spec,
+    body_function,
+    derived_spec,
+    split,
+    trajectory_spec,
+    zeros,
+)
+from symad.loops.nodes import loop_p, while_p
+from symad.loops.spec import LoopSpec
 from symad.rules.tangents import TANGENT
+from symad.rules.taylor import TAYLOR
 from symad.rules.transposes import TRANSPOSE
 from symad.rules.unroll import UNROLL
-from symad.export.index_rules import INDEX_RULES
 from symad.transforms.series import SERIES
 from symad.transforms.sparsity import PATTERN
 
-__all__ = ["derived_spec", "body_function", "trajectory_spec", "adjoint_spec", "split", "zeros"]
+__all__ = ["loop_cotangents"]
 
 ZERO = sympy.Integer(0)
-
-
-def derived_spec(parent: LoopSpec, key, step, carry_shapes, x_shapes, const_shapes, length,
-                 reverse: bool, name: str, kind: str | None = None, checkpoints=None,
-                 lower: int | None = None) -> LoopSpec:
-    """The loop of ``step(k, carry, xq) -> (carry', ys)``, traced once per ``parent`` and ``key``.
-
-    ``carry`` is the list of carry leaves, ``xq`` the tuple of the step's slices and then
-    the consts, all traced at their core shapes (the operands' leading dimensions are the
-    node's business).
-    """
-    with parent.lock:
-        spec = parent.derived.get(key)
-        if spec is not None:
-            return spec
-    carry_def = tree_flatten([0.0] * len(carry_shapes))[1]
-    xq_def = tree_flatten(tuple([0.0] * (len(x_shapes) + len(const_shapes))))[1]
-    names = (["k"] + [f"c{i}" for i in range(len(carry_shapes))]
-             + [f"x{i}" for i in range(len(x_shapes))] + [f"q{i}" for i in range(len(const_shapes))])
-    kind = kind or parent.kind
-    body, y_shapes, _, consts = trace_body(step, carry_shapes, carry_def,
-                                           list(x_shapes) + list(const_shapes), xq_def, names, name,
-                                           kind)
-    if consts:  # a derived step reads only its inputs
-        raise DifferentiationError(f"{kind} {parent.name!r}: a derived body read outside values")
-    lower = parent.lower if lower is None else lower
-    spec = LoopSpec(body, length, lower, reverse, carry_shapes, x_shapes, const_shapes,
-                    y_shapes, name, kind, checkpoints)
-    with parent.lock:
-        return parent.derived.setdefault(key, spec)
-
-
-def body_function(spec: LoopSpec, which: str):
-    """The body's jvp or vjp Function, made once per loop."""
-    from symad.derivatives import jvp_function, vjp_function
-
-    with spec.lock:
-        made = spec.derived.get(which)
-    if made is None:
-        made = (jvp_function if which == "jvp" else vjp_function)(spec.body, False)
-        with spec.lock:
-            made = spec.derived.setdefault(which, made)
-    return made
-
-
-def zeros(shape: tuple):
-    return np.zeros(shape) if shape else 0.0
-
-
-def split(values, *counts) -> list:
-    parts, start = [], 0
-    for count in counts:
-        parts.append(list(values[start:start + count]))
-        start += count
-    return parts
 
 
 def _lead(atom) -> int:
@@ -163,38 +116,6 @@ TANGENT.register(loop_p, while_p)(_loop_tangent)
 # ---------------------------------------------------------------------------
 
 
-def trajectory_spec(spec: LoopSpec) -> LoopSpec:
-    """The loop again, also stacking the carry it starts each step with."""
-    n_carry, n_x, n_q = spec.counts()
-    body = spec.body
-
-    def step(k, carry, xq):
-        out = body(k, *carry, *xq)
-        out = out if isinstance(out, tuple) else (out,)
-        return list(out[:n_carry]), tuple(carry)
-
-    return derived_spec(spec, ("trajectory",), step, spec.carry_shapes, spec.x_shapes,
-                        spec.const_shapes, spec.length, spec.reverse, f"forward({spec.name})")
-
-
-def adjoint_spec(spec: LoopSpec) -> LoopSpec:
-    """The backward loop: ``(c̄, q̄) -> ((∂body/∂c)ᵀ c̄ , q̄ + (∂body/∂q)ᵀ c̄)``, stacking x̄."""
-    n_carry, n_x, n_q = spec.counts()
-    ny = len(spec.y_shapes)
-    vjp = body_function(spec, "vjp")
-
-    def step(k, carry, xq):
-        cbar, qacc = carry[:n_carry], carry[n_carry:]
-        c, x, ybar, q = split(xq, n_carry, n_x, ny, n_q)
-        cts = vjp((k, *c, *x, *q), (tuple(cbar) + tuple(ybar),))
-        _, c_prev, x_bar, q_bar = split(cts, 1, n_carry, n_x, n_q)
-        return c_prev + [a + b for a, b in zip(qacc, q_bar)], tuple(x_bar)
-
-    x_shapes = spec.carry_shapes + spec.x_shapes + spec.y_shapes
-    return derived_spec(spec, ("adjoint",), step, spec.carry_shapes + spec.const_shapes, x_shapes,
-                        spec.const_shapes, spec.length, not spec.reverse, f"adjoint({spec.name})")
-
-
 def loop_cotangents(builder, cotangent, node) -> list:
     """The cotangents of every operand of a loop node, given the node's (made once per pair)."""
     spec = dict(node.params)["loop"]
@@ -205,8 +126,6 @@ def loop_cotangents(builder, cotangent, node) -> list:
         return found
     n_carry, n_x, n_q = spec.counts()
     c0, xs, q = split(node.args, n_carry, n_x, n_q)
-    from symad.loops.checkpoints import checkpointed_cotangents, segment_length
-
     pieces = loop_results(builder, cotangent, spec, _lead(cotangent))
     cbar, ybar = pieces[:n_carry], pieces[n_carry:]
     if segment_length(spec) > 1:

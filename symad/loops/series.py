@@ -11,7 +11,6 @@ doubles per order. Meant for low orders (the cost grows as 2^n; measured below).
 
 from __future__ import annotations
 
-import inspect
 import math
 
 import sympy
@@ -26,7 +25,7 @@ MAX_LOOP_ORDER = 8
 
 def holds_loop(function: Function) -> bool:
     """True if the graph holds a loop node (Taylor mode then goes by nested forward mode)."""
-    from symad.loops.spec import loop_p, while_p
+    from symad.loops.nodes import loop_p, while_p
 
     return any(node.primitive is loop_p or node.primitive is while_p for node in function.graph.nodes)
 
@@ -68,3 +67,13 @@ def _scaled(value, scale):
     from symad.pytree import tree_map
 
     return tree_map(lambda v: v * scale, value)
+
+
+def _register() -> None:
+    from symad.derivatives import TAYLOR_ALTERNATIVES
+
+    if not any(taylor is loop_taylor_function for _, taylor in TAYLOR_ALTERNATIVES):
+        TAYLOR_ALTERNATIVES.append((holds_loop, loop_taylor_function))
+
+
+_register()

@@ -29,12 +29,10 @@ import math
 import threading
 
 import numpy as np
-import sympy
 
 from symad.errors import TracingError
-from symad.ir.primitive import Primitive, register
 
-__all__ = ["LoopSpec", "loop_p", "while_p", "loop_shape"]
+__all__ = ["LoopSpec", "loop_shape", "pack_results"]
 
 
 class LoopSpec:
@@ -136,31 +134,14 @@ def loop_shape(shapes, params) -> tuple:
     return lead + (spec.size,)
 
 
-def _loop_sympy(*args, loop, in_shapes):
-    # The node as a formula: an opaque application named after the loop; formulas of the
-    # recurrence itself are the exporter's (symad.loops.formulas).
-    return sympy.Function(loop.kind)(*args)
-
-
-def _loop_impl(*operands, loop, in_shapes):
-    from symad.loops.evaluation import run_loop
-
-    return run_loop(loop, in_shapes, operands)
-
-
-loop_p = register(Primitive(
-    "loop", _loop_sympy, _loop_impl, kind="array", shape_rule=loop_shape, variadic=True,
-    folds_constants=False, finite=True))
-
-
-def _while_impl(*operands, loop, in_shapes):
-    from symad.loops.evaluation import run_while
-
-    return run_while(loop, in_shapes, operands)
-
-
-#: ``while_loop``: the same layout with no scanned arrays and no stacked results; its body
-#: returns the next carry and, last, the condition on the carry it was given.
-while_p = register(Primitive(
-    "while_loop", _loop_sympy, _while_impl, kind="array", shape_rule=loop_shape, variadic=True,
-    folds_constants=False, finite=True))
+def pack_results(spec, batch: tuple, carry: list, ys: list) -> np.ndarray:
+    """The node's value: every result leaf flattened behind the batch, joined."""
+    if batch:
+        parts = [np.broadcast_to(c, batch + shape).reshape(batch + (-1,))
+                 for c, shape in zip(carry, spec.carry_shapes)]
+    else:
+        parts = [np.ravel(c) for c in carry]
+    parts += [y.reshape(batch + (-1,)) for y in ys]
+    if not parts:
+        return np.zeros(batch + (0,))
+    return np.concatenate(parts, axis=-1) if len(parts) > 1 else np.array(parts[0])
