@@ -164,9 +164,9 @@ TRANSPOSE.register(while_p)(_while_transpose)
 
 # The tables a loop has no rule in, and why.
 _WHOLE = "a loop: its value comes from running its body, not from its elements"
-PATTERN.no_rule("a loop: the sparsity of its steps' composition is not computed (dense)", loop_p,
-                while_p)
-UNROLL.no_rule(_WHOLE + "; formula(expand=True) refuses it", loop_p, while_p)
+PATTERN.no_rule("a loop: the sparsity of its steps' composition is not computed; F.sparsity() "
+                "and sparse Jacobians refuse it", loop_p, while_p)
+UNROLL.no_rule(_WHOLE, loop_p, while_p)
 INDEX_RULES.no_rule("a loop prints as its recurrence (symad.loops.formulas)", loop_p, while_p)
 _SERIES = ("Taylor mode through a loop goes by nested forward mode (sd.derivative and "
            "sd.taylor of one argument, orders up to 8: symad.loops.series); multivariate series, "
