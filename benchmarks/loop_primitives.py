@@ -22,6 +22,7 @@ the size of the gradient's LaTeX. Run from the project root::
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -201,15 +202,15 @@ def main() -> None:
         return
     os.environ.setdefault("SYMAD_CACHE", "0")
     os.environ.setdefault("SYMAD_PROMOTE", "0")
-    from benchmarks.harness import format_table, machine_line, versions_line
-
     import symad as sd
+    from benchmarks.harness import format_table, machine_line, versions_line
 
     print(machine_line())
     print(versions_line(("casadi", "jax")))
     print(f"pendulum, explicit Euler, {STEPS} steps, gradient of the final angle w.r.t. (k, c)")
     first = {name: in_fresh_process(f"first:{name}")["seconds"] for name in SYSTEMS}
-    calls = {name: (lambda g=make(): g(*POINT)) for name, make in SYSTEMS.items()}
+    made = {name: make() for name, make in SYSTEMS.items()}
+    calls = {name: functools.partial(gradient, *POINT) for name, gradient in made.items()}
     again = interleaved(calls, options.rounds)
     casadi_again = again["CasADi SX, Python loop"]
     rows = [[name, f"{first[name]:.2f} s", f"{again[name] * 1e3:.3f} ms",

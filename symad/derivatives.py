@@ -52,10 +52,10 @@ __all__ = [
 ONE = sympy.Integer(1)
 ZERO = sympy.Integer(0)
 
-#: ``(takes(function), taylor(function, order, argnum, derivatives, transform))`` pairs: Taylor
-#: mode by other means for graphs the coefficient sweep does not go through (a loop's: filled
-#: by :mod:`symad.loops.series`, which sits above this module).
-TAYLOR_ALTERNATIVES: list = []
+#: name -> ``(takes(function), taylor(function, order, argnum, derivatives, transform))``:
+#: Taylor mode by other means for graphs the coefficient sweep does not go through (a
+#: loop's: filled by :mod:`symad.loops.series`, which sits above this module).
+TAYLOR_ALTERNATIVES: dict = {}
 
 
 # ---------------------------------------------------------------------------
@@ -705,7 +705,7 @@ def taylor_function(function: Function, order: int, argnum, derivatives: bool = 
     count = len(function.in_treedef.children)
     positions = resolve_argnums(argnum, count, transform, function.name)
     if isinstance(argnum, int) and direction is None:
-        for takes, taylor in TAYLOR_ALTERNATIVES:  # graphs the sweep cannot take (loops)
+        for takes, taylor in TAYLOR_ALTERNATIVES.values():  # graphs the sweep cannot take (loops)
             if takes(function):
                 return taylor(function, order, argnum, derivatives, transform)
     if isinstance(argnum, tuple) and direction is None:

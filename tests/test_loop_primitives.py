@@ -321,3 +321,25 @@ BAD_CALLS = [
 def test_bad_input_gets_a_clear_error(call, error, words):
     with pytest.raises(error, match=words):
         sd.trace(call, 1.0)
+
+
+def test_latex_prints_the_recurrence_and_the_adjoint_recurrence():
+    program, args = pendulum(10_000)
+
+    def loop(k, c, n=10_000):
+        return pendulum(n)[0](sd.fori_loop, sd.scan, None, k, c)
+    F = sd.trace(loop, *args)
+    text = F.latex()
+    assert "{state_{0}}_{i + 1} &= {state_{0}}_{i} + 0.001 {state_{1}}_{i}" in text
+    assert "i = 0, \\ldots, 9999" in text and "{state_{0}}_{0} &= 1" in text
+    gradient = sd.grad(loop, argnums=(0, 1)).trace(*args).latex()
+    assert "i = 9999, \\ldots, 0" in gradient
+    assert "{\\bar{k}}_{i} &= - 0.001 \\sin{\\left({state_{0}}_{i} \\right)} {\\bar{state_{1}}}_{i + 1}" in gradient
+    assert len(gradient) < 2048
+    def million(k, c):
+        return loop(k, c, 10 ** 6)
+
+    assert gradient.replace("\\mathrm{loop}", "\\mathrm{million}") == sd.grad(million, argnums=(0, 1)).trace(*args).latex() \
+        .replace("999999", "9999").replace("1000000", "10000").replace("1000002", "10002")
+    tangent = sd.jacfwd(loop, argnums=0).trace(*args).latex()
+    assert "\\dot{k} \\sin" in tangent and "{\\dot{state_{1}}}_{i + 1} &=" in tangent

@@ -25,6 +25,7 @@ import numpy as np
 from symad.errors import TracingError
 from symad.function import function_name, trace
 from symad.graph import atom_shape, current_builder
+from symad.loops import formulas as _formulas  # noqa: F401  (recurrences in LaTeX)
 from symad.loops import rules as _rules  # noqa: F401  (registers the derivative rules)
 from symad.loops import series as _series  # noqa: F401  (Taylor mode through loops)
 from symad.loops.body import leaf_names, loop_results, record_loop, trace_body

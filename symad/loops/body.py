@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 
 import numpy as np
 
@@ -111,7 +112,7 @@ def trace_body(step, carry_shapes, carry_def, x_shapes, x_def, names: list[str],
         return tuple(new_leaves) + tuple(y_leaves)
 
     flat.__signature__ = inspect.Signature(
-        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names])
+        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in _identifiers(names)])
     examples = [0.0] + [_example(s) for s in carry_shapes] + [_example(s) for s in x_shapes]
     traced = trace(flat, *examples, name=name)
     out_carry = traced.out_shapes[:n_carry]
@@ -122,6 +123,22 @@ def trace_body(step, carry_shapes, carry_def, x_shapes, x_def, names: list[str],
             "to the shape the body returns)")
     body, consts = close_over(traced, name)
     return body, traced.out_shapes[n_carry:], found["y_def"], consts
+
+
+def _identifiers(names: list[str]) -> list[str]:
+    """``names`` as distinct Python identifiers (a primed ``k'`` becomes ``k_``; repeats, as the
+    tangent of a tangent ``cdot`` twice, are numbered)."""
+    names = [re.sub(r"\W", "_", name) or "_" for name in names]
+    names = [name if not name[0].isdigit() else "_" + name for name in names]
+    seen, out = set(), []
+    for name in names:
+        candidate, count = name, 1
+        while candidate in seen:
+            count += 1
+            candidate = f"{name}_{count}"
+        seen.add(candidate)
+        out.append(candidate)
+    return out
 
 
 def leaf_names(fun, carry_count: int, x_count: int, fori: bool) -> list[str]:

@@ -15,17 +15,26 @@ from symad.loops.body import trace_body
 from symad.loops.spec import LoopSpec
 from symad.pytree import tree_flatten
 
-__all__ = ["derived_spec", "body_function", "trajectory_spec", "adjoint_spec", "split", "zeros"]
+__all__ = ["derived_spec", "body_function", "trajectory_spec", "adjoint_spec", "split", "zeros",
+           "input_names"]
+
+
+def input_names(spec: LoopSpec) -> list[list[str]]:
+    """The names of the body's inputs: ``[[index], carry, slices, consts]``."""
+    names = [getattr(s, "name", None) or s[()].name for s in spec.body.in_symbols]
+    n_carry, n_x, n_q = spec.counts()
+    return split(names, 1, n_carry, n_x, n_q)
 
 
 def derived_spec(parent: LoopSpec, key, step, carry_shapes, x_shapes, const_shapes, length,
                  reverse: bool, name: str, kind: str | None = None, checkpoints=None,
-                 lower: int | None = None) -> LoopSpec:
+                 lower: int | None = None, names: list[str] | None = None) -> LoopSpec:
     """The loop of ``step(k, carry, xq) -> (carry', ys)``, traced once per ``parent`` and ``key``.
 
     ``carry`` is the list of carry leaves, ``xq`` the tuple of the step's slices and then
     the consts, all traced at their core shapes (the operands' leading dimensions are the
-    node's business).
+    node's business). ``names``: the inputs' names (index, carry, slices, consts), which
+    the loop's recurrence prints (``sbar`` prints as s̄).
     """
     with parent.lock:
         spec = parent.derived.get(key)
@@ -33,8 +42,9 @@ def derived_spec(parent: LoopSpec, key, step, carry_shapes, x_shapes, const_shap
             return spec
     carry_def = tree_flatten([0.0] * len(carry_shapes))[1]
     xq_def = tree_flatten(tuple([0.0] * (len(x_shapes) + len(const_shapes))))[1]
-    names = (["k"] + [f"c{i}" for i in range(len(carry_shapes))]
-             + [f"x{i}" for i in range(len(x_shapes))] + [f"q{i}" for i in range(len(const_shapes))])
+    names = names or (["k"] + [f"c{i}" for i in range(len(carry_shapes))]
+                      + [f"x{i}" for i in range(len(x_shapes))]
+                      + [f"q{i}" for i in range(len(const_shapes))])
     kind = kind or parent.kind
     body, y_shapes, _, consts = trace_body(step, carry_shapes, carry_def,
                                            list(x_shapes) + list(const_shapes), xq_def, names, name,
@@ -83,8 +93,10 @@ def trajectory_spec(spec: LoopSpec) -> LoopSpec:
         out = out if isinstance(out, tuple) else (out,)
         return list(out[:n_carry]), tuple(carry)
 
+    (index,), carry, x, q = input_names(spec)
     return derived_spec(spec, ("trajectory",), step, spec.carry_shapes, spec.x_shapes,
-                        spec.const_shapes, spec.length, spec.reverse, f"forward({spec.name})")
+                        spec.const_shapes, spec.length, spec.reverse, f"forward({spec.name})",
+                        names=[index] + carry + x + q)
 
 
 def adjoint_spec(spec: LoopSpec) -> LoopSpec:
@@ -101,5 +113,9 @@ def adjoint_spec(spec: LoopSpec) -> LoopSpec:
         return c_prev + [a + b for a, b in zip(qacc, q_bar)], tuple(x_bar)
 
     x_shapes = spec.carry_shapes + spec.x_shapes + spec.y_shapes
+    (index,), carry, x, q = input_names(spec)
+    y = [f"y{i}" for i in range(ny)]
+    names = ([index] + [f"{c}bar" for c in carry + q] + carry + x + [f"{v}bar" for v in y] + q)
     return derived_spec(spec, ("adjoint",), step, spec.carry_shapes + spec.const_shapes, x_shapes,
-                        spec.const_shapes, spec.length, not spec.reverse, f"adjoint({spec.name})")
+                        spec.const_shapes, spec.length, not spec.reverse, f"adjoint({spec.name})",
+                        names=names)

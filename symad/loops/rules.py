@@ -32,6 +32,7 @@ from symad.loops.derived import (
     adjoint_spec,
     body_function,
     derived_spec,
+    input_names,
     split,
     trajectory_spec,
     zeros,
@@ -81,8 +82,11 @@ def _tangent_spec(spec: LoopSpec, active_x: tuple, active_q: tuple) -> LoopSpec:
 
     x_shapes = spec.x_shapes + tuple(spec.x_shapes[i] for i in active_x)
     q_shapes = spec.const_shapes + tuple(spec.const_shapes[i] for i in active_q)
+    (index,), carry, x, q = input_names(spec)
+    names = ([index] + carry + [f"{c}dot" for c in carry] + x + [f"{x[i]}dot" for i in active_x]
+             + q + [f"{q[i]}dot" for i in active_q])
     return derived_spec(spec, ("tangent", active_x, active_q), step, spec.carry_shapes * 2, x_shapes,
-                        q_shapes, spec.length, spec.reverse, f"jvp({spec.name})")
+                        q_shapes, spec.length, spec.reverse, f"jvp({spec.name})", names=names)
 
 
 def _loop_tangent(builder, node, tangents, lead):

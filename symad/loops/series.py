@@ -72,8 +72,7 @@ def _scaled(value, scale):
 def _register() -> None:
     from symad.derivatives import TAYLOR_ALTERNATIVES
 
-    if not any(taylor is loop_taylor_function for _, taylor in TAYLOR_ALTERNATIVES):
-        TAYLOR_ALTERNATIVES.append((holds_loop, loop_taylor_function))
+    TAYLOR_ALTERNATIVES["loops"] = (holds_loop, loop_taylor_function)
 
 
 _register()
