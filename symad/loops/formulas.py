@@ -62,6 +62,11 @@ def loop_latex_lines(function, printer) -> list[str]:
     return lines
 
 
+def _expression(value) -> sympy.Basic:
+    """A formula's output as a SymPy object (a number the body returns as itself: a Float)."""
+    return value if isinstance(value, sympy.Basic) else sympy.Float(float(value))
+
+
 def _text(text: str) -> str:
     from symad.export.latex_printer import latex_text
 
@@ -120,11 +125,11 @@ def _recurrence(spec, node, printer) -> list[str]:
     lines = [header]
     for c, value in zip(carry_bases, outputs[:n_carry]):
         lines.append(f"{printer.doprint(c[after])} &= "
-                     f"{printer.doprint(sympy.sympify(value).xreplace(replace))}")
+                     f"{printer.doprint(_expression(value).xreplace(replace))}")
     for position, value in enumerate(outputs[n_carry:]):
         name = "\\text{while}" if spec.kind == "while_loop" else printer.doprint(
             sympy.IndexedBase(f"y{position}")[index])
-        lines.append(f"{name} &= {printer.doprint(sympy.sympify(value).xreplace(replace))}")
+        lines.append(f"{name} &= {printer.doprint(_expression(value).xreplace(replace))}")
     start = last + 1 if spec.reverse and spec.kind != "while_loop" else first
     for c, operand in zip(carry_bases, node.args[:n_carry]):
         value = _printed_operand(operand)
