@@ -39,7 +39,8 @@ def broadcast_operands(spec, in_shapes, operands) -> tuple[list, tuple]:
         own_points = array.shape[:array.ndim - len(shape)]
         view = array.reshape((1,) * (len(point_shape) - len(own_points)) + own_points
                              + (1,) * (len(lead) - len(own_lead)) + tuple(own_lead) + tuple(core))
-        out.append(np.broadcast_to(view, batch + tuple(core)))
+        target = batch + tuple(core)
+        out.append(view if view.shape == target else np.broadcast_to(view, target))
     return out, batch
 
 

@@ -137,8 +137,8 @@ def loop_shape(shapes, params) -> tuple:
 def pack_results(spec, batch: tuple, carry: list, ys: list) -> np.ndarray:
     """The node's value: every result leaf flattened behind the batch, joined."""
     if batch:
-        parts = [np.broadcast_to(c, batch + shape).reshape(batch + (-1,))
-                 for c, shape in zip(carry, spec.carry_shapes)]
+        parts = [(c if np.shape(c) == batch + shape else np.broadcast_to(c, batch + shape))
+                 .reshape(batch + (-1,)) for c, shape in zip(carry, spec.carry_shapes)]
     else:
         parts = [np.ravel(c) for c in carry]
     parts += [y.reshape(batch + (-1,)) for y in ys]
