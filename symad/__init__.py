@@ -43,6 +43,7 @@ from symad.errors import (
     TracingError,
 )
 from symad.function import Function, trace
+from symad.loops import checkpoint, fori_loop, scan, while_loop
 from symad.numpy import stop_gradient as _stop_gradient_elementwise
 from symad.pytree import tree_map as _tree_map
 from symad.sympy_import import from_sympy
@@ -75,7 +76,7 @@ def latex(fun, *args, **options) -> str:
 
 __all__ = [
     "CompileError", "DifferentiationError", "ExportError", "Function", "Parameter", "RetraceWarning",
-    "SymadError",
+    "SymadError", "checkpoint", "fori_loop", "scan", "while_loop",
     "TracingError", "Transformed", "available_backends", "config", "derivative", "from_sympy",
     "get_num_threads", "grad", "hessian", "jacfwd", "jacobian", "jacrev", "jvp", "latex",
     "primitive", "set_num_threads", "special", "stop_gradient", "taylor", "trace",

@@ -52,6 +52,11 @@ __all__ = [
 ONE = sympy.Integer(1)
 ZERO = sympy.Integer(0)
 
+#: name -> ``(takes(function), taylor(function, order, argnum, derivatives, transform))``:
+#: Taylor mode by other means for graphs the coefficient sweep does not go through (a
+#: loop's: filled by :mod:`symad.loops.series`, which sits above this module).
+TAYLOR_ALTERNATIVES: dict = {}
+
 
 # ---------------------------------------------------------------------------
 # Checks on what a builder is given
@@ -699,6 +704,10 @@ def taylor_function(function: Function, order: int, argnum, derivatives: bool = 
     _require_scalar_arguments(function, transform)
     count = len(function.in_treedef.children)
     positions = resolve_argnums(argnum, count, transform, function.name)
+    if isinstance(argnum, int) and direction is None:
+        for takes, taylor in TAYLOR_ALTERNATIVES.values():  # graphs the sweep cannot take (loops)
+            if takes(function):
+                return taylor(function, order, argnum, derivatives, transform)
     if isinstance(argnum, tuple) and direction is None:
         return _multivariate_taylor_function(function, order, positions, derivatives)
     steps = (ONE,) * len(positions) if direction is None else direction

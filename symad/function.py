@@ -978,7 +978,13 @@ def _unrolled_node(builder: GraphBuilder, node, env: dict):
         return apply(node.primitive, *traced, params=node.params).atoms
     from symad.rules.unroll import UNROLL
 
-    rule = UNROLL[node.primitive]
+    rule = UNROLL.get(node.primitive)
+    if rule is None:  # a loop: its steps are not unrolled into scalars
+        from symad.errors import ExportError
+
+        raise ExportError(f"the per-element view of {builder.function_name!r} has no form for "
+                          f"{node.primitive.name!r}: {UNROLL.reason_missing(node.primitive)}; use "
+                          "formula() or latex() without expand=True")
     result = rule(*[_as_array(o) for o in operands], **dict(node.params))
     result = np.asarray(result, dtype=object)
     assert result.shape == atom_shape(node), (node.primitive.name, result.shape, node.shape)

@@ -346,6 +346,12 @@ def display_formula(function, *, numbers: str = "auto") -> list:
     return written_out(assignments, outputs)
 
 
+#: name -> ``appendix(function, printer) -> lines``: lines an array program's LaTeX adds
+#: after its own, for nodes that print as more than one line (a loop's recurrence: filled
+#: by :mod:`symad.loops.formulas`, which sits above this module).
+LATEX_APPENDICES: dict = {}
+
+
 def function_latex(
     function,
     output_names=None,
@@ -400,9 +406,13 @@ def function_latex(
     printer = _latex_printer(function.name, settings)
     labels = _output_labels(function, len(function.out_shapes), output_names)
     if getattr(function, "is_array_program", False):
-        return index_latex(function, labels, settings, temporaries=temporaries,
+        text = index_latex(function, labels, settings, temporaries=temporaries,
                            inline_below=inline_below, max_inline=max_inline, matrix=matrix,
                            max_denominator=max_denominator)
+        extra = [line for appendix in LATEX_APPENDICES.values() for line in appendix(function, printer)]
+        if extra:  # inside the one aligned block, after the function's own lines
+            text = text[:-len("\n\\end{aligned}")] + " \\\\\n" + " \\\\\n".join(extra) + "\n\\end{aligned}"
+        return text
     options = DisplayOptions(simplify=simplify, numbers=numbers, max_denominator=max_denominator,
                              max_temporaries=max_temporaries, simplify_below=simplify_below,
                              time_budget=float(simplify_time), max_inline=max_inline)

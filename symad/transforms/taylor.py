@@ -349,6 +349,10 @@ def plan_sweep(sweep: TaylorSweep, builder: GraphBuilder, primal_nodes: Sequence
     def expand(node: Node) -> None:
         """Record the node's partials; the nodes this adds sit one level deeper."""
         before = len(nodes)
+        refused = TAYLOR.reasons.get(node.primitive)
+        if refused is not None:  # a primitive Taylor mode does not go through (a loop)
+            raise DifferentiationError(f"Taylor mode (sd.derivative, sd.taylor) for "
+                                       f"{function_name!r}: {node.primitive.name}: {refused}")
         varying = [index for index, arg in enumerate(node.args) if arg in sweep.series]
         sweep.partials[node] = partial_atoms(node, varying, function_name)
         for new_node in nodes[before:]:

@@ -381,7 +381,7 @@ class WholeArrayLowering:
         if lower is None:  # a primitive with no spelling here: its NumPy implementation
             index = self._external(primitive.numpy_impl, f"the numeric implementation of "
                                    f"{safe_comment(primitive.name)!r}")
-            keywords = ", ".join(f"{k}={v!r}" for k, v in params.items())
+            keywords = ", ".join(f"{k}={self.parameter_text(v)}" for k, v in params.items())
             call = f"EXTERNALS[{index}]({', '.join(args)}{', ' if keywords else ''}{keywords})"
         else:
             call = lower(self, node, args, params)
@@ -407,6 +407,16 @@ class WholeArrayLowering:
                 f"a constant array of shape {array.shape}")
             self.prelude.append(f"{name} = EXTERNALS[{index}]  # bound when the module is loaded")
         return name
+
+    def parameter_text(self, value) -> str:
+        """A node parameter as source: its repr if it is plain data, else an external.
+
+        A loop's parameter holds its body (a traced Function): it is bound, never written
+        out as code (nothing a user passes is executed as code).
+        """
+        if _plain_data(value):
+            return repr(value)
+        return f"EXTERNALS[{self._external(value, 'a parameter of ' + safe_comment(type(value).__name__))}]"
 
     def _external(self, value, note: str) -> int:
         self.externals.append(value)
@@ -759,3 +769,12 @@ def _tree_leaves(tree) -> set:
     if tree[0] == "leaf":
         return {tree[1]} if tree[1].is_Symbol else set()
     return set().union(*[_tree_leaves(part) for part in tree[2]]) if tree[2] else set()
+
+
+def _plain_data(value) -> bool:
+    """True for a parameter whose repr is a Python literal (numbers, strings, tuples of them)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, tuple):
+        return all(_plain_data(item) for item in value)
+    return False

@@ -1,0 +1,242 @@
+"""Loops that stay loops (issue 30): the damped pendulum through ``sd.fori_loop``/``sd.scan``.
+
+theta'' = -k sin(theta) - c theta', explicit Euler, dt = 1e-3, from (theta, omega) = (1, 0);
+the gradient of the final theta with respect to (k, c) at (2, 0.3), as a parameter fit
+calls it. Side by side in one run:
+
+* symad ``sd.fori_loop(0, n, body, init)`` and ``sd.scan(step, init, length=n)``;
+* JAX ``jit(grad)`` over ``lax.fori_loop`` (x64);
+* CasADi SX, the same plain Python loop on SX symbols, ``gradient`` then ``Function``.
+
+Figures: the first call (trace or build + differentiate + compile + one evaluation, in a
+fresh process each, imports excluded, symad with an empty cache directory), the call
+again (median of interleaved rounds), the graph's size at 10 and 10^6 steps, the peak
+memory of a 10^6-step gradient with and without checkpointing (tracemalloc, in a fresh
+process each), a batch of 1,000 points (symad's batch against ``jit(vmap(grad))``), and
+the size of the gradient's LaTeX. Run from the project root::
+
+    python benchmarks/loop_primitives.py              # about a minute
+    python benchmarks/loop_primitives.py --rounds 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+STEPS = 10_000
+DT = 1e-3
+POINT = (2.0, 0.3)
+
+
+# -- the pendulum, four ways -----------------------------------------------------------
+
+
+def symad_fori(n=STEPS, checkpoints=None):
+    import symad as sd
+
+    def pendulum(k, c):
+        def body(i, state):
+            theta, omega = state
+            return (theta + DT * omega, omega + DT * (-k * np.sin(theta) - c * omega))
+        return sd.fori_loop(0, n, body, (1.0, 0.0), checkpoints=checkpoints)[0]
+    return sd.grad(pendulum, argnums=(0, 1)), pendulum
+
+
+def symad_scan(n=STEPS):
+    import symad as sd
+
+    def pendulum(k, c):
+        def step(state, _):
+            theta, omega = state
+            return (theta + DT * omega, omega + DT * (-k * np.sin(theta) - c * omega)), None
+        return sd.scan(step, (1.0, 0.0), length=n)[0][0]
+    return sd.grad(pendulum, argnums=(0, 1)), pendulum
+
+
+def jax_fori(n=STEPS):
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+
+    def pendulum(params):
+        k, c = params[0], params[1]
+
+        def body(i, state):
+            theta, omega = state
+            return (theta + DT * omega, omega + DT * (-k * jnp.sin(theta) - c * omega))
+        return jax.lax.fori_loop(0, n, body, (1.0, 0.0))[0]
+    gradient = jax.jit(jax.grad(pendulum))
+    return lambda k, c: jax.block_until_ready(gradient(jnp.array([k, c])))
+
+
+def casadi_sx(n=STEPS):
+    import casadi
+
+    k, c = casadi.SX.sym("k"), casadi.SX.sym("c")
+    theta, omega = 1.0, 0.0
+    for _ in range(n):
+        theta, omega = theta + DT * omega, omega + DT * (-k * casadi.sin(theta) - c * omega)
+    params = casadi.vertcat(k, c)
+    gradient = casadi.Function("g", [params], [casadi.gradient(theta, params)])
+    return lambda k_, c_: gradient([k_, c_])
+
+
+SYSTEMS = {
+    "symad fori_loop": lambda: symad_fori()[0],
+    "symad scan": lambda: symad_scan()[0],
+    "JAX jit(grad), lax.fori_loop": jax_fori,
+    "CasADi SX, Python loop": casadi_sx,
+}
+
+
+# -- measurements in a fresh process ----------------------------------------------------
+
+
+def _child(task: str) -> dict:
+    """Run one measurement in this process (called as ``--child TASK``)."""
+    import tracemalloc
+
+    if task.startswith("first:"):
+        name = task[len("first:"):]
+        if name.startswith("symad"):
+            import symad  # noqa: F401  (imports are not part of the first call)
+        elif name.startswith("JAX"):
+            import jax  # noqa: F401
+        else:
+            import casadi  # noqa: F401
+        start = time.perf_counter()
+        SYSTEMS[name]()(*POINT)
+        return {"seconds": time.perf_counter() - start}
+    checkpoints = {"memory:none": None, "memory:sqrt": "sqrt"}[task]
+    gradient = symad_fori(10 ** 6, checkpoints)[0]
+    gradient(*POINT)  # traced and compiled: the evaluation's time and memory are measured
+    start = time.perf_counter()
+    gradient(*POINT)
+    seconds = time.perf_counter() - start  # without tracemalloc, which slows allocations
+    tracemalloc.start()
+    gradient(*POINT)
+    peak = tracemalloc.get_traced_memory()[1]
+    return {"peak_mb": peak / 1e6, "seconds": seconds}
+
+
+def in_fresh_process(task: str, cache: str | None = None) -> dict:
+    """``task`` in a new process: with an empty cache directory, or with ``cache`` kept on."""
+    environment = dict(os.environ, SYMAD_CACHE="0" if cache is None else "1", SYMAD_PROMOTE="0",
+                       PYTHONPATH=ROOT)
+    with tempfile.TemporaryDirectory() as empty:
+        environment["SYMAD_CACHE_DIR"] = cache or empty
+        out = subprocess.run([sys.executable, __file__, "--child", task], env=environment,
+                             capture_output=True, text=True, timeout=600)
+    if out.returncode:
+        raise RuntimeError(out.stderr[-2000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def warm_first_call(name: str) -> float:
+    """The first call in a new process once another process filled the cache directory."""
+    with tempfile.TemporaryDirectory() as cache:
+        in_fresh_process(f"first:{name}", cache)
+        return in_fresh_process(f"first:{name}", cache)["seconds"]
+
+
+def interleaved(calls: dict, rounds: int) -> dict:
+    """Median seconds per call of each callable, calling each once per round, in turn."""
+    for call in calls.values():
+        call()
+        call()
+    samples = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call()
+            samples[name].append(time.perf_counter() - start)
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
+def _batch_figures(rounds: int) -> tuple[float, float]:
+    import jax
+    import jax.numpy as jnp
+
+    import symad as sd
+
+    gradient, pendulum = symad_fori()
+    traced = gradient.trace(*POINT)
+    ks = np.linspace(1.5, 2.5, 1000)
+    jax_grad = jax.jit(jax.vmap(jax.grad(lambda p: _jax_pendulum(p, jnp, jax))))
+    points = jnp.stack([jnp.asarray(ks), jnp.full(1000, 0.3)], axis=1)
+    times = interleaved({"symad": lambda: traced(ks, 0.3),
+                         "jax": lambda: jax.block_until_ready(jax_grad(points))}, max(3, rounds // 5))
+    del sd
+    return times["symad"], times["jax"]
+
+
+def _jax_pendulum(params, jnp, jax):
+    k, c = params[0], params[1]
+
+    def body(i, state):
+        theta, omega = state
+        return (theta + DT * omega, omega + DT * (-k * jnp.sin(theta) - c * omega))
+    return jax.lax.fori_loop(0, STEPS, body, (1.0, 0.0))[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=30, help="rounds of calls (default 30)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    options = parser.parse_args()
+    if options.child:
+        print(json.dumps(_child(options.child)))
+        return
+    os.environ.setdefault("SYMAD_CACHE", "0")
+    os.environ.setdefault("SYMAD_PROMOTE", "0")
+    import symad as sd
+    from benchmarks.harness import format_table, machine_line, versions_line
+
+    print(machine_line())
+    print(versions_line(("casadi", "jax")))
+    print(f"pendulum, explicit Euler, {STEPS} steps, gradient of the final angle w.r.t. (k, c)")
+    first = {name: in_fresh_process(f"first:{name}")["seconds"] for name in SYSTEMS}
+    made = {name: make() for name, make in SYSTEMS.items()}
+    calls = {name: functools.partial(gradient, *POINT) for name, gradient in made.items()}
+    again = interleaved(calls, options.rounds)
+    casadi_again = again["CasADi SX, Python loop"]
+    rows = [[name, f"{first[name]:.2f} s", f"{again[name] * 1e3:.3f} ms",
+             f"{again[name] / casadi_again:.2f}x"] for name in SYSTEMS]
+    print(format_table(["", "first call", "called again", "again / CasADi"], rows))
+
+    print(f"symad fori_loop, first call in a new process with the disk cache warm: "
+          f"{warm_first_call('symad fori_loop'):.2f} s")
+    gradient = symad_fori()[0]
+    values = [np.asarray(calls[name](), dtype=float).reshape(-1) for name in SYSTEMS]
+    spread = max(float(np.max(np.abs(v - values[-1]))) for v in values)
+    print(f"largest difference between the systems' gradients: {spread:.1e}")
+    sizes = {n: symad_fori(n)[0].trace(*POINT).stats()["nodes"] for n in (10, 10 ** 6)}
+    print(f"symad gradient graph: {sizes[10]} nodes at 10 steps, {sizes[10 ** 6]} at 10^6 steps")
+    for task, label in (("memory:none", "every carry stored"), ("memory:sqrt", "checkpoints='sqrt'")):
+        figures = in_fresh_process(task)
+        print(f"10^6-step gradient, {label}: peak {figures['peak_mb']:.1f} MB (tracemalloc), "
+              f"{figures['seconds'] * 1e3:.0f} ms")
+    symad_batch, jax_batch = _batch_figures(options.rounds)
+    print(f"1,000 points at once: symad {symad_batch * 1e3:.1f} ms, JAX jit(vmap(grad)) "
+          f"{jax_batch * 1e3:.1f} ms ({symad_batch / jax_batch:.2f}x)")
+    latex = gradient.trace(*POINT).latex()
+    print(f"LaTeX of the gradient: {len(latex)} characters")
+    del sd
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""The loop primitive: one node holding a traced body, whatever the number of steps.
+
+A loop (``sd.fori_loop``, ``sd.scan``) is recorded as **one** node of the
+``loop`` primitive, as JAX's ``scan_p`` holds a jaxpr and CasADi's ``mapaccum``
+a function. Its parameter is a :class:`LoopSpec`: the body, traced once into a
+closed :class:`~symad.function.Function` of
+
+    ``body(k, *carry, *x, *consts) -> (*carry', *y)``
+
+(``k`` the step index as a float, ``x`` the step's slices of the scanned
+arrays, ``consts`` the values of the enclosing trace the body reads), the
+number of steps, the first index and the direction. Its operands are the
+initial carry's leaves, the scanned arrays' leaves (steps along their first
+core axis) and the consts. Its value is every result leaf flattened and joined
+into one vector -- the final carry, then the stacked ``y`` -- from which
+``slice`` and ``reshape`` nodes take the leaves (a node has one value).
+
+Leading dimensions in front of an operand's core (a batch of points, the seeds
+of a Jacobian sweep, a ``vmap`` axis) broadcast and are carried through every
+step, as for every array primitive: the body is evaluated on the whole batch.
+The numeric value comes from :mod:`symad.loops.evaluation`; the derivative
+rules (a loop of the body's tangent; a loop of the body's vjp run backwards over
+the stored carries) from :mod:`symad.loops.rules`.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+
+from symad.errors import TracingError
+
+__all__ = ["LoopSpec", "loop_shape", "pack_results"]
+
+
+class LoopSpec:
+    """What a loop node computes: its body, its steps and the layout of its operands and value.
+
+    Compared by identity (the builder hash-conses on parameters): two loops are one node
+    only if they are the same loop on the same operands.
+
+    Args:
+        body: the closed body Function ``body(k, *carry, *x, *consts) -> (*carry', *y)``.
+        length: the number of steps.
+        lower: the step index of the first step (``fori_loop``'s lower bound; 0 for scan).
+        reverse: run the steps from the last to the first (the index counts down, ``x`` and
+            ``y`` are read and written at the step's index, as ``jax.lax.scan(reverse=True)``).
+        carry_shapes, x_shapes, const_shapes, y_shapes: core shapes of the leaves.
+        name: the loop's name in messages and formulas.
+        kind: ``"fori_loop"`` or ``"scan"`` (how formulas name the step variable).
+        checkpoints: how many carries reverse mode keeps (None: all of them).
+    """
+
+    def __init__(self, body, length: int, lower: int, reverse: bool, carry_shapes, x_shapes,
+                 const_shapes, y_shapes, name: str, kind: str = "scan", checkpoints=None):
+        self.body = body
+        self.length = int(length)
+        self.lower = int(lower)
+        self.reverse = bool(reverse)
+        self.carry_shapes = tuple(tuple(s) for s in carry_shapes)
+        self.x_shapes = tuple(tuple(s) for s in x_shapes)
+        self.const_shapes = tuple(tuple(s) for s in const_shapes)
+        self.y_shapes = tuple(tuple(s) for s in y_shapes)
+        self.name = name
+        self.kind = kind
+        self.checkpoints = checkpoints
+        #: Derived loops and bodies (tangent, trajectory, adjoint), made once per spec so that
+        #: their nodes hash-cons.
+        self.derived: dict = {}
+        self.lock = threading.Lock()
+
+    # -- layout -------------------------------------------------------------------------
+
+    @property
+    def operand_shapes(self) -> tuple:
+        """Core shapes of the operands: carry leaves, scanned arrays (steps in front), consts."""
+        return (self.carry_shapes + tuple((self.length,) + s for s in self.x_shapes)
+                + self.const_shapes)
+
+    @property
+    def result_shapes(self) -> tuple:
+        """Core shapes of the results: the final carry's leaves, then each stacked ``y``."""
+        return self.carry_shapes + tuple((self.length,) + s for s in self.y_shapes)
+
+    @property
+    def size(self) -> int:
+        """The length of the node's value: every result leaf flattened, joined."""
+        return sum(math.prod(s) for s in self.result_shapes)
+
+    def result_offsets(self) -> list[int]:
+        offsets, start = [], 0
+        for shape in self.result_shapes:
+            offsets.append(start)
+            start += math.prod(shape)
+        return offsets + [start]
+
+    def counts(self) -> tuple[int, int, int]:
+        return len(self.carry_shapes), len(self.x_shapes), len(self.const_shapes)
+
+    def steps(self) -> range:
+        """The step indices in the order the loop takes them (counted from 0)."""
+        return range(self.length - 1, -1, -1) if self.reverse else range(self.length)
+
+    def __repr__(self) -> str:
+        return f"<{self.kind} {self.name}: {self.length} steps>"
+
+    def __reduce__(self):
+        return _restore_spec, (self.body, self.length, self.lower, self.reverse, self.carry_shapes,
+                               self.x_shapes, self.const_shapes, self.y_shapes, self.name, self.kind,
+                               self.checkpoints)
+
+
+def _restore_spec(*fields) -> LoopSpec:
+    return LoopSpec(*fields)
+
+
+def loop_shape(shapes, params) -> tuple:
+    """The node's shape: the operands' leading dimensions (broadcast), then the value's length."""
+    spec = params["loop"]
+    in_shapes = params["in_shapes"]
+    leads = []
+    for shape, core in zip(in_shapes, spec.operand_shapes):
+        if tuple(shape[len(shape) - len(core):]) != tuple(core) or len(shape) < len(core):
+            raise TracingError(f"{spec.kind} {spec.name!r}: an operand of shape {tuple(shape)} where "
+                               f"the body was traced at {tuple(core)}")
+        leads.append(tuple(shape[:len(shape) - len(core)]))
+    try:
+        lead = tuple(np.broadcast_shapes(*leads)) if leads else ()
+    except ValueError:
+        raise TracingError(f"{spec.kind} {spec.name!r}: leading dimensions {leads} do not "
+                           "broadcast") from None
+    return lead + (spec.size,)
+
+
+def pack_results(spec, batch: tuple, carry: list, ys: list) -> np.ndarray:
+    """The node's value: every result leaf flattened behind the batch, joined."""
+    if batch:
+        parts = [(c if np.shape(c) == batch + shape else np.broadcast_to(c, batch + shape))
+                 .reshape(batch + (-1,)) for c, shape in zip(carry, spec.carry_shapes)]
+    else:
+        parts = [np.ravel(c) for c in carry]
+    parts += [y.reshape(batch + (-1,)) for y in ys]
+    if not parts:
+        return np.zeros(batch + (0,))
+    return np.concatenate(parts, axis=-1) if len(parts) > 1 else np.array(parts[0])

@@ -1,0 +1,345 @@
+"""sd.fori_loop, sd.scan, sd.while_loop, sd.checkpoint (issue 30): loops that stay loops.
+
+Every program is written once against a ``fori``/``scan`` pair, and run both with the
+loop primitives and with plain Python loops (which unroll into the graph, as symad
+always did): values and every transform must agree, and gradients are checked against
+central differences. Steps 0, 1, 2 and 10^4; scalar, array (0-d, size-1 axes) and
+pytree carries; scanned pytrees of several arrays; nested loops; checkpointed and not;
+the compiled (numba) and the NumPy step-by-step evaluation.
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import symad as sd
+from symad.compile.registry import numba_available
+from symad.errors import DifferentiationError, TracingError
+
+
+def python_fori(lower, upper, body, init, checkpoints=None):
+    value = init
+    for i in range(lower, upper):
+        value = body(float(i), value)
+    return value
+
+
+def python_scan(f, init, xs=None, length=None, reverse=False, checkpoints=None):
+    leaves = [] if xs is None else sd_tree_leaves(xs)
+    n = len(leaves[0]) if leaves else length
+    carry, ys = init, [None] * n
+    for k in (range(n - 1, -1, -1) if reverse else range(n)):
+        x = None if xs is None else _tree_index(xs, k)
+        carry, ys[k] = f(carry, x)
+    if ys and ys[0] is not None:
+        ys = _tree_stack(ys)
+    else:
+        ys = None
+    return carry, ys
+
+
+def sd_tree_leaves(tree):
+    from symad.pytree import tree_flatten
+
+    return tree_flatten(tree)[0]
+
+
+def _tree_index(tree, k):
+    from symad.pytree import tree_flatten, tree_unflatten
+
+    leaves, treedef = tree_flatten(tree)
+    return tree_unflatten(treedef, [leaf[k] for leaf in leaves])
+
+
+def _tree_stack(trees):
+    from symad.pytree import tree_flatten, tree_unflatten
+
+    flat = [tree_flatten(t) for t in trees]
+    treedef = flat[0][1]
+    return tree_unflatten(treedef, [np.stack([f[0][i] for f in flat]) for i in range(len(flat[0][0]))])
+
+
+LOOPS = {"primitive": (sd.fori_loop, sd.scan), "python": (python_fori, python_scan)}
+
+rng = np.random.default_rng(30)
+MATRIX = rng.normal(size=(3, 3)) * 0.4
+
+
+# -- programs: (function of (fori, scan, checkpoints), arguments) --------------------------
+
+
+def pendulum(n):
+    def program(fori, scan, checkpoints, k, c):
+        def body(i, state):
+            theta, omega = state
+            return (theta + 1e-3 * omega, omega + 1e-3 * (-k * np.sin(theta) - c * omega))
+        return fori(0, n, body, (1.0, 0.0), checkpoints=checkpoints)[0]
+    return program, (2.0, 0.3)
+
+
+def array_carry(n):
+    def program(fori, scan, checkpoints, x, w):
+        def body(i, carry):
+            v, total = carry
+            v = np.tanh(MATRIX @ v * w + 0.1 * i)
+            return (v, total + np.sum(v ** 2))
+        v, total = fori(2, 2 + n, body, (x, 0.0), checkpoints=checkpoints)
+        return np.sum(v * np.arange(1.0, 4.0)) + total
+    return program, (rng.normal(size=3), 0.7)
+
+
+def dict_carry_size_one_axes(n):
+    def program(fori, scan, checkpoints, a, b):
+        def body(i, carry):
+            return {"p": carry["p"] * np.cos(b) + carry["q"][0], "q": carry["q"] + 0.1 * carry["p"]}
+        out = fori(0, n, body, {"p": a, "q": np.reshape(b, (1, 1)) + np.zeros((1, 1))},
+                   checkpoints=checkpoints)
+        return out["p"] * 2.0 + np.sum(out["q"] ** 2)
+    return program, (np.array([0.5]), 0.3)
+
+
+def scan_several_xs(n):
+    xs = (rng.normal(size=(n, 2)), rng.normal(size=n))
+
+    def program(fori, scan, checkpoints, c0, scale):
+        def step(c, x):
+            c = np.sin(c * scale + x[0]) + x[1]
+            return c, np.sum(c * x[0]) * scale
+        carry, ys = scan(step, c0, xs, length=n, checkpoints=checkpoints)
+        return np.sum(carry ** 2) + (np.sum(ys ** 3) if ys is not None else 0.0)
+    return program, (rng.normal(size=2), 0.8)
+
+
+def scan_reverse_no_xs(n):
+    def program(fori, scan, checkpoints, a, b):
+        carry, ys = scan(lambda c, _: (c * a + b, c * c), 0.5, None, length=n, reverse=True,
+                         checkpoints=checkpoints)
+        return carry + (np.sum(ys * np.arange(n)) if n else 0.0)
+    return program, (0.9, 0.2)
+
+
+def nested(n):
+    def program(fori, scan, checkpoints, a, b):
+        def outer(i, c):
+            return fori(0, 3, lambda j, d: d * 0.9 + a * np.sin(d + j * b), c,
+                        checkpoints=checkpoints) + 0.1
+        return fori(0, n, outer, 1.0, checkpoints=checkpoints)
+    return program, (0.3, 0.2)
+
+
+PROGRAMS = {"pendulum": pendulum, "array_carry": array_carry,
+            "dict_carry_size_one_axes": dict_carry_size_one_axes, "scan_several_xs": scan_several_xs,
+            "scan_reverse_no_xs": scan_reverse_no_xs, "nested": nested}
+STEPS = [0, 1, 2, 7]
+
+
+def _both(name, n, checkpoints=None):
+    program, args = PROGRAMS[name](n)
+    loop = lambda *a: program(*LOOPS["primitive"], checkpoints, *a)  # noqa: E731
+    unrolled = lambda *a: program(*LOOPS["python"], checkpoints, *a)  # noqa: E731
+    return loop, unrolled, args
+
+
+def _close(a, b, tol=1e-11):
+    from symad.pytree import tree_flatten
+
+    la, lb = tree_flatten(a)[0], tree_flatten(b)[0]
+    assert len(la) == len(lb)
+    for x, y in zip(la, lb):
+        np.testing.assert_allclose(np.asarray(x, dtype=float), np.asarray(y, dtype=float),
+                                   rtol=tol, atol=tol)
+
+
+CASES = [(name, n) for name in PROGRAMS for n in STEPS]
+
+
+@pytest.mark.parametrize("name,n", CASES)
+def test_values_match_the_unrolled_loop(name, n):
+    loop, unrolled, args = _both(name, n)
+    _close(loop(*args), unrolled(*args))
+    _close(sd.trace(loop, *args)(*args), unrolled(*args))
+
+
+TRANSFORMS = {
+    "grad": lambda f: sd.grad(f, argnums=(0, 1)),
+    "jacfwd": lambda f: sd.jacfwd(f, argnums=(0, 1)),
+    "jacrev": lambda f: sd.jacrev(f, argnums=(0, 1)),
+    "hessian": lambda f: sd.hessian(f, argnums=1),
+    "jvp": lambda f: (lambda *a: sd.jvp(f, a, tuple(np.ones_like(np.asarray(x, dtype=float))
+                                                     for x in a))),
+    "vjp": lambda f: (lambda *a: _pull_ones(*sd.vjp(f, *a))),
+}
+
+
+def _pull_ones(out, pullback):
+    return pullback(np.ones_like(out))
+
+
+@pytest.mark.parametrize("transform", list(TRANSFORMS))
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_every_transform_matches_the_unrolled_loop(name, transform):
+    loop, unrolled, args = _both(name, 7)
+    _close(TRANSFORMS[transform](loop)(*args), TRANSFORMS[transform](unrolled)(*args), 1e-10)
+
+
+@pytest.mark.parametrize("transform", ["grad", "hessian"])
+@pytest.mark.parametrize("checkpoints", [2, "sqrt"], ids=str)
+@pytest.mark.parametrize("name,n", [(name, n) for name in PROGRAMS for n in (1, 7)])
+def test_checkpointed_reverse_mode_matches_the_unrolled_loop(name, n, checkpoints, transform):
+    loop, unrolled, args = _both(name, n, checkpoints)
+    _close(TRANSFORMS[transform](loop)(*args), TRANSFORMS[transform](unrolled)(*args), 1e-10)
+
+
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_vmap_over_loops_matches_the_unrolled_loop(name):
+    loop, unrolled, args = _both(name, 4)
+    batch = [np.stack([np.asarray(a, dtype=float) * s for s in (1.0, 0.9, 1.1)]) for a in args]
+    _close(sd.vmap(loop)(*batch), sd.vmap(unrolled)(*batch))
+    _close(sd.vmap(sd.grad(loop, argnums=(0, 1)))(*batch), sd.vmap(sd.grad(unrolled, argnums=(0, 1)))(*batch))
+
+
+def test_derivative_and_taylor_through_loops():
+    loop = lambda a: sd.fori_loop(0, 4, lambda i, c: c * np.sin(a) + i * a, a)  # noqa: E731
+    unrolled = lambda a: python_fori(0, 4, lambda i, c: c * np.sin(a) + i * a, a)  # noqa: E731
+    points = np.array([0.3, -1.2, 2.0])
+    for order in (1, 2, 3):
+        _close(sd.derivative(loop, order)(points), sd.derivative(unrolled, order)(points), 1e-10)
+    _close(sd.taylor(loop, 3)(0.7), sd.taylor(unrolled, 3)(0.7), 1e-10)
+    with pytest.raises(DifferentiationError, match="loop"):
+        sd.taylor(loop, 60)(0.7)
+
+
+def test_gradients_against_central_differences_at_ten_thousand_steps():
+    loop, unrolled, (k, c) = _both("pendulum", 10_000)
+    gk, gc = sd.grad(loop, argnums=(0, 1))(k, c)
+    h = 1e-6
+    assert abs(gk - (loop(k + h, c) - loop(k - h, c)) / (2 * h)) < 1e-7
+    assert abs(gc - (loop(k, c + h) - loop(k, c - h)) / (2 * h)) < 1e-7
+    _close((gk, gc), sd.grad(unrolled, argnums=(0, 1))(k, c), 1e-10)
+    _close(sd.grad(_both("pendulum", 10_000, "sqrt")[0], argnums=(0, 1))(k, c), (gk, gc), 1e-12)
+
+
+def test_the_loop_is_one_node_whatever_the_steps():
+    def nodes(n, transform=lambda f: f):
+        program, args = pendulum(n)
+        f = transform(lambda k, c: program(sd.fori_loop, sd.scan, None, k, c))
+        return sd.trace(f, *args).stats()["nodes"] if hasattr(f, "__code__") else f.trace(*args).stats()["nodes"]
+
+    assert nodes(10) == nodes(10 ** 6)
+    grad = lambda f: sd.grad(f, argnums=(0, 1))  # noqa: E731
+    assert nodes(10, grad) == nodes(10 ** 6, grad) <= 12
+    assert sd.trace(lambda k, c: pendulum(10)[0](sd.fori_loop, sd.scan, None, k, c), 2.0, 0.3) \
+        .stats()["operations"]["loop"] == 1
+
+
+def test_a_million_steps_and_their_gradient():
+    loop, _, (k, c) = _both("pendulum", 10 ** 6)
+    value = loop(k, c)
+    assert np.isfinite(value)
+    assert np.all(np.isfinite(sd.grad(loop, argnums=(0, 1))(k, c)))
+
+
+def test_checkpoints_bound_the_memory_of_reverse_mode():
+    n = 200_000
+
+    def peak(checkpoints):
+        loop = _both("pendulum", n, checkpoints)[0]
+        gradient = sd.grad(loop, argnums=(0, 1))
+        gradient(2.0, 0.3)
+        tracemalloc.start()
+        try:
+            result = gradient(2.0, 0.3)
+            return tracemalloc.get_traced_memory()[1], result
+        finally:
+            tracemalloc.stop()
+
+    stored, full = peak(None)
+    kept, checkpointed = peak("sqrt")
+    _close(full, checkpointed, 1e-12)
+    assert stored > 2 * n * 8  # every carry of two floats
+    assert kept < stored / 20
+
+
+def test_checkpoint_wrapper_is_the_sqrt_schedule():
+    body = lambda i, y: y * 0.99 + 0.01 * i  # noqa: E731
+    marked = sd.checkpoint(body)
+    assert marked(1.0, 2.0) == body(1.0, 2.0)
+    f = lambda x: sd.fori_loop(0, 50, sd.checkpoint(lambda i, y: y * 0.99 + x * i), x)  # noqa: E731
+    g = lambda x: python_fori(0, 50, lambda i, y: y * 0.99 + x * i, x)  # noqa: E731
+    _close(sd.grad(f)(0.5), sd.grad(g)(0.5))
+    spec = next(dict(node.params)["loop"] for node in sd.trace(f, 0.5).graph.nodes
+                if node.primitive.name == "loop")
+    assert spec.checkpoints == "sqrt"
+
+
+def test_while_loop_forward_mode_and_its_refusal_in_reverse():
+    f = lambda a: sd.while_loop(lambda x: x < 100.0, lambda x: 3.0 * x * a, 1.0)  # noqa: E731
+    assert float(f(1.1)) == pytest.approx((3.3) ** 4)
+    value, tangent = sd.jvp(f, (1.1,), (1.0,))
+    assert float(tangent) == pytest.approx(4 * 81 * 1.1 ** 3)
+    batch = sd.vmap(f)(np.array([1.0, 2.0, 5.0]))   # each point its own number of steps
+    np.testing.assert_allclose(batch, [243.0, 216.0, 225.0])
+    with pytest.raises(DifferentiationError, match="forward mode only.*fori_loop"):
+        sd.grad(f)(1.1)
+
+
+@pytest.mark.skipif(not numba_available(), reason="numba is not installed")
+def test_numba_and_numpy_step_by_step_agree(monkeypatch):
+    from symad.loops import evaluation
+
+    loop, _, args = _both("pendulum", 500)
+    compiled = sd.grad(loop, argnums=(0, 1))(*args)
+    monkeypatch.setattr(evaluation, "run_compiled", lambda spec, arrays, batch: None)
+    _close(sd.grad(lambda *a: loop(*a), argnums=(0, 1))(*args), compiled, 1e-14)
+
+
+def test_batches_of_points_run_inside_the_loop():
+    loop, unrolled, _ = _both("pendulum", 50)
+    F = sd.trace(loop, 2.0, 0.3)
+    ks = np.linspace(1.0, 3.0, 5)
+    _close(F(ks, 0.3), np.array([unrolled(k, 0.3) for k in ks]))
+    G = sd.grad(loop, argnums=(0, 1)).trace(2.0, 0.3)
+    _close(G(ks, 0.3), tuple(np.array([sd.grad(unrolled, argnums=(0, 1))(k, 0.3) for k in ks]).T))
+
+
+BAD_CALLS = [
+    (lambda x: sd.fori_loop(0, x, lambda i, c: c, 1.0), TracingError, "bound is a traced value"),
+    (lambda x: sd.fori_loop(0, 2.5, lambda i, c: c, x), TypeError, "must be an int"),
+    (lambda x: sd.fori_loop(0, 2, lambda i, c: (c, c), x), TracingError, "structure"),
+    (lambda x: sd.fori_loop(0, 2, lambda i, c: c + np.zeros(2), x), TracingError, "shapes"),
+    (lambda x: sd.scan(lambda c, v: (c, v), x, (np.zeros(2), np.zeros(3))), ValueError, "disagree"),
+    (lambda x: sd.scan(lambda c, v: (c, v), x), ValueError, "length="),
+    (lambda x: sd.fori_loop(0, 2, lambda i, c: c, x, checkpoints=0), ValueError, "checkpoints"),
+    (lambda x: sd.while_loop(lambda c: c, lambda c: c, np.zeros(2) + x), TracingError, "one scalar"),
+]
+
+
+@pytest.mark.parametrize("call,error,words", BAD_CALLS)
+def test_bad_input_gets_a_clear_error(call, error, words):
+    with pytest.raises(error, match=words):
+        sd.trace(call, 1.0)
+
+
+def test_latex_prints_the_recurrence_and_the_adjoint_recurrence():
+    program, args = pendulum(10_000)
+
+    def loop(k, c, n=10_000):
+        return pendulum(n)[0](sd.fori_loop, sd.scan, None, k, c)
+    F = sd.trace(loop, *args)
+    text = F.latex()
+    assert "{state_{0}}_{i + 1} &= {state_{0}}_{i} + 0.001 {state_{1}}_{i}" in text
+    assert "i = 0, \\ldots, 9999" in text and "{state_{0}}_{0} &= 1" in text
+    gradient = sd.grad(loop, argnums=(0, 1)).trace(*args).latex()
+    assert "i = 9999, \\ldots, 0" in gradient
+    assert "{\\bar{k}}_{i} &= - 0.001 \\sin{\\left({state_{0}}_{i} \\right)} {\\bar{state_{1}}}_{i + 1}" in gradient
+    assert len(gradient) < 2048
+    def million(k, c):
+        return loop(k, c, 10 ** 6)
+
+    assert gradient.replace("\\mathrm{loop}", "\\mathrm{million}") == sd.grad(million, argnums=(0, 1)).trace(*args).latex() \
+        .replace("999999", "9999").replace("1000000", "10000").replace("1000002", "10002")
+    tangent = sd.jacfwd(loop, argnums=0).trace(*args).latex()
+    assert "\\dot{k} \\sin" in tangent and "{\\dot{state_{1}}}_{i + 1} &=" in tangent
