@@ -224,6 +224,9 @@ CASES.update({
     "argsort-slices": (lambda x: x[np.argsort(x)[::-1][:2]] ** 2, spread, [(3,), (5,)], True),
     "take_along_axis-argsort": (lambda x: np.take_along_axis(x, np.argsort(x, axis=1), axis=1) * x,
                                 spread, [(2, 3), (3, 1), (1, 4)], True),
+    "argmax-gather": (lambda x: x[np.argmax(x)] * x + x[np.argmin(x)], spread, [(1,), (4,)], True),
+    "argmin-axis": (lambda x: np.take_along_axis(x, np.argmin(x, axis=1, keepdims=True), axis=1)
+                    ** 2, spread, [(2, 3), (3, 1)], True),
     "median": (lambda x: np.median(x) * x, spread, [(1,), (4,), (5,), (2, 3)], True),
     "median-axis": (lambda x: np.median(x, axis=0, keepdims=True) ** 2, spread, [(3, 2), (4, 1)],
                     True),
@@ -391,6 +394,11 @@ def test_sort_ties_and_nan_are_numpys_and_the_derivative_follows_the_stable_orde
     x = np.array([1.0, np.nan, -2.0, 1.0, np.nan, 0.5, -0.0, 0.0])
     np.testing.assert_array_equal(sd.trace(np.sort, x)(x), np.sort(x))
     np.testing.assert_array_equal(sd.trace(np.argsort, x)(x), np.argsort(x, kind="stable"))
+    m = np.array([[1.0, 3.0, 3.0], [2.0, np.nan, 1.0], [0.0, -1.0, -1.0]])  # ties: the first; NaN wins
+    for function in (np.argmax, np.argmin):
+        for axis in (None, 0, 1):
+            np.testing.assert_array_equal(sd.trace(lambda v, f=function, a=axis: f(v, axis=a), m)(m),
+                                          function(m, axis=axis))
     # a tie: the first of two equal elements lands first, and gets the first slot's derivative
     jacobian = sd.jacobian(np.sort)(np.array([2.0, 1.0, 2.0]))
     np.testing.assert_array_equal(jacobian, np.eye(3)[[1, 0, 2]])

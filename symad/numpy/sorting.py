@@ -42,12 +42,14 @@ from symad.numpy.elementwise import (
     not_equal,
     where,
 )
+from symad.numpy.reductions import max as _max
+from symad.numpy.reductions import min as _min
 from symad.numpy.reductions import sum as _sum
 from symad.numpy.shapes import asarray, expand_dims, moveaxis, ndim, ravel, shape, traced_inputs
 from symad.tracer import TracedIndices
 
 #: The names symad.numpy re-exports from this family.
-__all__ = ["sort", "argsort", "median", "gather_along", "gather_first"]
+__all__ = ["sort", "argsort", "median", "argmax", "argmin", "gather_along", "gather_first"]
 
 
 def _along_last(a, axis):
@@ -143,6 +145,47 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     return middle
 
 
+def argmax(a, axis=None, out=None, *, keepdims=False):
+    """NumPy's ``argmax``, traced: the first position of the maximum (of the first NaN, if
+    any), as a float holding the integer, with no derivative; ``x[np.argmax(x)]`` gathers.
+
+    >>> import symad as sd, symad.numpy as snp, numpy as np
+    >>> sd.trace(lambda x: snp.argmax(x, axis=1), np.zeros((2, 3)))(np.array([[1.0, 3.0, 3.0], [2.0, 0.0, 1.0]])).tolist()
+    [1.0, 0.0]
+    """
+    return _arg_extreme(a, axis, out, keepdims, _np.argmax, _max)
+
+
+def argmin(a, axis=None, out=None, *, keepdims=False):
+    """NumPy's ``argmin``, traced as :func:`argmax` is.
+
+    >>> import symad as sd, symad.numpy as snp, numpy as np
+    >>> f = lambda x: x[snp.argmin(x)] * 2.0
+    >>> sd.grad(f)(np.array([2.0, -1.0, 5.0])).tolist()
+    [0.0, 2.0, 0.0]
+    """
+    return _arg_extreme(a, axis, out, keepdims, _np.argmin, _min)
+
+
+def _arg_extreme(a, axis, out, keepdims, numpy_function, extreme):
+    if not traced_inputs(a):
+        return numpy_function(concrete(a), axis=axis, out=out, keepdims=keepdims)
+    if out is not None:
+        raise TracingError(f"{numpy_function.__name__} in function {traced_function_name()!r}: "
+                           "out= is not traced; use the returned value")
+    full = asarray(a)
+    x, last = _along_last(full, axis)
+    n = shape(x)[-1]
+    best = extreme(x, axis=-1, keepdims=True)
+    hit = logical_or(equal(x, best), not_equal(x, x))  # NaN wins, as in NumPy
+    position = _min(where(hit, _np.arange(n, dtype=float), float(n)), axis=-1)
+    if keepdims:
+        kept = [1 if axis is None or d == axis % ndim(full) else size
+                for d, size in enumerate(shape(full))]
+        position = position.reshape(tuple(kept))
+    return TracedIndices.of(asarray(position))
+
+
 def gather_along(arr, indices, axis=-1):
     """``np.take_along_axis(arr, indices, axis)`` at traced ``indices`` (``argsort``'s): the
     derivative flows to the elements gathered, none to the indices (integers, to JAX too).
@@ -209,5 +252,6 @@ def partition_refusal(*args, **kwargs):
 
 
 #: NumPy's functions this family implements (symad.numpy dispatches them here).
-NUMPY_FUNCTIONS = {_np.sort: sort, _np.argsort: argsort, _np.median: median,
+NUMPY_FUNCTIONS = {_np.sort: sort, _np.argsort: argsort, _np.median: median, _np.argmax: argmax,
+                   _np.argmin: argmin,
                    _np.partition: partition_refusal, _np.argpartition: partition_refusal}
