@@ -230,7 +230,6 @@ class Recorder:
     def pytest_runtest_makereport(self, item, call):
         if call.when == "teardown" or (call.when == "setup" and call.excinfo is None):
             return
-        name = item.name.split("[")[0]
         record = {"file": item.location[0].rsplit("/", 1)[-1], "test": item.name}
         if call.excinfo is None:
             record["outcome"] = "pass"
@@ -239,11 +238,17 @@ class Recorder:
         else:
             failed = call.excinfo.errisinstance(AssertionError)
             record.update(outcome="fail" if failed else "error", cause=_cause(call.excinfo))
-        if name in NOT_APPLICABLE:
-            record.update(outcome="n/a", cause=NOT_APPLICABLE[name])
-        elif name in CONVENTIONS and record["outcome"] == "fail":
-            record["convention"] = CONVENTIONS[name]
-        self.records[item.nodeid] = record
+        self.records[item.nodeid] = classify(record)
+
+
+def classify(record: dict) -> dict:
+    """``record`` with the not-applicable and documented-convention tables applied."""
+    name = record["test"].split("[")[0]
+    if name in NOT_APPLICABLE:
+        record.update(outcome="n/a", cause=NOT_APPLICABLE[name])
+    elif name in CONVENTIONS and record["outcome"] == "fail":
+        record["convention"] = CONVENTIONS[name]
+    return record
 
 
 def run_pytest_child(tests: str, output: str, timeout: float, files: list[str]) -> int:
@@ -321,10 +326,15 @@ def main(argv=None) -> int:
                         help="autograd's test files to run (default: the five)")
     parser.add_argument("--namespace", choices=["symad", "numpy"], default="symad",
                         help="autograd.numpy as symad.numpy then NumPy (default), or NumPy alone")
+    parser.add_argument("--from-json", help="report a run saved with --json again")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     arguments = parser.parse_args(argv)
     if arguments.child:
         return run_pytest_child(*arguments.child, arguments.timeout, arguments.files)
+    if arguments.from_json:  # a saved run, reported again with today's tables
+        saved = json.loads(Path(arguments.from_json).read_text())
+        print(report([classify(r) for r in saved["autograd"]], arguments.show_failures))
+        return 0
     cache = cache_dir()
     started = time.perf_counter()
     records = run_autograd(cache, arguments.timeout, arguments.files, arguments.namespace)
