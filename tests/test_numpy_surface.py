@@ -429,3 +429,5 @@ def test_refusals_of_sorting_and_construction_say_why():
         sd.grad(lambda x: np.sum(np.take_along_axis(x, x, axis=0)))(np.ones(2))
     with pytest.raises(sd.TracingError, match="indexes with a traced value"):
         sd.grad(lambda x: np.sum(x[x > 0]))(np.ones(2))
+    with pytest.raises(sd.TracingError, match=r"axis of 2049 elements.*every pair.*up to 2048"):
+        sd.grad(lambda x: np.sum(np.sort(x)))(np.ones(2049))

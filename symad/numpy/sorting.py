@@ -19,9 +19,11 @@ cannot be fixed while tracing; it is computed by the graph itself, from comparis
   derivative is zero, as an integer's is.
 
 No new primitive: comparisons, ``where`` and a sum, whose rules already exist, so every
-transform and backend handles them. The cost is the comparison of every pair along the sorted
-axis: ``n**2`` elements per sorted row (about 1 ms per row of 1,000 on a 2-core box); the
-graph has the same few nodes whatever ``n``.
+transform and backend handles them. The graph has the same few nodes whatever ``n``; the cost
+is the comparison of every pair along the sorted axis, ``n**2`` elements per sorted row:
+the value or gradient of ``sum(sort(x) * w)`` took 0.17 / 0.41 ms at n = 100 and 55 / 56 ms
+at n = 1,000 (NumPy's sort: 0.005 and 0.016 ms; 2-core box under load, 2026-11-28). Axes
+past :data:`MAX_PAIRED` elements are refused rather than fill memory with ``n**2`` arrays.
 """
 
 from __future__ import annotations
@@ -48,6 +50,10 @@ from symad.numpy.reductions import sum as _sum
 from symad.numpy.shapes import asarray, expand_dims, moveaxis, ndim, ravel, shape, traced_inputs
 from symad.tracer import TracedIndices
 
+#: The longest axis sorted or gathered along: its pair arrays hold 2,048**2 elements
+#: (32 MB of float64 each, several at once during a gradient).
+MAX_PAIRED = 2048
+
 #: The names symad.numpy re-exports from this family.
 __all__ = ["sort", "argsort", "median", "argmax", "argmin", "gather_along", "gather_first"]
 
@@ -64,9 +70,18 @@ def _along_last(a, axis):
     return moveaxis(a, axis, -1), axis
 
 
+def _paired(n: int, what: str) -> int:
+    if n > MAX_PAIRED:
+        raise TracingError(
+            f"function {traced_function_name()!r} calls {what} along an axis of {n} elements: "
+            f"symad traces it by comparing every pair ({n}**2 elements per row), up to "
+            f"{MAX_PAIRED} elements; sort outside the traced function, or split the axis")
+    return n
+
+
 def _ranks(x):
     """Each element's position in the stable sorted order along the last axis (as floats)."""
-    n = shape(x)[-1]
+    n = _paired(shape(x)[-1], "a sort")
     row, column = expand_dims(x, -1), expand_dims(x, -2)  # [..., j, i]: x_j down, x_i across
     nan_row, nan_column = not_equal(row, row), not_equal(column, column)
     # x_i before x_j: smaller, or a number before a NaN; ties (NaN with NaN) by index
@@ -205,7 +220,7 @@ def gather_along(arr, indices, axis=-1):
         raise TracingError(f"take_along_axis in function {traced_function_name()!r}: the "
                            f"indices need {ndim(arr)} dimensions, as the array, not {ndim(indices)}")
     x, i = moveaxis(arr, axis, -1), moveaxis(indices, axis, -1)
-    n = shape(x)[-1]
+    n = _paired(shape(x)[-1], "take_along_axis")
     i = where(less(i, 0.0), add(i, float(n)), i)  # NumPy's negative indices
     hot = equal(expand_dims(i, -1), _np.arange(n, dtype=float))  # [..., k, j]
     return moveaxis(_sum(where(hot, expand_dims(x, -2), 0.0), axis=-1), -1, axis)
@@ -220,7 +235,7 @@ def gather_first(arr, indices):
     [1.0, 2.0, 3.0]
     """
     arr, indices = asarray(arr), asarray(indices)
-    n, rest = shape(arr)[0], ndim(arr) - 1
+    n, rest = _paired(shape(arr)[0], "a gather at traced indices"), ndim(arr) - 1
     i = where(less(indices, 0.0), add(indices, float(n)), indices)
     hot = equal(expand_dims(i, -1), _np.arange(n, dtype=float))  # indices.shape + (n,)
     hot = hot.reshape(shape(hot) + (1,) * rest)
