@@ -751,7 +751,7 @@ MISTAKES = {
     "concatenate ranks": lambda v: np.concatenate([v, np.ones((2, 2))]),
     "returns a string": lambda v: "loss",
     "np.isnan": lambda v: np.isnan(v),
-    "np.argmax": lambda v: v[np.argmax(v)],
+    "np.argpartition": lambda v: v[np.argpartition(v, 1)],  # (v[np.argmax(v)] traces now)
     "ndarray.argmax": lambda v: v.argmax(),
     "ndarray.nonzero": lambda v: v.nonzero(),
     "np.vectorize": lambda v: np.vectorize(lambda a: a * 2)(v),
