@@ -63,7 +63,7 @@ def as_operand(value: Any):
     assignment, ``snp.stack`` of scalars) gives its object array; numbers and
     NumPy arrays give constants (one node for a whole array).
     """
-    if type(value) is Tracer:
+    if type(value) in TRACER_TYPES:
         atom = value._atom
         return atom if atom is not None else value._array
     if type(value) in _PYTHON_NUMBERS:
@@ -180,7 +180,7 @@ def record_scalars(primitive, operands: tuple, params: tuple = ()) -> Tracer | N
         if atom is None:
             return None
         atoms.append(atom)
-        traced = traced or type(operand) is Tracer
+        traced = traced or type(operand) in TRACER_TYPES
     if not traced:
         return None
     return Tracer.of_atom(builders[-1].record(primitive, atoms, params))
@@ -234,7 +234,7 @@ def _element_level(operands: tuple) -> bool:
     for operand in operands:
         if isinstance(operand, Parameter):
             operand = operand.operand()
-        if type(operand) is Tracer:
+        if type(operand) in TRACER_TYPES:
             if operand._atom is not None:
                 if atom_shape(operand._atom) != ():
                     return False
@@ -250,7 +250,7 @@ def _element_level(operands: tuple) -> bool:
 def _holds_whole_array(value) -> bool:
     if isinstance(value, (list, tuple)):
         return any(_holds_whole_array(v) for v in value)
-    return type(value) is Tracer and value._atom is not None and atom_shape(value._atom) != ()
+    return type(value) in TRACER_TYPES and value._atom is not None and atom_shape(value._atom) != ()
 
 
 # ---------------------------------------------------------------------------
@@ -381,6 +381,8 @@ class Tracer(CantSympify):
             yield self[index]
 
     def __getitem__(self, index) -> Tracer:
+        if isinstance(index, TracedIndices):  # x[np.argsort(x)]: a gather at traced indices
+            return _numpy_namespace().gather_first(self, index)
         _check_concrete_index(index)
         if self.is_whole:
             return ARRAY_PROTOCOL.getitem(self, index)
@@ -499,7 +501,10 @@ class Tracer(CantSympify):
             "np.mean([x, y]), which NumPy makes an array before symad sees the call). A NumPy "
             "float array cannot hold a symbolic value: build arrays with snp.asarray, snp.stack "
             "or snp.concatenate (np.mean(snp.stack([x, y])), or snp.mean([x, y])), and create "
-            "arrays to fill with snp.zeros(shape), snp.zeros_like(x) or np.zeros(shape, like=x)"
+            "arrays to fill with snp.zeros(shape), snp.zeros_like(x) or np.zeros(shape, like=x). "
+            "np.arange with a traced endpoint is one such call: its length would depend on "
+            "traced values, which no traced array can (as in JAX); write start + step * "
+            "np.arange(n) with n a number, or np.linspace(start, stop, n), which traces"
         )
 
     def __hash__(self):
@@ -824,6 +829,34 @@ def _assign_atoms(target: np.ndarray, index, value) -> None:
         target[index] = atoms[()]
 
 
+class TracedIndices(Tracer):
+    """Integer positions computed from traced values (``np.argsort``'s), traced as floats
+    holding integers, with no derivative. Indexing an array with them alone gathers
+    (``x[np.argsort(x)]``), as ``np.take_along_axis`` does; their slices (``[::-1]``,
+    ``[:k]``) are indices still. Any other traced value used as an index is refused: its
+    values need not be integers.
+
+    >>> import symad as sd, numpy as np
+    >>> sd.trace(lambda x: x[np.argsort(x)[::-1]], np.zeros(3))(np.array([2.0, 3.0, 1.0])).tolist()
+    [3.0, 2.0, 1.0]
+    """
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, tracer: Tracer) -> TracedIndices:
+        indices = cls.__new__(cls)
+        indices._array, indices._atom, indices._private = tracer._array, tracer._atom, False
+        return indices
+
+    def __getitem__(self, index) -> TracedIndices:
+        return TracedIndices.of(Tracer.__getitem__(self, index))
+
+
+#: The classes of traced values (``type(x) in TRACER_TYPES``: as fast as ``is``, subclass-aware).
+TRACER_TYPES = frozenset({Tracer, TracedIndices})
+
+
 def _check_concrete_index(index) -> None:
     parts = index if isinstance(index, tuple) else (index,)
     for part in parts:
@@ -835,7 +868,8 @@ def _check_concrete_index(index) -> None:
                 "and so is an sd.Parameter: close over the labels instead (sd.grad(lambda x: "
                 "loss(x, y)) with y a NumPy array), or pass them one-hot encoded (Y = "
                 "np.eye(k)[y], made outside) and write np.sum(x * Y, axis=1); to select by a "
-                "traced value use snp.where"
+                "traced value use snp.where; indices computed from traced values (np.argsort's) "
+                "gather with x[indices] alone or np.take_along_axis(x, indices, axis)"
             )
 
 

@@ -9,6 +9,7 @@ The functions live in one module per family -- :mod:`~symad.numpy.elementwise`,
 :mod:`~symad.numpy.shapes` (construction, shape manipulation, indexing),
 :mod:`~symad.numpy.creation`, :mod:`~symad.numpy.reductions`,
 :mod:`~symad.numpy.products` (products, contractions and more array operations),
+:mod:`~symad.numpy.sorting` (sort, argsort, median, gathers at traced indices),
 :mod:`~symad.numpy.refusals` (what is not traced) -- and this package re-exports
 them. The dispatch from NumPy's protocols stays here: it routes NumPy's names to
 the whole namespace and suggests the nearest of its names.
@@ -40,7 +41,7 @@ from symad import primitives as P
 from symad.atom_arrays import traced_function_name
 from symad.errors import TracingError
 from symad.graph import atom_shape, current_builder
-from symad.numpy import creation, elementwise, products, reductions, shapes
+from symad.numpy import creation, elementwise, products, reductions, shapes, sorting
 from symad.numpy.creation import *  # noqa: F403 - the families' names are this namespace
 from symad.numpy.elementwise import *  # noqa: F403
 from symad.numpy.products import *  # noqa: F403
@@ -50,6 +51,7 @@ from symad.numpy.shapes import *  # noqa: F403
 from symad.numpy.shapes import add_at as _add_at
 from symad.numpy.shapes import getitem as _getitem
 from symad.numpy.shapes import set_items as _set_items
+from symad.numpy.sorting import *  # noqa: F403
 from symad.array_protocol import ArrayProtocol, register_array_protocol
 from symad.tracer import (
     Parameter,
@@ -170,7 +172,8 @@ def dispatch_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
 
 #: NumPy's array functions -> their traceable versions, as each family declares them.
 _FUNCTIONS = {**reductions.NUMPY_FUNCTIONS, **products.NUMPY_FUNCTIONS, **shapes.NUMPY_FUNCTIONS,
-              **elementwise.NUMPY_FUNCTIONS, **creation.NUMPY_FUNCTIONS}
+              **elementwise.NUMPY_FUNCTIONS, **creation.NUMPY_FUNCTIONS,
+              **sorting.NUMPY_FUNCTIONS}
 _CONSTRUCTORS = creation.CONSTRUCTORS
 
 
@@ -218,7 +221,7 @@ def check_arguments(implementation, args: tuple, kwargs: dict, what: str) -> Non
 # one module, whose __all__ was every public name of it).
 __all__ = [
     *creation.__all__, *elementwise.__all__, *products.__all__, *reductions.__all__,
-    *shapes.__all__, "A", "as_atom", "atom_shape", "dispatch_function", "dispatch_ufunc",
+    *shapes.__all__, *sorting.__all__, "A", "as_atom", "atom_shape", "dispatch_function", "dispatch_ufunc",
     "record_scalars", "register_foreign_functions", "scalar_ufuncs",
 ]
 

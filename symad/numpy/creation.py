@@ -18,7 +18,7 @@ from symad.tracer import Tracer, as_atoms, contains_traced
 #: The names symad.numpy re-exports from this family.
 __all__ = [
     "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "empty_like", "full_like",
-    "copy", "linspace",
+    "copy", "linspace", "arange",
 ]
 
 # ---------------------------------------------------------------------------
@@ -209,3 +209,25 @@ NUMPY_FUNCTIONS = {
 }
 #: The functions that make arrays: an integer ``dtype=`` is fine for them (not for a sum).
 CONSTRUCTORS = {zeros, ones, full, empty, zeros_like, ones_like, full_like, empty_like}
+
+
+def arange(start, stop=None, step=None, dtype=None, *, device=None, like=None):
+    """NumPy's ``arange`` of numbers; traced endpoints are refused, saying why.
+
+    An ``arange``'s length depends on its endpoints, and a traced array's shape cannot
+    depend on traced values (as in JAX, whose ``arange`` wants concrete endpoints too).
+
+    >>> import symad as sd, symad.numpy as snp
+    >>> snp.arange(3.0).tolist()
+    [0.0, 1.0, 2.0]
+    >>> sd.grad(lambda x: snp.sum(x + 0.5 * snp.arange(3)))(1.0)   # traced start: x + step * arange(n)
+    np.float64(3.0)
+    """
+    if contains_traced([start, stop, step]):
+        raise TracingError(
+            f"function {traced_function_name()!r} calls arange with a traced endpoint or step: "
+            "the number of elements would depend on traced values, and a traced array's shape "
+            "cannot (as in JAX). Write start + step * snp.arange(n) with n a number, or "
+            "np.linspace(start, stop, n), which traces")
+    arguments = [a for a in (start, stop, step) if a is not None] if step is None else [start, stop, step]
+    return _np.arange(*arguments, dtype=dtype)

@@ -27,7 +27,7 @@ __all__ = [
     "not_equal", "logical_and", "logical_or", "logical_not", "stop_gradient", "positive",
     "square", "reciprocal", "where", "clip", "deg2rad", "rad2deg", "radians", "degrees",
     "fmax", "fmin", "floor", "ceil", "trunc", "fix", "rint", "round", "around", "mod",
-    "remainder", "fmod", "ldexp", "interp", "real", "imag", "conj", "conjugate", "angle",
+    "remainder", "fmod", "ldexp", "frexp", "interp", "real", "imag", "conj", "conjugate", "angle",
     "real_if_close",
 ]
 
@@ -187,6 +187,34 @@ def ldexp(x1, x2):
             f"function {traced_function_name()!r} calls ldexp with exponents {x2!r}; symad "
             "traces integer exponents from -1074 to 1023 (where 2**n is a float)")
     return multiply(x1, _np.ldexp(1.0, exponent))
+
+
+def frexp(x):
+    """NumPy's ``frexp``: ``(mantissa, exponent)`` with ``x = mantissa * 2**exponent`` and
+    ``0.5 <= |mantissa| < 1`` (both 0 at 0; ``x`` and 0 at inf and NaN).
+
+    Traced, the exponent is a float holding NumPy's integer, with no derivative; the mantissa
+    is ``x`` scaled by the exact power of two, so NumPy's values, and its derivative is
+    ``2**-exponent`` (JAX's). The exponent is ``floor(log2|x|) + 1``, corrected by one where
+    ``log2`` rounds across a power of two.
+
+    >>> import symad as sd, numpy as np
+    >>> sd.trace(lambda x: np.frexp(x), np.zeros(2))(np.array([12.0, -0.375]))
+    (array([ 0.75, -0.75]), array([ 4., -1.]))
+    >>> float(sd.grad(lambda x: np.frexp(x)[0])(12.0))
+    0.0625
+    """
+    if not contains_traced(x):
+        return _np.frexp(x)
+    regular = logical_and(not_equal(x, 0.0), less(abs(x), _np.inf))  # not 0, inf or NaN
+    safe = where(regular, x, 1.0)
+    exponent = add(floor(log2(abs(safe))), 1.0)
+    half = floor(multiply(exponent, -0.5))  # two exact scalings: 2**-e alone overflows at 2**-1074
+    mantissa = multiply(multiply(safe, exp2(half)), exp2(subtract(negative(exponent), half)))
+    low, high = less(abs(mantissa), 0.5), greater_equal(abs(mantissa), 1.0)
+    mantissa = where(low, multiply(mantissa, 2.0), where(high, multiply(mantissa, 0.5), mantissa))
+    exponent = where(low, subtract(exponent, 1.0), where(high, add(exponent, 1.0), exponent))
+    return where(regular, mantissa, x), where(regular, exponent, 0.0)
 
 
 def interp(x, xp, fp, left=None, right=None, period=None):
@@ -370,7 +398,7 @@ NUMPY_UFUNCS = {
     "arccos": arccos, "arctan": arctan, "arctan2": arctan2, "sinh": sinh, "cosh": cosh,
     "tanh": tanh, "arcsinh": arcsinh, "arccosh": arccosh, "arctanh": arctanh,
     "absolute": abs, "fabs": abs, "sign": sign, "maximum": maximum, "minimum": minimum,
-    "hypot": hypot, "logaddexp": logaddexp, "logaddexp2": logaddexp2, "less": less, "less_equal": less_equal,
+    "hypot": hypot, "frexp": frexp, "logaddexp": logaddexp, "logaddexp2": logaddexp2, "less": less, "less_equal": less_equal,
     "greater": greater, "greater_equal": greater_equal, "equal": equal,
     "not_equal": not_equal, "logical_and": logical_and,
     "logical_or": logical_or, "logical_not": logical_not, "bitwise_and": logical_and,

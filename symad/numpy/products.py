@@ -45,6 +45,7 @@ from symad.numpy.shapes import (
     transpose,
     wrap_atom,
 )
+from symad.numpy.sorting import gather_along
 from symad.tracer import Tracer, as_atom, as_atoms, contains_traced
 
 #: The names symad.numpy re-exports from this family.
@@ -435,11 +436,10 @@ def repeat(x, repeats, axis=None):
 
 def take_along_axis(arr, indices, axis=-1):
     """``arr``'s elements at integer ``indices`` along ``axis``, matched along the other axes
-    (a gather, as ``np.take_along_axis``); ``axis=None`` takes from the flattened array."""
+    (a gather, as ``np.take_along_axis``); ``axis=None`` takes from the flattened array.
+    Traced indices (``np.argsort``'s) gather through :func:`symad.numpy.sorting.gather_along`."""
     if contains_traced(indices):
-        raise TracingError(f"take_along_axis in function {traced_function_name()!r}: the "
-                           "indices must be numbers; indices that depend on traced values are "
-                           "not traced")
+        return gather_along(arr, indices, axis)
     arr, indices = asarray(arr), _np.asarray(indices)
     if axis is None:
         arr, axis = ravel(arr), 0
@@ -748,7 +748,10 @@ def _parse_einsum(subscripts: str, shapes: list) -> tuple[list[str], str]:
     sizes: dict = {}
     for term, operand_shape in zip(spelled, shapes):
         for c, n in zip(term, operand_shape):
-            if sizes.setdefault(c, n) != n:
+            known = sizes.setdefault(c, n)
+            if known == 1:  # NumPy broadcasts an index of size 1 against the other operands'
+                sizes[c] = n
+            elif known != n and n != 1:
                 raise TracingError(f"einsum {subscripts!r}: index {c!r} has sizes {sizes[c]} and {n} "
                                    f"in operands of shapes {shapes} (in function {traced_function_name()!r})")
     return spelled, output
@@ -776,6 +779,7 @@ def _interleaved_einsum(arguments: tuple) -> tuple[str, tuple]:
 def einsum_whole(subscripts: str, *operands) -> Tracer:
     atoms = [as_atom(o) for o in operands]
     letters, output = _parse_einsum(subscripts, [atom_shape(a) for a in atoms])
+    atoms = _broadcast_indices(letters, atoms)
     if len(atoms) == 1:
         atom, term = _prepare_operand(atoms[0], letters[0], output)
         return wrap_atom(A.record_transpose(active_builder(), atom, tuple(term.index(c) for c in output)))
@@ -785,6 +789,18 @@ def einsum_whole(subscripts: str, *operands) -> Tracer:
         value, term = _einsum_pair(term, as_atom(value), letters[index], atoms[index], later)
     perm = tuple(term.index(c) for c in output)
     return wrap_atom(A.record_transpose(active_builder(), as_atom(value), perm))
+
+
+def _broadcast_indices(letters: list[str], atoms: list) -> list:
+    """The operands with each axis of size 1 broadcast to its index's size in the others
+    (NumPy's einsum broadcasts them: ``einsum("i,i->i", ones(1), x)`` is ``x``)."""
+    sizes: dict = {}
+    for term, atom in zip(letters, atoms):
+        for c, n in zip(term, atom_shape(atom)):
+            sizes[c] = n if sizes.get(c, 1) == 1 else sizes[c]
+    targets = [tuple(sizes[c] for c in term) for term in letters]
+    return [atom if atom_shape(atom) == target else A.record_broadcast(active_builder(), atom, target)
+            for atom, target in zip(atoms, targets)]
 
 
 def matmul_whole(a, b) -> Tracer:

@@ -17,7 +17,7 @@ from symad.atom_arrays import traced_function_name
 from symad.errors import TracingError
 from symad.graph import atom_shape, current_builder
 from symad.numpy.elementwise import add, concrete, multiply
-from symad.tracer import Parameter, Tracer, as_atom, as_atoms, contains_traced
+from symad.tracer import TRACER_TYPES, Parameter, Tracer, as_atom, as_atoms, contains_traced
 
 #: The names symad.numpy re-exports from this family.
 __all__ = [
@@ -60,20 +60,63 @@ def numpy_when_concrete(numpy_function):
     return decorate
 
 
-def asarray(value, dtype=None):
-    """``value`` as an array; nested lists of traced values become one traced array."""
+def asarray(value, dtype=None, order=None, *, copy=None, device=None, like=None):
+    """``value`` as an array; nested lists of traced values become one traced array.
+
+    A traced value is returned as it is (traced arrays are never written in place, so
+    ``copy`` changes nothing); a float ``dtype`` is accepted, an integer or boolean one
+    refused (a TracingError: the values would be rounded and their derivative lost).
+    Plain values go to NumPy's ``asarray``, keywords included.
+
+    >>> import symad as sd, symad.numpy as snp
+    >>> sd.grad(lambda x: snp.sum(snp.asarray([x, 2 * x], copy=True)))(1.5)
+    np.float64(3.0)
+    """
+    if not contains_traced(value):
+        keywords = {} if copy is None else {"copy": copy}  # NumPy 1.x's asarray has no copy
+        return _np.asarray(_plain(value), dtype=dtype, order=order, **keywords)
+    _float_dtype(dtype, "asarray")
     if isinstance(value, Tracer):
         return value
-    if isinstance(value, (list, tuple)):
-        items = [asarray(item) for item in value]
-        if builtins.any(isinstance(item, Tracer) for item in items):
-            return stack(items)
     if isinstance(value, Parameter):
         return value.operand()
-    return _np.asarray(value, dtype=dtype)
+    return stack([asarray(item) for item in value])
 
 
-array = asarray
+def array(value, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None):
+    """NumPy's ``array``: as :func:`asarray`, with ``ndmin`` leading axes of size 1 added.
+
+    >>> import symad as sd, symad.numpy as snp
+    >>> sd.jacobian(lambda x: snp.array(x, copy=False, ndmin=2))(2.0)
+    array([[1.]])
+    """
+    if not contains_traced(value):
+        return _np.array(_plain(value), dtype=dtype, copy=copy, order=order, subok=subok,
+                         ndmin=ndmin)
+    _float_dtype(dtype, "array")
+    result = asarray(value)
+    missing = ndmin - ndim(result)
+    return reshape(result, (1,) * missing + shape(result)) if missing > 0 else result
+
+
+def _plain(value):
+    """A Parameter's value (NumPy cannot read a Parameter nested in a list)."""
+    if isinstance(value, Parameter):
+        return value.value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(item) for item in value)
+    return value
+
+
+def _float_dtype(dtype, name: str) -> None:
+    if dtype is not None and _np.dtype(dtype).kind not in "f":
+        raise TracingError(
+            f"function {traced_function_name()!r} calls np.{name} on traced values with "
+            f"dtype={_np.dtype(dtype)}: symad traces real floating-point values only, and an "
+            "integer or boolean cast of a traced value (a rounding, whose derivative is zero, "
+            "or an index computed from traced values) is not traced. Keep the float values "
+            "(np.trunc(x), np.rint(x) round them and trace), or compute the integers outside "
+            "the traced function")
 
 
 @numpy_when_concrete(_np.reshape)
@@ -345,7 +388,7 @@ def _is_whole(value) -> bool:
     """True for a whole traced array (or a Parameter array inside a trace)."""
     if isinstance(value, Parameter):
         return value.ndim > 0 and current_builder() is not None
-    return type(value) is Tracer and value.is_whole
+    return type(value) in TRACER_TYPES and value.is_whole
 
 
 def any_whole(*values) -> bool:
