@@ -24,7 +24,8 @@ class ArrayProtocol:
     ``ufunc(ufunc, method, inputs, kwargs)`` and ``function(func, args, kwargs, what)``
     trace a NumPy ufunc or array function; ``scalar_ufuncs`` maps the ufuncs that are one
     elementwise primitive to it (the scalar fast path); ``getitem``, ``set_items`` and
-    ``add_at`` index whole arrays (one gather or scatter node).
+    ``add_at`` index whole arrays (one gather or scatter node; ``getitem`` also gathers at
+    traced indices, ``x[np.argsort(x)]``).
 
     >>> import numpy as np, symad
     >>> ARRAY_PROTOCOL.scalar_ufuncs[np.sin].name

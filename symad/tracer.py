@@ -37,6 +37,7 @@ from symad.atom_arrays import (
 )
 from symad.array_protocol import ARRAY_PROTOCOL, array_method, numpy_call, untraceable_operator
 from symad.errors import TracingError
+from symad.tracing_errors import array_conversion_message, traced_index_message
 from symad.graph import (
     active_builders,
     atom_shape,
@@ -382,7 +383,7 @@ class Tracer(CantSympify):
 
     def __getitem__(self, index) -> Tracer:
         if isinstance(index, TracedIndices):  # x[np.argsort(x)]: a gather at traced indices
-            return _numpy_namespace().gather_first(self, index)
+            return ARRAY_PROTOCOL.getitem(self, index)
         _check_concrete_index(index)
         if self.is_whole:
             return ARRAY_PROTOCOL.getitem(self, index)
@@ -494,18 +495,7 @@ class Tracer(CantSympify):
         return [element.tolist() for element in self]
 
     def __array__(self, dtype=None, copy=None):
-        raise TracingError(
-            f"function {traced_function_name()!r} converts a traced value to a NumPy array "
-            "(np.asarray or np.array on it, or storing it into a NumPy array: out[i] = value "
-            "with out = np.zeros(n), or a NumPy function given traced values in a Python sequence, "
-            "np.mean([x, y]), which NumPy makes an array before symad sees the call). A NumPy "
-            "float array cannot hold a symbolic value: build arrays with snp.asarray, snp.stack "
-            "or snp.concatenate (np.mean(snp.stack([x, y])), or snp.mean([x, y])), and create "
-            "arrays to fill with snp.zeros(shape), snp.zeros_like(x) or np.zeros(shape, like=x). "
-            "np.arange with a traced endpoint is one such call: its length would depend on "
-            "traced values, which no traced array can (as in JAX); write start + step * "
-            "np.arange(n) with n a number, or np.linspace(start, stop, n), which traces"
-        )
+        raise TracingError(array_conversion_message(traced_function_name()))
 
     def __hash__(self):
         # ``==`` records a comparison instead of answering, so a traced value
@@ -861,16 +851,7 @@ def _check_concrete_index(index) -> None:
     parts = index if isinstance(index, tuple) else (index,)
     for part in parts:
         if isinstance(part, (Tracer, Parameter)):
-            raise TracingError(
-                f"function {traced_function_name()!r} indexes with a traced value; indices must "
-                "be concrete integers, slices or integer arrays. The arguments of a traced "
-                "function are symbolic, integer ones too (class labels y in x[np.arange(n), y]), "
-                "and so is an sd.Parameter: close over the labels instead (sd.grad(lambda x: "
-                "loss(x, y)) with y a NumPy array), or pass them one-hot encoded (Y = "
-                "np.eye(k)[y], made outside) and write np.sum(x * Y, axis=1); to select by a "
-                "traced value use snp.where; indices computed from traced values (np.argsort's) "
-                "gather with x[indices] alone or np.take_along_axis(x, indices, axis)"
-            )
+            raise TracingError(traced_index_message(traced_function_name()))
 
 
 # ---------------------------------------------------------------------------
@@ -987,7 +968,6 @@ class Parameter(CantSympify):
 BINARY_OPERATORS = ("add", "sub", "mul", "truediv", "pow", "matmul")
 COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
 UNARY_OPERATORS = ("neg", "pos", "abs")
-UNTRACEABLE_OPERATORS = ("floordiv", "divmod", "round", "trunc", "floor", "ceil")
 
 
 def _install_parameter_operators() -> None:

@@ -17,7 +17,7 @@ from symad.errors import SymadError, TracingError
 from symad.pytree import TreeDef
 
 __all__ = ["explain_container_argument", "library_equivalent", "explain_library_error",
-           "describe_structure"]
+           "describe_structure", "array_conversion_message", "traced_index_message"]
 
 
 #: A container of more items than this is described by its first few and a count.
@@ -199,4 +199,42 @@ def explain_numpy_store(error: ValueError, function_name: str) -> TracingError |
         "float array cannot hold a symbolic value. Create the array with snp.zeros(shape), "
         "snp.zeros_like(x) or np.zeros(shape, like=x): inside a trace these give a traced "
         "array that accepts out[i] = value; or build the result with snp.stack([...])"
+    )
+
+
+def array_conversion_message(function_name: str) -> str:
+    """Why a traced value cannot become a NumPy array, and what to write instead.
+
+    >>> "snp.stack" in array_conversion_message("f")
+    True
+    """
+    return (
+        f"function {function_name!r} converts a traced value to a NumPy array "
+        "(np.asarray or np.array on it, or storing it into a NumPy array: out[i] = value "
+        "with out = np.zeros(n), or a NumPy function given traced values in a Python sequence, "
+        "np.mean([x, y]), which NumPy makes an array before symad sees the call). A NumPy "
+        "float array cannot hold a symbolic value: build arrays with snp.asarray, snp.stack "
+        "or snp.concatenate (np.mean(snp.stack([x, y])), or snp.mean([x, y])), and create "
+        "arrays to fill with snp.zeros(shape), snp.zeros_like(x) or np.zeros(shape, like=x). "
+        "np.arange with a traced endpoint is one such call: its length would depend on "
+        "traced values, which no traced array can (as in JAX); write start + step * "
+        "np.arange(n) with n a number, or np.linspace(start, stop, n), which traces"
+    )
+
+
+def traced_index_message(function_name: str) -> str:
+    """Why a traced value cannot index, and what to write instead.
+
+    >>> "one-hot" in traced_index_message("f")
+    True
+    """
+    return (
+        f"function {function_name!r} indexes with a traced value; indices must "
+        "be concrete integers, slices or integer arrays. The arguments of a traced "
+        "function are symbolic, integer ones too (class labels y in x[np.arange(n), y]), "
+        "and so is an sd.Parameter: close over the labels instead (sd.grad(lambda x: "
+        "loss(x, y)) with y a NumPy array), or pass them one-hot encoded (Y = "
+        "np.eye(k)[y], made outside) and write np.sum(x * Y, axis=1); to select by a "
+        "traced value use snp.where; indices computed from traced values (np.argsort's) "
+        "gather with x[indices] alone or np.take_along_axis(x, indices, axis)"
     )

@@ -55,6 +55,7 @@ from symad.numpy.sorting import *  # noqa: F403
 from symad.array_protocol import ArrayProtocol, register_array_protocol
 from symad.tracer import (
     Parameter,
+    TracedIndices,
     Tracer,
     apply,
     as_atom,
@@ -226,8 +227,15 @@ __all__ = [
 ]
 
 
+def _whole_getitem(x, index):
+    """``x[index]`` of a whole array, or of any array at traced indices (``x[np.argsort(x)]``)."""
+    if isinstance(index, TracedIndices):
+        return sorting.gather_first(x, index)
+    return _getitem(x, index)
+
+
 # The Tracer's NumPy protocols (operators, methods, np.f(tracer)) are traced by this namespace.
 register_array_protocol(ArrayProtocol(
     ufunc=dispatch_ufunc, function=dispatch_function, scalar_ufuncs=scalar_ufuncs(),
-    getitem=_getitem, set_items=_set_items, add_at=_add_at,
+    getitem=_whole_getitem, set_items=_set_items, add_at=_add_at,
 ))
