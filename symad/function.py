@@ -708,6 +708,8 @@ class Function:
 
         if config.promote_enabled() is False:
             return self._evaluate(leaves, DEFAULT_BACKEND, {})
+        if self._tape_serves(leaves):
+            return self._evaluate(leaves, "tape", {})
         promotion = self._promotion
         if promotion is None:
             from symad.compile.tiers import Promotion
@@ -720,6 +722,20 @@ class Function:
                     for leaf in leaves)
         return promotion.run(lambda backend: self._evaluate(leaves, backend, {}), key,
                              self._serving_backend)
+
+    def _tape_serves(self, leaves: list) -> bool:
+        """True if this default call goes to the tape: a large, narrow scalar graph on a few
+        points (:func:`symad.compile.tiers.tape_serves`)."""
+        nodes = len(self.graph.nodes)
+        if nodes < 1000 or self.is_array_program:  # the common case, decided at once
+            return False
+        from symad.compile.tiers import tape_serves
+
+        points = 1
+        for leaf, core_shape in zip(leaves, self.in_shapes):
+            size, core = np.size(leaf), math.prod(core_shape)
+            points = max(points, size // core if core else 0)
+        return tape_serves(nodes, len(self.graph.inputs), len(self.graph.outputs), points)
 
     def _serving_backend(self, backend: str) -> str:
         """The backend whose module serves ``backend`` here (numba may have fallen back)."""

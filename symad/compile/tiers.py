@@ -45,7 +45,8 @@ from typing import Any
 
 from symad.compile.registry import available_backends
 
-__all__ = ["Promotion", "compile_estimate", "promotion_enabled", "fallback_level", "KEEP_RATIO"]
+__all__ = ["Promotion", "compile_estimate", "promotion_enabled", "fallback_level", "KEEP_RATIO",
+           "tape_serves", "TAPE_MIN_NODES", "TAPE_MAX_POINTS", "TAPE_WIDE_RATIO"]
 
 #: The trial calls each tier this many times on the same arguments, alternately, so that
 #: a busy moment of a shared machine slows both alike (a yardstick taken from earlier
@@ -65,6 +66,25 @@ COMPILE_SECONDS_PER_OPERATION = 0.006
 #: ... and numba's own start in a process that has not imported it: the import (0.4 s)
 #: and the NumPy support it loads on its first compile (0.2-0.3 s).
 NUMBA_START_SECONDS = 0.6
+
+#: The tape (:mod:`symad.compile.scalar.tape`) serves a default call of a scalar graph of at
+#: least this many nodes, evaluated on at most ``TAPE_MAX_POINTS`` points, without a trial.
+#: Measured 2026-11-28 on the 2-core machine, the 190,000-node gradient of a 10^4-step
+#: Euler loop at one point: numexpr's module took 4.8 s to generate and 108 ms a call
+#: (about 0.5 us of Python per node), the tape 0.3 s and 1.0 ms (5 ns per node and point).
+#: The tape costs numba's start (0.6 s, then its cached interpreter), so it is the
+#: default's choice only where numexpr's generation costs more than that: past about
+#: 25,000 nodes (the largest graph of benchmarks/order.py, the 64th derivative of the
+#: logistic map, has 18,248, and stays with numexpr).
+TAPE_MIN_NODES = 25_000
+#: ... on at most this many points: the tape's time grows with nodes x points, numexpr's
+#: per-node overhead is shared by a block of points (equal near 300 points on the Euler
+#: gradient, benchmarks/pendulum.py --batches).
+TAPE_MAX_POINTS = 128
+#: ... and not a wide graph, whose inputs and outputs number at least one per this many
+#: nodes (the gradient of a sum over 10^5 elements): numexpr evaluates one of those level
+#: by level, one NumPy call per group of like operations (symad.compile.scalar.levels).
+TAPE_WIDE_RATIO = 64
 
 _LOG = logging.getLogger(__name__)
 
@@ -111,6 +131,25 @@ def promotion_enabled() -> bool:
     if switch is False:
         return False
     return "numba" in available_backends()
+
+
+def tape_serves(nodes: int, inputs: int, outputs: int, points: int) -> bool:
+    """Whether a default call of a scalar graph (``nodes`` nodes, ``inputs`` scalar inputs and
+    ``outputs`` scalar outputs) on ``points`` points goes to the tape backend.
+
+    Only where promotion may use numba (:func:`promotion_enabled`): the tape is numba's, and
+    turning promotion off keeps every default call in numexpr, bit for bit.
+
+    >>> tape_serves(190_000, 2, 2, 1) == promotion_enabled()
+    True
+    >>> tape_serves(190_000, 2, 2, 10_000), tape_serves(500_000, 10**5, 10**5, 1)
+    (False, False)
+    """
+    if nodes < TAPE_MIN_NODES or points > TAPE_MAX_POINTS:
+        return False
+    if (inputs + outputs) * TAPE_WIDE_RATIO >= nodes:
+        return False
+    return promotion_enabled()
 
 
 class Promotion:
