@@ -259,8 +259,17 @@ def _run_block(fill, outputs, first, points):
         column += width
 
 
-def evaluate(inputs, outputs, n, block_size=BLOCK_SIZE):
-    """Fill 1-D ``outputs`` of length n from 1-D (length n) or 0-d ``inputs``."""
+def _run_blocks(fill, outputs, n, block_size, progress):
+    for first in range(0, n, block_size):
+        points = min(block_size, n - first)
+        _run_block(fill, outputs, first, points)
+        if progress is not None:
+            progress(points)
+
+
+def evaluate(inputs, outputs, n, block_size=BLOCK_SIZE, progress=None):
+    """Fill 1-D ``outputs`` of length n from 1-D (length n) or 0-d ``inputs`` (``progress``, if
+    given, is called with the points of each block done)."""
     if len(inputs) != INPUT_COUNT:
         raise ValueError(f"expected {INPUT_COUNT} inputs, got {len(inputs)}")
 
@@ -268,12 +277,11 @@ def evaluate(inputs, outputs, n, block_size=BLOCK_SIZE):
         for row, x in enumerate(inputs):
             values[row] = x if x.ndim == 0 else x[first:first + points]
 
-    for first in range(0, n, block_size):
-        _run_block(fill, outputs, first, min(block_size, n - first))
+    _run_blocks(fill, outputs, n, block_size, progress)
     return outputs
 
 
-def evaluate_matrices(inputs, outputs, n, block_size=BLOCK_SIZE):
+def evaluate_matrices(inputs, outputs, n, block_size=BLOCK_SIZE, progress=None):
     """Fill ``(n, k)`` outputs from ``(n, k)`` or ``(1, k)`` inputs (one row: every point)."""
 
     def fill(values, first, points):
@@ -286,8 +294,7 @@ def evaluate_matrices(inputs, outputs, n, block_size=BLOCK_SIZE):
                 values[row:row + width] = matrix[first:first + points].T
             row += width
 
-    for first in range(0, n, block_size):
-        _run_block(fill, outputs, first, min(block_size, n - first))
+    _run_blocks(fill, outputs, n, block_size, progress)
     return outputs
 '''
 
@@ -324,6 +331,7 @@ def lower_tape(graph, dtype, name: str = "function") -> GeneratedModule:
         f"ROWS = {tape.rows}",
         f"OUTPUT_IS_BOOLEAN = {boolean_tuple_source(tape.output_is_boolean)}",
         f"BLOCK_SIZE = {block}",
+        "REPORTS_PROGRESS = True",
         "EXTERNALS = [None] * 7",
     ]
     source = "\n".join(lines) + "\n" + _DRIVER + RUN
