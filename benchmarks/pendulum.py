@@ -7,7 +7,8 @@ parameter fit calls it: one point, again and again. Side by side in one run:
 * CasADi SX, the same plain Python loop (unrolled; CasADi's SX virtual machine);
 * JAX ``jit(grad)`` over ``lax.fori_loop`` (float64);
 * symad, the plain Python loop (unrolled), ``sd.grad(f, argnums=(0, 1))`` called with
-  the default backend (which picks the tape for such a graph: symad.compile.tiers);
+  the default backend (which picks the tape for such a graph: symad.compile.tiers), and
+  again with promotion off (``SYMAD_PROMOTE=0``: numexpr, the path before the tape);
 * symad, ``sd.fori_loop(0, n, body, init)`` -- "not available" where symad has none.
 
 Each system runs in its own Python process: "first call" is building the derivative
@@ -41,11 +42,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 DT, K, C, THETA0 = 1e-3, 2.0, 0.3, 1.0
-SYSTEMS = ("casadi", "jax", "symad", "symad_fori")
+SYSTEMS = ("casadi", "jax", "symad", "symad_numexpr", "symad_fori")
 LABELS = {"casadi": "CasADi SX, the same Python loop",
           "jax": "JAX jit(grad) over lax.fori_loop",
-          "symad": "symad, the Python loop (default backend)",
+          "symad": "symad, the Python loop (default: the tape)",
+          "symad_numexpr": "symad, the Python loop, SYMAD_PROMOTE=0",
           "symad_fori": "symad, sd.fori_loop"}
+#: Each system's environment beside the caller's: promotion off keeps symad's default in
+#: numexpr, the path every call took before the tape backend (issue 30).
+ENVIRONMENTS = {"symad_numexpr": {"SYMAD_PROMOTE": "0"}}
 
 
 def peak_mb() -> float:
@@ -126,7 +131,7 @@ def worker(system: str, steps: int, repeats: int) -> dict:
     imports = peak_mb()
     start = time.perf_counter()
     build = {"casadi": build_casadi, "jax": build_jax, "symad": build_symad,
-             "symad_fori": build_symad_fori}[system]
+             "symad_numexpr": build_symad, "symad_fori": build_symad_fori}[system]
     call = build(steps)
     if call is None:
         return {"available": False}
@@ -144,7 +149,8 @@ def worker(system: str, steps: int, repeats: int) -> dict:
 def run_worker(system: str, steps: int, repeats: int) -> dict:
     command = [sys.executable, os.path.abspath(__file__), "--worker", system, "--steps", str(steps),
                "--repeats", str(repeats)]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    environment = dict(os.environ, **ENVIRONMENTS.get(system, {}))
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=environment)
     if done.returncode != 0:
         return {"available": False, "error": done.stderr.strip().splitlines()[-1:]}
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -195,15 +201,15 @@ def main() -> None:
           f"w.r.t. (k, c) at ({K}, {C}); each system in its own process")
     results = {system: run_worker(system, options.steps, options.repeats) for system in SYSTEMS}
     reference = results["casadi"].get("again")
-    print(f"{'':42} {'first call':>11} {'again':>10} {'vs CasADi':>9} {'peak MB':>8} "
+    print(f"{'':44} {'first call':>11} {'again':>10} {'vs CasADi':>9} {'peak MB':>8} "
           f"{'imports MB':>10}  gradient")
     for system, result in results.items():
         if not result.get("available"):
             why = result.get("error") or ["not available"]
-            print(f"{LABELS[system]:42} {why[0][:70]}")
+            print(f"{LABELS[system]:44} {why[0][:70]}")
             continue
         ratio = f"{result['again'] / reference:.1f}x" if reference else "-"
-        print(f"{LABELS[system]:42} {result['first']:10.2f}s {result['again'] * 1e3:8.3f}ms "
+        print(f"{LABELS[system]:44} {result['first']:10.2f}s {result['again'] * 1e3:8.3f}ms "
               f"{ratio:>9} {result['peak']:8.0f} {result['imports']:10.0f}  "
               f"({result['gradient'][0]:.12g}, {result['gradient'][1]:.12g})")
 
