@@ -220,3 +220,18 @@ def test_the_interpreter_is_made_once_per_process():
     F = sd.trace(lambda x: np.cos(x) * x, 0.1)
     assert F.compile("tape").note == ""
     assert T.interpreter()[1] is first[1]
+
+
+def test_an_interpreter_numba_cannot_compile_falls_back_to_numexpr(monkeypatch, tmp_path):
+    # A catalogue spelling numba cannot compile (here a made-up one) declines the tape when
+    # it is lowered, not at the first evaluation, so the registry's fallback still applies.
+    from symad.ir.primitive import Primitive
+
+    monkeypatch.setenv("SYMAD_CACHE_DIR", str(tmp_path))
+    made_up = Primitive("made_up_for_the_tape_test", lambda x: x, lambda x: x,
+                        numba="no_such_function({0})")
+    table = T.operations() + [T.Operation(made_up, "no_such_function(x0)", False)]
+    monkeypatch.setattr(T, "operations", lambda: table)
+    C = sd.trace(lambda x: np.sin(x) * x, 0.5).compile("tape")
+    assert "interpreter could not be made" in C.note and C.note.endswith("numexpr instead")
+    assert C(0.5) == pytest.approx(np.sin(0.5) * 0.5, rel=1e-15)

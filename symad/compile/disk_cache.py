@@ -396,14 +396,21 @@ def _array_fields(module) -> dict | None:
             "bytes_per_point": int(module.bytes_per_point)}
 
 
-def has_entry(key: str) -> bool:
-    """True if an entry is kept under ``key`` (its record written: whole), without reading it.
+def module_cached(graph, backend: str, dtype, name: str, compiler: str = "scalar") -> bool:
+    """True if an entry for ``backend``'s module of ``graph`` is kept (another process, or an
+    earlier session, generated it: for numba, its machine code is kept beside it), without
+    reading it. ``compiler`` as for :func:`entry_key`.
 
-    >>> has_entry("0" * 64)
+    >>> import sympy
+    >>> from symad.graph import GraphBuilder
+    >>> from symad.primitives import sin_p
+    >>> x = sympy.Symbol("x"); builder = GraphBuilder(); builder.add_input(x)
+    >>> module_cached(builder.finish([builder.record(sin_p, (x,))]), "numpy", "float64", "never made")
     False
     """
+    key = entry_key(graph, backend, dtype, name, compiler)
     directory = os.path.join(config.cache_directory(), "modules")
-    return os.path.exists(os.path.join(directory, f"{key}.json"))
+    return key is not None and os.path.exists(os.path.join(directory, f"{key}.json"))
 
 
 def load_entry(key: str, graph):

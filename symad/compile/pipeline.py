@@ -35,7 +35,7 @@ from symad.compile.registry import BackendUnsupported, backend_record, check_bac
 from symad.errors import CompileError
 
 __all__ = ["make_evaluator", "make_array_evaluator", "generate_module", "generate_array_module",
-           "lower_module", "make_precise_function", "module_cached", "SCALAR", "ARRAYS"]
+           "lower_module", "make_precise_function", "SCALAR", "ARRAYS"]
 
 #: Messages of the compiler: a backend falling back (warning, or the level
 #: tiers.fallback_level gives), where numba keeps its machine code (info).
@@ -166,26 +166,6 @@ def make_evaluator(graph, backend: str, dtype="float64", name: str = "function",
         if key is not None and not cached:
             disk_cache.store_entry(key, graph, module, getattr(module, "code", None))
     return kind.wrap(module, namespace, graph, name)
-
-
-def module_cached(graph, backend: str, dtype="float64", name: str = "function",
-                  kind: ProgramKind = SCALAR) -> bool:
-    """True if the disk cache holds ``backend``'s module of ``graph`` (another process, or an
-    earlier session, generated it: for numba, its machine code is kept beside it).
-
-    >>> import sympy
-    >>> from symad.graph import GraphBuilder
-    >>> from symad.primitives import sin_p
-    >>> x = sympy.Symbol("x"); builder = GraphBuilder(); builder.add_input(x)
-    >>> module_cached(builder.finish([builder.record(sin_p, (x,))]), "numpy", name="never made")
-    False
-    """
-    from symad.compile import disk_cache
-
-    if not backend_record(backend).disk_cached:
-        return False
-    key = disk_cache.entry_key(graph, backend, np.dtype(dtype).name, name, compiler=kind.label)
-    return key is not None and disk_cache.has_entry(key)
 
 
 def make_array_evaluator(graph, backend: str, dtype="float64", name: str = "function"):

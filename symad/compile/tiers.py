@@ -188,16 +188,18 @@ def early_trial(graph, name: str, array_program: bool, target: str = "numba") ->
     if config.promote_enabled() is False or not config.cache_enabled() or (
             target == "numba" and importlib.util.find_spec("numba") is None):
         return False
-    from symad.compile.pipeline import ARRAYS, SCALAR, module_cached
+    from symad.compile.disk_cache import module_cached
     from symad.graph import scalar_input_graph
 
+    # The pipeline's labels of the two kinds of program (symad.compile.pipeline.ARRAYS and
+    # SCALAR; the pipeline imports this module, so they are written out here).
     if array_program:
-        return fused_array_program(graph) or module_cached(graph, target, "float64", name, ARRAYS)
+        return fused_array_program(graph) or module_cached(graph, target, "float64", name, "arrays")
     from symad.compile.scalar.numba_backend import MAX_NUMBA_NODES
 
     if len(graph.nodes) > MAX_NUMBA_NODES:
         return False
-    return module_cached(scalar_input_graph(graph), target, "float64", name, SCALAR)
+    return module_cached(scalar_input_graph(graph), target, "float64", name, "scalar")
 
 
 #: An array program of more nodes than this waits for the first tier's time (its compile

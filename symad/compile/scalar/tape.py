@@ -201,10 +201,26 @@ def interpreter() -> tuple[list[Operation], object, object]:
     with _INTERPRETERS_LOCK:
         found = _INTERPRETERS.get(digest)
         if found is None:
-            namespace = load_module(GeneratedModule(source, [], "tape", "float64", 0, None),
-                                    on_disk=True)
-            found = _INTERPRETERS[digest] = (table, namespace["interpret"], namespace["interpret_one"])
+            try:
+                namespace = load_module(GeneratedModule(source, [], "tape", "float64", 0, None),
+                                        on_disk=True)
+                interpret, interpret_one = namespace["interpret"], namespace["interpret_one"]
+                _load_machine_code(interpret, interpret_one)
+            except Exception as error:  # noqa: BLE001 - numba's errors, an unwritable cache
+                # Here, not at the first evaluation: a tape that cannot run is declined while
+                # the registry can still hand the graph to numexpr, saying why.
+                raise BackendUnsupported(f"tape backend: its interpreter could not be made here "
+                                         f"({type(error).__name__}: {error})") from error
+            found = _INTERPRETERS[digest] = (table, interpret, interpret_one)
     return found
+
+
+def _load_machine_code(interpret, interpret_one) -> None:
+    """numba's compile of both interpreters for the drivers' argument types (or their load from
+    numba's cache: 0.3-0.5 s, numba's start), on an empty tape."""
+    empty = np.zeros(0, np.int64)
+    interpret(np.zeros(0, np.int32), empty, empty, empty, 0, np.zeros((0, 1)))
+    interpret_one(np.zeros(0, np.int32), empty, empty, empty, 0, np.zeros(0))
 
 
 # ---------------------------------------------------------------------------
