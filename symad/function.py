@@ -712,10 +712,11 @@ class Function:
             return self._evaluate(leaves, "tape", {})
         promotion = self._promotion
         if promotion is None:
-            from symad.compile.tiers import Promotion, early_trial
+            from symad.compile.tiers import Promotion, early_trial, second_tier
 
-            early = early_trial(self.graph, self.name, self.is_array_program)
-            promotion = self._promotion = Promotion(self.name, len(self.graph.nodes), early=early)
+            nodes, arrays = len(self.graph.nodes), self.is_array_program
+            promotion = self._promotion = Promotion(self.name, nodes, second_tier(nodes, arrays),
+                                                    early_trial(self.graph, self.name, arrays))
         if promotion.decided:  # settled: no more timing
             return self._evaluate(leaves, promotion.backend, {})
         # Calls time alike when their arguments have the same shapes and types.

@@ -270,3 +270,27 @@ def test_a_kernel_an_earlier_process_compiled_is_tried_at_the_second_call(own_ca
     F.compile("numba")(points(10))             # as an earlier session would have
     G = sd.grad(logistic).trace(0.3)           # this session's function
     assert tiers.early_trial(G.graph, G.name, False)
+
+
+def chain(x, depth=800):
+    for _ in range(depth):
+        x = np.sin(x) + 0.001 * x
+    return x
+
+
+def test_a_graph_too_large_for_numba_moves_to_the_tape(promoting, monkeypatch):
+    pytest.importorskip("numba")
+    monkeypatch.setattr(tiers, "tape_estimate", lambda operations: 0.0)
+    F = sd.grad(chain).trace(0.3)
+    assert tiers.second_tier(len(F.graph.nodes), False) == "tape"
+    first = F(0.3)   # numexpr; the first call with these shapes is never the yardstick
+    F(0.3)           # the trial: the tape is compiled-free and kept (KEEP_RATIO is inf here)
+    assert F.tier == "tape" and F._promotion.decided
+    assert F(0.3) == pytest.approx(first, rel=1e-12)
+    h = 1e-6
+    assert first == pytest.approx((chain(0.3 + h) - chain(0.3 - h)) / (2 * h), rel=1e-6)
+
+
+def test_the_tape_as_second_tier_costs_what_numba_s_start_costs():
+    assert tiers.tape_estimate(10_000) < tiers.compile_estimate(10_000) / 10
+    assert tiers.second_tier(2_000, False) == "numba" and tiers.second_tier(2_001, False) == "tape"

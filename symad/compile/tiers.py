@@ -53,7 +53,8 @@ from typing import Any
 from symad.compile.registry import available_backends
 
 __all__ = ["Promotion", "compile_estimate", "promotion_enabled", "fallback_level", "KEEP_RATIO",
-           "tape_serves", "early_trial", "fused_array_program", "TAPE_MIN_NODES", "TAPE_MAX_POINTS", "TAPE_WIDE_RATIO"]
+           "tape_serves", "early_trial", "fused_array_program", "second_tier", "tape_estimate",
+           "TAPE_MIN_NODES", "TAPE_MAX_POINTS", "TAPE_WIDE_RATIO"]
 
 #: The trial calls each tier this many times on the same arguments, alternately, so that
 #: a busy moment of a shared machine slows both alike (a yardstick taken from earlier
@@ -123,6 +124,38 @@ def compile_estimate(operations: int) -> float:
     if "numba" not in sys.modules:
         seconds += NUMBA_START_SECONDS
     return seconds
+
+
+#: What the tape backend's second tier costs before its first call: numba's start and the
+#: interpreter's load from numba's cache (0.3-0.5 s once per process, measured 2026-11-28 on
+#: the 2-core box), and making the tape (0.2 s for 190,000 nodes).
+TAPE_LOAD_SECONDS = 0.5
+TAPE_SECONDS_PER_OPERATION = 1e-6
+
+
+def tape_estimate(operations: int) -> float:
+    """Seconds the tape backend is expected to take before its first call on a graph of
+    ``operations`` operations (no compile: numba's start and the tape's arrays).
+
+    >>> 0.5 <= tape_estimate(100_000) < 2.0
+    True
+    """
+    seconds = TAPE_LOAD_SECONDS + TAPE_SECONDS_PER_OPERATION * operations
+    if "numba" not in sys.modules:
+        seconds += NUMBA_START_SECONDS
+    return seconds
+
+
+def second_tier(operations: int, array_program: bool) -> str:
+    """The backend a function's default calls may move to: numba, or for a scalar graph numba
+    declines for its size (past ``MAX_NUMBA_NODES``), the tape, which has no size limit.
+
+    >>> second_tier(100, False), second_tier(10_000, False), second_tier(10_000, True)
+    ('numba', 'tape', 'numba')
+    """
+    from symad.compile.scalar.numba_backend import MAX_NUMBA_NODES
+
+    return "tape" if not array_program and operations > MAX_NUMBA_NODES else "numba"
 
 
 def promotion_enabled() -> bool:
@@ -239,7 +272,12 @@ class Promotion:
         #: seconds the second tier's compile is expected to take: the threshold of ``spent``;
         #: None for an ``early`` trial (:func:`early_trial`), at the second call with the
         #: same shapes.
-        self.compile_seconds = None if early else compile_estimate(operations)
+        if early:
+            self.compile_seconds = None
+        elif target == "tape":
+            self.compile_seconds = tape_estimate(operations)
+        else:
+            self.compile_seconds = compile_estimate(operations)
         #: the backend default calls use now: "numexpr" while watching, then the target or
         #: "numexpr" for good
         self.backend = _WATCHING
@@ -281,7 +319,7 @@ class Promotion:
         outcome = "numexpr"
         trying = _TRYING.set(True)
         try:
-            if self.target == "numba" and not promotion_enabled():
+            if self.target in ("numba", "tape") and not promotion_enabled():
                 return
             evaluate(self.target)  # the compile (and a first evaluation)
             if serving is not None and serving(self.target) != self.target:
