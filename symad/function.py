@@ -708,7 +708,8 @@ class Function:
 
         if config.promote_enabled() is False:
             return self._evaluate(leaves, DEFAULT_BACKEND, {})
-        if self._tape_serves(leaves):
+        serves = self._tape_serves(leaves)
+        if serves:
             return self._evaluate(leaves, "tape", {})
         promotion = self._promotion
         if promotion is None:
@@ -717,7 +718,8 @@ class Function:
             nodes, arrays = len(self.graph.nodes), self.is_array_program
             promotion = self._promotion = Promotion(self.name, nodes, second_tier(nodes, arrays),
                                                     early_trial(self.graph, self.name, arrays))
-        if promotion.decided:  # settled: no more timing
+        if promotion.decided or (serves is None and promotion.target == "tape"):
+            # Settled, or too many points to time the tape on: no timing.
             return self._evaluate(leaves, promotion.backend, {})
         # Calls time alike when their arguments have the same shapes and types.
         key = tuple((getattr(leaf, "shape", None), getattr(leaf, "dtype", type(leaf)))
@@ -725,18 +727,20 @@ class Function:
         return promotion.run(lambda backend: self._evaluate(leaves, backend, {}), key,
                              self._serving_backend)
 
-    def _tape_serves(self, leaves: list) -> bool:
+    def _tape_serves(self, leaves: list) -> bool | None:
         """True if this default call goes to the tape: a large, narrow scalar graph on a few
-        points (:func:`symad.compile.tiers.tape_serves`)."""
+        points (:func:`symad.compile.tiers.tape_serves`); None past the tape's points."""
         nodes = len(self.graph.nodes)
         if nodes < 1000 or self.is_array_program:  # the common case, decided at once
             return False
-        from symad.compile.tiers import tape_serves
+        from symad.compile.tiers import TAPE_MAX_POINTS, tape_serves
 
         points = 1
         for leaf, core_shape in zip(leaves, self.in_shapes):
             size, core = np.size(leaf), math.prod(core_shape)
             points = max(points, size // core if core else 0)
+        if points > TAPE_MAX_POINTS:
+            return None
         return tape_serves(nodes, len(self.graph.inputs), len(self.graph.outputs), points)
 
     def _serving_backend(self, backend: str) -> str:

@@ -294,3 +294,14 @@ def test_a_graph_too_large_for_numba_moves_to_the_tape(promoting, monkeypatch):
 def test_the_tape_as_second_tier_costs_what_numba_s_start_costs():
     assert tiers.tape_estimate(10_000) < tiers.compile_estimate(10_000) / 10
     assert tiers.second_tier(2_000, False) == "numba" and tiers.second_tier(2_001, False) == "tape"
+
+
+def test_a_large_batch_is_not_the_tape_s_to_time(promoting, monkeypatch):
+    pytest.importorskip("numba")
+    monkeypatch.setattr(tiers, "tape_estimate", lambda operations: 0.0)
+    F = sd.grad(chain).trace(0.3)
+    x = np.full(tiers.TAPE_MAX_POINTS + 1, 0.3)
+    F(x)
+    F(x)
+    assert F._promotion.target == "tape" and not F._promotion.decided
+    assert [backend for backend, _ in F._evaluators] == ["numexpr"]
