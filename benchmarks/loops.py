@@ -23,6 +23,13 @@ root::
 
     python benchmarks/loops.py            # about a minute
     python benchmarks/loops.py --rounds 60
+    python benchmarks/loops.py --calls-to-speed   # the grid's default F(...), call by call
+
+``--calls-to-speed``: the grid gradient's default ``F(...)`` (no backend named) timed call
+by call in a new process, twice: with an empty disk cache (a machine that never compiled
+it) and again (its kernel cached by the first process); JAX's jit beside it. The disk
+cache is on here, in a temporary directory: it is what moves the default early
+(symad.compile.tiers.early_trial).
 """
 
 from __future__ import annotations
@@ -128,11 +135,58 @@ def first_calls(fun, kind, argument, jax_argument) -> dict:
     return {"numba": numba_first, "numexpr": numexpr_first, "jax": jax_first}
 
 
+def default_calls(calls: int) -> list:
+    """Seconds of each of the first ``calls`` default calls of the grid gradient (in this process)."""
+    argument = np.random.default_rng(0).normal(size=(256, 256))
+    times = []
+    start = time.perf_counter()
+    F = sd.grad(grid_energy).trace(argument)
+    for _ in range(calls):
+        F(argument)
+        times.append(time.perf_counter() - start)
+        start = time.perf_counter()
+    return [times, F.tier]
+
+
+def calls_to_speed(calls: int = 30) -> None:
+    """The grid's default calls in two new processes sharing an empty cache, beside JAX."""
+    import json
+    import subprocess
+
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    argument = jnp.asarray(np.random.default_rng(0).normal(size=(256, 256)))
+    jax_call = jax_function(grid_energy, "grad")
+    jax_again = interleaved({"jax": functools.partial(jax_call, argument)}, 50)["jax"]
+    print(f"JAX jit(grad) again: {jax_again * 1e3:.3f} ms; symad's default F(u), ms per call "
+          "(the first includes the trace and the gradient)")
+    with tempfile.TemporaryDirectory() as cache:
+        environment = dict(os.environ, SYMAD_CACHE_DIR=cache, SYMAD_CACHE="1", SYMAD_PROMOTE="1")
+        for session in ("empty cache", "kernel cached"):
+            code = (f"import json, sys; sys.path.insert(0, {ROOT!r}); from benchmarks.loops import "
+                    f"default_calls; print(json.dumps(default_calls({calls})))")
+            done = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True,
+                                  text=True, check=True)
+            times, tier = json.loads(done.stdout.strip().splitlines()[-1])
+            within = next((k + 1 for k, t in enumerate(times) if t <= 1.5 * jax_again), None)
+            shown = ", ".join(f"{t * 1e3:.2f}" for t in times[:4])
+            print(f"  {session:14} calls 1-4: {shown}; call 20: {times[19] * 1e3:.3f} ms "
+                  f"({times[19] / jax_again:.2f}x JAX); within 1.5x JAX from call {within}; tier {tier}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=30, help="rounds of calls per case (default 30)")
     parser.add_argument("--no-first-call", action="store_true", help="skip the first-call figures")
+    parser.add_argument("--calls-to-speed", action="store_true",
+                        help="the grid's default calls, call by call, in new processes")
     options = parser.parse_args()
+    if options.calls_to_speed:
+        print(machine_line())
+        calls_to_speed()
+        return
     import jax
     import jax.numpy as jnp
 

@@ -715,18 +715,40 @@ class Function:
 
         if config.promote_enabled() is False:
             return self._evaluate(leaves, DEFAULT_BACKEND, {})
+        serves = self._tape_serves(leaves)
+        if serves:
+            return self._evaluate(leaves, "tape", {})
         promotion = self._promotion
         if promotion is None:
-            from symad.compile.tiers import Promotion
+            from symad.compile.tiers import Promotion, early_trial, second_tier
 
-            promotion = self._promotion = Promotion(self.name, len(self.graph.nodes))
-        if promotion.decided:  # settled: no more timing
+            nodes, arrays = len(self.graph.nodes), self.is_array_program
+            promotion = self._promotion = Promotion(self.name, nodes, second_tier(nodes, arrays),
+                                                    early_trial(self.graph, self.name, arrays))
+        if promotion.decided or (serves is None and promotion.target == "tape"):
+            # Settled, or too many points to time the tape on: no timing.
             return self._evaluate(leaves, promotion.backend, {})
         # Calls time alike when their arguments have the same shapes and types.
         key = tuple((getattr(leaf, "shape", None), getattr(leaf, "dtype", type(leaf)))
                     for leaf in leaves)
         return promotion.run(lambda backend: self._evaluate(leaves, backend, {}), key,
                              self._serving_backend)
+
+    def _tape_serves(self, leaves: list) -> bool | None:
+        """True if this default call goes to the tape: a large, narrow scalar graph on a few
+        points (:func:`symad.compile.tiers.tape_serves`); None past the tape's points."""
+        nodes = len(self.graph.nodes)
+        if nodes < 1000 or self.is_array_program:  # the common case, decided at once
+            return False
+        from symad.compile.tiers import TAPE_MAX_POINTS, tape_serves
+
+        points = 1
+        for leaf, core_shape in zip(leaves, self.in_shapes):
+            size, core = np.size(leaf), math.prod(core_shape)
+            points = max(points, size // core if core else 0)
+        if points > TAPE_MAX_POINTS:
+            return None
+        return tape_serves(nodes, len(self.graph.inputs), len(self.graph.outputs), points)
 
     def _serving_backend(self, backend: str) -> str:
         """The backend whose module serves ``backend`` here (numba may have fallen back)."""

@@ -169,11 +169,12 @@ LAYERS = (
 COMPILE_LAYERS = (
     ("symad.compile.threads", "symad.compile.memory", "symad.compile.batch",
      "symad.compile.registry", "symad.compile.progress"),
-    ("symad.compile.evaluator", "symad.compile.tiers", "symad.compile.modules"),
+    ("symad.compile.evaluator", "symad.compile.modules"),
     ("symad.compile.disk_cache", "symad.compile.scalar", "symad.compile.precise",
      "symad.compile.arrays.evaluator"),
     ("symad.compile.arrays",),
-    ("symad.compile.backends",),
+    # tiers decides with the disk cache and the numba backend's limits (early trials).
+    ("symad.compile.backends", "symad.compile.tiers"),
     ("symad.compile.pipeline", "symad.compile.dask_support"),
     ("symad.compile",),
 )

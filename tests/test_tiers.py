@@ -202,3 +202,106 @@ def test_a_function_pickled_before_tiers_existed_still_evaluates():
     G.__dict__.update(state)
     assert G.tier == "numexpr"
     np.testing.assert_array_equal(G(np.array([0.5, 2.0])), [0.25, -2.0])
+
+
+# ---------------------------------------------------------------------------
+# Early trials (issue 30): kernels numba fuses, and kernels an earlier process compiled
+# ---------------------------------------------------------------------------
+
+
+def grid_energy(u):
+    return (np.sum((u[1:, :] - u[:-1, :]) ** 2) + np.sum((u[:, 1:] - u[:, :-1]) ** 2)
+            + np.sum((u ** 2 - 1) ** 2))
+
+
+@pytest.fixture
+def own_cache(monkeypatch, tmp_path):
+    """Promotion on, the disk cache on, in a directory of this test's own."""
+    monkeypatch.setattr(config, "promote", True)
+    monkeypatch.setenv("SYMAD_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("SYMAD_CACHE", raising=False)
+    monkeypatch.setattr(config, "cache", None, raising=False)
+
+
+def test_fused_array_programs_are_the_ones_without_contractions():
+    u = np.ones((4, 5))
+    assert tiers.fused_array_program(sd.grad(grid_energy).trace(u).graph)
+    weights = np.ones((5, 3))
+    assert not tiers.fused_array_program(sd.grad(lambda u: np.sum(np.tanh(u @ weights))).trace(u).graph)
+
+
+def test_an_early_promotion_tries_the_second_tier_at_the_second_call(promoting):
+    F = sd.grad(grid_energy).trace(np.ones((8, 8)))
+    F._promotion = Promotion(F.name, len(F.graph.nodes), target="numpy", early=True)
+    F._promotion.spent = -1e9  # no time spent would ever be enough: only "early" moves it
+    u = np.random.default_rng(0).normal(size=(8, 8))
+    F(u)
+    assert not F._promotion.decided
+    F(u)
+    assert F._promotion.decided and F.tier == "numpy"
+
+
+def test_the_default_moves_a_grid_gradient_to_numba_at_its_second_call(own_cache):
+    pytest.importorskip("numba")
+    u = np.random.default_rng(0).normal(size=(64, 64))
+    F = sd.grad(grid_energy).trace(u)
+    first = F(u)
+    assert F._promotion.compile_seconds is None and F.tier == "numexpr"
+    F(u)  # the trial: compiled, timed, and numba is the faster by several times here
+    assert F._promotion.decided
+    np.testing.assert_allclose(F(u), first, rtol=1e-12)
+    h, direction = 1e-6, np.random.default_rng(1).normal(size=u.shape)
+    central = (grid_energy(u + h * direction) - grid_energy(u - h * direction)) / (2 * h)
+    assert np.sum(first * direction) == pytest.approx(central, rel=1e-7)
+
+
+def test_without_the_disk_cache_only_time_spent_moves_a_function(monkeypatch):
+    monkeypatch.setattr(config, "promote", True)
+    monkeypatch.setenv("SYMAD_CACHE", "0")
+    F = sd.grad(grid_energy).trace(np.ones((8, 8)))
+    F(np.ones((8, 8)))
+    assert F._promotion.compile_seconds is not None
+
+
+def test_a_kernel_an_earlier_process_compiled_is_tried_at_the_second_call(own_cache):
+    pytest.importorskip("numba")
+    F = sd.grad(logistic).trace(0.3)           # a scalar graph: no early trial of its own
+    assert not tiers.early_trial(F.graph, F.name, False)
+    F.compile("numba")(points(10))             # as an earlier session would have
+    G = sd.grad(logistic).trace(0.3)           # this session's function
+    assert tiers.early_trial(G.graph, G.name, False)
+
+
+def chain(x, depth=800):
+    for _ in range(depth):
+        x = np.sin(x) + 0.001 * x
+    return x
+
+
+def test_a_graph_too_large_for_numba_moves_to_the_tape(promoting, monkeypatch):
+    pytest.importorskip("numba")
+    monkeypatch.setattr(tiers, "tape_estimate", lambda operations: 0.0)
+    F = sd.grad(chain).trace(0.3)
+    assert tiers.second_tier(len(F.graph.nodes), False) == "tape"
+    first = F(0.3)   # numexpr; the first call with these shapes is never the yardstick
+    F(0.3)           # the trial: the tape is compiled-free and kept (KEEP_RATIO is inf here)
+    assert F.tier == "tape" and F._promotion.decided
+    assert F(0.3) == pytest.approx(first, rel=1e-12)
+    h = 1e-6
+    assert first == pytest.approx((chain(0.3 + h) - chain(0.3 - h)) / (2 * h), rel=1e-6)
+
+
+def test_the_tape_as_second_tier_costs_what_numba_s_start_costs():
+    assert tiers.tape_estimate(10_000) < tiers.compile_estimate(10_000) / 10
+    assert tiers.second_tier(2_000, False) == "numba" and tiers.second_tier(2_001, False) == "tape"
+
+
+def test_a_large_batch_is_not_the_tape_s_to_time(promoting, monkeypatch):
+    pytest.importorskip("numba")
+    monkeypatch.setattr(tiers, "tape_estimate", lambda operations: 0.0)
+    F = sd.grad(chain).trace(0.3)
+    x = np.full(tiers.TAPE_MAX_POINTS + 1, 0.3)
+    F(x)
+    F(x)
+    assert F._promotion.target == "tape" and not F._promotion.decided
+    assert [backend for backend, _ in F._evaluators] == ["numexpr"]

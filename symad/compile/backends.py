@@ -48,6 +48,18 @@ def _numba_scalar(graph, dtype, name):
     return lower_numba(graph, dtype, name)
 
 
+def _tape_scalar(graph, dtype, name):
+    from symad.compile.scalar.tape import lower_tape
+
+    return lower_tape(graph, dtype, name)
+
+
+def _tape_arrays(graph, dtype, name):
+    from symad.compile.scalar.tape import decline_arrays
+
+    return decline_arrays(graph, dtype, name)
+
+
 def _whole_arrays(backend: str):
     def lower(graph, dtype, name):
         from symad.compile.arrays.lowering import lower_whole_arrays
@@ -80,5 +92,10 @@ def register_builtin_backends() -> None:
     register_backend(Backend("numpy", _numpy_scalar, _whole_arrays("numpy")))
     register_backend(Backend("numba", _numba_scalar, _numba_arrays, available=numba_available,
                              fallback="numexpr", missing=" (numba is not installed: pip install numba)"))
+    # The tape: any scalar graph, no per-graph compile (symad.compile.scalar.tape); what the
+    # default calls for a large graph at one point or a few (symad.compile.tiers.tape_serves).
+    register_backend(Backend("tape", _tape_scalar, _tape_arrays, available=numba_available,
+                             fallback="numexpr", missing=" (numba is not installed: pip install numba)",
+                             disk_cached=False))
     register_backend(Backend("mpmath", arithmetic=_mpmath_arithmetic))
     register_backend(Backend("interval", arithmetic=_interval_arithmetic))

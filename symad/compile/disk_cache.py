@@ -175,8 +175,6 @@ def _fingerprint(backend: str) -> bytes:
     the rule Python's own bytecode cache trusts: an edit or a new installation changes
     them. (Reading and hashing the 25 files took 1-3 ms of every new process's first
     call, a third of a warm-cache call.)"""
-    import importlib
-
     import numpy
     import scipy
 
@@ -195,12 +193,28 @@ def _fingerprint(backend: str) -> bytes:
         digest.update(f"{path}\0{status.st_mtime_ns}\0{status.st_size}\n".encode())
     versions = [getattr(sys.modules.get("symad"), "__version__", "-"), sys.version, numpy.__version__, scipy.__version__]
     for library in ("numexpr", "numba", "llvmlite") if backend == "numba" else ("numexpr",):
-        try:
-            versions.append(importlib.import_module(library).__version__)
-        except ImportError:
-            versions.append("-")
+        versions.append(_version(library))
     digest.update(repr(versions).encode())
     return digest.digest()
+
+
+def _version(library: str) -> str:
+    """``library``'s version, "-" if it is not installed; read from its metadata when it is not
+    imported yet: looking a numba module up must not import numba (0.4 s), as the default's
+    first call does (symad.compile.tiers.target_cached)."""
+    import importlib
+    import importlib.metadata
+
+    module = sys.modules.get(library)
+    if module is not None:
+        return module.__version__
+    try:
+        return importlib.metadata.version(library)
+    except importlib.metadata.PackageNotFoundError:
+        try:
+            return importlib.import_module(library).__version__
+        except ImportError:
+            return "-"
 
 
 def entry_key(graph, backend: str, dtype, name: str, compiler: str = "scalar") -> str | None:
@@ -380,6 +394,23 @@ def _array_fields(module) -> dict | None:
         return None
     return {"output_is_boolean": [bool(b) for b in module.output_is_boolean],
             "bytes_per_point": int(module.bytes_per_point)}
+
+
+def module_cached(graph, backend: str, dtype, name: str, compiler: str = "scalar") -> bool:
+    """True if an entry for ``backend``'s module of ``graph`` is kept (another process, or an
+    earlier session, generated it: for numba, its machine code is kept beside it), without
+    reading it. ``compiler`` as for :func:`entry_key`.
+
+    >>> import sympy
+    >>> from symad.graph import GraphBuilder
+    >>> from symad.primitives import sin_p
+    >>> x = sympy.Symbol("x"); builder = GraphBuilder(); builder.add_input(x)
+    >>> module_cached(builder.finish([builder.record(sin_p, (x,))]), "numpy", "float64", "never made")
+    False
+    """
+    key = entry_key(graph, backend, dtype, name, compiler)
+    directory = os.path.join(config.cache_directory(), "modules")
+    return key is not None and os.path.exists(os.path.join(directory, f"{key}.json"))
 
 
 def load_entry(key: str, graph):

@@ -109,6 +109,8 @@ class Evaluator:
         #: numba: compiles its kernel for the layouts of the first call's arrays
         self._compile_kernel = namespace.get("compile_kernel")
         self._compiled_layouts: set = set()
+        #: a module whose evaluate reports its progress itself (the tape's), after its block size
+        self._reports_progress = namespace.get("REPORTS_PROGRESS", False)
         self._evaluate_matrices = namespace.get("evaluate_matrices")
         self.run = namespace["run"]
 
@@ -130,7 +132,7 @@ class Evaluator:
                 self._compiled_layouts.add(layouts)
         with contextlib.ExitStack() as stack:
             done = None
-            if n >= PROGRESS_MIN_POINTS and (self._threads_share_blocks
+            if n >= PROGRESS_MIN_POINTS and (self._threads_share_blocks or self._reports_progress
                                              or self._compile_kernel is not None):
                 done = stack.enter_context(progress_bar(
                     f"{self.backend}: evaluating {self._operations_text()} operations",
@@ -148,6 +150,8 @@ class Evaluator:
             elif self.backend == "numba":
                 with threads.numba_threads(num_threads):
                     evaluate(inputs, outputs, n, block, None, done)
+            elif self._reports_progress:
+                evaluate(inputs, outputs, n, block, done)
             elif self._threads_share_blocks:  # the numpy backend: the reference, on one thread
                 evaluate(inputs, outputs, n, block, 1, done)
             else:

@@ -148,7 +148,8 @@ def make_evaluator(graph, backend: str, dtype="float64", name: str = "function",
     with paused:
         # A module another process generated for the same graph is loaded from the disk
         # cache, with its bytecode (and, for numba, the machine code beside it).
-        key = disk_cache.entry_key(graph, backend, np.dtype(dtype).name, name, compiler=kind.label)
+        key = (disk_cache.entry_key(graph, backend, np.dtype(dtype).name, name, compiler=kind.label)
+               if record.disk_cached else None)
         module = disk_cache.load_entry(key, graph) if key is not None else None
         cached = module is not None
         with contextlib.ExitStack() as stack:

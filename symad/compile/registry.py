@@ -59,6 +59,8 @@ class Backend:
         missing: why it may be unavailable, appended to the error naming it.
         arithmetic: for a precision backend, ``dps -> Arithmetic`` (its interpreter's
             number type); None for a backend that generates a module.
+        disk_cached: its modules are kept in the disk cache; False for one whose module
+            is quicker to make than to key (the tape's is a few arrays).
     """
 
     name: str
@@ -68,6 +70,7 @@ class Backend:
     fallback: str | None = None
     missing: str = ""
     arithmetic: Callable | None = None
+    disk_cached: bool = True
 
 
 _BACKENDS: dict[str, Backend] = {}
