@@ -31,6 +31,7 @@ from symad.compile import DEFAULT_BACKEND, PRECISION_BACKENDS, make_evaluator, m
 from symad.compile.batch import batch_shape as _batch_shape
 from symad.compile.dask_support import evaluate_dask, is_dask_array
 from symad.compile.memory import output_array
+from symad.compile.tiers import call_goes_to_tape
 from symad.errors import CompileError, SymadError, TracingError
 from symad.export import views
 from symad.export.views import to_sympy_value
@@ -715,7 +716,8 @@ class Function:
 
         if config.promote_enabled() is False:
             return self._evaluate(leaves, DEFAULT_BACKEND, {})
-        serves = self._tape_serves(leaves)
+        serves = (False if self.is_array_program or len(self.graph.nodes) < 1000  # at once
+                  else call_goes_to_tape(self.graph, self.in_shapes, leaves))
         if serves:
             return self._evaluate(leaves, "tape", {})
         promotion = self._promotion
@@ -734,21 +736,6 @@ class Function:
         return promotion.run(lambda backend: self._evaluate(leaves, backend, {}), key,
                              self._serving_backend)
 
-    def _tape_serves(self, leaves: list) -> bool | None:
-        """True if this default call goes to the tape: a large, narrow scalar graph on a few
-        points (:func:`symad.compile.tiers.tape_serves`); None past the tape's points."""
-        nodes = len(self.graph.nodes)
-        if nodes < 1000 or self.is_array_program:  # the common case, decided at once
-            return False
-        from symad.compile.tiers import TAPE_MAX_POINTS, tape_serves
-
-        points = 1
-        for leaf, core_shape in zip(leaves, self.in_shapes):
-            size, core = np.size(leaf), math.prod(core_shape)
-            points = max(points, size // core if core else 0)
-        if points > TAPE_MAX_POINTS:
-            return None
-        return tape_serves(nodes, len(self.graph.inputs), len(self.graph.outputs), points)
 
     def _serving_backend(self, backend: str) -> str:
         """The backend whose module serves ``backend`` here (numba may have fallen back)."""

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import math
 import sys
 import threading
 import time
@@ -345,3 +346,22 @@ class Promotion:
             _TRYING.reset(trying)
             self.backend = outcome
             self.decided = True
+
+
+def call_goes_to_tape(graph, in_shapes, leaves: list) -> bool | None:
+    """True if a default call of a scalar ``graph`` on ``leaves`` goes to the tape (a large,
+    narrow graph on a few points: :func:`tape_serves`); None past the tape's points.
+
+    >>> import numpy as np, symad as sd
+    >>> F = sd.trace(lambda x: x * 2, 1.0)
+    >>> call_goes_to_tape(F.graph, F.in_shapes, [np.zeros(10 ** 4)])
+    """
+    import numpy as np
+
+    points = 1
+    for leaf, core_shape in zip(leaves, in_shapes):
+        size, core = np.size(leaf), math.prod(core_shape)
+        points = max(points, size // core if core else 0)
+    if points > TAPE_MAX_POINTS:
+        return None
+    return tape_serves(len(graph.nodes), len(graph.inputs), len(graph.outputs), points)
