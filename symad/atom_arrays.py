@@ -54,12 +54,13 @@ def scalar_constant(value: Any) -> sympy.Basic:
 
 
 def real_array(value: Any) -> np.ndarray:
-    """``value`` as a NumPy array of real numbers, or a TracingError naming what it is."""
+    """``value`` as a NumPy array of numbers (real or complex), or a TracingError naming what it is."""
     array = np.asarray(value)
-    if array.dtype.kind == "c":
-        raise TracingError(
-            f"function {traced_function_name()!r} uses a complex constant; symad traces real numbers only"
-        )
+    if array.dtype.kind == "c":  # complex constants are traced too (the name is historical)
+        from symad.atoms import note_complex
+
+        note_complex()
+        return array
     if array.dtype.kind not in "biuf":
         raise TracingError(
             f"function {traced_function_name()!r} uses a constant of dtype {array.dtype}; "
@@ -95,10 +96,11 @@ def pack_elements(builder: GraphBuilder, elements: np.ndarray):
 
     flat = elements.reshape(-1)
     positions = [position for position, atom in enumerate(flat) if not is_constant(atom)]
-    values = np.zeros(flat.size)
-    for position, atom in enumerate(flat):
-        if is_constant(atom):
-            values[position] = constant_value(atom)
+    constants = [(position, constant_value(atom)) for position, atom in enumerate(flat)
+                 if is_constant(atom)]
+    values = np.zeros(flat.size, complex if any(isinstance(v, complex) for _, v in constants) else float)
+    for position, value in constants:
+        values[position] = value
     base = ConstantArray(values.reshape(elements.shape))
     if not positions:
         return builder.record(constant_p, (), (("value", base),))
@@ -259,10 +261,11 @@ def fresh_symbol_array(name: str, shape: tuple, taken: set[str]) -> np.ndarray:
         suffix += "'"
 
 
-def fresh_input(name: str, shape: tuple, taken: set[str]):
+def fresh_input(name: str, shape: tuple, taken: set[str], complex: bool = False):
     """The input atom of an argument: a scalar symbol for shape ``()``, else an :class:`ArrayInput`.
 
-    Primed (``x'``) until its name is not ``taken`` by an enclosing trace.
+    Primed (``x'``) until its name is not ``taken`` by an enclosing trace. A ``complex``
+    argument's symbol is made ``complex=True`` (an array's elements too).
 
     >>> fresh_input("x", (), {"x"}), fresh_input("w", (2, 3), set())
     (x', ArrayInput('w', (2, 3)))
@@ -270,8 +273,13 @@ def fresh_input(name: str, shape: tuple, taken: set[str]):
     while name in taken:
         name += "'"
     if tuple(shape) == ():
+        if complex:
+            from symad.atoms import note_complex
+
+            note_complex()
+            return sympy.Symbol(name, complex=True)
         return uncached_symbol(name)
-    return ArrayInput(name, shape)
+    return ArrayInput(name, shape, complex)
 
 
 def size_limit_advice(function_name: str, size: int) -> str:

@@ -46,7 +46,8 @@ def leaf_elements(leaf) -> np.ndarray:
     return out
 
 
-def input_leaf(path: str, shape: tuple, taken: set[str], elements: bool = False):
+def input_leaf(path: str, shape: tuple, taken: set[str], elements: bool = False,
+               complex: bool = False):
     """A new input leaf named ``path``: a 0-d array holding a symbol, or an ArrayInput
     (``elements``: an array of one symbol per element, for programs of scalars).
 
@@ -57,7 +58,7 @@ def input_leaf(path: str, shape: tuple, taken: set[str], elements: bool = False)
         symbols = fresh_symbol_array(path, tuple(shape), taken)
         taken.update(symbol.name for symbol in symbols.reshape(-1))
         return symbols
-    atom = fresh_input(path, tuple(shape), taken)
+    atom = fresh_input(path, tuple(shape), taken, complex)
     taken.add(atom.name)
     if atom.__class__ is ArrayInput:
         return atom

@@ -35,6 +35,7 @@ from symad.atom_arrays import (
     scalar_constant,
     traced_function_name,
 )
+from symad.atoms import is_complex_atom
 from symad.errors import TracingError
 from symad.graph import (
     active_builders,
@@ -45,8 +46,25 @@ from symad.graph import (
 
 __all__ = [
     "Tracer", "Parameter", "apply", "as_atoms", "as_atom", "as_operand", "contains_traced",
-    "is_traced", "record_scalars", "scalar_atom", "bind_numpy_namespace",
+    "is_traced", "record_scalars", "scalar_atom", "bind_numpy_namespace", "is_complex_value",
 ]
+
+
+def is_complex_value(value) -> bool:
+    """True if ``value`` holds complex numbers: a traced complex value, a complex number or
+    a complex NumPy array.
+
+    >>> import numpy as np
+    >>> is_complex_value(1j), is_complex_value(np.ones(2)), is_complex_value(np.ones(2) * 1j)
+    (True, False, True)
+    """
+    if isinstance(value, Tracer):
+        if value._atom is not None:
+            return is_complex_atom(value._atom)
+        return any(is_complex_atom(atom) for atom in value._array.reshape(-1))
+    if isinstance(value, Parameter):
+        return np.iscomplexobj(value.value)
+    return bool(np.iscomplexobj(value))
 
 
 # ---------------------------------------------------------------------------
@@ -561,29 +579,29 @@ class Tracer(CantSympify):
 
     @property
     def real(self) -> Tracer:
-        """The value itself: traced values are real numbers.
+        """The real part: ``np.real(self)`` (a real traced value is its own real part).
 
         >>> import symad as sd
         >>> sd.trace(lambda x: x.real + x.imag, 1.0).formula()
         x
         """
-        return self
+        return _numpy_namespace().real(self)
 
     @property
     def imag(self) -> Tracer:
-        """Zeros: traced values are real numbers (see :attr:`real`)."""
+        """The imaginary part: ``np.imag(self)`` (zeros for a real traced value)."""
         snp = _numpy_namespace()
 
-        return snp.zeros_like(self)
+        return snp.imag(self) if is_complex_value(self) else snp.zeros_like(self)
 
     def conj(self) -> Tracer:
-        """The value itself: traced values are real numbers.
+        """The complex conjugate: ``np.conj(self)`` (a real traced value is its own).
 
         >>> import symad as sd
         >>> sd.trace(lambda x: x.conj() * x, 1.0).formula()
         x**2
         """
-        return self
+        return _numpy_namespace().conj(self)
 
     conjugate = conj
 

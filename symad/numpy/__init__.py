@@ -9,6 +9,7 @@ The functions live in one module per family -- :mod:`~symad.numpy.elementwise`,
 :mod:`~symad.numpy.shapes` (construction, shape manipulation, indexing),
 :mod:`~symad.numpy.creation`, :mod:`~symad.numpy.reductions`,
 :mod:`~symad.numpy.products` (products, contractions and more array operations),
+:mod:`~symad.numpy.fft` (``snp.fft``, NumPy's Fourier transforms),
 :mod:`~symad.numpy.refusals` (what is not traced) -- and this package re-exports
 them. The dispatch from NumPy's protocols stays here: it routes NumPy's names to
 the whole namespace and suggests the nearest of its names.
@@ -42,7 +43,7 @@ from symad import tracer as _tracer_module
 from symad.atom_arrays import traced_function_name
 from symad.errors import TracingError
 from symad.graph import atom_shape, current_builder
-from symad.numpy import creation, elementwise, products, reductions, shapes
+from symad.numpy import creation, elementwise, fft, products, reductions, shapes
 from symad.numpy.creation import *  # noqa: F403 - the families' names are this namespace
 from symad.numpy.elementwise import *  # noqa: F403
 from symad.numpy.operators import install_operators as _install_operators
@@ -172,7 +173,7 @@ def dispatch_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
 
 #: NumPy's array functions -> their traceable versions, as each family declares them.
 _FUNCTIONS = {**reductions.NUMPY_FUNCTIONS, **products.NUMPY_FUNCTIONS, **shapes.NUMPY_FUNCTIONS,
-              **elementwise.NUMPY_FUNCTIONS, **creation.NUMPY_FUNCTIONS}
+              **elementwise.NUMPY_FUNCTIONS, **creation.NUMPY_FUNCTIONS, **fft.NUMPY_FUNCTIONS}
 _CONSTRUCTORS = creation.CONSTRUCTORS
 
 

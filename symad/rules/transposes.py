@@ -34,6 +34,7 @@ import sympy
 
 from symad import array_primitives as A
 from symad import primitives as P
+from symad.atom_arrays import constant_atom
 from symad.graph import atom_shape
 from symad.ir.primitive import RuleTable
 
@@ -257,3 +258,66 @@ def _scatter(builder, ct, node, index, lead):
                               (("in_shape", in_shape), ("index", item_index)))
     taken = A.record_slice(builder, ct, item_index, lead)
     return unbroadcast(builder, taken, atom_shape(node.args[1]), lead)
+
+
+# -- complex parts and Fourier transforms: transposes for JAX's pairing Re(ct * t) --------
+
+
+@TRANSPOSE.register(A.real_p)
+def _real(builder, ct, node, index, lead):
+    return ct  # Re(ct * t) = ct * Re(t) for a real ct: the real cotangent, as a complex one
+
+
+@TRANSPOSE.register(A.imag_p)
+def _imag(builder, ct, node, index, lead):
+    return builder.record(P.mul_p, (ct, -sympy.I))  # ct * Im(t) = Re(-i ct * t)
+
+
+@TRANSPOSE.register(A.conj_p)
+def _conj(builder, ct, node, index, lead):
+    return builder.record(A.conj_p, (ct,))  # Re(ct * conj(t)) = Re(conj(ct) * t)
+
+
+@TRANSPOSE.register(A.fft_p)
+def _fft(builder, ct, node, index, lead):
+    # The DFT matrix exp(-2 pi i j k / n) is symmetric, so it is its own transpose under
+    # the bilinear pairing (the adjoint, conj(F)^T, is the inverse transform times n).
+    return builder.record(A.fft_p, (ct,), node.params)
+
+
+@TRANSPOSE.register(A.rfft_p)
+def _rfft(builder, ct, node, index, lead):
+    # rfft(x)_k = sum_j x_j w^(jk) for k <= n/2, x real: the transpose sums ct_k w^(jk)
+    # over those k and keeps the real part, a full transform of ct padded with zeros to n.
+    params = _params(node)
+    axis, shape = params["axis"], atom_shape(node.args[0])
+    padded = A.record_unslice(builder, ct, shape, _along(shape, axis, 0, shape[axis] // 2 + 1))
+    spectrum = builder.record(A.fft_p, (padded,), (("axes", (axis,)), ("inverse", False),
+                                                   ("norm", params["norm"])))
+    return builder.record(A.real_p, (spectrum,))
+
+
+@TRANSPOSE.register(A.irfft_p)
+def _irfft(builder, ct, node, index, lead):
+    # irfft reads each c_k, 0 < k < n/2, twice (c_k and its mirror conj(c_k)) and c_0 (and
+    # c_(n/2) for even n) once, real part only: the transpose is the inverse transform of
+    # the real ct, its first n//2 + 1 values weighted 2 or 1.
+    params = _params(node)
+    axis, n = params["axis"], params["n"]
+    count = atom_shape(node.args[0])[axis]
+    spectrum = builder.record(A.fft_p, (ct,), (("axes", (axis,)), ("inverse", True),
+                                               ("norm", params["norm"])))
+    shape = atom_shape(node)
+    part = A.record_slice(builder, spectrum, _along(shape, axis, 0, count), lead)
+    weights = np.full(count, 2.0)
+    weights[0] = 1.0
+    if n % 2 == 0:
+        weights[-1] = 1.0
+    weights = weights.reshape((count,) + (1,) * (-axis - 1))
+    return builder.record(P.mul_p, (part, constant_atom(builder, weights)))
+
+
+def _along(shape: tuple, axis: int, start: int, stop: int) -> tuple:
+    """The basic index of ``start:stop`` along the negative ``axis`` of ``shape``, whole elsewhere."""
+    return tuple(("s", start, stop, 1) if i == len(shape) + axis else ("s", 0, size, 1)
+                 for i, size in enumerate(shape))

@@ -195,6 +195,8 @@ class WholeArrayLowering:
         compiler's measured cost table) NumPy's own loop is not faster for it."""
         if self.backend != "numexpr" or not node.primitive.elementwise:
             return False
+        if self.dtype.kind == "c":  # complex values: NumPy's ufuncs (numexpr's forms are real)
+            return False
         from symad.compile.scalar.numexpr_backend import runs_in_numpy
 
         return _numexpr_form(node) is not None and not runs_in_numpy(_instruction(node))
@@ -512,7 +514,23 @@ def _pack(lowering, node, args, params):
             f"{params['has_base']!r})")
 
 
+def _fft(lowering, node, args, params):
+    function = "np.fft.ifftn" if params["inverse"] else "np.fft.fftn"
+    return f"{function}({args[0]}, axes={params['axes']!r}, norm={params['norm']!r})"
+
+
+def _real_fft(lowering, node, args, params):  # rfft and irfft
+    size = f", n={params['n']!r}" if "n" in params else ""
+    return f"np.fft.{node.primitive.name}({args[0]}{size}, axis={params['axis']!r}, norm={params['norm']!r})"
+
+
 _ARRAY_CALLS = {
+    A.real_p: _runtime_call("np.real", 1),
+    A.imag_p: _runtime_call("np.imag", 1),
+    A.conj_p: _runtime_call("np.conjugate", 1),
+    A.fft_p: _fft,
+    A.rfft_p: _real_fft,
+    A.irfft_p: _real_fft,
     A.reduce_sum_p: _reduction("np.sum"),
     A.amax_p: _reduction("np.max"),
     A.amin_p: _reduction("np.min"),
@@ -534,7 +552,7 @@ _ARRAY_CALLS = {
 #: operands' pooled buffers may be released after it).
 _NEW_ARRAY = frozenset({A.reduce_sum_p, A.amax_p, A.amin_p, A.reduce_logsumexp_p, A.einsum_p,
                         A.unslice_p, A.take_p, A.take_add_p, A.concatenate_p, A.cumsum_p,
-                        A.pack_p})
+                        A.pack_p, A.fft_p, A.rfft_p, A.irfft_p})
 
 
 def lower_whole_arrays(graph, backend: str, dtype="float64", name: str = "function") -> ArrayModule:
