@@ -188,7 +188,8 @@ class WholeArrayLowering:
         """True if the node's value may be written into a pooled buffer: a floating-point
         intermediate (outputs go to the caller, boolean values have their own dtype)."""
         return (node not in self.outputs and not node.primitive.returns_boolean
-                and (self.backend == "numpy" or self.dtype == np.float64))
+                and (self.backend == "numpy" or self.dtype == np.float64)
+                and self.dtype.kind != "c")  # a complex program's values have their own dtypes
 
     def _fusible(self, node) -> bool:
         """True if the node may go into a numexpr expression: numexpr has it, and (by the scalar
@@ -395,6 +396,10 @@ class WholeArrayLowering:
         """A module-level name for a constant array: a literal if small, else an external."""
         name = f"C{len(self.prelude)}"
         dtype = "np.intp" if integer else "DTYPE"
+        value_dtype = np.intp if integer else self.dtype
+        if self.dtype.kind == "c" and not integer:  # in a complex program a real constant stays real
+            value_dtype = np.dtype(np.complex128 if np.iscomplexobj(array) else np.float64)
+            dtype = f"np.{value_dtype.name}"
         base = array
         if array.ndim and array.size and np.all(array == array.reshape(-1)[0]):
             value = array.reshape(-1)[0]
@@ -405,7 +410,7 @@ class WholeArrayLowering:
             self.prelude.append(f"{name} = np.array([{values}], dtype={dtype}).reshape({array.shape!r})")
         else:
             index = self._external(
-                np.ascontiguousarray(array, dtype=np.intp if integer else self.dtype),
+                np.ascontiguousarray(array, dtype=value_dtype),
                 f"a constant array of shape {array.shape}")
             self.prelude.append(f"{name} = EXTERNALS[{index}]  # bound when the module is loaded")
         return name
