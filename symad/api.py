@@ -112,9 +112,16 @@ def _check_weights(weights, transform: str, name: str) -> tuple[Parameter, ...]:
 
 
 def _check_differentiable(args: tuple, positions: Sequence[int], transform: str, fun) -> None:
-    """Integer inputs in a differentiated position are an error, as in JAX."""
+    """Integer inputs in a differentiated position are an error, as in JAX (and complex
+    ones for Taylor mode, whose series are real)."""
     for position in positions:
         leaves, treedef = tree_flatten(args[position])
+        if transform in ("derivative", "taylor") and any(
+                np.iscomplexobj(leaf) for leaf in leaves if not isinstance(leaf, (Tracer, Parameter))):
+            raise DifferentiationError(
+                f"{transform}({function_name(fun)}): argument {position} is complex; Taylor mode "
+                "(sd.derivative, sd.taylor) expands in real arguments. For the complex derivative "
+                "of a holomorphic function nest sd.grad(f, holomorphic=True)")
         if all(getattr(leaf, "dtype", None) is not None and leaf.dtype.kind in "fc"
                for leaf in leaves if not isinstance(leaf, (Tracer, Parameter))):
             continue  # every call of a working program: no names needed

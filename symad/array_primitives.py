@@ -49,7 +49,7 @@ __all__ = [
     "ConstantArray", "basic_index", "index_objects", "normalize_axes", "dummy_array", "part_shape",
     "constant_p", "reduce_sum_p", "amax_p", "amin_p", "reduce_logsumexp_p", "einsum_p",
     "reshape_p", "transpose_p", "broadcast_p", "slice_p", "unslice_p", "take_p", "take_add_p",
-    "concatenate_p", "cumsum_p", "pack_p", "scatter_p", "real_p", "imag_p", "conj_p", "fft_p",
+    "concatenate_p", "cumsum_p", "pack_p", "scatter_p", "real_p", "imag_p", "conj_p", "modulus_p", "fft_p",
     "rfft_p", "irfft_p", "ARRAY_PRIMITIVES",
 ]
 
@@ -525,6 +525,10 @@ imag_p = _array_primitive("imag", np.imag, _same_shape, kind="linear", complex_v
                           to_sympy=sympy.im)
 conj_p = _array_primitive("conj", np.conjugate, _same_shape, kind="linear",
                           to_sympy=sympy.conjugate)
+#: ``np.abs`` of a complex operand (the modulus, real); its derivative is JAX's,
+#: conj(z)/|z| with 0 at z = 0 (symad.rules.transposes), not hypot's 0/0 there.
+modulus_p = _array_primitive("modulus", np.abs, _same_shape, kind="array", complex_values="real",
+                             to_sympy=sympy.Abs)
 
 
 def _fft_impl(x, *, axes, inverse, norm):

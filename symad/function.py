@@ -570,6 +570,10 @@ class Function:
         >>> print(code.header.splitlines()[-2])
         void square_plus_one(const double *in, double *out);
         """
+        if self.is_complex_program:
+            raise CompileError(f"{self.name}: C export writes double arithmetic; this function "
+                               "holds complex values. Export the real and imaginary parts as two "
+                               "real functions, or evaluate it with F.compile('numpy')")
         return views.to_c(self, name)
 
     def stats(self) -> dict:

@@ -226,3 +226,15 @@ def test_jax_refusals_with_complex_values(call, message):
 def test_operations_without_a_complex_form_are_refused_naming_them(call, message):
     with pytest.raises(TracingError, match=message):
         call()
+
+
+def test_taylor_mode_and_c_export_refuse_complex_values_saying_what_to_do():
+    with pytest.raises(DifferentiationError, match="holomorphic=True"):
+        sd.derivative(lambda z: np.exp(z), 2)(0.5 + 0.1j)
+    with pytest.raises(DifferentiationError, match="Taylor mode"):
+        sd.taylor(lambda z: np.exp(z), 3)(0.5 + 0.1j)
+    with pytest.raises(sd.CompileError, match="complex values"):
+        sd.trace(lambda z: np.exp(z), 1j).to_c("f")
+    # The complex second derivative by nesting, as the first message says.
+    second = sd.grad(sd.grad(lambda z: np.exp(2 * z), holomorphic=True), holomorphic=True)(0.5 + 0.1j)
+    assert np.isclose(second, 4 * np.exp(2 * (0.5 + 0.1j)), rtol=1e-14)

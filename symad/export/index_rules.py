@@ -427,6 +427,7 @@ INDEX_RULES.update({
     A.real_p: _complex_part(sympy.re),
     A.imag_p: _complex_part(sympy.im),
     A.conj_p: _complex_part(sympy.conjugate),
+    A.modulus_p: _complex_part(sympy.Abs),
     A.fft_p: _dft,
     A.rfft_p: _dft,
     A.irfft_p: _irfft,

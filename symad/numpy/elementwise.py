@@ -321,8 +321,8 @@ def clip(x, a_min=None, a_max=None, *, min=None, max=None):  # noqa: A002 - NumP
 
 # ---------------------------------------------------------------------------
 # Complex parts. A real traced value is its own real part and conjugate and has
-# imaginary part 0 (no node); a complex one records real/imag/conj (symad.array_primitives),
-# and its abs and angle are hypot and arctan2 of its parts, as NumPy computes them.
+# imaginary part 0 (no node); a complex one records real/imag/conj/modulus
+# (symad.array_primitives), and its angle is arctan2 of its parts, as NumPy computes it.
 # ---------------------------------------------------------------------------
 
 
@@ -396,15 +396,15 @@ def angle(z, deg=False):
 
 
 def abs(x):  # noqa: A001
-    """Elementwise absolute value; of a complex value, ``hypot(real(x), imag(x))`` (NumPy's
-    modulus), whose gradient is JAX's ``x / |x|`` (conjugate convention: ``conj``-free).
+    """Elementwise absolute value; of a complex value its modulus (NumPy's ``np.abs``), whose
+    derivative is JAX's: ``Re(conj(z) t) / |z|``, 0 at ``z = 0``.
 
     >>> import symad as sd
     >>> complex(sd.grad(lambda z: abs(z) ** 2)(3 + 4j))   # 2 conj(z), as jax.grad gives
     (6-8j)
     """
     if _traced_complex(x):
-        return hypot(real(x), imag(x))
+        return _record_part(A.modulus_p, x)
     return _real_abs(x)
 
 

@@ -38,7 +38,9 @@ from symad.atom_arrays import constant_atom
 from symad.graph import atom_shape
 from symad.ir.primitive import RuleTable
 
-__all__ = ["TRANSPOSE", "unbroadcast", "array_weights", "broadcast_full"]
+__all__ = ["TRANSPOSE", "unbroadcast", "array_weights", "broadcast_full", "modulus_weighted"]
+
+ZERO, ONE = sympy.Integer(0), sympy.Integer(1)
 
 
 def _params(node) -> dict:
@@ -276,6 +278,22 @@ def _imag(builder, ct, node, index, lead):
 @TRANSPOSE.register(A.conj_p)
 def _conj(builder, ct, node, index, lead):
     return builder.record(A.conj_p, (ct,))  # Re(ct * conj(t)) = Re(conj(ct) * t)
+
+
+def modulus_weighted(builder, node, value):
+    """``value * conj(z) / |z|`` for a modulus node ``|z|``, 0 at z = 0 (JAX's convention): the
+    modulus' tangent is its real part for ``value = t``, its transpose it for ``value = ct``
+    (the pairing Re(ct * t)). Multiplied before divided, as JAX, so |z|**2 gives 2 conj(z)
+    exactly."""
+    (z,) = node.args
+    safe = builder.record(P.select_p, (builder.record(P.equal_p, (node, ZERO)), ONE, node))
+    return builder.record(P.div_p, (builder.record(P.mul_p, (value, builder.record(A.conj_p, (z,)))),
+                                    safe))
+
+
+@TRANSPOSE.register(A.modulus_p)
+def _modulus(builder, ct, node, index, lead):
+    return modulus_weighted(builder, node, ct)
 
 
 @TRANSPOSE.register(A.fft_p)

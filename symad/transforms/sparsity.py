@@ -366,7 +366,7 @@ PATTERN = RuleTable("sparsity pattern", applies=lambda primitive: not primitive.
 PATTERN.update({A.reduce_sum_p: _reduced, A.amax_p: _reduced, A.amin_p: _reduced,
                 A.reduce_logsumexp_p: _reduced, A.einsum_p: _einsum, A.take_add_p: _take_add,
                 A.cumsum_p: _cumsum, A.real_p: _same_position, A.imag_p: _same_position,
-                A.conj_p: _same_position, A.fft_p: _along_axes, A.rfft_p: _along_axes,
+                A.conj_p: _same_position, A.modulus_p: _same_position, A.fft_p: _along_axes, A.rfft_p: _along_axes,
                 A.irfft_p: _along_axes})
 PATTERN.register(*[primitive for primitive in A.ARRAY_PRIMITIVES if primitive.moves])(_moved)
 PATTERN.no_rule("a constant array: its value is known whole, it depends on nothing",

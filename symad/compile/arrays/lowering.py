@@ -533,6 +533,7 @@ _ARRAY_CALLS = {
     A.real_p: _runtime_call("np.real", 1),
     A.imag_p: _runtime_call("np.imag", 1),
     A.conj_p: _runtime_call("np.conjugate", 1),
+    A.modulus_p: _runtime_call("np.abs", 1),
     A.fft_p: _fft,
     A.rfft_p: _real_fft,
     A.irfft_p: _real_fft,
