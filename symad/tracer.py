@@ -35,7 +35,7 @@ from symad.atom_arrays import (
     scalar_constant,
     traced_function_name,
 )
-from symad.atoms import is_complex_atom
+from symad.atoms import COMPLEX_SEEN, is_complex_atom
 from symad.errors import TracingError
 from symad.graph import (
     active_builders,
@@ -541,6 +541,8 @@ class Tracer(CantSympify):
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         primitive = _SCALAR_UFUNCS.get(ufunc) if method == "__call__" and not kwargs else None
+        if primitive is not None and COMPLEX_SEEN[0] and primitive.complex_values == "refuse":
+            primitive = None  # np.abs of a complex value is not abs_p: the namespace decides
         if primitive is not None:  # np.sin(x) of a traced scalar: no dispatch to go through
             result = record_scalars(primitive, inputs)
             if result is not None:

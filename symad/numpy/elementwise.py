@@ -408,6 +408,7 @@ def abs(x):  # noqa: A001
     return _real_abs(x)
 
 
+abs.primitive = P.abs_p  # NumPy's np.abs of a real traced scalar: recorded directly
 absolute = abs
 
 
