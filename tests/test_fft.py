@@ -188,7 +188,9 @@ def test_formula_is_the_transforms_sum():
     (lambda: sd.trace(lambda x: np.fft.fftn(x, axes=(0, 0)), np.ones((2, 2))), TracingError, "repeated axis"),
     (lambda: sd.trace(lambda x: np.fft.fft(x), 1.0), TracingError, "0-d"),
     (lambda: sd.trace(lambda x: np.fft.hfft(x), np.ones(4)), TracingError, "hfft"),
-], ids=["rfft_complex", "n0", "norm", "repeated_axis", "scalar", "hfft"])
+    (lambda: sd.trace(lambda x: np.fft.rfft2(x), np.ones((2, 4))), TracingError,
+     r"rfft2, which symad cannot trace. The nearest operations symad traces: np\.fft\.rfft"),
+], ids=["rfft_complex", "n0", "norm", "repeated_axis", "scalar", "hfft", "rfft2_nearest"])
 def test_bad_transforms_are_refused_naming_the_problem(call, error, message):
     with pytest.raises(error, match=message):
         call()

@@ -142,7 +142,8 @@ def _nearest_supported(name: str) -> list[str]:
 
     supported = set(_UFUNCS) | {function.__name__ for function in _FUNCTIONS} | set(__all__)
     supported = {n for n in supported if not n.startswith("_") and callable(globals().get(n, len))}
-    return [f"np.{n}" if hasattr(_np, n) else f"snp.{n}"
+    transforms = {f.__name__: f"np.fft.{f.__name__}" for f in fft.NUMPY_FUNCTIONS.values()}
+    return [transforms.get(n) or (f"np.{n}" if hasattr(_np, n) else f"snp.{n}")
             for n in difflib.get_close_matches(name, sorted(supported), n=3)]
 
 
