@@ -27,7 +27,11 @@ COMPLEX_SEEN = [False]
 
 
 def note_complex() -> None:
-    """Record that complex values are being traced (see :data:`COMPLEX_SEEN`)."""
+    """Record that complex values are being traced (see :data:`COMPLEX_SEEN`); it stays so.
+
+    >>> note_complex(); COMPLEX_SEEN[0]
+    True
+    """
     COMPLEX_SEEN[0] = True
 
 

@@ -684,7 +684,13 @@ class Function:
 
     @property
     def is_complex_program(self) -> bool:
-        """True if an input, a Parameter or a node holds complex numbers."""
+        """True if an input, a Parameter or a node holds complex numbers.
+
+        >>> import symad as sd
+        >>> F = sd.trace(lambda x, z: (x * z, abs(z)), 1.0, 1j)
+        >>> F.is_complex_program, F.complex_inputs, F.complex_outputs
+        (True, (False, True), (True, False))
+        """
         flag = self.__dict__.get("_is_complex_program")
         if flag is None:
             atoms = [atom for symbols in self.in_symbols for atom in leaf_atoms(symbols)[:1]]

@@ -349,7 +349,17 @@ def _restore_node(primitive, args: tuple, params: tuple, position: int, number: 
 
 def complex_result(primitive, args: tuple, params: tuple) -> bool:
     """True if ``primitive`` applied to ``args`` gives complex values (its ``complex_values``);
-    a TracingError if the primitive is defined on real values only and an operand is complex."""
+    a TracingError if the primitive is defined on real values only and an operand is complex.
+
+    >>> from symad.primitives import exp_p, sign_p
+    >>> z = sympy.Symbol("z", complex=True)
+    >>> complex_result(exp_p, (z,), ()), complex_result(exp_p, (sympy.Symbol("x"),), ())
+    (True, False)
+    >>> complex_result(sign_p, (z,), ())
+    Traceback (most recent call last):
+    ...
+    symad.errors.TracingError: sign of a complex value: symad traces sign on real values only (it has no complex form with JAX's conventions here); apply it to the real and imaginary parts (np.real(z), np.imag(z)) or to np.abs(z)
+    """
     rule = primitive.complex_values
     if rule == "complex":
         return True

@@ -61,7 +61,11 @@ def numeric_argument(value: Any, name: str, position: int = 0, complex: bool = F
 
 
 def common_batch(batch_shapes: list, arrays: list, core_shapes: tuple, name: str) -> tuple:
-    """The broadcast of the arguments' batch shapes, or a TracingError naming the clash."""
+    """The broadcast of the arguments' batch shapes, or a TracingError naming the clash.
+
+    >>> common_batch([(5,), (1,)], [], ((), ()), "f")
+    (5,)
+    """
     try:
         return np.broadcast_shapes(*batch_shapes) if batch_shapes else ()
     except ValueError:

@@ -146,21 +146,39 @@ def fftn(a, s=None, axes=None, norm=None, out=None):
 
 @numpy_when_concrete(_np.fft.ifftn)
 def ifftn(a, s=None, axes=None, norm=None, out=None):
-    """``np.fft.ifftn``: the inverse transform over ``axes``."""
+    """``np.fft.ifftn``: the inverse transform over ``axes``.
+
+    >>> import numpy as np, symad as sd
+    >>> z = np.arange(6.0).reshape(2, 3) * 1j
+    >>> bool(np.allclose(sd.trace(lambda z: ifftn(z, axes=(0,)), z)(z), np.fft.ifftn(z, axes=(0,))))
+    True
+    """
     _no_out(out, "ifftn")
     return _transform(a, s, axes, norm, True, "ifftn")
 
 
 @numpy_when_concrete(_np.fft.fft2)
 def fft2(a, s=None, axes=(-2, -1), norm=None, out=None):
-    """``np.fft.fft2``: :func:`fftn` over the last two axes."""
+    """``np.fft.fft2``: :func:`fftn` over the last two axes.
+
+    >>> import numpy as np, symad as sd
+    >>> x = np.arange(8.0).reshape(2, 4)
+    >>> bool(np.allclose(sd.trace(lambda x: fft2(x, s=(2, 3)), x)(x), np.fft.fft2(x, s=(2, 3))))
+    True
+    """
     _no_out(out, "fft2")
     return _transform(a, s, axes, norm, False, "fft2")
 
 
 @numpy_when_concrete(_np.fft.ifft2)
 def ifft2(a, s=None, axes=(-2, -1), norm=None, out=None):
-    """``np.fft.ifft2``: :func:`ifftn` over the last two axes."""
+    """``np.fft.ifft2``: :func:`ifftn` over the last two axes.
+
+    >>> import numpy as np, symad as sd
+    >>> x = np.arange(8.0).reshape(2, 4)
+    >>> bool(np.allclose(sd.trace(lambda x: ifft2(fft2(x)), x)(x), x))
+    True
+    """
     _no_out(out, "ifft2")
     return _transform(a, s, axes, norm, True, "ifft2")
 
@@ -229,7 +247,13 @@ def fftshift(x, axes=None):
 
 @numpy_when_concrete(_np.fft.ifftshift)
 def ifftshift(x, axes=None):
-    """``np.fft.ifftshift``: the inverse of :func:`fftshift` (a roll the other way)."""
+    """``np.fft.ifftshift``: the inverse of :func:`fftshift` (a roll the other way).
+
+    >>> import numpy as np, symad as sd
+    >>> x = np.arange(5.0)
+    >>> sd.trace(lambda x: ifftshift(fftshift(x)), x)(x).tolist()
+    [0.0, 1.0, 2.0, 3.0, 4.0]
+    """
     return _shifted(x, axes, -1)
 
 

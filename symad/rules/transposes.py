@@ -284,7 +284,14 @@ def modulus_weighted(builder, node, value):
     """``value * conj(z) / |z|`` for a modulus node ``|z|``, 0 at z = 0 (JAX's convention): the
     modulus' tangent is its real part for ``value = t``, its transpose it for ``value = ct``
     (the pairing Re(ct * t)). Multiplied before divided, as JAX, so |z|**2 gives 2 conj(z)
-    exactly."""
+    exactly.
+
+    >>> import symad as sd, numpy as np
+    >>> abs(complex(sd.grad(lambda z: np.abs(z))(0j)))
+    0.0
+    >>> bool(np.isclose(sd.grad(lambda z: np.abs(z))(3 + 4j), 0.6 - 0.8j, rtol=1e-15))
+    True
+    """
     (z,) = node.args
     safe = builder.record(P.select_p, (builder.record(P.equal_p, (node, ZERO)), ONE, node))
     return builder.record(P.div_p, (builder.record(P.mul_p, (value, builder.record(A.conj_p, (z,)))),
