@@ -312,37 +312,43 @@ def _fft(builder, ct, node, index, lead):
 
 @TRANSPOSE.register(A.rfft_p)
 def _rfft(builder, ct, node, index, lead):
-    # rfft(x)_k = sum_j x_j w^(jk) for k <= n/2, x real: the transpose sums ct_k w^(jk)
-    # over those k and keeps the real part, a full transform of ct padded with zeros to n.
+    # rfft(x)_k = s_f sum_j x_j w^(jk) for k <= n/2 (w = e^(-2 pi i/n)), x real: the
+    # transpose is Re(sum_k ct_k s_f w^(jk)) = Re(sum_k conj(ct_k) s_f w^(-jk)), which is irfft
+    # of conj(ct) weighted s_f/s_i per frequency, halved where irfft reads a frequency twice
+    # (s_f, s_i: the norm's forward and inverse scales) -- a real transform, half a complex one.
     params = _params(node)
-    axis, shape = params["axis"], atom_shape(node.args[0])
-    padded = A.record_unslice(builder, ct, shape, _along(shape, axis, 0, shape[axis] // 2 + 1))
-    spectrum = builder.record(A.fft_p, (padded,), (("axes", (axis,)), ("inverse", False),
-                                                   ("norm", params["norm"])))
-    return builder.record(A.real_p, (spectrum,))
+    axis, norm = params["axis"], params["norm"]
+    n = atom_shape(node.args[0])[axis]
+    weights = _frequency_weights(n, axis, _scale(norm, n, False) / _scale(norm, n, True), 0.5)
+    spectrum = builder.record(P.mul_p, (builder.record(A.conj_p, (ct,)), constant_atom(builder, weights)))
+    return builder.record(A.irfft_p, (spectrum,), (("axis", axis), ("n", n), ("norm", norm)))
 
 
 @TRANSPOSE.register(A.irfft_p)
 def _irfft(builder, ct, node, index, lead):
     # irfft reads each c_k, 0 < k < n/2, twice (c_k and its mirror conj(c_k)) and c_0 (and
-    # c_(n/2) for even n) once, real part only: the transpose is the inverse transform of
-    # the real ct, its first n//2 + 1 values weighted 2 or 1.
+    # c_(n/2) for even n) once, real part only: the transpose is the inverse transform of the
+    # real ct at those frequencies, weighted 2 or 1 -- conj(rfft(ct)) times s_i/s_f.
     params = _params(node)
-    axis, n = params["axis"], params["n"]
-    count = atom_shape(node.args[0])[axis]
-    spectrum = builder.record(A.fft_p, (ct,), (("axes", (axis,)), ("inverse", True),
-                                               ("norm", params["norm"])))
-    shape = atom_shape(node)
-    part = A.record_slice(builder, spectrum, _along(shape, axis, 0, count), lead)
-    weights = np.full(count, 2.0)
-    weights[0] = 1.0
+    axis, n, norm = params["axis"], params["n"], params["norm"]
+    weights = _frequency_weights(n, axis, _scale(norm, n, True) / _scale(norm, n, False), 2.0)
+    spectrum = builder.record(A.rfft_p, (ct,), (("axis", axis), ("norm", norm)))
+    return builder.record(P.mul_p, (builder.record(A.conj_p, (spectrum,)), constant_atom(builder, weights)))
+
+
+def _scale(norm: str, n: int, inverse: bool) -> float:
+    """NumPy's factor on a transform of ``n`` points: 1, 1/n or 1/sqrt(n)."""
+    if norm == "ortho":
+        return 1 / math.sqrt(n)
+    return 1 / n if (norm == "forward") != inverse else 1.0
+
+
+def _frequency_weights(n: int, axis: int, scale: float, twice: float) -> np.ndarray:
+    """``scale`` at the n//2 + 1 frequencies of a real transform, times ``twice`` at those
+    irfft reads twice (0 < k < n/2), shaped to broadcast along the negative ``axis``."""
+    count = n // 2 + 1
+    weights = np.full(count, scale * twice)
+    weights[0] = scale
     if n % 2 == 0:
-        weights[-1] = 1.0
-    weights = weights.reshape((count,) + (1,) * (-axis - 1))
-    return builder.record(P.mul_p, (part, constant_atom(builder, weights)))
-
-
-def _along(shape: tuple, axis: int, start: int, stop: int) -> tuple:
-    """The basic index of ``start:stop`` along the negative ``axis`` of ``shape``, whole elsewhere."""
-    return tuple(("s", start, stop, 1) if i == len(shape) + axis else ("s", 0, size, 1)
-                 for i, size in enumerate(shape))
+        weights[-1] = scale
+    return weights.reshape((count,) + (1,) * (-axis - 1))
