@@ -4,9 +4,9 @@ Each transform records one node (:data:`symad.array_primitives.fft_p`, ``rfft_p`
 ``irfft_p``) evaluated by ``numpy.fft``; NumPy's ``n=`` and ``s=`` crop or pad the
 operand with zeros first (a slice or an unslice node). The transforms are linear, and
 reverse mode goes through their transposes (JAX's convention, the pairing Re(ct * t)):
-``fft``'s is ``fft`` itself (its matrix is symmetric), ``rfft``'s the real part of a
-full transform of the zero-padded cotangent, ``irfft``'s an inverse transform of the
-real cotangent weighted 1 or 2 per frequency -- so spectral methods differentiate.
+``fft``'s is ``fft`` itself (its matrix is symmetric), ``rfft``'s an ``irfft`` of the
+conjugated cotangent and ``irfft``'s the conjugate of an ``rfft``, each weighted per
+frequency (1 or 2: how often ``irfft`` reads it) -- so spectral methods differentiate.
 ``fftshift``/``ifftshift`` are rolls. Inside a traced function ``np.fft.fft(x)`` lands
 here too (NumPy's ``__array_function__``).
 

@@ -10,6 +10,11 @@ cotangent at the indices (``take_add``, repeated indices add up) and
 sums from the other end. Each pair of rules maps onto the other, so second and
 higher derivatives stay within the same small set of primitives.
 
+Complex values follow JAX's pairing of a cotangent with a tangent, ``Re(ct * t)`` (no
+conjugation): ``real``'s transpose is the cotangent itself, ``imag``'s ``-i ct``,
+``conj``'s ``conj(ct)``, the modulus' ``ct conj(z) / |z|`` (0 at 0), ``fft``'s ``fft``
+(a symmetric matrix), and the real transforms' each other's.
+
 The non-linear reductions have rules of the same shape: ``amax``/``amin``
 share the cotangent equally among the elements equal to the extremum (JAX's
 convention at ties) and ``logsumexp`` weighs it by the softmax ``exp(x - out)``.
