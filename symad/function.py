@@ -49,13 +49,14 @@ from symad.graph import (
 from symad.leaves import (
     bind_input,
     input_leaf,
+    is_complex_leaf,
     is_whole_leaf,
     leaf_atoms,
     leaf_elements,
     leaf_shape,
 )
 from symad.pytree import TreeDef, leaf_paths, tree_flatten, tree_unflatten
-from symad.tracer import Parameter, Tracer, apply, as_atoms, as_operand, is_complex_value
+from symad.tracer import Parameter, Tracer, apply, as_atoms, as_operand
 from symad.tracing_errors import (
     describe_structure,
     explain_container_argument,
@@ -113,7 +114,7 @@ def trace(fun: Callable, *example_args, name: str | None = None) -> Function:
     taken = active_input_names()  # grows as inputs are added, instead of recomputed per leaf
     in_symbols = []
     for path, leaf in zip(paths, leaves):
-        symbols = input_leaf(path, _shape_of(leaf), taken, complex=_is_complex_leaf(leaf))
+        symbols = input_leaf(path, _shape_of(leaf), taken, complex=is_complex_leaf(leaf))
         for atom in leaf_atoms(symbols):
             builder.add_input(atom)
         in_symbols.append(symbols)
@@ -276,15 +277,6 @@ def argument_names(fun: Callable, count: int) -> list[str]:
         default = ["x"] if count == 1 else [f"x{i}" for i in range(count)]
         names = names + default[len(names):]
     return names[:count]
-
-
-def _is_complex_leaf(value: Any) -> bool:
-    """True for a complex example argument (a Python/NumPy complex number or array, or a traced
-    complex value): its input is traced as complex."""
-    dtype = getattr(value, "dtype", None)
-    if dtype is not None and not isinstance(value, (Tracer, Parameter)):
-        return np.dtype(dtype).kind == "c"  # a ShapeDtypeStruct-like example too
-    return is_complex_value(value)
 
 
 def _shape_of(value: Any) -> tuple:
@@ -703,13 +695,12 @@ class Function:
     @property
     def complex_inputs(self) -> tuple:
         """Per input leaf: True if it was traced complex."""
-        return tuple(any(is_complex_atom(atom) for atom in leaf_atoms(symbols)[:1])
-                     for symbols in self.in_symbols)
+        return tuple(is_complex_atom(leaf_atoms(symbols)[0]) for symbols in self.in_symbols)
 
     @property
     def complex_outputs(self) -> tuple:
         """Per output leaf: True if it holds complex numbers."""
-        return tuple(any(is_complex_atom(atom) for atom in np.asarray(atoms, dtype=object).reshape(-1))
+        return tuple(any(map(is_complex_atom, np.asarray(atoms, dtype=object).reshape(-1)))
                      for atoms in self.output_atoms())
 
     def __call__(self, *args) -> Any:

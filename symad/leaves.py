@@ -9,15 +9,18 @@ enclosing trace when its graph is replayed there.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from symad.array_primitives import broadcast_atom
 from symad.atom_arrays import element_atom, fresh_input, fresh_symbol_array
 from symad.errors import TracingError
 from symad.graph import ArrayInput, GraphBuilder, atom_shape
-from symad.tracer import Tracer, as_atom
+from symad.tracer import Parameter, Tracer, as_atom, is_complex_value
 
-__all__ = ["leaf_shape", "leaf_atoms", "is_whole_leaf", "leaf_elements", "input_leaf", "bind_input"]
+__all__ = ["leaf_shape", "leaf_atoms", "is_whole_leaf", "leaf_elements", "input_leaf", "bind_input",
+           "is_complex_leaf"]
 
 
 def leaf_shape(leaf) -> tuple:
@@ -106,3 +109,17 @@ def _elements_of(builder: GraphBuilder, atom, shape: tuple) -> np.ndarray:
     for index in np.ndindex(shape):
         out[index] = element_atom(builder, atom, index) if shape else atom
     return out
+
+
+def is_complex_leaf(value: Any) -> bool:
+    """True for a complex example argument (a Python/NumPy complex number or array, or a traced
+    complex value): its input is traced as complex.
+
+    >>> import numpy as np
+    >>> is_complex_leaf(1j), is_complex_leaf(np.zeros(2)), is_complex_leaf(np.zeros(2, complex))
+    (True, False, True)
+    """
+    dtype = getattr(value, "dtype", None)
+    if dtype is not None and not isinstance(value, (Tracer, Parameter)):
+        return np.dtype(dtype).kind == "c"  # a ShapeDtypeStruct-like example too
+    return is_complex_value(value)
