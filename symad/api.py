@@ -557,8 +557,11 @@ def _to_sparse_matrix(function: Function, values) -> Any:
     return scipy.sparse.csr_matrix((values, (rows, columns)), shape=shape)
 
 
-def hessian(fun: Callable, argnums=0, has_aux: bool = False, *, sparse: bool = False) -> Transformed:
+def hessian(fun: Callable, argnums=0, has_aux: bool = False, *, sparse: bool = False,
+            holomorphic: bool = False) -> Transformed:
     """The Hessian of ``fun``: ``jacfwd(jacrev(fun))``, shape ``out.shape + in.shape + in.shape``.
+
+    ``holomorphic=True``: the second complex derivative of a holomorphic function (as JAX).
 
     With ``has_aux`` the call returns ``(hessian, aux)``. With ``sparse=True``
     (a function of one array argument) the call returns a
@@ -579,11 +582,14 @@ def hessian(fun: Callable, argnums=0, has_aux: bool = False, *, sparse: bool = F
     >>> sd.hessian(lambda x: x ** 3, sparse=True)(np.array([1.0, 2.0])).toarray().tolist()
     [[6.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 12.0]]
     """
+    if sparse and holomorphic:
+        raise DifferentiationError(f"hessian({function_name(fun)}, sparse=True): holomorphic=True "
+                                   "is for dense Hessians; drop sparse=True")
     if sparse:
         return _make_sparse(fun, argnums, has_aux, "hessian", sparse_hessian_function)
     argnums = _normalize_argnums(argnums, None, None, "hessian", fun)
     check_args = _argument_checker(argnums, "hessian", fun)
-    return Transformed(fun, lambda primal: hessian_function(primal, argnums, has_aux),
+    return Transformed(fun, lambda primal: hessian_function(primal, argnums, has_aux, holomorphic),
                        f"hessian({function_name(fun)})", check_args)
 
 

@@ -660,7 +660,8 @@ def sparse_hessian_function(function: Function, argnum: int) -> Function:
     return sparse_jacobian_function(jacobian, argnum, compressed=function.is_array_program)
 
 
-def hessian_function(function: Function, argnums, has_aux: bool = False) -> Function:
+def hessian_function(function: Function, argnums, has_aux: bool = False,
+                     holomorphic: bool = False) -> Function:
     """Forward over reverse mode, with each mixed pair computed once.
 
     ``H[i, j]`` and ``H[j, i]`` are the same output atom (the one first in
@@ -669,8 +670,9 @@ def hessian_function(function: Function, argnums, has_aux: bool = False) -> Func
     one-sided conventions could make the two orders of differentiation
     disagree, the upper triangle's value is the one returned.
     """
-    gradient = jacobian_function(function, argnums, has_aux, "rev", flat_aux=True)
-    full = jacobian_function(gradient, argnums, has_aux, "fwd")
+    gradient = jacobian_function(function, argnums, has_aux, "rev", flat_aux=True,
+                                 holomorphic=holomorphic)
+    full = jacobian_function(gradient, argnums, has_aux, "fwd", holomorphic=holomorphic)
     positions = resolve_argnums(argnums, len(function.in_treedef.children), "hessian", function.name)
     if not has_aux and len(function.out_shapes) == 1:
         from symad.export.latex import hessian_labels

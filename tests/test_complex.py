@@ -105,6 +105,9 @@ def test_holomorphic_derivative_is_the_complex_derivative(name):
     assert np.isclose(sd.grad(f, holomorphic=True)(z), expected, rtol=1e-13)
     assert np.isclose(sd.jacfwd(f, holomorphic=True)(z), expected, rtol=1e-13)
     assert np.isclose(sd.jacrev(f, holomorphic=True)(z), expected, rtol=1e-13)
+    g = sd.grad(f, holomorphic=True)  # the second derivative: differences of the first
+    second = (g(z + H) - g(z - H)) / (2 * H)
+    assert np.isclose(sd.hessian(f, holomorphic=True)(z), second, rtol=1e-6)
     zs = _points((2, 3), seed=2)
     for jacobian in (sd.jacfwd(f, holomorphic=True)(zs), sd.jacobian(f, holomorphic=True)(zs)):
         assert jacobian.shape == (2, 3, 2, 3)
