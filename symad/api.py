@@ -112,9 +112,16 @@ def _check_weights(weights, transform: str, name: str) -> tuple[Parameter, ...]:
 
 
 def _check_differentiable(args: tuple, positions: Sequence[int], transform: str, fun) -> None:
-    """Integer inputs in a differentiated position are an error, as in JAX."""
+    """Integer inputs in a differentiated position are an error, as in JAX (and complex
+    ones for Taylor mode, whose series are real)."""
     for position in positions:
         leaves, treedef = tree_flatten(args[position])
+        if transform in ("derivative", "taylor") and any(
+                np.iscomplexobj(leaf) for leaf in leaves if not isinstance(leaf, (Tracer, Parameter))):
+            raise DifferentiationError(
+                f"{transform}({function_name(fun)}): argument {position} is complex; Taylor mode "
+                "(sd.derivative, sd.taylor) expands in real arguments. For the complex derivative "
+                "of a holomorphic function nest sd.grad(f, holomorphic=True)")
         if all(getattr(leaf, "dtype", None) is not None and leaf.dtype.kind in "fc"
                for leaf in leaves if not isinstance(leaf, (Tracer, Parameter))):
             continue  # every call of a working program: no names needed
@@ -306,7 +313,7 @@ def _parameters_unchanged(function: Function) -> bool:
 # ---------------------------------------------------------------------------
 
 
-def _make_reverse(fun, argnums, has_aux, weights, grad_position, with_value):
+def _make_reverse(fun, argnums, has_aux, weights, grad_position, with_value, holomorphic=False):
     transform = "value_and_grad" if with_value else "grad"
     argnums = _normalize_argnums(argnums, grad_position, weights, transform, fun)
     weights = _check_weights(weights, transform, function_name(fun))
@@ -314,17 +321,17 @@ def _make_reverse(fun, argnums, has_aux, weights, grad_position, with_value):
     check_args = _argument_checker(argnums, transform, fun)
     result = Transformed(
         fun,
-        lambda primal: grad_function(primal, argnums, has_aux, weights, with_value),
+        lambda primal: grad_function(primal, argnums, has_aux, weights, with_value, holomorphic),
         f"{transform}({function_name(fun)})",
         check_args,
     )
-    if not (has_aux or weights or with_value):
+    if not (has_aux or weights or with_value or holomorphic):
         result.first_derivative = (fun, argnums)
     return result
 
 
 def grad(fun: Callable, argnums=0, has_aux: bool = False, *, weights=None,
-         grad_position=None) -> Transformed:
+         grad_position=None, holomorphic: bool = False) -> Transformed:
     """The gradient of ``fun`` with respect to the arguments ``argnums`` (and ``weights``).
 
     Args:
@@ -335,6 +342,11 @@ def grad(fun: Callable, argnums=0, has_aux: bool = False, *, weights=None,
             differentiated and the call returns ``(gradients, aux)``.
         weights: ``sd.Parameter`` objects ``fun`` closes over; their gradients
             come back as a tuple (after the argument gradients, if any).
+        holomorphic: ``fun`` is holomorphic in complex arguments and returns complex
+            values: the result is the complex derivative f'(z), as JAX's. Without it a
+            complex output is refused, and the gradient of a real output in a complex
+            argument follows JAX's convention, df/dx - i df/dy (``grad(abs(z)**2)`` is
+            ``2 conj(z)``).
 
     Returns:
         A callable with the arguments of ``fun``; ``.trace(*args)`` gives the
@@ -348,11 +360,12 @@ def grad(fun: Callable, argnums=0, has_aux: bool = False, *, weights=None,
     >>> sd.grad(f, argnums=(0, 1)).trace(2.0, 5.0).formula()
     (x2 + 1/x1, x1 - cos(x2))
     """
-    return _make_reverse(fun, argnums, has_aux, weights, grad_position, with_value=False)
+    return _make_reverse(fun, argnums, has_aux, weights, grad_position, with_value=False,
+                         holomorphic=holomorphic)
 
 
 def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, *, weights=None,
-                   grad_position=None) -> Transformed:
+                   grad_position=None, holomorphic: bool = False) -> Transformed:
     """Like :func:`grad`, but the call returns ``(value, gradients)``; ``value`` is what ``fun`` returned.
 
     >>> import symad as sd
@@ -360,7 +373,8 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, *, weights=N
     >>> float(value), float(gradient)
     (9.0, 6.0)
     """
-    return _make_reverse(fun, argnums, has_aux, weights, grad_position, with_value=True)
+    return _make_reverse(fun, argnums, has_aux, weights, grad_position, with_value=True,
+                         holomorphic=holomorphic)
 
 
 def vjp(fun: Callable, *primals, has_aux: bool = False):
@@ -435,13 +449,13 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
 # ---------------------------------------------------------------------------
 
 
-def _make_jacobian(fun, argnums, has_aux, mode):
+def _make_jacobian(fun, argnums, has_aux, mode, holomorphic=False):
     transform = "jacrev" if mode == "rev" else "jacfwd"
     argnums = _normalize_argnums(argnums, None, None, transform, fun)
 
     check_args = _argument_checker(argnums, transform, fun)
     inner = getattr(fun, "first_derivative", None)
-    if inner is not None and not has_aux and inner[1] == argnums:
+    if inner is not None and not has_aux and not holomorphic and inner[1] == argnums:
         # jacfwd(jacrev(f)), jacrev(jacfwd(f)), jacfwd(grad(f)) ... w.r.t. the same
         # arguments are the Hessian of f: built as hessian() builds it, so each
         # symmetric pair is one node, evaluated once, and the result is exactly symmetric.
@@ -454,38 +468,45 @@ def _make_jacobian(fun, argnums, has_aux, mode):
         )
     result = Transformed(
         fun,
-        lambda primal: jacobian_function(primal, argnums, has_aux, mode),
+        lambda primal: jacobian_function(primal, argnums, has_aux, mode, holomorphic=holomorphic),
         f"{transform}({function_name(fun)})",
         check_args,
     )
-    if not has_aux:
+    if not has_aux and not holomorphic:
         result.first_derivative = (fun, argnums)
     return result
 
 
-def jacrev(fun: Callable, argnums=0, has_aux: bool = False) -> Transformed:
+def jacrev(fun: Callable, argnums=0, has_aux: bool = False, *, holomorphic: bool = False) -> Transformed:
     """The Jacobian of ``fun`` by reverse mode: shape ``out.shape + in.shape``.
+
+    ``holomorphic=True``: complex inputs and outputs, the complex derivative (as JAX);
+    without it, outputs must be real (see :func:`grad`).
 
     >>> import symad as sd
     >>> import numpy as np
     >>> sd.jacrev(lambda x: x ** 2)(np.array([1.0, 2.0])).tolist()
     [[2.0, 0.0], [0.0, 4.0]]
     """
-    return _make_jacobian(fun, argnums, has_aux, "rev")
+    return _make_jacobian(fun, argnums, has_aux, "rev", holomorphic)
 
 
-def jacfwd(fun: Callable, argnums=0, has_aux: bool = False) -> Transformed:
+def jacfwd(fun: Callable, argnums=0, has_aux: bool = False, *, holomorphic: bool = False) -> Transformed:
     """The Jacobian of ``fun`` by forward mode: shape ``out.shape + in.shape``.
+
+    ``holomorphic=True``: complex inputs and outputs, the complex derivative (as JAX);
+    without it, inputs must be real.
 
     >>> import symad as sd
     >>> import numpy as np
     >>> sd.jacfwd(lambda x: x[::-1] * 3)(np.array([1.0, 2.0])).tolist()
     [[0.0, 3.0], [3.0, 0.0]]
     """
-    return _make_jacobian(fun, argnums, has_aux, "fwd")
+    return _make_jacobian(fun, argnums, has_aux, "fwd", holomorphic)
 
 
-def jacobian(fun: Callable, argnums=0, has_aux: bool = False, *, sparse: bool = False) -> Transformed:
+def jacobian(fun: Callable, argnums=0, has_aux: bool = False, *, sparse: bool = False,
+             holomorphic: bool = False) -> Transformed:
     """The Jacobian of ``fun`` (reverse mode, as :func:`jacrev`); ``sparse=True`` gives ``scipy.sparse``.
 
     With ``sparse=True`` the argument ``argnums`` (an int) must be one array
@@ -505,7 +526,7 @@ def jacobian(fun: Callable, argnums=0, has_aux: bool = False, *, sparse: bool = 
     [[2.0, 0.0, 0.0], [0.0, 4.0, 0.0], [0.0, 0.0, 6.0]]
     """
     if not sparse:
-        return jacrev(fun, argnums, has_aux)
+        return jacrev(fun, argnums, has_aux, holomorphic=holomorphic)
     return _make_sparse(fun, argnums, has_aux, "jacobian", sparse_jacobian_function)
 
 
@@ -536,8 +557,11 @@ def _to_sparse_matrix(function: Function, values) -> Any:
     return scipy.sparse.csr_matrix((values, (rows, columns)), shape=shape)
 
 
-def hessian(fun: Callable, argnums=0, has_aux: bool = False, *, sparse: bool = False) -> Transformed:
+def hessian(fun: Callable, argnums=0, has_aux: bool = False, *, sparse: bool = False,
+            holomorphic: bool = False) -> Transformed:
     """The Hessian of ``fun``: ``jacfwd(jacrev(fun))``, shape ``out.shape + in.shape + in.shape``.
+
+    ``holomorphic=True``: the second complex derivative of a holomorphic function (as JAX).
 
     With ``has_aux`` the call returns ``(hessian, aux)``. With ``sparse=True``
     (a function of one array argument) the call returns a
@@ -558,11 +582,14 @@ def hessian(fun: Callable, argnums=0, has_aux: bool = False, *, sparse: bool = F
     >>> sd.hessian(lambda x: x ** 3, sparse=True)(np.array([1.0, 2.0])).toarray().tolist()
     [[6.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 12.0]]
     """
+    if sparse and holomorphic:
+        raise DifferentiationError(f"hessian({function_name(fun)}, sparse=True): holomorphic=True "
+                                   "is for dense Hessians; drop sparse=True")
     if sparse:
         return _make_sparse(fun, argnums, has_aux, "hessian", sparse_hessian_function)
     argnums = _normalize_argnums(argnums, None, None, "hessian", fun)
     check_args = _argument_checker(argnums, "hessian", fun)
-    return Transformed(fun, lambda primal: hessian_function(primal, argnums, has_aux),
+    return Transformed(fun, lambda primal: hessian_function(primal, argnums, has_aux, holomorphic),
                        f"hessian({function_name(fun)})", check_args)
 
 
@@ -593,7 +620,8 @@ def _check_direction(direction, argnum, name: str) -> tuple | None:
     atoms = []
     for entry in direction:
         atom = number_atom(entry)
-        if atom is None or isinstance(entry, (bool, np.bool_)) or not math.isfinite(float(entry)):
+        if (atom is None or isinstance(entry, (bool, np.bool_, complex, np.complexfloating))
+                or not math.isfinite(float(entry))):
             raise DifferentiationError(
                 f"taylor({name}): direction entries must be finite real numbers, got {entry!r}"
             )

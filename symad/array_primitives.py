@@ -38,6 +38,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+import sympy
 
 from symad import array_runtime as rt
 from symad.atoms import constant_value
@@ -48,7 +49,8 @@ __all__ = [
     "ConstantArray", "basic_index", "index_objects", "normalize_axes", "dummy_array", "part_shape",
     "constant_p", "reduce_sum_p", "amax_p", "amin_p", "reduce_logsumexp_p", "einsum_p",
     "reshape_p", "transpose_p", "broadcast_p", "slice_p", "unslice_p", "take_p", "take_add_p",
-    "concatenate_p", "cumsum_p", "pack_p", "scatter_p", "ARRAY_PRIMITIVES",
+    "concatenate_p", "cumsum_p", "pack_p", "scatter_p", "real_p", "imag_p", "conj_p", "modulus_p", "fft_p",
+    "rfft_p", "irfft_p", "ARRAY_PRIMITIVES",
 ]
 
 
@@ -73,6 +75,12 @@ class ConstantArray:
     __slots__ = ("array", "fill", "exact", "_key")
 
     def __init__(self, array, dtype=np.float64, exact=None):
+        if np.iscomplexobj(array) or np.dtype(dtype).kind == "c":
+            from symad.atoms import note_complex
+
+            note_complex()
+            if np.dtype(dtype).kind != "c":
+                dtype = np.complex128  # a complex constant stays complex
         array = np.asarray(array, dtype=dtype)
         #: For an array filled with an exact SymPy number (the seed 1 of a gradient
         #: broadcast to a shape), that number: formulas then print 1, not 1.0.
@@ -255,13 +263,14 @@ def _broadcast_lead(value: np.ndarray, lead: tuple, core_ndim: int) -> np.ndarra
 
 
 def _array_primitive(name, numpy_impl, shape_rule, *, kind, arity=1, variadic=False,
-                     finite=True, moves=None, object_safe=False) -> Primitive:
+                     finite=True, moves=None, object_safe=False, complex_values=None,
+                     to_sympy=None) -> Primitive:
     # finite: every array primitive but a constant (whose values are what they are) is finite
     # where its operands are; reverse mode keeps a where's mask across it.
     primitive = Primitive(
-        name, _no_scalar_form(name), numpy_impl, arity=arity, variadic=variadic,
+        name, to_sympy or _no_scalar_form(name), numpy_impl, arity=arity, variadic=variadic,
         kind=kind, shape_rule=shape_rule, folds_constants=False, numpy_name=None, finite=finite,
-        moves=moves, object_safe=object_safe)
+        moves=moves, object_safe=object_safe, complex_values=complex_values)
     ARRAY_PRIMITIVES.append(primitive)
     return register(primitive)
 
@@ -284,7 +293,8 @@ def _constant_impl(*, value: ConstantArray) -> np.ndarray:
 
 constant_p = _array_primitive(
     "constant", _constant_impl, lambda shapes, params: params["value"].shape,
-    kind="linear", arity=0, finite=False)
+    kind="linear", arity=0, finite=False,
+    complex_values=lambda params: params["value"].array.dtype.kind == "c")
 
 
 # -- reductions -------------------------------------------------------------------
@@ -302,12 +312,14 @@ def _reduced_shape(shapes, params) -> tuple:
 reduce_sum_p = _array_primitive(
     "reduce_sum", lambda x, *, axes: rt.rt_reduce_sum(x, axes), _reduced_shape, kind="linear")
 amax_p = _array_primitive(
-    "amax", lambda x, *, axes: rt.rt_amax(x, axes), _reduced_shape, kind="array")
+    "amax", lambda x, *, axes: rt.rt_amax(x, axes), _reduced_shape, kind="array",
+    complex_values="refuse")
 amin_p = _array_primitive(
-    "amin", lambda x, *, axes: rt.rt_amin(x, axes), _reduced_shape, kind="array")
+    "amin", lambda x, *, axes: rt.rt_amin(x, axes), _reduced_shape, kind="array",
+    complex_values="refuse")
 reduce_logsumexp_p = _array_primitive(
     "reduce_logsumexp", lambda x, *, axes: rt.rt_logsumexp(x, axes), _reduced_shape,
-    kind="array")
+    kind="array", complex_values="refuse")
 
 
 # -- contraction ----------------------------------------------------------------------
@@ -493,6 +505,60 @@ scatter_p = _array_primitive(
     kind="linear", moves="place", arity=2)
 
 
+# -- complex parts and discrete Fourier transforms -------------------------------------
+#
+# Linear over the reals but not multiplications by a partial -- conj is not complex-linear,
+# real and imag map complex to real, a transform mixes elements -- so their reverse mode
+# is a transpose (symad.rules.transposes), for JAX's pairing Re(ct * t) of cotangents
+# with tangents, as for the structural primitives. The transforms act along negative
+# core axes at their operand's own length (cropping and zero-padding, NumPy's ``n=``,
+# are slices and unslices around them).
+
+
+def _same_shape(shapes, params) -> tuple:
+    return tuple(shapes[0])
+
+
+real_p = _array_primitive("real", np.real, _same_shape, kind="linear", complex_values="real",
+                          to_sympy=sympy.re)
+imag_p = _array_primitive("imag", np.imag, _same_shape, kind="linear", complex_values="real",
+                          to_sympy=sympy.im)
+conj_p = _array_primitive("conj", np.conjugate, _same_shape, kind="linear",
+                          to_sympy=sympy.conjugate)
+#: ``np.abs`` of a complex operand (the modulus, real); its derivative is JAX's,
+#: conj(z)/|z| with 0 at z = 0 (symad.rules.transposes), not hypot's 0/0 there.
+modulus_p = _array_primitive("modulus", np.abs, _same_shape, kind="array", complex_values="real",
+                             to_sympy=sympy.Abs)
+
+
+def _fft_impl(x, *, axes, inverse, norm):
+    return (np.fft.ifftn if inverse else np.fft.fftn)(x, axes=axes, norm=norm)
+
+
+def _rfft_shape(shapes, params) -> tuple:
+    shape = list(shapes[0])
+    shape[params["axis"]] = shape[params["axis"]] // 2 + 1
+    return tuple(shape)
+
+
+def _irfft_shape(shapes, params) -> tuple:
+    shape = list(shapes[0])
+    shape[params["axis"]] = params["n"]
+    return tuple(shape)
+
+
+#: ``np.fft.fftn`` (``inverse``: ``ifftn``) over the negative ``axes``, with NumPy's ``norm``.
+fft_p = _array_primitive("fft", _fft_impl, _same_shape, kind="linear", complex_values="complex")
+#: ``np.fft.rfft`` of a real operand along ``axis``: ``n // 2 + 1`` complex values.
+rfft_p = _array_primitive(
+    "rfft", lambda x, *, axis, norm: np.fft.rfft(x, axis=axis, norm=norm), _rfft_shape,
+    kind="linear", complex_values="complex")
+#: ``np.fft.irfft`` to ``n`` real values along ``axis`` from ``n // 2 + 1`` complex ones.
+irfft_p = _array_primitive(
+    "irfft", lambda x, *, axis, n, norm: np.fft.irfft(x, n=n, axis=axis, norm=norm), _irfft_shape,
+    kind="linear", complex_values="real")
+
+
 # ---------------------------------------------------------------------------
 # Recording, with each primitive's identities
 #
@@ -534,7 +600,8 @@ def broadcast_atom(builder, atom, shape: tuple):
     shape), finding it by role: :data:`~symad.ir.primitive.BUILDER_ROLES`.
     """
     if not atom.is_Symbol:
-        value = ConstantArray(np.full(shape, float(constant_value(atom))),
+        number = constant_value(atom)
+        value = ConstantArray(np.full(shape, number if isinstance(number, complex) else float(number)),
                               exact=atom if getattr(atom, "is_Rational", False) else None)
         return builder.record(constant_p, (), (("value", value),))
     return builder.record(broadcast_p, (atom,), (("in_shape", _shape(atom)), ("shape", tuple(shape))))

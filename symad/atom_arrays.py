@@ -32,7 +32,7 @@ __all__ = [
     "element_atoms", "element_atom", "constant_elements", "check_unrolled_size", "scalar_array",
     "require_builder", "substitute_atoms", "symbol_array", "active_input_names",
     "fresh_symbol_array", "fresh_input", "size_limit_advice", "builder_parameter_atom",
-    "builder_parameter_atoms",
+    "builder_parameter_atoms", "assign_atoms",
 ]
 
 
@@ -54,12 +54,13 @@ def scalar_constant(value: Any) -> sympy.Basic:
 
 
 def real_array(value: Any) -> np.ndarray:
-    """``value`` as a NumPy array of real numbers, or a TracingError naming what it is."""
+    """``value`` as a NumPy array of numbers (real or complex), or a TracingError naming what it is."""
     array = np.asarray(value)
-    if array.dtype.kind == "c":
-        raise TracingError(
-            f"function {traced_function_name()!r} uses a complex constant; symad traces real numbers only"
-        )
+    if array.dtype.kind == "c":  # complex constants are traced too (the name is historical)
+        from symad.atoms import note_complex
+
+        note_complex()
+        return array
     if array.dtype.kind not in "biuf":
         raise TracingError(
             f"function {traced_function_name()!r} uses a constant of dtype {array.dtype}; "
@@ -95,10 +96,11 @@ def pack_elements(builder: GraphBuilder, elements: np.ndarray):
 
     flat = elements.reshape(-1)
     positions = [position for position, atom in enumerate(flat) if not is_constant(atom)]
-    values = np.zeros(flat.size)
-    for position, atom in enumerate(flat):
-        if is_constant(atom):
-            values[position] = constant_value(atom)
+    constants = [(position, constant_value(atom)) for position, atom in enumerate(flat)
+                 if is_constant(atom)]
+    values = np.zeros(flat.size, complex if any(isinstance(v, complex) for _, v in constants) else float)
+    for position, value in constants:
+        values[position] = value
     base = ConstantArray(values.reshape(elements.shape))
     if not positions:
         return builder.record(constant_p, (), (("value", base),))
@@ -259,10 +261,11 @@ def fresh_symbol_array(name: str, shape: tuple, taken: set[str]) -> np.ndarray:
         suffix += "'"
 
 
-def fresh_input(name: str, shape: tuple, taken: set[str]):
+def fresh_input(name: str, shape: tuple, taken: set[str], complex: bool = False):
     """The input atom of an argument: a scalar symbol for shape ``()``, else an :class:`ArrayInput`.
 
-    Primed (``x'``) until its name is not ``taken`` by an enclosing trace.
+    Primed (``x'``) until its name is not ``taken`` by an enclosing trace. A ``complex``
+    argument's symbol is made ``complex=True`` (an array's elements too).
 
     >>> fresh_input("x", (), {"x"}), fresh_input("w", (2, 3), set())
     (x', ArrayInput('w', (2, 3)))
@@ -270,8 +273,13 @@ def fresh_input(name: str, shape: tuple, taken: set[str]):
     while name in taken:
         name += "'"
     if tuple(shape) == ():
+        if complex:
+            from symad.atoms import note_complex
+
+            note_complex()
+            return sympy.Symbol(name, complex=True)
         return uncached_symbol(name)
-    return ArrayInput(name, shape)
+    return ArrayInput(name, shape, complex)
 
 
 def size_limit_advice(function_name: str, size: int) -> str:
@@ -304,3 +312,33 @@ def builder_parameter_atom(builder: GraphBuilder, parameter):
 def builder_parameter_atoms(builder: GraphBuilder, parameter) -> np.ndarray:
     """The element atoms of ``parameter`` in ``builder`` (its element-level view)."""
     return element_atoms(builder_parameter_atom(builder, parameter), "element-level code")
+
+
+def assign_atoms(target: np.ndarray, index, atoms: np.ndarray) -> None:
+    """``target[index] = atoms`` for object arrays of atoms, ``atoms`` broadcast like NumPy;
+    a TracingError names the traced function when the index or the shapes do not fit.
+
+    >>> target = np.array([0, 0, 0], dtype=object)
+    >>> assign_atoms(target, slice(1, None), np.array(5, dtype=object)); target.tolist()
+    [0, 5, 5]
+    """
+    try:
+        selected = target[index]
+    except (IndexError, ValueError, TypeError) as error:
+        raise TracingError(
+            f"function {traced_function_name()!r} assigns into a traced array of shape "
+            f"{target.shape} at {index!r}: {error}"
+        ) from None
+    slot_shape = selected.shape if isinstance(selected, np.ndarray) else ()
+    try:
+        atoms = np.broadcast_to(atoms, slot_shape)
+    except ValueError:
+        raise TracingError(
+            f"function {traced_function_name()!r} assigns a value of shape {atoms.shape} to "
+            f"the elements {index!r} of a traced array of shape {target.shape}, which have "
+            f"shape {slot_shape}; the shapes must broadcast"
+        ) from None
+    if isinstance(selected, np.ndarray):
+        target[index] = atoms
+    else:
+        target[index] = atoms[()]

@@ -18,7 +18,43 @@ import numpy as np
 import sympy
 
 __all__ = ["is_constant", "number_atom", "is_zero_constant", "constant_value", "same_atom",
-           "active_builders", "current_builder"]
+           "active_builders", "current_builder", "COMPLEX_SEEN", "note_complex", "is_complex_atom"]
+
+#: ``[True]`` once this process has traced a complex value (an input, a constant): until
+#: then no node asks whether its operands are complex, so real programs trace as fast as
+#: before complex numbers existed.
+COMPLEX_SEEN = [False]
+
+
+def note_complex() -> None:
+    """Record that complex values are being traced (see :data:`COMPLEX_SEEN`); it stays so.
+
+    >>> note_complex(); COMPLEX_SEEN[0]
+    True
+    """
+    COMPLEX_SEEN[0] = True
+
+
+def is_complex_atom(atom) -> bool:
+    """True if ``atom`` holds complex values: a complex input, node or constant.
+
+    A node or an array input says so itself (its ``complex`` flag); a scalar input
+    is complex when its symbol was made with ``complex=True``; a constant when it is
+    a number that is not real (``2.0 + 1.0*I``).
+
+    >>> is_complex_atom(sympy.Float(2.0)), is_complex_atom(sympy.Float(1.0) * sympy.I)
+    (False, True)
+    >>> is_complex_atom(sympy.Symbol("z", complex=True)), is_complex_atom(sympy.Symbol("x"))
+    (True, False)
+    """
+    flag = getattr(atom, "complex", None)
+    if flag is not None:
+        return flag
+    if not isinstance(atom, sympy.Expr):
+        return False
+    if atom.is_Symbol:
+        return atom.is_complex is True and atom.is_extended_real is not True
+    return atom.is_number and atom.is_extended_real is False
 
 
 def is_constant(atom: sympy.Basic) -> bool:
@@ -40,7 +76,9 @@ _FLOAT_ATOMS_LIMIT = 1 << 14
 
 
 def number_atom(value: Any) -> sympy.Basic | None:
-    """The exact atom for a Python or NumPy real number or bool; None for anything else.
+    """The exact atom for a Python or NumPy number or bool; None for anything else.
+
+    A complex number is ``re + im*I`` (SymPy's ``I``); one whose imaginary part is 0 is real.
 
     >>> number_atom(2), number_atom(0.5), number_atom(True), number_atom("2")
     (2, 0.500000000000000, True, None)
@@ -63,6 +101,10 @@ def number_atom(value: Any) -> sympy.Basic | None:
                 _FLOAT_ATOMS.clear()
             atom = _FLOAT_ATOMS[value] = sympy.Float(value)
         return atom
+    if isinstance(value, (complex, np.complexfloating)):
+        note_complex()
+        value = complex(value)
+        return sympy.Float(value.real) + sympy.Float(value.imag) * sympy.I
     return None
 
 
@@ -80,6 +122,8 @@ def constant_value(atom: sympy.Basic) -> Any:
     try:
         if atom.is_Integer:
             return float(int(atom))
+        if not atom.is_Float and atom.is_extended_real is False:  # 2.0 + 1.0*I
+            return complex(atom.evalf(17))
         return float(atom.evalf(17) if not atom.is_Float else atom)
     except OverflowError:  # an exact constant beyond float range
         return math.copysign(math.inf, float(sympy.sign(atom)))

@@ -31,6 +31,7 @@ from symad.atom_arrays import (
     element_atoms,
     substitute_atoms,
 )
+from symad.atoms import is_complex_atom
 from symad.errors import DifferentiationError
 from symad.function import Function, derive
 from symad.graph import ArrayInput, atom_shape, is_zero_constant
@@ -118,6 +119,37 @@ def _split_outputs(function: Function, outputs: list, has_aux: bool, transform: 
     return tree[0], tuple(tree[1:])
 
 
+def _check_complex(function: Function, outputs, positions, holomorphic: bool, transform: str) -> None:
+    """JAX's rules for complex numbers: ``grad`` and ``jacrev`` differentiate real outputs
+    (complex inputs are fine: their gradient is the conjugate-convention cotangent), ``jacfwd``
+    real inputs; ``holomorphic=True`` wants complex inputs and outputs and gives f'(z)."""
+    name = function.name
+    complex_out = any(is_complex_atom(atom) for leaf in tree_flatten(outputs)[0]
+                      for atom in leaf_atoms(leaf))
+    complex_in = [position for position in positions or ()
+                  if any(function.complex_inputs[i] for i in _input_leaf_ranges(function)[position])]
+    if holomorphic:
+        real_in = [p for p in positions or () if p not in complex_in]
+        if real_in or not complex_out:
+            what = (f"argument {real_in[0]} is real" if real_in else "the output is real")
+            raise DifferentiationError(
+                f"{transform}({name}, holomorphic=True): {what}; holomorphic differentiation "
+                "takes complex inputs and outputs (as JAX): pass complex values (x + 0j), or "
+                "drop holomorphic=True for a real-valued function")
+        return
+    if complex_out and transform != "jacfwd":
+        raise DifferentiationError(
+            f"{transform}({name}): the differentiated output is complex; {transform} requires "
+            "real-valued outputs (as JAX). For a holomorphic function pass holomorphic=True "
+            "(the result is f'(z)); otherwise differentiate np.real(...) and np.imag(...) "
+            "separately, or use sd.vjp with a complex cotangent")
+    if complex_in and transform == "jacfwd":
+        raise DifferentiationError(
+            f"jacfwd({name}): argument {complex_in[0]} is complex; jacfwd requires real-valued "
+            "inputs (as JAX). For a holomorphic function pass holomorphic=True; for a real "
+            "function of complex inputs use sd.jacrev or sd.grad (JAX's conjugate convention)")
+
+
 def _check_real_outputs(builder, outputs, transform: str, name: str) -> None:
     """Differentiated outputs must be real numbers: not None, not truth values (as in JAX)."""
     leaves = tree_flatten(outputs)[0]
@@ -189,7 +221,7 @@ def _atom_array(values: Sequence, shape: tuple) -> np.ndarray:
 
 
 def grad_function(function: Function, argnums, has_aux: bool = False, weights=(),
-                  with_value: bool = False) -> Function:
+                  with_value: bool = False, holomorphic: bool = False) -> Function:
     """Reverse mode on a traced Function: the Function computing its gradient.
 
     ``argnums`` is an int, a tuple of ints, or None (weights only). Several or
@@ -205,6 +237,7 @@ def grad_function(function: Function, argnums, has_aux: bool = False, weights=()
     def build(builder, primal_nodes, outputs):
         differentiated, aux = _split_outputs(function, outputs, has_aux, transform)
         _check_real_outputs(builder, differentiated, transform, function.name)
+        _check_complex(function, differentiated, positions, holomorphic, transform)
         seeds = [(atom, ONE) for leaf in tree_flatten(differentiated)[0] for atom in leaf_atoms(leaf)]
         wrt_atoms, pack = _wrt(function, positions, weights)
         cotangents = backpropagate(builder, primal_nodes, seeds, wrt_atoms, function.name)
@@ -242,7 +275,11 @@ def vjp_function(function: Function, has_aux: bool) -> Function:
     taken = _taken_names(function)
     # A program of scalars keeps cotangents per element, as its outputs are.
     elements = not function.is_array_program
-    cotangent_symbols = [input_leaf(path, shape, taken, elements) for path, shape in zip(paths, out_shapes)]
+    # A complex output's cotangent is complex (JAX's pairing Re(ct * t)).
+    complex_outputs = function.complex_outputs if function.is_complex_program else ()
+    cotangent_symbols = [input_leaf(path, shape, taken, elements,
+                                    complex=bool(complex_outputs) and complex_outputs[i])
+                         for i, (path, shape) in enumerate(zip(paths, out_shapes))]
     positions = tuple(range(len(function.in_treedef.children)))
 
     def build(builder, primal_nodes, outputs):
@@ -274,8 +311,10 @@ def jvp_function(function: Function, has_aux: bool) -> Function:
         paths.extend(leaf_paths(child, f"{_leaf_root(function, position)}_dot"))
     taken = _taken_names(function)
     elements = not function.is_array_program
-    tangent_symbols = [input_leaf(path, leaf_shape(s), taken, elements and isinstance(s, np.ndarray))
-                       for path, s in zip(paths, function.in_symbols)]
+    complex_inputs = function.complex_inputs  # a complex input's tangent is complex
+    tangent_symbols = [input_leaf(path, leaf_shape(s), taken, elements and isinstance(s, np.ndarray),
+                                  complex=complex_inputs[i])
+                       for i, (path, s) in enumerate(zip(paths, function.in_symbols))]
 
     def build(builder, primal_nodes, outputs):
         seeds = {}
@@ -335,7 +374,7 @@ def _leaf_root(function: Function, position: int) -> str:
 
 
 def jacobian_function(function: Function, argnums, has_aux: bool = False, mode: str = "rev",
-                      flat_aux: bool = False) -> Function:
+                      flat_aux: bool = False, holomorphic: bool = False) -> Function:
     """The Jacobian of a traced Function, by reverse (one sweep per output element) or forward mode.
 
     Each output leaf of shape ``So`` holds, per differentiated input leaf of
@@ -346,7 +385,8 @@ def jacobian_function(function: Function, argnums, has_aux: bool = False, mode: 
     positions = resolve_argnums(argnums, count, transform, function.name)
     single = isinstance(argnums, int)
     if function.is_array_program:
-        result = _array_jacobian_function(function, positions, single, has_aux, mode, flat_aux)
+        result = _array_jacobian_function(function, positions, single, has_aux, mode, flat_aux,
+                                          holomorphic)
         if not has_aux:
             from symad.export.latex import jacobian_labels
 
@@ -357,6 +397,7 @@ def jacobian_function(function: Function, argnums, has_aux: bool = False, mode: 
     def build(builder, primal_nodes, outputs):
         differentiated, aux = _split_outputs(function, outputs, has_aux, transform)
         _check_real_outputs(builder, differentiated, transform, function.name)
+        _check_complex(function, differentiated, positions, holomorphic, transform)
         out_leaves, out_treedef = tree_flatten(differentiated)
         wrt_atoms, pack = _wrt(function, positions, ())
         out_atoms = [atom for leaf in out_leaves for atom in leaf.reshape(-1)]
@@ -391,7 +432,7 @@ def jacobian_function(function: Function, argnums, has_aux: bool = False, mode: 
 
 
 def _array_jacobian_function(function: Function, positions: tuple, single: bool, has_aux: bool,
-                             mode: str, flat_aux: bool) -> Function:
+                             mode: str, flat_aux: bool, holomorphic: bool = False) -> Function:
     """The Jacobian of an array program: one sweep per output leaf (reverse) or input leaf
     (forward), each carrying a leading axis of seeds -- the identity -- so every row (or
     column) comes from one sweep, as JAX's ``vmap`` of a vector-Jacobian product."""
@@ -400,6 +441,7 @@ def _array_jacobian_function(function: Function, positions: tuple, single: bool,
     def build(builder, primal_nodes, outputs):
         differentiated, aux = _split_outputs(function, outputs, has_aux, transform)
         _check_real_outputs(builder, differentiated, transform, function.name)
+        _check_complex(function, differentiated, positions, holomorphic, transform)
         out_leaves, out_treedef = tree_flatten(differentiated)
         wrt_atoms, pack = _wrt(function, positions, ())
         wrt_shapes = [atom_shape(atom) for atom in wrt_atoms]
@@ -623,7 +665,8 @@ def sparse_hessian_function(function: Function, argnum: int) -> Function:
     return sparse_jacobian_function(jacobian, argnum, compressed=function.is_array_program)
 
 
-def hessian_function(function: Function, argnums, has_aux: bool = False) -> Function:
+def hessian_function(function: Function, argnums, has_aux: bool = False,
+                     holomorphic: bool = False) -> Function:
     """Forward over reverse mode, with each mixed pair computed once.
 
     ``H[i, j]`` and ``H[j, i]`` are the same output atom (the one first in
@@ -632,8 +675,9 @@ def hessian_function(function: Function, argnums, has_aux: bool = False) -> Func
     one-sided conventions could make the two orders of differentiation
     disagree, the upper triangle's value is the one returned.
     """
-    gradient = jacobian_function(function, argnums, has_aux, "rev", flat_aux=True)
-    full = jacobian_function(gradient, argnums, has_aux, "fwd")
+    gradient = jacobian_function(function, argnums, has_aux, "rev", flat_aux=True,
+                                 holomorphic=holomorphic)
+    full = jacobian_function(gradient, argnums, has_aux, "fwd", holomorphic=holomorphic)
     positions = resolve_argnums(argnums, len(function.in_treedef.children), "hessian", function.name)
     if not has_aux and len(function.out_shapes) == 1:
         from symad.export.latex import hessian_labels

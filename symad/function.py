@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import sympy
 
+from symad import config
 from symad.atom_arrays import (
     active_input_names,
     builder_parameter_atom,
@@ -27,8 +28,10 @@ from symad.atom_arrays import (
     scalar_array,
     substitute_atoms,
 )
+from symad.atoms import is_complex_atom
 from symad.compile import DEFAULT_BACKEND, PRECISION_BACKENDS, make_evaluator, make_precise_function
 from symad.compile.batch import batch_shape as _batch_shape
+from symad.compile.batch import common_batch, numeric_argument
 from symad.compile.dask_support import evaluate_dask, is_dask_array
 from symad.compile.memory import output_array
 from symad.compile.tiers import call_goes_to_tape
@@ -48,6 +51,8 @@ from symad.graph import (
 from symad.leaves import (
     bind_input,
     input_leaf,
+    holds_complex,
+    is_complex_leaf,
     is_whole_leaf,
     leaf_atoms,
     leaf_elements,
@@ -56,7 +61,7 @@ from symad.leaves import (
 from symad.pytree import TreeDef, leaf_paths, tree_flatten, tree_unflatten
 from symad.tracer import Parameter, Tracer, apply, as_atoms, as_operand
 from symad.tracing_errors import (
-    describe_structure,
+    structure_mismatch_message,
     explain_container_argument,
     explain_library_error,
     explain_numpy_store,
@@ -112,7 +117,7 @@ def trace(fun: Callable, *example_args, name: str | None = None) -> Function:
     taken = active_input_names()  # grows as inputs are added, instead of recomputed per leaf
     in_symbols = []
     for path, leaf in zip(paths, leaves):
-        symbols = input_leaf(path, _shape_of(leaf), taken)
+        symbols = input_leaf(path, _shape_of(leaf), taken, complex=is_complex_leaf(leaf))
         for atom in leaf_atoms(symbols):
             builder.add_input(atom)
         in_symbols.append(symbols)
@@ -650,6 +655,8 @@ class Function:
         >>> F.evaluator("numpy", float) is F.evaluator("numpy", float)
         True
         """
+        if self.is_complex_program:
+            dtype = np.complex128  # real inputs and outputs stay real inside (NumPy's dtypes)
         key = (backend, np.dtype(dtype).name)
         evaluator = self._evaluators.get(key)
         if evaluator is None:
@@ -668,8 +675,35 @@ class Function:
         """True if the graph holds array nodes (one node per whole-array operation)."""
         flag = self.__dict__.get("_is_array_program")
         if flag is None:
-            flag = self.__dict__["_is_array_program"] = is_array_graph(self.graph)
+            # A complex program is evaluated by the array compiler (NumPy's complex dtypes).
+            flag = is_array_graph(self.graph) or self.is_complex_program
+            self.__dict__["_is_array_program"] = flag
         return flag
+
+    @property
+    def is_complex_program(self) -> bool:
+        """True if an input, a Parameter or a node holds complex numbers.
+
+        >>> import symad as sd
+        >>> F = sd.trace(lambda x, z: (x * z, abs(z)), 1.0, 1j)
+        >>> F.is_complex_program, F.complex_inputs, F.complex_outputs
+        (True, (False, True), (True, False))
+        """
+        flag = self.__dict__.get("_is_complex_program")
+        if flag is None:
+            flag = self.__dict__["_is_complex_program"] = holds_complex(
+                self.in_symbols, [symbols for _, symbols in self.parameters], self.graph)
+        return flag
+
+    @property
+    def complex_inputs(self) -> tuple:
+        """Per input leaf: True if it was traced complex."""
+        return tuple(is_complex_atom(leaf_atoms(symbols)[0]) for symbols in self.in_symbols)
+
+    @property
+    def complex_outputs(self) -> tuple:
+        """Per output leaf: True if it holds complex numbers."""
+        return tuple(any(map(is_complex_atom, np.ravel(a))) for a in self.output_atoms())
 
     def __call__(self, *args) -> Any:
         return self._call(args, None)
@@ -691,11 +725,7 @@ class Function:
         whose tier may change (:mod:`symad.compile.tiers`)."""
         leaves, treedef = tree_flatten(tuple(args))
         if treedef != self.in_treedef:
-            raise TracingError(
-                f"{self.name}: called with arguments structured as {describe_structure(treedef)}, but it "
-                f"was traced with {describe_structure(self.in_treedef)} (* is one array; pass a nested "
-                "list as one array: np.asarray(...))"
-            )
+            raise TracingError(structure_mismatch_message(self.name, treedef, self.in_treedef))
         # Inside a trace, a function whose value depends on the trace (traced
         # arguments, Parameters, values it closes over) is recorded, not evaluated.
         if current_builder() is not None and (
@@ -712,8 +742,6 @@ class Function:
 
     def _evaluate_by_tier(self, leaves: list) -> Any:
         """A default call: numexpr, or numba once this function is hot (symad.compile.tiers)."""
-        from symad import config
-
         if config.promote_enabled() is False:
             return self._evaluate(leaves, DEFAULT_BACKEND, {})
         serves = (False if self.is_array_program or len(self.graph.nodes) < 1000  # at once
@@ -736,7 +764,6 @@ class Function:
         return promotion.run(lambda backend: self._evaluate(leaves, backend, {}), key,
                              self._serving_backend)
 
-
     def _serving_backend(self, backend: str) -> str:
         """The backend whose module serves ``backend`` here (numba may have fallen back)."""
         served = {evaluator.backend for (asked, _), evaluator in self._evaluators.items()
@@ -758,7 +785,10 @@ class Function:
 
     def _evaluate(self, leaves: list, backend: str, options: dict) -> Any:
         """Evaluate on NumPy values: flatten the batch, run the compiled blocks, reshape."""
-        arrays = [_numeric_array(leaf, self.name, i) for i, leaf in enumerate(leaves)]
+        complex_program = self.is_complex_program
+        complex_inputs = self.complex_inputs if complex_program else ()
+        arrays = [numeric_argument(leaf, self.name, i, complex_program and complex_inputs[i])
+                  for i, leaf in enumerate(leaves)]
         parameter_values = []
         for parameter, symbols in self.parameters:
             if parameter.shape != leaf_shape(symbols):
@@ -769,14 +799,19 @@ class Function:
             parameter_values.append(parameter.value)
         all_float32 = all(a.dtype == np.float32 for a in arrays + parameter_values)
         dtype = np.float32 if (arrays or parameter_values) and all_float32 else np.float64
+        if complex_program:
+            dtype = np.complex128
         batch_shapes = [_batch_shape(array.shape, core_shape, self.name)
                         for array, core_shape in zip(arrays, self.in_shapes)]
-        batch = _common_batch(batch_shapes, arrays, self.in_shapes, self.name)
+        batch = common_batch(batch_shapes, arrays, self.in_shapes, self.name)
         evaluate = self._evaluate_arrays if self.is_array_program else self._evaluate_scalars
         leaves = evaluate(arrays, batch_shapes, parameter_values, batch, dtype, backend, options)
         results = []
-        for leaf, shape in zip(leaves, self.out_shapes):
+        complex_outputs = self.complex_outputs if complex_program else (True,) * len(leaves)
+        for leaf, shape, is_complex in zip(leaves, self.out_shapes, complex_outputs):
             value = leaf.reshape(batch + tuple(shape))
+            if not is_complex and value.dtype.kind == "c":  # a real output computed beside complex ones
+                value = value.real.copy()
             results.append(value[()] if value.ndim == 0 else value)
         return tree_unflatten(self.out_treedef, results)
 
@@ -812,7 +847,8 @@ class Function:
         count = math.prod(batch)
         values = []
         for array, batch_shape, core_shape in zip(arrays, batch_shapes, self.in_shapes):
-            array = array.astype(dtype, copy=False)
+            if array.dtype.kind != "c":  # in a complex program, a real input stays real
+                array = array.astype(np.float64 if np.dtype(dtype).kind == "c" else dtype, copy=False)
             if math.prod(batch_shape) == 1:
                 values.append(array.reshape((1,) + tuple(core_shape)))
             else:
@@ -869,42 +905,6 @@ def _points_matrix(flat: np.ndarray, batch: tuple, count: int) -> np.ndarray:
 # ---------------------------------------------------------------------------
 # Evaluation helpers: checking and shaping the numbers a Function is called on
 # ---------------------------------------------------------------------------
-
-
-def _numeric_array(value: Any, name: str, position: int = 0) -> np.ndarray:
-    if isinstance(value, Parameter):
-        return value.value
-    array = np.asarray(value)
-    if array.dtype.kind == "c":
-        raise TracingError(
-            f"{name}: argument {position} is complex ({array.dtype}); symad differentiates real "
-            "functions of real inputs. Pass the real and imaginary parts as two real arguments "
-            "(z.real, z.imag) and write the function in terms of them"
-        )
-    if array.dtype.kind not in "biuf":
-        raise TracingError(
-            f"{name}: argument {position} has dtype {array.dtype}; arguments must be real numbers "
-            "or arrays of them (convert with np.asarray(value, dtype=float))"
-        )
-    if array.dtype.kind != "f":
-        array = array.astype(np.float64)
-    return array
-
-
-def _common_batch(batch_shapes: list, arrays: list, core_shapes: tuple, name: str) -> tuple:
-    """The broadcast of the arguments' batch shapes, or a TracingError naming the clash."""
-    try:
-        return np.broadcast_shapes(*batch_shapes) if batch_shapes else ()
-    except ValueError:
-        described = "; ".join(
-            f"argument {i} has shape {array.shape} = batch {batch} + core {core}"
-            for i, (array, batch, core) in enumerate(zip(arrays, batch_shapes, core_shapes))
-        )
-        raise TracingError(
-            f"{name}: the batch shapes of the arguments do not broadcast ({described}). Leading "
-            "dimensions beyond the traced core shapes are a batch and must broadcast like NumPy "
-            "arrays: give them equal sizes, or size 1 where one argument is shared"
-        ) from None
 
 
 # ---------------------------------------------------------------------------

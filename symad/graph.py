@@ -43,11 +43,14 @@ import numpy as np
 import sympy
 
 from symad.atoms import (
+    COMPLEX_SEEN,
     active_builders,
     constant_value,
     current_builder,
+    is_complex_atom,
     is_constant,
     is_zero_constant,
+    note_complex,
     number_atom,
 )
 from symad.gc_pause import garbage_collection_paused
@@ -248,7 +251,8 @@ class Node:
     True
     """
 
-    __slots__ = ("primitive", "args", "params", "number", "position", "shape", "_expr", "_symbol")
+    __slots__ = ("primitive", "args", "params", "number", "position", "shape", "_expr", "_symbol",
+                 "complex")
 
     # An atom is an input symbol, a node or a constant; a node answers what is asked of atoms
     # as a symbol does.
@@ -266,6 +270,8 @@ class Node:
         self.shape = shape
         self._expr = None
         self._symbol = None
+        #: True if the node holds complex values (asked only once complex values were traced).
+        self.complex = COMPLEX_SEEN[0] and complex_result(primitive, args, params)
 
     @property
     def symbol(self) -> Node:
@@ -321,7 +327,7 @@ class Node:
         # not atoms. Its symbol, if made, travels along, so that SymPy expressions
         # pickled with the graph still name its nodes.
         return _restore_node, (self.primitive, self.args, self.params, self.position, self.number,
-                               self._symbol, self.shape)
+                               self._symbol, self.shape, self.complex)
 
     def __str__(self) -> str:
         return "_" + self.name
@@ -330,12 +336,49 @@ class Node:
 
 
 def _restore_node(primitive, args: tuple, params: tuple, position: int, number: int,
-                  symbol: NodeSymbol | None = None, shape: tuple = ()) -> Node:
+                  symbol: NodeSymbol | None = None, shape: tuple = (), complex_flag=False) -> Node:
     """An unpickled node: its number (and symbol, if it had one) kept, later nodes numbered after it."""
     _number_past(number)
     node = Node(primitive, args, params, position, number, shape)
     node._symbol = symbol
+    if complex_flag:
+        note_complex()
+        node.complex = True
     return node
+
+
+def complex_result(primitive, args: tuple, params: tuple) -> bool:
+    """True if ``primitive`` applied to ``args`` gives complex values (its ``complex_values``);
+    a TracingError if the primitive is defined on real values only and an operand is complex.
+
+    >>> from symad.primitives import exp_p, sign_p
+    >>> z = sympy.Symbol("z", complex=True)
+    >>> complex_result(exp_p, (z,), ()), complex_result(exp_p, (sympy.Symbol("x"),), ())
+    (True, False)
+    >>> complex_result(sign_p, (z,), ())
+    Traceback (most recent call last):
+    ...
+    symad.errors.TracingError: sign of a complex value: symad traces sign on real values only (it has no complex form with JAX's conventions here); apply it to the real and imaginary parts (np.real(z), np.imag(z)) or to np.abs(z)
+    """
+    rule = primitive.complex_values
+    if rule == "complex":
+        return True
+    if callable(rule):
+        return rule(dict(params))
+    if not any(is_complex_atom(atom) for atom in args):
+        return False
+    if rule == "follow":
+        return True
+    if rule == "real":
+        return False
+    from symad.errors import TracingError
+
+    builder = current_builder()
+    where = f"function {builder.function_name!r}: " if builder is not None else ""
+    raise TracingError(
+        f"{where}{primitive.name} of a complex value: symad traces {primitive.name} on real "
+        "values only (it has no complex form with JAX's conventions here); apply it to the real "
+        "and imaginary parts (np.real(z), np.imag(z)) or to np.abs(z)")
 
 
 def sympy_form(atom):
@@ -413,14 +456,18 @@ class ArrayInput:
     (1, 2)
     """
 
-    __slots__ = ("name", "shape", "_elements", "_index_of", "_indexed", "__weakref__")
+    __slots__ = ("name", "shape", "_elements", "_index_of", "_indexed", "complex", "__weakref__")
 
     is_Symbol = True
     is_Number = is_number = is_Float = is_Rational = is_Integer = False
 
-    def __init__(self, name: str, shape: tuple):
+    def __init__(self, name: str, shape: tuple, complex: bool = False):
         self.name = name
         self.shape = tuple(int(size) for size in shape)
+        #: True for a complex argument (its element symbols are made ``complex=True``).
+        self.complex = complex
+        if complex:
+            note_complex()
         self._elements: dict = {}  # index tuple -> element symbol
         self._index_of: dict = {}  # element symbol -> index tuple
         self._indexed = None
@@ -433,7 +480,8 @@ class ArrayInput:
         """The scalar input symbol of the element at ``index`` (a tuple of non-negative ints)."""
         symbol = self._elements.get(index)
         if symbol is None:
-            symbol = uncached_symbol(element_name(self.name, index))
+            name = element_name(self.name, index)
+            symbol = sympy.Symbol(name, complex=True) if self.complex else uncached_symbol(name)
             self._elements[index] = symbol
             self._index_of[symbol] = index
         return symbol
@@ -464,7 +512,8 @@ class ArrayInput:
         return self._indexed
 
     def __reduce__(self):
-        return _restore_array_input, (self.name, self.shape, tuple(self._elements.items()))
+        return _restore_array_input, (self.name, self.shape, tuple(self._elements.items()),
+                                      self.complex)
 
     def __str__(self) -> str:
         return self.name
@@ -473,8 +522,8 @@ class ArrayInput:
         return f"ArrayInput({self.name!r}, {self.shape})"
 
 
-def _restore_array_input(name: str, shape: tuple, elements: tuple) -> ArrayInput:
-    array_input = ArrayInput(name, shape)
+def _restore_array_input(name: str, shape: tuple, elements: tuple, complex: bool = False) -> ArrayInput:
+    array_input = ArrayInput(name, shape, complex)
     for index, symbol in elements:
         array_input._elements[index] = symbol
         array_input._index_of[symbol] = index
@@ -757,7 +806,11 @@ class GraphBuilder:
         """
         entry = self._constant_keys.get(id(atom))
         if entry is None:
-            sort_key = (0, float(constant_value(atom)), type(atom).__name__)
+            value = constant_value(atom)
+            if isinstance(value, complex):  # after the real numbers, by real then imaginary part
+                sort_key = (0, math.inf, value.real, value.imag, type(atom).__name__)
+            else:
+                sort_key = (0, float(value), type(atom).__name__)
             entry = self._constant_keys[id(atom)] = (atom, (sort_key, _exact_identity(atom)))
         return entry[1]
 

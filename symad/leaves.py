@@ -9,15 +9,18 @@ enclosing trace when its graph is replayed there.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from symad.array_primitives import broadcast_atom
 from symad.atom_arrays import element_atom, fresh_input, fresh_symbol_array
 from symad.errors import TracingError
 from symad.graph import ArrayInput, GraphBuilder, atom_shape
-from symad.tracer import Tracer, as_atom
+from symad.tracer import Parameter, Tracer, as_atom, is_complex_value
 
-__all__ = ["leaf_shape", "leaf_atoms", "is_whole_leaf", "leaf_elements", "input_leaf", "bind_input"]
+__all__ = ["holds_complex", "leaf_shape", "leaf_atoms", "is_whole_leaf", "leaf_elements", "input_leaf", "bind_input",
+           "is_complex_leaf"]
 
 
 def leaf_shape(leaf) -> tuple:
@@ -46,7 +49,8 @@ def leaf_elements(leaf) -> np.ndarray:
     return out
 
 
-def input_leaf(path: str, shape: tuple, taken: set[str], elements: bool = False):
+def input_leaf(path: str, shape: tuple, taken: set[str], elements: bool = False,
+               complex: bool = False):
     """A new input leaf named ``path``: a 0-d array holding a symbol, or an ArrayInput
     (``elements``: an array of one symbol per element, for programs of scalars).
 
@@ -57,7 +61,7 @@ def input_leaf(path: str, shape: tuple, taken: set[str], elements: bool = False)
         symbols = fresh_symbol_array(path, tuple(shape), taken)
         taken.update(symbol.name for symbol in symbols.reshape(-1))
         return symbols
-    atom = fresh_input(path, tuple(shape), taken)
+    atom = fresh_input(path, tuple(shape), taken, complex)
     taken.add(atom.name)
     if atom.__class__ is ArrayInput:
         return atom
@@ -105,3 +109,33 @@ def _elements_of(builder: GraphBuilder, atom, shape: tuple) -> np.ndarray:
     for index in np.ndindex(shape):
         out[index] = element_atom(builder, atom, index) if shape else atom
     return out
+
+
+def is_complex_leaf(value: Any) -> bool:
+    """True for a complex example argument (a Python/NumPy complex number or array, or a traced
+    complex value): its input is traced as complex.
+
+    >>> import numpy as np
+    >>> is_complex_leaf(1j), is_complex_leaf(np.zeros(2)), is_complex_leaf(np.zeros(2, complex))
+    (True, False, True)
+    """
+    dtype = getattr(value, "dtype", None)
+    if dtype is not None and not isinstance(value, (Tracer, Parameter)):
+        return np.dtype(dtype).kind == "c"  # a ShapeDtypeStruct-like example too
+    return is_complex_value(value)
+
+
+def holds_complex(input_symbols, parameter_symbols, graph) -> bool:
+    """True if an input leaf, a Parameter or a node of ``graph`` holds complex numbers (one
+    atom per leaf tells: a leaf is traced complex or real as a whole).
+
+    >>> import symad as sd
+    >>> F = sd.trace(lambda x, z: x * z, 1.0, 1j)
+    >>> holds_complex(F.in_symbols, [], F.graph)
+    True
+    """
+    from symad.atoms import is_complex_atom
+
+    atoms = [atom for symbols in [*input_symbols, *parameter_symbols]
+             for atom in leaf_atoms(symbols)[:1]]
+    return any(map(is_complex_atom, atoms)) or any(node.complex for node in graph.nodes)

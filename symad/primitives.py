@@ -580,32 +580,38 @@ add_p = register(Primitive(
     commutative=True, simplify=_simplify_add, variadic=True,
     numpy=python_sum, numexpr=("+", ...), numba=infix("+"), c=joined(" + "),
     mpmath=lambda *terms: mpmath.fsum(terms), interval=_iv_sum,
-    finite=True, cost=ARITHMETIC, cost_ns=(0.43, 0.26)))
+    finite=True, cost=ARITHMETIC, cost_ns=(0.43, 0.26),
+    complex_values="follow"))
 sub_p = register(Primitive(
     "subtract", lambda a, b: a - b, np.subtract, arity=2, simplify=_simplify_sub,
     numpy_name="subtract", numexpr=("-", 0, 1), numba="({0} - {1})", c="{0} - {1}",
     mpmath=operator.sub, interval=operator.sub,
-    finite=True, cost=ARITHMETIC, cost_ns=(0.43, 0.26)))
+    finite=True, cost=ARITHMETIC, cost_ns=(0.43, 0.26),
+    complex_values="follow"))
 mul_p = register(Primitive(
     "multiply", lambda a, b: a * b, np.multiply, arity=2, commutative=True,
     simplify=_simplify_mul, numpy_name="multiply",
     numexpr=("*", 0, 1), numba="({0} * {1})", c="{0} * {1}",
     mpmath=operator.mul, interval=operator.mul, printed=_printed_product,
-    finite=True, cost=ARITHMETIC, cost_ns=(0.36, 0.26)))
+    finite=True, cost=ARITHMETIC, cost_ns=(0.36, 0.26),
+    complex_values="follow"))
 div_p = register(Primitive(
     "divide", lambda a, b: a / b, np.true_divide, arity=2, simplify=_simplify_div,
     numpy_name="true_divide", numexpr=("/", 0, 1), numba="({0} / {1})", c="{0} / {1}",
     mpmath=_mp_divide, interval=operator.truediv, printed=_printed_quotient,
-    cost=ARITHMETIC, cost_ns=(0.70, 0.33)))
+    cost=ARITHMETIC, cost_ns=(0.70, 0.33),
+    complex_values="follow"))
 neg_p = register(Primitive(
     "negative", lambda a: -a, np.negative, simplify=_simplify_neg, numpy_name="negative",
     numexpr=("-", 0), numba="(-{0})", c="-{0}", mpmath=operator.neg, interval=operator.neg,
-    finite=True, cost=ARITHMETIC, cost_ns=(0.26, 0.19)))
+    finite=True, cost=ARITHMETIC, cost_ns=(0.26, 0.19),
+    complex_values="follow"))
 # cost_ns: a variable or non-integral exponent (numexpr writes integral ones as products)
 pow_p = register(Primitive(
     "power", lambda a, b: a**b, np.power, arity=2, simplify=_simplify_pow, numpy_name="power",
     numexpr=("**", 0, 1), numba="({0} ** {1})", c=_c_power,
-    mpmath=_mp_power, interval=("power", {}), cost_ns=(9.96, 2.26)))
+    mpmath=_mp_power, interval=("power", {}), cost_ns=(9.96, 2.26),
+    complex_values="follow"))
 
 
 def _sum_arrays(terms):
@@ -621,14 +627,16 @@ sqrt_p = register(Primitive(
     "sqrt", sympy.sqrt, np.sqrt, numpy_name="sqrt",
     numexpr=("sqrt", 0), numba="np.sqrt({0})", c="sqrt({0})",
     mpmath=mpmath.sqrt, interval=("clipped", {"function": iv.sqrt, "lower": 0}),
-    cost=NATIVE, cost_ns=(2.34, 1.20)))
+    cost=NATIVE, cost_ns=(2.34, 1.20),
+    complex_values="follow"))
 cbrt_p = register(Primitive(
     "cbrt", cbrt, np.cbrt, numpy_name="cbrt", numba="np.cbrt({0})", c="cbrt({0})",
     mpmath=_mp_cbrt, interval=("monotone", {}), latex=_latex_cbrt, finite=True))
 exp_p = register(Primitive(
     "exp", sympy.exp, np.exp, numpy_name="exp",
     numexpr=("exp", 0), numba="np.exp({0})", c="exp({0})", mpmath=mpmath.exp, interval=iv.exp,
-    finite=True, cost_ns=(4.13, 0.82)))
+    finite=True, cost_ns=(4.13, 0.82),
+    complex_values="follow"))
 exp2_p = register(Primitive(
     "exp2", lambda x: 2**x, np.exp2, numpy_name="exp2", numba="np.exp2({0})", c="exp2({0})",
     mpmath=lambda x: mpmath.power(2, x), interval=("monotone", {}), finite=True))
@@ -636,55 +644,66 @@ expm1_p = register(Primitive(
     "expm1", sympy_expm1, np.expm1, numpy_name="expm1",
     numexpr=("expm1", 0), numba="np.expm1({0})", c="expm1({0})",
     mpmath=mpmath.expm1, interval=("monotone", {}), latex=r"\operatorname{expm1}",
-    finite=True, cost_ns=(7.19, 1.18)))
+    finite=True, cost_ns=(7.19, 1.18),
+    complex_values="follow"))
 log_p = register(Primitive(
     "log", sympy.log, np.log, numpy_name="log",
     numexpr=("log", 0), numba="np.log({0})", c="log({0})",
     mpmath=mpmath.log, interval=("clipped", {"function": iv.log, "lower": 0}),
-    latex=_latex_log, cost_ns=(3.33, 0.82)))
+    latex=_latex_log, cost_ns=(3.33, 0.82),
+    complex_values="follow"))
 log2_p = register(Primitive(
     "log2", lambda x: sympy.log(x, 2), np.log2, numpy_name="log2",
     numexpr=("log2", 0), numba="np.log2({0})", c="log2({0})",
     mpmath=lambda x: mpmath.log(x, 2), interval=("monotone", {"lower": 0}),
-    cost_ns=(3.60, 0.93)))
+    cost_ns=(3.60, 0.93),
+    complex_values="follow"))
 log10_p = register(Primitive(
     "log10", lambda x: sympy.log(x, 10), np.log10, numpy_name="log10",
     numexpr=("log10", 0), numba="np.log10({0})", c="log10({0})",
-    mpmath=mpmath.log10, interval=("monotone", {"lower": 0}), cost_ns=(6.17, 0.88)))
+    mpmath=mpmath.log10, interval=("monotone", {"lower": 0}), cost_ns=(6.17, 0.88),
+    complex_values="follow"))
 log1p_p = register(Primitive(
     "log1p", sympy_log1p, np.log1p, numpy_name="log1p",
     numexpr=("log1p", 0), numba="np.log1p({0})", c="log1p({0})",
     mpmath=mpmath.log1p, interval=("monotone", {"lower": -1}), latex=r"\operatorname{log1p}",
-    cost_ns=(6.95, 1.04)))
+    cost_ns=(6.95, 1.04),
+    complex_values="follow"))
 
 # -- trigonometric and hyperbolic ----------------------------------------------
 
 sin_p = register(Primitive(
     "sin", sympy.sin, np.sin, numpy_name="sin",
     numexpr=("sin", 0), numba="np.sin({0})", c="sin({0})", mpmath=mpmath.sin, interval=iv.sin,
-    finite=True, cost_ns=(8.32, 8.11)))
+    finite=True, cost_ns=(8.32, 8.11),
+    complex_values="follow"))
 cos_p = register(Primitive(
     "cos", sympy.cos, np.cos, numpy_name="cos",
     numexpr=("cos", 0), numba="np.cos({0})", c="cos({0})", mpmath=mpmath.cos, interval=iv.cos,
-    finite=True, cost_ns=(8.18, 7.99)))
+    finite=True, cost_ns=(8.18, 7.99),
+    complex_values="follow"))
 tan_p = register(Primitive(
     "tan", sympy.tan, np.tan, numpy_name="tan",
     numexpr=("tan", 0), numba="np.tan({0})", c="tan({0})", mpmath=mpmath.tan, interval=iv.tan,
-    cost_ns=(8.84, 1.35)))
+    cost_ns=(8.84, 1.35),
+    complex_values="follow"))
 arcsin_p = register(Primitive(
     "arcsin", sympy.asin, np.arcsin, numpy_name="arcsin",
     numexpr=("arcsin", 0), numba="np.arcsin({0})", c="asin({0})",
     mpmath=mpmath.asin, interval=("monotone", {"lower": -1, "upper": 1}),
-    cost_ns=(10.18, 1.26)))
+    cost_ns=(10.18, 1.26),
+    complex_values="follow"))
 arccos_p = register(Primitive(
     "arccos", sympy.acos, np.arccos, numpy_name="arccos",
     numexpr=("arccos", 0), numba="np.arccos({0})", c="acos({0})",
     mpmath=mpmath.acos, interval=("monotone", {"increasing": False, "lower": -1, "upper": 1}),
-    cost_ns=(10.14, 1.36)))
+    cost_ns=(10.14, 1.36),
+    complex_values="follow"))
 arctan_p = register(Primitive(
     "arctan", sympy.atan, np.arctan, numpy_name="arctan",
     numexpr=("arctan", 0), numba="np.arctan({0})", c="atan({0})",
-    mpmath=mpmath.atan, interval=_iv_atan, finite=True, cost_ns=(8.23, 1.24)))
+    mpmath=mpmath.atan, interval=_iv_atan, finite=True, cost_ns=(8.23, 1.24),
+    complex_values="follow"))
 arctan2_p = register(Primitive(
     "arctan2", sympy.atan2, np.arctan2, arity=2, numpy_name="arctan2",
     numexpr=("arctan2", 0, 1), numba="np.arctan2({0}, {1})", c="atan2({0}, {1})",
@@ -692,15 +711,18 @@ arctan2_p = register(Primitive(
 sinh_p = register(Primitive(
     "sinh", sympy.sinh, np.sinh, numpy_name="sinh",
     numexpr=("sinh", 0), numba="np.sinh({0})", c="sinh({0})", mpmath=mpmath.sinh,
-    interval=_iv_sinh, finite=True, cost_ns=(10.83, 1.18)))
+    interval=_iv_sinh, finite=True, cost_ns=(10.83, 1.18),
+    complex_values="follow"))
 cosh_p = register(Primitive(
     "cosh", sympy.cosh, np.cosh, numpy_name="cosh",
     numexpr=("cosh", 0), numba="np.cosh({0})", c="cosh({0})", mpmath=mpmath.cosh,
-    interval=_iv_cosh, finite=True, cost_ns=(7.54, 0.98)))
+    interval=_iv_cosh, finite=True, cost_ns=(7.54, 0.98),
+    complex_values="follow"))
 tanh_p = register(Primitive(
     "tanh", sympy.tanh, np.tanh, numpy_name="tanh",
     numexpr=("tanh", 0), numba="np.tanh({0})", c="tanh({0})", mpmath=mpmath.tanh,
-    interval=("monotone", {}), finite=True, cost_ns=(11.37, 1.71)))
+    interval=("monotone", {}), finite=True, cost_ns=(11.37, 1.71),
+    complex_values="follow"))
 # sech is tanh's derivative rule (tanh' = sech**2, sech' = -sech*tanh): unlike
 # cosh**-2 it never overflows, so no 0 * inf appears at any order for large |x|.
 # Its cost is cosh's (the division adds well under a nanosecond).
@@ -710,7 +732,8 @@ sech_p = register(Primitive(
     numpy="(1.0 / np.cosh({0}))", numexpr=("/", "1", ("cosh", 0)),
     numba="(1.0 / np.cosh({0}))", c="1.0 / cosh({0})",
     mpmath=mpmath.sech, interval=("even", {"increasing": False}),
-    latex=_latex_sech, printed=_printed_sech, cost_ns=(7.54, 0.98)))
+    latex=_latex_sech, printed=_printed_sech, cost_ns=(7.54, 0.98),
+    complex_values="follow"))
 arcsinh_p = register(Primitive(
     "arcsinh", sympy.asinh, np.arcsinh, numpy_name="arcsinh",
     numexpr=("arcsinh", 0), numba="np.arcsinh({0})", c="asinh({0})",
@@ -718,12 +741,14 @@ arcsinh_p = register(Primitive(
 arccosh_p = register(Primitive(
     "arccosh", sympy.acosh, np.arccosh, numpy_name="arccosh",
     numexpr=("arccosh", 0), numba="np.arccosh({0})", c="acosh({0})",
-    mpmath=mpmath.acosh, interval=("monotone", {"lower": 1}), cost_ns=(18.05, 2.17)))
+    mpmath=mpmath.acosh, interval=("monotone", {"lower": 1}), cost_ns=(18.05, 2.17),
+    complex_values="follow"))
 arctanh_p = register(Primitive(
     "arctanh", sympy.atanh, np.arctanh, numpy_name="arctanh",
     numexpr=("arctanh", 0), numba="np.arctanh({0})", c="atanh({0})",
     mpmath=mpmath.atanh, interval=("monotone", {"lower": -1, "upper": 1}),
-    cost_ns=(20.13, 1.58)))
+    cost_ns=(20.13, 1.58),
+    complex_values="follow"))
 # 1 - x**2 as one primitive, for the partials of arcsin, arccos and arctanh: its value
 # is (1 - x)(1 + x), exact near |x| = 1 where 1 - x*x loses half the digits, and its
 # own partial is -2x, where the product rule on (1 - x)(1 + x) gives (1 - x) - (1 + x),
@@ -732,7 +757,8 @@ one_minus_square_p = register(Primitive(
     "one_minus_square", lambda x: 1 - x**2, lambda x: (1 - x) * (1 + x), numpy_name=None,
     numpy="((1.0 - {0}) * (1.0 + {0}))", numba="((1.0 - {0}) * (1.0 + {0}))",
     c="(1.0 - {0}) * (1.0 + {0})", mpmath=_one_minus_square, interval=_one_minus_square,
-    cost=NATIVE))
+    cost=NATIVE,
+    complex_values="follow"))
 
 # -- piecewise and two-argument smooth functions ------------------------------
 
@@ -861,15 +887,16 @@ select_p = register(Primitive(
     "where", lambda c, a, b: sympy.Piecewise((a, c), (b, True)), np.where, arity=3,
     simplify=_simplify_select, numpy_name="where", boolean_operands=(0,),
     numexpr=("where", 0, 1, 2), numba="({1} if {0} else {2})", c="{0} != 0.0 ? {1} : {2}",
-    mpmath=_mp_select, interval=("select", {}), finite=True, cost=NATIVE))
+    mpmath=_mp_select, interval=("select", {}), finite=True, cost=NATIVE,
+    complex_values="follow"))
 
 
-def _comparison(name, relation, numpy_impl, symbol, mpmath_impl, interval):
+def _comparison(name, relation, numpy_impl, symbol, mpmath_impl, interval, complex_values=None):
     return register(Primitive(
         name, relation, numpy_impl, arity=2, numpy_name=name, returns_boolean=True,
         numexpr=(symbol, 0, 1), numba=f"({{0}} {symbol} {{1}})",
         c=f"{{0}} {symbol} {{1}} ? 1.0 : 0.0", mpmath=mpmath_impl, interval=interval,
-        finite=True, cost=NATIVE))
+        finite=True, cost=NATIVE, complex_values=complex_values))
 
 
 less_p = _comparison("less", sympy.StrictLessThan, np.less, "<", operator.lt, ("less", {}))
@@ -879,9 +906,10 @@ greater_p = _comparison("greater", sympy.StrictGreaterThan, np.greater, ">", ope
                         ("less", {"swapped": True}))
 greater_equal_p = _comparison("greater_equal", sympy.GreaterThan, np.greater_equal, ">=",
                               operator.ge, ("less_equal", {"swapped": True}))
-equal_p = _comparison("equal", sympy.Eq, np.equal, "==", operator.eq, ("equal", {}))
+equal_p = _comparison("equal", sympy.Eq, np.equal, "==", operator.eq, ("equal", {}),
+                      complex_values="real")
 not_equal_p = _comparison("not_equal", sympy.Ne, np.not_equal, "!=", operator.ne,
-                          ("equal", {"negated": True}))
+                          ("equal", {"negated": True}), complex_values="real")
 
 # The graph builder's own conversions between numbers and truth values (the graph imports
 # no catalogue: it finds them by role).
@@ -911,4 +939,5 @@ logical_not_p = _logical(
 stop_gradient_p = register(Primitive(
     "stop_gradient", stop_gradient, lambda x: x, simplify=_simplify_stop_gradient, numpy_name=None,
     numpy="{0}", numexpr=0, numba="{0}", c="{0}", mpmath=_identity, interval=_identity,
-    latex=r"\operatorname{sg}", finite=True, cost=FREE))
+    latex=r"\operatorname{sg}", finite=True, cost=FREE,
+    complex_values="follow"))

@@ -23,6 +23,7 @@ import sympy
 from sympy.core.sympify import CantSympify
 
 from symad.atom_arrays import (
+    assign_atoms,
     builder_parameter_atom,
     check_unrolled_size,
     constant_atom,
@@ -36,6 +37,7 @@ from symad.atom_arrays import (
     traced_function_name,
 )
 from symad.array_protocol import ARRAY_PROTOCOL, array_method, numpy_call, untraceable_operator
+from symad.atoms import COMPLEX_SEEN, is_complex_atom
 from symad.errors import TracingError
 from symad.tracing_errors import array_conversion_message, traced_index_message
 from symad.graph import (
@@ -47,8 +49,25 @@ from symad.graph import (
 
 __all__ = [
     "Tracer", "Parameter", "apply", "as_atoms", "as_atom", "as_operand", "contains_traced",
-    "is_traced", "record_scalars", "scalar_atom",
+    "is_traced", "record_scalars", "scalar_atom", "is_complex_value",
 ]
+
+
+def is_complex_value(value) -> bool:
+    """True if ``value`` holds complex numbers: a traced complex value, a complex number or
+    a complex NumPy array.
+
+    >>> import numpy as np
+    >>> is_complex_value(1j), is_complex_value(np.ones(2)), is_complex_value(np.ones(2) * 1j)
+    (True, False, True)
+    """
+    if isinstance(value, Tracer):
+        if value._atom is not None:
+            return is_complex_atom(value._atom)
+        return any(is_complex_atom(atom) for atom in value._array.reshape(-1))
+    if isinstance(value, Parameter):
+        return np.iscomplexobj(value.value)
+    return bool(np.iscomplexobj(value))
 
 
 # ---------------------------------------------------------------------------
@@ -262,6 +281,8 @@ def _holds_whole_array(value) -> bool:
 def _ufunc_operator(ufunc, *operands):
     """An operator as NumPy's ``ufunc``: traced scalars record directly, the rest dispatches."""
     primitive = ARRAY_PROTOCOL.scalar_ufuncs.get(ufunc)
+    if primitive is not None and COMPLEX_SEEN[0] and primitive.complex_values == "refuse":
+        primitive = None  # np.abs of a complex value is not abs_p: the namespace decides
     if primitive is not None:
         result = record_scalars(primitive, operands)
         if result is not None:
@@ -424,7 +445,8 @@ class Tracer(CantSympify):
         if not self._private:
             self._atoms = self._atoms.copy()
             self._private = True
-        _assign_atoms(self._atoms, index, value)
+        _check_concrete_index(index)
+        assign_atoms(self._atoms, index, as_atoms(value))
 
     def __repr__(self) -> str:
         if self.ndim == 0:
@@ -612,27 +634,27 @@ class Tracer(CantSympify):
 
     @property
     def real(self) -> Tracer:
-        """The value itself: traced values are real numbers.
+        """The real part: ``np.real(self)`` (a real traced value is its own real part).
 
         >>> import symad as sd
         >>> sd.trace(lambda x: x.real + x.imag, 1.0).formula()
         x
         """
-        return self
+        return numpy_call(np.real, self)
 
     @property
     def imag(self) -> Tracer:
-        """Zeros: traced values are real numbers (see :attr:`real`)."""
-        return numpy_call(np.zeros_like, self)
+        """The imaginary part: ``np.imag(self)`` (zeros for a real traced value)."""
+        return numpy_call(np.imag if is_complex_value(self) else np.zeros_like, self)
 
     def conj(self) -> Tracer:
-        """The value itself: traced values are real numbers.
+        """The complex conjugate: ``np.conj(self)`` (a real traced value is its own).
 
         >>> import symad as sd
         >>> sd.trace(lambda x: x.conj() * x, 1.0).formula()
         x**2
         """
-        return self
+        return _ufunc_operator(np.conjugate, self)
 
     conjugate = conj
 
@@ -791,32 +813,6 @@ class _IndexUpdate:
 
     def power(self, value) -> Tracer:
         return self.set(self.get() ** value)
-
-
-def _assign_atoms(target: np.ndarray, index, value) -> None:
-    """``target[index] = value`` for an object array of atoms, ``value`` broadcast like NumPy."""
-    _check_concrete_index(index)
-    try:
-        selected = target[index]
-    except (IndexError, ValueError, TypeError) as error:
-        raise TracingError(
-            f"function {traced_function_name()!r} assigns into a traced array of shape "
-            f"{target.shape} at {index!r}: {error}"
-        ) from None
-    atoms = as_atoms(value)
-    slot_shape = selected.shape if isinstance(selected, np.ndarray) else ()
-    try:
-        atoms = np.broadcast_to(atoms, slot_shape)
-    except ValueError:
-        raise TracingError(
-            f"function {traced_function_name()!r} assigns a value of shape {atoms.shape} to "
-            f"the elements {index!r} of a traced array of shape {target.shape}, which have "
-            f"shape {slot_shape}; the shapes must broadcast"
-        ) from None
-    if isinstance(selected, np.ndarray):
-        target[index] = atoms
-    else:
-        target[index] = atoms[()]
 
 
 class TracedIndices(Tracer):

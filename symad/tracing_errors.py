@@ -17,7 +17,7 @@ from symad.errors import SymadError, TracingError
 from symad.pytree import TreeDef
 
 __all__ = ["explain_container_argument", "library_equivalent", "explain_library_error",
-           "describe_structure", "array_conversion_message", "traced_index_message"]
+           "describe_structure", "structure_mismatch_message", "array_conversion_message", "traced_index_message"]
 
 
 #: A container of more items than this is described by its first few and a count.
@@ -238,3 +238,15 @@ def traced_index_message(function_name: str) -> str:
         "traced value use snp.where; indices computed from traced values (np.argsort's) "
         "gather with x[indices] alone or np.take_along_axis(x, indices, axis)"
     )
+
+
+def structure_mismatch_message(name: str, called: TreeDef, traced: TreeDef) -> str:
+    """Why a Function refuses arguments structured unlike the traced ones.
+
+    >>> from symad.pytree import tree_flatten
+    >>> structure_mismatch_message("f", tree_flatten((1.0,))[1], tree_flatten((1.0, 2.0))[1])[:47]
+    'f: called with arguments structured as (*,), bu'
+    """
+    return (f"{name}: called with arguments structured as {describe_structure(called)}, but it "
+            f"was traced with {describe_structure(traced)} (* is one array; pass a nested "
+            "list as one array: np.asarray(...))")

@@ -152,7 +152,10 @@ def every_program():
 def test_the_programs_hold_every_array_primitive(every_program):
     _, F = every_program
     assert F.is_array_program
-    missing = set(A.ARRAY_PRIMITIVES) - _primitives(F)
+    # The complex parts and Fourier transforms make complex programs, which the loop nests
+    # (numba) do not take (they fall back loudly): tests/test_complex.py and test_fft.py.
+    complex_only = {A.real_p, A.imag_p, A.conj_p, A.modulus_p, A.fft_p, A.rfft_p, A.irfft_p}
+    missing = set(A.ARRAY_PRIMITIVES) - complex_only - _primitives(F)
     assert not missing, sorted(p.name for p in missing)
 
 

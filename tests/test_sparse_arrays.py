@@ -90,6 +90,8 @@ PROGRAMS = {
                                          (np.ones(4),)),
     "dense hessian": (lambda x: sd.hessian(lambda v: np.sum(v[1:] ** 2 * v[:-1]))(x), (np.ones(4),)),
     "grid energy gradient": (sd.grad(grid_energy), (np.ones((4, 3)),)),
+    "complex parts and modulus": (lambda z: (np.real(z) * np.imag(z[::-1]), np.conj(z) * np.abs(z)),
+                                  (np.ones(3) * 1j,)),
 }
 
 
@@ -105,11 +107,27 @@ def test_pattern_of_an_array_program_is_the_unrolled_one(name):
     np.testing.assert_array_equal(pattern.toarray(), expected.toarray())
 
 
+#: Fourier transforms: dense along their axes, no per-element form to compare with.
+FOURIER = (lambda x: (np.fft.fft(x, axis=0), np.fft.rfft(x, axis=0), np.fft.irfft(x, n=4, axis=0)),
+           (np.ones((3, 2)),))
+
+
 def test_the_programs_record_every_array_primitive():
     recorded = set()
-    for function, args in PROGRAMS.values():
+    for function, args in [*PROGRAMS.values(), FOURIER]:
         recorded |= {node.primitive for node in sd.trace(function, *args).graph.nodes}
     assert set(A.ARRAY_PRIMITIVES) - recorded == set()
+
+
+def test_a_fourier_transform_is_dense_along_its_axis_only():
+    F = sd.trace(FOURIER[0], *FOURIER[1])
+    pattern = F.sparsity().toarray()
+    # Outputs (i, j) of each transform read inputs (k, j): every k, the same j (fft: 3 x 2
+    # outputs, rfft: 2 x 2, irfft: 4 x 2).
+    fft_rows, rfft_rows, irfft_rows = pattern[:6], pattern[6:10], pattern[10:]
+    np.testing.assert_array_equal(fft_rows, np.kron(np.ones((3, 3)), np.eye(2)))
+    np.testing.assert_array_equal(rfft_rows, np.kron(np.ones((2, 3)), np.eye(2)))
+    np.testing.assert_array_equal(irfft_rows, np.kron(np.ones((4, 3)), np.eye(2)))
 
 
 def test_sparsity_never_unrolls(monkeypatch):

@@ -128,6 +128,8 @@ def _constant(atom, constant_value) -> tuple:
     value = constant_value(atom)
     if isinstance(value, bool):
         return ("c", "bool", value)
+    if isinstance(value, complex):
+        return ("c", "complex", value.real.hex(), value.imag.hex())
     return ("c", "float", float(value).hex())
 
 

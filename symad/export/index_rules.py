@@ -383,7 +383,54 @@ def _constant(nb, node, index: tuple, scope: tuple):
     return nb.element(base, *index)
 
 
+def _complex_part(function):
+    def rule(nb, node, index: tuple, scope: tuple):
+        return function(nb.operand(node.args[0], index, scope))
+    return rule
+
+
+def _norm_factor(norm, inverse: bool, size: int):
+    """NumPy's scaling of a transform of ``size`` points: 1, 1/n or 1/sqrt(n)."""
+    if norm == "ortho":
+        return 1 / sympy.sqrt(size)
+    return sympy.Rational(1, size) if (norm == "forward") != inverse else sympy.Integer(1)
+
+
+def _dft(nb, node, index: tuple, scope: tuple):
+    """fft, ifft, rfft: sum_k x_k exp(-+2 pi i j k / n) along each transformed axis, scaled."""
+    params = dict(node.params)
+    (x,) = node.args
+    shape = atom_shape(x)
+    inverse = params.get("inverse", False)
+    operand_index, limits, phase, scale = list(index), [], sympy.Integer(0), sympy.Integer(1)
+    for axis in params.get("axes") or (params["axis"],):
+        at = len(shape) + axis
+        k, limit, scope = nb.bound(shape[at], scope)
+        phase += index[at] * k / sympy.Integer(shape[at])
+        operand_index[at] = k
+        if limit is not None:
+            limits.append(limit)
+        scale *= _norm_factor(params["norm"], inverse, shape[at])
+    twiddle = sympy.exp((1 if inverse else -1) * 2 * sympy.pi * sympy.I * phase)
+    body = nb.operand(x, tuple(operand_index), scope) * twiddle
+    return scale * (Sum(body, *limits) if limits else body)
+
+
+def _irfft(nb, node, index: tuple, scope: tuple):
+    """irfft: NumPy's function of the half spectrum, its element named (no short sum)."""
+    params = dict(node.params)
+    line = sympy.Function(r"\mathcal{F}^{-1}_{\mathbb{R}}")
+    return line(nb.operand(node.args[0], index, scope), sympy.Integer(params["n"]))
+
+
 INDEX_RULES.update({
+    A.real_p: _complex_part(sympy.re),
+    A.imag_p: _complex_part(sympy.im),
+    A.conj_p: _complex_part(sympy.conjugate),
+    A.modulus_p: _complex_part(sympy.Abs),
+    A.fft_p: _dft,
+    A.rfft_p: _dft,
+    A.irfft_p: _irfft,
     A.constant_p: _constant,
     A.reduce_sum_p: _reduction(lambda nb, body, limits, scope: nb.sum(body, limits, scope)),
     A.amax_p: _reduction(lambda nb, body, limits, scope: Maximum(body, *limits)),

@@ -126,7 +126,10 @@ class SymadLatexPrinter(LatexPrinter):
     """
 
     printmethod = "_latex"  # SymPy objects such as pi print themselves through it
-    _default_settings = {**LatexPrinter._default_settings, "inv_trig_style": "full"}
+    # The imaginary unit upright (\mathrm{i}): an index named i sits beside it in the sums
+    # of a Fourier transform.
+    _default_settings = {**LatexPrinter._default_settings, "inv_trig_style": "full",
+                         "imaginary_unit": "ri"}
 
     def __init__(self, settings=None, symbol_names: dict | None = None):
         super().__init__(settings)

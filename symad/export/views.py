@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import sympy
 
-from symad.errors import ExportError
+from symad.errors import CompileError, ExportError
 from symad.graph import fresh_symbols, sympy_form
 from symad.pytree import tree_unflatten
 
@@ -115,6 +115,10 @@ def to_c(function, name: str | None = None):
     """C99 source and header of a function computing every output (:meth:`Function.to_c`)."""
     from symad.export.c import check_name, default_name, function_c
 
+    if function.is_complex_program:
+        raise CompileError(f"{function.name}: C export writes double arithmetic; this function "
+                           "holds complex values. Export the real and imaginary parts as two "
+                           "real functions, or evaluate it with F.compile('numpy')")
     if function.is_array_program:  # loops over the arrays, not a statement per element
         from symad.export.c_loops import function_c_loops
 

@@ -126,6 +126,8 @@ class Primitive:
             one thread, blocks of 2^16 points in cache; ``python benchmarks/eval.py
             --calibrate`` measures them again. The numexpr backend computes in NumPy what
             NumPy computes faster (``symad.compile.scalar.numexpr_backend.NUMPY_IS_FASTER``).
+        complex_values: what the node holds when an operand is complex (see the attribute
+            of that name); the default refuses complex operands of an elementwise primitive.
     """
 
     def __init__(
@@ -158,6 +160,7 @@ class Primitive:
         finite: bool = False,
         cost: int = CALL,
         cost_ns: tuple[float, float] | None = None,
+        complex_values: Any = None,
     ):
         self.name = name
         self._to_sympy = to_sympy
@@ -190,6 +193,12 @@ class Primitive:
         self.finite = finite
         self.cost = cost
         self.cost_ns = cost_ns
+        #: What the node holds when an operand is complex: ``"follow"`` (complex if any
+        #: operand is: holomorphic and linear operations), ``"real"`` (real whatever its
+        #: operands: the real part, a comparison), ``"complex"`` (always complex: an FFT),
+        #: a callable ``(params) -> bool`` (a constant), or ``"refuse"`` (defined on real
+        #: values only: the default of elementwise primitives; array primitives follow).
+        self.complex_values = complex_values or ("refuse" if self.elementwise else "follow")
 
     def to_sympy(self, args: Sequence, params: dict) -> sympy.Basic:
         return self._to_sympy(*args, **params)

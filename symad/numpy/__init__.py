@@ -10,6 +10,7 @@ The functions live in one module per family -- :mod:`~symad.numpy.elementwise`,
 :mod:`~symad.numpy.creation`, :mod:`~symad.numpy.reductions`,
 :mod:`~symad.numpy.products` (products, contractions and more array operations),
 :mod:`~symad.numpy.sorting` (sort, argsort, median, gathers at traced indices),
+:mod:`~symad.numpy.fft` (``snp.fft``, NumPy's Fourier transforms),
 :mod:`~symad.numpy.refusals` (what is not traced) -- and this package re-exports
 them. The dispatch from NumPy's protocols stays here: it routes NumPy's names to
 the whole namespace and suggests the nearest of its names.
@@ -41,7 +42,7 @@ from symad import primitives as P
 from symad.atom_arrays import traced_function_name
 from symad.errors import TracingError
 from symad.graph import atom_shape, current_builder
-from symad.numpy import creation, elementwise, products, reductions, shapes, sorting
+from symad.numpy import creation, elementwise, fft, products, reductions, shapes, sorting
 from symad.numpy.creation import *  # noqa: F403 - the families' names are this namespace
 from symad.numpy.elementwise import *  # noqa: F403
 from symad.numpy.products import *  # noqa: F403
@@ -142,7 +143,8 @@ def _nearest_supported(name: str) -> list[str]:
 
     supported = set(_UFUNCS) | {function.__name__ for function in _FUNCTIONS} | set(__all__)
     supported = {n for n in supported if not n.startswith("_") and callable(globals().get(n, len))}
-    return [f"np.{n}" if hasattr(_np, n) else f"snp.{n}"
+    transforms = {f.__name__: f"np.fft.{f.__name__}" for f in fft.NUMPY_FUNCTIONS.values()}
+    return [transforms.get(n) or (f"np.{n}" if hasattr(_np, n) else f"snp.{n}")
             for n in difflib.get_close_matches(name, sorted(supported), n=3)]
 
 
@@ -173,7 +175,7 @@ def dispatch_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
 
 #: NumPy's array functions -> their traceable versions, as each family declares them.
 _FUNCTIONS = {**reductions.NUMPY_FUNCTIONS, **products.NUMPY_FUNCTIONS, **shapes.NUMPY_FUNCTIONS,
-              **elementwise.NUMPY_FUNCTIONS, **creation.NUMPY_FUNCTIONS,
+              **elementwise.NUMPY_FUNCTIONS, **creation.NUMPY_FUNCTIONS, **fft.NUMPY_FUNCTIONS,
               **sorting.NUMPY_FUNCTIONS}
 _CONSTRUCTORS = creation.CONSTRUCTORS
 

@@ -11,10 +11,20 @@ import inspect
 import numpy as _np
 import sympy
 
+from symad import array_primitives as A
 from symad import primitives as P
 from symad.atom_arrays import traced_function_name
 from symad.errors import TracingError
-from symad.tracer import Parameter, apply, contains_traced, record_scalars
+from symad.graph import current_builder
+from symad.tracer import (
+    Parameter,
+    Tracer,
+    apply,
+    as_atom,
+    contains_traced,
+    is_complex_value,
+    record_scalars,
+)
 
 #: The names symad.numpy re-exports from this family.
 __all__ = [
@@ -95,8 +105,7 @@ tanh = elementwise_function(P.tanh_p, "tanh", "Elementwise hyperbolic tangent.")
 arcsinh = elementwise_function(P.arcsinh_p, "arcsinh", "Elementwise inverse hyperbolic sine.")
 arccosh = elementwise_function(P.arccosh_p, "arccosh", "Elementwise inverse hyperbolic cosine.")
 arctanh = elementwise_function(P.arctanh_p, "arctanh", "Elementwise inverse hyperbolic tangent.")
-abs = elementwise_function(P.abs_p, "abs", "Elementwise absolute value.")  # noqa: A001
-absolute = abs
+_real_abs = elementwise_function(P.abs_p, "abs", "Elementwise absolute value.")
 sign = elementwise_function(P.sign_p, "sign", "Elementwise sign (-1, 0 or 1); its derivative is zero.")
 maximum = elementwise_function(P.maximum_p, "maximum", "Elementwise maximum of two arrays.")
 minimum = elementwise_function(P.minimum_p, "minimum", "Elementwise minimum of two arrays.")
@@ -339,48 +348,101 @@ def clip(x, a_min=None, a_max=None, *, min=None, max=None):  # noqa: A002 - NumP
 
 
 # ---------------------------------------------------------------------------
-# Complex parts of real values: traced values are real numbers
+# Complex parts. A real traced value is its own real part and conjugate and has
+# imaginary part 0 (no node); a complex one records real/imag/conj/modulus
+# (symad.array_primitives), and its angle is arctan2 of its parts, as NumPy computes it.
 # ---------------------------------------------------------------------------
 
 
+def _traced_complex(x) -> bool:
+    return contains_traced(x) and is_complex_value(x)
+
+
+def _record_part(primitive, x):
+    return Tracer.of_atom(current_builder().record(primitive, (as_atom(x),)))
+
+
 def real(x):
-    """``np.real`` of a traced (real) value: the value itself.
+    """``np.real``: the real part (of a real traced value, the value itself).
 
     >>> import symad as sd, numpy as np
     >>> sd.grad(lambda x: np.sum(np.real(x) ** 2))(np.array([1.0, 2.0])).tolist()
     [2.0, 4.0]
+    >>> complex(sd.grad(lambda z: np.real(z) ** 2)(3 + 4j))   # JAX's convention
+    (6+0j)
     """
-    return x
+    if _traced_complex(x):
+        return _record_part(A.real_p, x)
+    return x if contains_traced(x) else _np.real(concrete(x))
 
 
 def imag(x):
-    """``np.imag`` of a traced (real) value: exact zeros of its shape (derivative zero)."""
-    return subtract(x, x)
+    """``np.imag``: the imaginary part (of a real traced value, exact zeros of its shape).
+
+    >>> import symad as sd
+    >>> complex(sd.grad(lambda z: imag(z) ** 2)(3 + 4j))   # JAX: d/dz conj-convention
+    -8j
+    """
+    if _traced_complex(x):
+        return _record_part(A.imag_p, x)
+    return subtract(x, x) if contains_traced(x) else _np.imag(concrete(x))
 
 
 def conjugate(x):
-    """``np.conjugate`` (``np.conj``) of a traced (real) value: the value itself."""
-    return x
+    """``np.conjugate`` (``np.conj``): the complex conjugate (of a real value, the value).
+
+    >>> import symad as sd
+    >>> sd.trace(lambda z: conjugate(z) * z, 1j).formula()
+    z*conjugate(z)
+    """
+    if _traced_complex(x):
+        return _record_part(A.conj_p, x)
+    return x if contains_traced(x) else _np.conjugate(concrete(x))
 
 
 conj = conjugate
 
 
 def angle(z, deg=False):
-    """``np.angle`` of a traced (real) value: 0 for positive values, pi (180 with ``deg``)
-    for negative ones and -0.0, nan for nan -- ``arctan2(0, z)``, as NumPy computes it --
-    and a derivative of exactly zero, also at 0 (where arctan2's partial would be 0/0).
+    """``np.angle``: ``arctan2(imag(z), real(z))``, as NumPy computes it. Of a real traced
+    value: 0 for positive values, pi (180 with ``deg``) for negative ones and -0.0, nan for
+    nan, with a derivative of exactly zero, also at 0 (where arctan2's partial would be 0/0).
 
     >>> import symad as sd, numpy as np
     >>> sd.trace(lambda z: np.angle(z), np.ones(3))(np.array([2.0, -1.0, -0.0])).tolist()
     [0.0, 3.141592653589793, 3.141592653589793]
+    >>> float(sd.trace(lambda z: np.angle(z), 1j)(-1 + 1j))
+    2.356194490192345
     """
-    radians = stop_gradient(arctan2(subtract(z, z), z))
+    if _traced_complex(z):
+        radians = arctan2(imag(z), real(z))
+    elif contains_traced(z):
+        radians = stop_gradient(arctan2(subtract(z, z), z))
+    else:
+        return _np.angle(concrete(z), deg)
     return multiply(radians, 180 / _np.pi) if deg else radians
 
 
+def abs(x):  # noqa: A001
+    """Elementwise absolute value; of a complex value its modulus (NumPy's ``np.abs``), whose
+    derivative is JAX's: ``Re(conj(z) t) / |z|``, 0 at ``z = 0``.
+
+    >>> import symad as sd
+    >>> complex(sd.grad(lambda z: abs(z) ** 2)(3 + 4j))   # 2 conj(z), as jax.grad gives
+    (6-8j)
+    """
+    if _traced_complex(x):
+        return _record_part(A.modulus_p, x)
+    return _real_abs(x)
+
+
+abs.primitive = P.abs_p  # NumPy's np.abs of a real traced scalar: recorded directly
+absolute = abs
+
+
 def real_if_close(x, tol=100):
-    """``np.real_if_close`` of a traced (real) value: the value itself."""
+    """``np.real_if_close`` of a traced value: the value itself (a complex value stays
+    complex: whether it is close to real is known only at evaluation)."""
     return x
 
 

@@ -23,7 +23,7 @@ from symad import array_primitives as A
 from symad.graph import GraphBuilder, atom_shape
 from symad.ir.primitive import RuleTable
 from symad.primitives import add_p, mul_p, select_p
-from symad.rules.transposes import array_weights
+from symad.rules.transposes import array_weights, modulus_weighted
 
 __all__ = ["TANGENT", "aligned"]
 
@@ -93,3 +93,9 @@ def _select(builder, node, tangents, lead):
         condition,
         aligned(builder, ZERO if if_true is None else if_true, len(node.shape), lead),
         aligned(builder, ZERO if if_false is None else if_false, len(node.shape), lead)))
+
+
+@TANGENT.register(A.modulus_p)
+def _modulus(builder, node, tangents, lead):
+    (t,) = tangents
+    return builder.record(A.real_p, (modulus_weighted(builder, node, t),))

@@ -362,6 +362,10 @@ TAYLOR.update({
 # over the reduced axes.
 
 
+TAYLOR.no_rule("complex values: Taylor mode (sd.derivative, sd.taylor) expands in real "
+               "arguments and refuses complex ones", A.modulus_p)
+
+
 @TAYLOR.register(*[primitive for primitive in A.ARRAY_PRIMITIVES if primitive.kind == "linear"])
 def _linear_array(sweep, node, k):
     coefficients = [sweep.coefficient(arg, k) for arg in node.args]

@@ -10,6 +10,11 @@ cotangent at the indices (``take_add``, repeated indices add up) and
 sums from the other end. Each pair of rules maps onto the other, so second and
 higher derivatives stay within the same small set of primitives.
 
+Complex values follow JAX's pairing of a cotangent with a tangent, ``Re(ct * t)`` (no
+conjugation): ``real``'s transpose is the cotangent itself, ``imag``'s ``-i ct``,
+``conj``'s ``conj(ct)``, the modulus' ``ct conj(z) / |z|`` (0 at 0), ``fft``'s ``fft``
+(a symmetric matrix), and the real transforms' each other's.
+
 The non-linear reductions have rules of the same shape: ``amax``/``amin``
 share the cotangent equally among the elements equal to the extremum (JAX's
 convention at ties) and ``logsumexp`` weighs it by the softmax ``exp(x - out)``.
@@ -34,10 +39,13 @@ import sympy
 
 from symad import array_primitives as A
 from symad import primitives as P
+from symad.atom_arrays import constant_atom
 from symad.graph import atom_shape
 from symad.ir.primitive import RuleTable
 
-__all__ = ["TRANSPOSE", "unbroadcast", "array_weights", "broadcast_full"]
+__all__ = ["TRANSPOSE", "unbroadcast", "array_weights", "broadcast_full", "modulus_weighted"]
+
+ZERO, ONE = sympy.Integer(0), sympy.Integer(1)
 
 
 def _params(node) -> dict:
@@ -257,3 +265,95 @@ def _scatter(builder, ct, node, index, lead):
                               (("in_shape", in_shape), ("index", item_index)))
     taken = A.record_slice(builder, ct, item_index, lead)
     return unbroadcast(builder, taken, atom_shape(node.args[1]), lead)
+
+
+# -- complex parts and Fourier transforms: transposes for JAX's pairing Re(ct * t) --------
+
+
+@TRANSPOSE.register(A.real_p)
+def _real(builder, ct, node, index, lead):
+    return ct  # Re(ct * t) = ct * Re(t) for a real ct: the real cotangent, as a complex one
+
+
+@TRANSPOSE.register(A.imag_p)
+def _imag(builder, ct, node, index, lead):
+    return builder.record(P.mul_p, (ct, -sympy.I))  # ct * Im(t) = Re(-i ct * t)
+
+
+@TRANSPOSE.register(A.conj_p)
+def _conj(builder, ct, node, index, lead):
+    return builder.record(A.conj_p, (ct,))  # Re(ct * conj(t)) = Re(conj(ct) * t)
+
+
+def modulus_weighted(builder, node, value):
+    """``value * conj(z) / |z|`` for a modulus node ``|z|``, 0 at z = 0 (JAX's convention): the
+    modulus' tangent is its real part for ``value = t``, its transpose it for ``value = ct``
+    (the pairing Re(ct * t)). Multiplied before divided, as JAX, so |z|**2 gives 2 conj(z)
+    exactly.
+
+    >>> import symad as sd, numpy as np
+    >>> abs(complex(sd.grad(lambda z: np.abs(z))(0j)))
+    0.0
+    >>> bool(np.isclose(sd.grad(lambda z: np.abs(z))(3 + 4j), 0.6 - 0.8j, rtol=1e-15))
+    True
+    """
+    (z,) = node.args
+    safe = builder.record(P.select_p, (builder.record(P.equal_p, (node, ZERO)), ONE, node))
+    return builder.record(P.div_p, (builder.record(P.mul_p, (value, builder.record(A.conj_p, (z,)))),
+                                    safe))
+
+
+@TRANSPOSE.register(A.modulus_p)
+def _modulus(builder, ct, node, index, lead):
+    return modulus_weighted(builder, node, ct)
+
+
+@TRANSPOSE.register(A.fft_p)
+def _fft(builder, ct, node, index, lead):
+    # The DFT matrix exp(-2 pi i j k / n) is symmetric, so it is its own transpose under
+    # the bilinear pairing (the adjoint, conj(F)^T, is the inverse transform times n).
+    return builder.record(A.fft_p, (ct,), node.params)
+
+
+@TRANSPOSE.register(A.rfft_p)
+def _rfft(builder, ct, node, index, lead):
+    # rfft(x)_k = s_f sum_j x_j w^(jk) for k <= n/2 (w = e^(-2 pi i/n)), x real: the
+    # transpose is Re(sum_k ct_k s_f w^(jk)) = Re(sum_k conj(ct_k) s_f w^(-jk)), which is irfft
+    # of conj(ct) weighted s_f/s_i per frequency, halved where irfft reads a frequency twice
+    # (s_f, s_i: the norm's forward and inverse scales) -- a real transform, half a complex one.
+    params = _params(node)
+    axis, norm = params["axis"], params["norm"]
+    n = atom_shape(node.args[0])[axis]
+    weights = _frequency_weights(n, axis, _scale(norm, n, False) / _scale(norm, n, True), 0.5)
+    spectrum = builder.record(P.mul_p, (builder.record(A.conj_p, (ct,)), constant_atom(builder, weights)))
+    return builder.record(A.irfft_p, (spectrum,), (("axis", axis), ("n", n), ("norm", norm)))
+
+
+@TRANSPOSE.register(A.irfft_p)
+def _irfft(builder, ct, node, index, lead):
+    # irfft reads each c_k, 0 < k < n/2, twice (c_k and its mirror conj(c_k)) and c_0 (and
+    # c_(n/2) for even n) once, real part only: the transpose is the inverse transform of the
+    # real ct at those frequencies, weighted 2 or 1 -- conj(rfft(ct)) times s_i/s_f.
+    params = _params(node)
+    axis, n, norm = params["axis"], params["n"], params["norm"]
+    weights = _frequency_weights(n, axis, _scale(norm, n, True) / _scale(norm, n, False), 2.0)
+    spectrum = builder.record(A.rfft_p, (ct,), (("axis", axis), ("norm", norm)))
+    return builder.record(P.mul_p, (builder.record(A.conj_p, (spectrum,)), constant_atom(builder, weights)))
+
+
+def _scale(norm: str, n: int, inverse: bool) -> float:
+    """NumPy's factor on a transform of ``n`` points: 1, 1/n or 1/sqrt(n)."""
+    if norm == "ortho":
+        return 1 / math.sqrt(n)
+    return 1 / n if (norm == "forward") != inverse else 1.0
+
+
+def _frequency_weights(n: int, axis: int, scale: float, twice: float) -> np.ndarray:
+    """``scale`` at the n//2 + 1 frequencies of a real transform, times ``twice`` at those
+    irfft reads twice (0 < k < n/2), shaped to broadcast along the negative ``axis``."""
+    count = n // 2 + 1
+    weights = np.full(count, scale * twice)
+    weights[0] = scale
+    if n % 2 == 0:
+        weights[-1] = scale
+    return weights.reshape((count,) + (1,) * (-axis - 1))

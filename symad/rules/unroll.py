@@ -172,3 +172,10 @@ UNROLL.update({
 })
 UNROLL.update({primitive: _by_numpy_impl(primitive) for primitive in A.ARRAY_PRIMITIVES
                if primitive.object_safe})
+# The complex parts, element by element (each element's own real/imag/conj node).
+UNROLL.update({A.real_p: _arithmetic(np.vectorize(snp.real, otypes=[object])),
+               A.imag_p: _arithmetic(np.vectorize(snp.imag, otypes=[object])),
+               A.conj_p: _arithmetic(np.vectorize(snp.conj, otypes=[object])),
+               A.modulus_p: _arithmetic(np.vectorize(snp.abs, otypes=[object]))})
+UNROLL.no_rule("a Fourier transform: every element depends on a whole line, n**2 scalar terms; "
+               "its array program evaluates it whole", A.fft_p, A.rfft_p, A.irfft_p)

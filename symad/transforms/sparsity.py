@@ -339,12 +339,35 @@ def _einsum(node, offsets, present, known):
     return (*_pairs(links), knowledge)
 
 
+def _same_position(node, offsets, present, known):
+    """A complex part or conjugate: each output element reads the operand element at its place."""
+    rows = _codes(node.shape)
+    return rows, offsets[0] + rows, None
+
+
+def _along_axes(node, offsets, present, known):
+    """A Fourier transform: each output element reads every operand element that shares its
+    coordinates off the transformed axes (dense along them, independent across them)."""
+    params = dict(node.params)
+    axes = params.get("axes") or (params["axis"],)
+    moved = tuple(range(-len(axes), 0))
+    out_lines = np.moveaxis(_codes(node.shape), axes, moved)
+    in_lines = np.moveaxis(_codes(atom_shape(node.args[0])), axes, moved)
+    count = math.prod(out_lines.shape[:-len(axes)])
+    out_lines, in_lines = out_lines.reshape(count, -1), in_lines.reshape(count, -1)
+    rows = np.broadcast_to(out_lines[:, :, None], out_lines.shape + in_lines.shape[-1:])
+    columns = np.broadcast_to(in_lines[:, None, :], rows.shape)
+    return rows.reshape(count, -1), offsets[0] + columns.reshape(count, -1), None
+
+
 #: The index map of each non-elementwise primitive (see the rules above): the primitives
 #: that only move elements (the stanza's ``moves``) by their own NumPy implementation.
 PATTERN = RuleTable("sparsity pattern", applies=lambda primitive: not primitive.elementwise)
 PATTERN.update({A.reduce_sum_p: _reduced, A.amax_p: _reduced, A.amin_p: _reduced,
                 A.reduce_logsumexp_p: _reduced, A.einsum_p: _einsum, A.take_add_p: _take_add,
-                A.cumsum_p: _cumsum})
+                A.cumsum_p: _cumsum, A.real_p: _same_position, A.imag_p: _same_position,
+                A.conj_p: _same_position, A.modulus_p: _same_position, A.fft_p: _along_axes, A.rfft_p: _along_axes,
+                A.irfft_p: _along_axes})
 PATTERN.register(*[primitive for primitive in A.ARRAY_PRIMITIVES if primitive.moves])(_moved)
 PATTERN.no_rule("a constant array: its value is known whole, it depends on nothing",
                 A.constant_p)

@@ -78,6 +78,8 @@ class ArrayEvaluator:
         value = np.asarray(value)
         if boolean or value.dtype == self.dtype:
             return value
+        if self.dtype.kind == "c" and value.dtype.kind != "c":  # a complex program's real output
+            return value.astype(np.float64, copy=False)
         return value.astype(self.dtype)
 
     def __repr__(self) -> str:

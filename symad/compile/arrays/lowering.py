@@ -188,12 +188,15 @@ class WholeArrayLowering:
         """True if the node's value may be written into a pooled buffer: a floating-point
         intermediate (outputs go to the caller, boolean values have their own dtype)."""
         return (node not in self.outputs and not node.primitive.returns_boolean
-                and (self.backend == "numpy" or self.dtype == np.float64))
+                and (self.backend == "numpy" or self.dtype == np.float64)
+                and self.dtype.kind != "c")  # a complex program's values have their own dtypes
 
     def _fusible(self, node) -> bool:
         """True if the node may go into a numexpr expression: numexpr has it, and (by the scalar
         compiler's measured cost table) NumPy's own loop is not faster for it."""
         if self.backend != "numexpr" or not node.primitive.elementwise:
+            return False
+        if self.dtype.kind == "c":  # complex values: NumPy's ufuncs (numexpr's forms are real)
             return False
         from symad.compile.scalar.numexpr_backend import runs_in_numpy
 
@@ -393,6 +396,10 @@ class WholeArrayLowering:
         """A module-level name for a constant array: a literal if small, else an external."""
         name = f"C{len(self.prelude)}"
         dtype = "np.intp" if integer else "DTYPE"
+        value_dtype = np.intp if integer else self.dtype
+        if self.dtype.kind == "c" and not integer:  # in a complex program a real constant stays real
+            value_dtype = np.dtype(np.complex128 if np.iscomplexobj(array) else np.float64)
+            dtype = f"np.{value_dtype.name}"
         base = array
         if array.ndim and array.size and np.all(array == array.reshape(-1)[0]):
             value = array.reshape(-1)[0]
@@ -403,7 +410,7 @@ class WholeArrayLowering:
             self.prelude.append(f"{name} = np.array([{values}], dtype={dtype}).reshape({array.shape!r})")
         else:
             index = self._external(
-                np.ascontiguousarray(array, dtype=np.intp if integer else self.dtype),
+                np.ascontiguousarray(array, dtype=value_dtype),
                 f"a constant array of shape {array.shape}")
             self.prelude.append(f"{name} = EXTERNALS[{index}]  # bound when the module is loaded")
         return name
@@ -522,7 +529,24 @@ def _pack(lowering, node, args, params):
             f"{params['has_base']!r})")
 
 
+def _fft(lowering, node, args, params):
+    function = "np.fft.ifftn" if params["inverse"] else "np.fft.fftn"
+    return f"{function}({args[0]}, axes={params['axes']!r}, norm={params['norm']!r})"
+
+
+def _real_fft(lowering, node, args, params):  # rfft and irfft
+    size = f", n={params['n']!r}" if "n" in params else ""
+    return f"np.fft.{node.primitive.name}({args[0]}{size}, axis={params['axis']!r}, norm={params['norm']!r})"
+
+
 _ARRAY_CALLS = {
+    A.real_p: _runtime_call("np.real", 1),
+    A.imag_p: _runtime_call("np.imag", 1),
+    A.conj_p: _runtime_call("np.conjugate", 1),
+    A.modulus_p: _runtime_call("np.abs", 1),
+    A.fft_p: _fft,
+    A.rfft_p: _real_fft,
+    A.irfft_p: _real_fft,
     A.reduce_sum_p: _reduction("np.sum"),
     A.amax_p: _reduction("np.max"),
     A.amin_p: _reduction("np.min"),
@@ -544,7 +568,7 @@ _ARRAY_CALLS = {
 #: operands' pooled buffers may be released after it).
 _NEW_ARRAY = frozenset({A.reduce_sum_p, A.amax_p, A.amin_p, A.reduce_logsumexp_p, A.einsum_p,
                         A.unslice_p, A.take_p, A.take_add_p, A.concatenate_p, A.cumsum_p,
-                        A.pack_p})
+                        A.pack_p, A.fft_p, A.rfft_p, A.irfft_p})
 
 
 def lower_whole_arrays(graph, backend: str, dtype="float64", name: str = "function") -> ArrayModule:

@@ -241,6 +241,9 @@ def lower_numba_arrays(graph, dtype, name: str = "function") -> ArrayModule:
     """The numba backend's module of an array program (its loop nests, :mod:`symad.loopnest`);
     BackendUnsupported, saying why, when an operation has no loop form here (the pipeline
     then falls back to numexpr through the registry)."""
+    if np.dtype(dtype).kind == "c":
+        # The loop nests are written for real numbers (their spellings are real C/numba math).
+        raise BackendUnsupported("numba backend: complex values have no loop form here")
     try:
         loops = numba_loops_module(graph, dtype, name)
     except L.LoopsUnsupported as reason:

@@ -47,13 +47,16 @@ def block_size_for(temporaries: int, itemsize: int) -> int:
 
 
 def literal(value) -> str:
-    """Python source for a constant: ``repr(float)``, or ``float("inf")`` and friends.
+    """Python source for a constant: ``repr(float)``, or ``float("inf")`` and friends
+    (a complex number: ``complex(re, im)``).
 
     >>> literal(0.1), literal(2.0), literal(True), literal(-math.inf)
     ('0.1', '2.0', 'True', '(-float("inf"))')
     """
     if isinstance(value, (bool, np.bool_)):
         return "True" if value else "False"
+    if isinstance(value, (complex, np.complexfloating)):
+        return f"complex({literal(value.real)}, {literal(value.imag)})"
     number = float(value)
     if math.isnan(number):
         return 'float("nan")'
