@@ -17,8 +17,10 @@ import math
 
 import numpy as np
 import sympy
+from sympy.tensor.indexed import IndexedBase
 
 from symad import array_primitives as A
+from symad import linalg_primitives as L
 from symad.export.index_forms import (
     ZERO,
     Maximum,
@@ -27,16 +29,21 @@ from symad.export.index_forms import (
     broadcast_index,
     tidy_index,
 )
-from symad.graph import atom_shape
+from symad.graph import ArrayInput, atom_shape
 from symad.ir.primitive import RuleTable
 
-__all__ = ["INDEX_RULES", "index_rule"]
+__all__ = ["INDEX_RULES", "WHOLE_OPERANDS", "index_rule", "transposed_input"]
 
 #: Each primitive's element at given indices; an elementwise primitive without a rule of
 #: its own (all of them) is its operands' elements at the broadcast index.
 INDEX_RULES = RuleTable("index notation", default_reason=lambda primitive: (
     "elementwise: its operands' elements at the broadcast index" if primitive.elementwise
     else None))
+
+
+#: The primitives whose formula names whole matrices (``inv(A)``), not elements: each of
+#: their operands that is a node gets a line of its own (a temporary) to be named by.
+WHOLE_OPERANDS: set = set()
 
 
 def index_rule(primitive):
@@ -383,6 +390,40 @@ def _constant(nb, node, index: tuple, scope: tuple):
     return nb.element(base, *index)
 
 
+def transposed_input(atom):
+    """The input ``A`` if ``atom`` is ``A`` with its last two axes swapped (printed ``A^T``
+    where linear algebra reads it whole), else None."""
+    if getattr(atom, "primitive", None) is A.transpose_p and atom.args[0].__class__ is ArrayInput:
+        perm = dict(atom.params)["perm"]
+        if perm[-2:] == (len(perm) - 1, len(perm) - 2) and perm[:-2] == tuple(range(len(perm) - 2)):
+            return atom.args[0]
+    return None
+
+
+def _matrix_name(nb, atom):
+    """A whole matrix operand by name: an input's, a constant's or a temporary's (every node
+    that is an operand of linear algebra gets a line of its own: ``WHOLE_OPERANDS``)."""
+    if atom.__class__ is ArrayInput:
+        return atom.indexed
+    transposed = transposed_input(atom)
+    if transposed is not None:
+        return L.Transposed(transposed.indexed)
+    if getattr(atom, "primitive", None) is A.constant_p:
+        base = nb.constant_base(dict(atom.params)["value"])
+        nb.used_constants.setdefault(base.label.name, base)
+        return base
+    return nb.operand(atom, ())
+
+
+def _matrix_function(nb, node, index: tuple, scope: tuple):
+    """An element of ``inv(A)``, ``solve(A, b)``, ...: the head of whole matrices, indexed."""
+    args = [_matrix_name(nb, atom) for atom in node.args]
+    if node.primitive is L.solve_triangular_p:
+        args.append(sympy.Integer(dict(node.params)["trans"]))
+    value = L.LINALG_PRIMITIVES[node.primitive](*args)
+    return nb.element(IndexedBase(value), *index) if index else value
+
+
 INDEX_RULES.update({
     A.constant_p: _constant,
     A.reduce_sum_p: _reduction(lambda nb, body, limits, scope: nb.sum(body, limits, scope)),
@@ -402,3 +443,5 @@ INDEX_RULES.update({
     A.pack_p: _pack,
     A.scatter_p: _scatter,
 })
+INDEX_RULES.register(*L.LINALG_PRIMITIVES)(_matrix_function)
+WHOLE_OPERANDS.update(L.LINALG_PRIMITIVES)

@@ -42,9 +42,10 @@ from symad import tracer as _tracer_module
 from symad.atom_arrays import traced_function_name
 from symad.errors import TracingError
 from symad.graph import atom_shape, current_builder
-from symad.numpy import creation, elementwise, products, reductions, shapes
+from symad.numpy import creation, elementwise, linalg, products, reductions, shapes
 from symad.numpy.creation import *  # noqa: F403 - the families' names are this namespace
 from symad.numpy.elementwise import *  # noqa: F403
+from symad.numpy.linalg import norm
 from symad.numpy.operators import install_operators as _install_operators
 from symad.numpy.products import *  # noqa: F403
 from symad.numpy.reductions import *  # noqa: F403
@@ -172,7 +173,7 @@ def dispatch_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
 
 #: NumPy's array functions -> their traceable versions, as each family declares them.
 _FUNCTIONS = {**reductions.NUMPY_FUNCTIONS, **products.NUMPY_FUNCTIONS, **shapes.NUMPY_FUNCTIONS,
-              **elementwise.NUMPY_FUNCTIONS, **creation.NUMPY_FUNCTIONS}
+              **elementwise.NUMPY_FUNCTIONS, **creation.NUMPY_FUNCTIONS, **linalg.NUMPY_FUNCTIONS}
 _CONSTRUCTORS = creation.CONSTRUCTORS
 
 
@@ -216,10 +217,13 @@ def check_arguments(implementation, args: tuple, kwargs: dict, what: str) -> Non
 # one module, whose __all__ was every public name of it).
 __all__ = [
     *creation.__all__, *elementwise.__all__, *products.__all__, *reductions.__all__,
-    *shapes.__all__, "A", "as_atom", "atom_shape", "dispatch_function", "dispatch_ufunc",
+    *shapes.__all__, "linalg", "norm", "A", "as_atom", "atom_shape", "dispatch_function", "dispatch_ufunc",
     "record_scalars", "register_foreign_functions", "scalar_ufuncs",
 ]
 
+
+# scipy.linalg's solvers, by the registry symad.special uses for scipy.special.
+register_foreign_functions({}, linalg.scipy_functions(), lambda ufunc: f"scipy.linalg.{ufunc.__name__}")
 
 _tracer_module.bind_numpy_namespace(_sys.modules[__name__])
 _install_operators(_sys.modules[__name__])

@@ -1,0 +1,257 @@
+"""Linear algebra as array primitives: one node per factorisation or solve, evaluated by LAPACK.
+
+Each stanza declares one operation of ``numpy.linalg`` or ``scipy.linalg`` on the trailing
+two ("core") dimensions of its operands -- a matrix, or a stack of them in front, as NumPy
+stacks them -- with its shape rule, its NumPy/SciPy implementation and the SymPy head its
+formulas print with (``inv(A)``, LaTeX ``A^{-1}``). The derivative rules are matrix
+calculus, written with these primitives and ``einsum`` so that they differentiate again:
+:mod:`symad.rules.linalg`. The traceable functions users call are :mod:`symad.numpy.linalg`.
+
+A right-hand side ``b`` is a vector or a matrix of columns, as NumPy decides from its
+dimension; the decision is kept as the parameter ``vector``, since a batch in front (points,
+seeds) must not change it.
+
+>>> import numpy as np
+>>> a = np.array([[4.0, 1.0], [1.0, 3.0]])
+>>> solve_p.shape_rule([(5, 2, 2), (2,)], {"vector": True})
+(5, 2)
+>>> bool(np.allclose(solve_p.numpy_impl(a, np.ones(2), vector=True), np.linalg.solve(a, np.ones(2))))
+True
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import sympy
+
+from symad.array_primitives import array_primitive, lead_of
+from symad.errors import TracingError
+
+__all__ = [
+    "inv_p", "solve_p", "det_p", "logabsdet_p", "det_sign_p", "cholesky_p", "solve_triangular_p",
+    "LINALG_PRIMITIVES", "core_ranks", "MatrixHead", "Transposed",
+]
+
+
+# ---------------------------------------------------------------------------
+# The printed heads: inv(A), det(A), ... as SymPy functions of whole matrices
+# ---------------------------------------------------------------------------
+
+
+class MatrixHead(sympy.Function):
+    """A linear-algebra function of whole matrices, as formulas print it.
+
+    Index notation names an element of its value ``inv(A)[i, j]`` (LaTeX
+    ``{A^{-1}}_{i j}``): the operands are matrices (an input's or a temporary's
+    name), never elements.
+    """
+
+    #: ``str`` form: the NumPy-like call name.
+    call = ""
+
+    def _sympystr(self, printer):
+        return f"{self.call}({', '.join(printer._print(a) for a in self.args)})"
+
+    def _latex(self, printer, exp=None):
+        text = self.latex_form([printer._print(a) for a in self.args])
+        return f"\\left({text}\\right)^{{{printer._print(exp)}}}" if exp is not None else text
+
+    def latex_form(self, args: list) -> str:
+        return rf"\operatorname{{{self.call}}}\left({', '.join(args)}\right)"
+
+
+class Transposed(MatrixHead):
+    """``A.T`` (the last two axes swapped), LaTeX ``A^{T}``: an operand of the others."""
+    call = "transpose"
+
+    def _sympystr(self, printer):
+        return f"{printer._print(self.args[0])}.T"
+
+    def latex_form(self, args):
+        return f"{args[0]}^{{T}}"
+
+
+def _inverse_latex(matrix, args: list, power: str = "-1") -> str:
+    """``A^{-1}``; of a transposed input ``A^{-T}``."""
+    if isinstance(matrix, Transposed):
+        return f"{args[0][: -len('^{T}')]}^{{-T}}" if power == "-1" else f"{args[0]}^{{{power}}}"
+    return f"{args[0]}^{{{power}}}"
+
+
+class Inv(MatrixHead):
+    """``inv(A)``, LaTeX ``A^{-1}``."""
+    call = "inv"
+
+    def latex_form(self, args):
+        return _inverse_latex(self.args[0], args)
+
+
+class Solve(MatrixHead):
+    """``solve(A, B)``, LaTeX ``A^{-1} B``."""
+    call = "solve"
+
+    def latex_form(self, args):
+        return f"{_inverse_latex(self.args[0], args)} {args[1]}"
+
+
+class SolveTriangular(MatrixHead):
+    """``solve_triangular(T, B, trans)``, LaTeX ``T^{-1} B`` or ``T^{-T} B``."""
+    call = "solve_triangular"
+
+    def latex_form(self, args):
+        return f"{args[0]}^{{{'-T' if args[2] == '1' else '-1'}}} {args[1]}"
+
+
+class Det(MatrixHead):
+    """``det(A)``."""
+    call = "det"
+
+    def latex_form(self, args):
+        return rf"\det\left({args[0]}\right)"
+
+
+class LogAbsDet(MatrixHead):
+    """``logabsdet(A)``: the logarithm of ``|det A|``, NumPy's ``slogdet(A)[1]``."""
+    call = "logabsdet"
+
+    def latex_form(self, args):
+        return rf"\log\left|\det\left({args[0]}\right)\right|"
+
+
+class SignDet(MatrixHead):
+    """``signdet(A)``: the sign of ``det A``, NumPy's ``slogdet(A)[0]``."""
+    call = "signdet"
+
+    def latex_form(self, args):
+        return rf"\operatorname{{sgn}}\det\left({args[0]}\right)"
+
+
+class Cholesky(MatrixHead):
+    """``cholesky(A)``: the lower triangular ``L`` with ``L L^T = A``."""
+    call = "cholesky"
+
+
+# ---------------------------------------------------------------------------
+# Shapes
+# ---------------------------------------------------------------------------
+
+
+def _where() -> str:
+    from symad.atoms import current_builder
+
+    builder = current_builder()
+    return f" (in function {builder.function_name!r})" if builder is not None else ""
+
+
+def _square(shape: tuple, what: str) -> int:
+    if len(shape) < 2 or shape[-1] != shape[-2]:
+        raise TracingError(f"{what}: the matrix operand must be square (its last two dimensions "
+                           f"equal), got shape {shape}" + _where())
+    return shape[-1]
+
+
+def _same_shape(what: str):
+    def rule(shapes, params) -> tuple:
+        _square(shapes[0], what)
+        return tuple(shapes[0])
+    return rule
+
+
+def _scalar_per_matrix(what: str):
+    def rule(shapes, params) -> tuple:
+        _square(shapes[0], what)
+        return tuple(shapes[0][:-2])
+    return rule
+
+
+def _solved_shape(what: str):
+    def rule(shapes, params) -> tuple:
+        a, b = shapes
+        n = _square(a, what)
+        core = 1 if params["vector"] else 2
+        if len(b) < core or b[len(b) - core] != n:
+            raise TracingError(f"{what}: the right-hand side of shape {b} does not fit a matrix of "
+                               f"shape {a} (it needs {n} rows)" + _where())
+        try:
+            lead = np.broadcast_shapes(lead_of(a, 2), lead_of(b, core))
+        except ValueError:
+            raise TracingError(f"{what}: the stacks of shapes {a} and {b} do not broadcast" + _where()) from None
+        return tuple(lead) + tuple(b[len(b) - core:])
+    return rule
+
+
+def core_ranks(node) -> tuple[int, tuple[int, ...]]:
+    """``(result core rank, operand core ranks)`` of a linear-algebra node: the dimensions
+    one matrix operation reads and writes, behind any stack in front."""
+    primitive, params = node.primitive, dict(node.params)
+    rhs = 1 if params.get("vector") else 2
+    return {inv_p: (2, (2,)), cholesky_p: (2, (2,)), det_p: (0, (2,)), logabsdet_p: (0, (2,)),
+            det_sign_p: (0, (2,)), solve_p: (rhs, (2, rhs)),
+            solve_triangular_p: (rhs, (2, rhs))}[primitive]
+
+
+# ---------------------------------------------------------------------------
+# Implementations
+# ---------------------------------------------------------------------------
+
+
+def _solve(a, b, *, vector):
+    if vector:
+        return np.linalg.solve(a, np.asarray(b)[..., None])[..., 0]
+    return np.linalg.solve(a, b)
+
+
+def _solve_triangular(a, b, *, lower, trans, unit_diagonal, vector):
+    import scipy.linalg
+
+    a, b = np.asarray(a), np.asarray(b)
+    if vector:
+        b = b[..., None]
+    if a.ndim == 2 and b.ndim == 2:
+        x = scipy.linalg.solve_triangular(a, b, trans=trans, lower=lower, unit_diagonal=unit_diagonal)
+    else:  # a stack: SciPy loops over it (it does not broadcast a against b)
+        lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        a = np.broadcast_to(a, lead + a.shape[-2:])
+        b = np.broadcast_to(b, lead + b.shape[-2:])
+        x = np.empty(lead + b.shape[-2:])
+        for index in np.ndindex(*lead):
+            x[index] = scipy.linalg.solve_triangular(a[index], b[index], trans=trans, lower=lower,
+                                                     unit_diagonal=unit_diagonal)
+    return x[..., 0] if vector else x
+
+
+def _logabsdet(a):
+    return np.linalg.slogdet(a)[1]
+
+
+def _det_sign(a):
+    return np.linalg.slogdet(a)[0]
+
+
+# ---------------------------------------------------------------------------
+# The stanzas
+# ---------------------------------------------------------------------------
+
+#: ``inv(A)``: LAPACK's LU inverse (``numpy.linalg.inv``).
+inv_p = array_primitive("inv", np.linalg.inv, _same_shape("inv"), kind="array", finite=False)
+#: ``solve(A, b)``: ``A^{-1} b`` by LU (``numpy.linalg.solve``); ``vector``: ``b`` is a vector.
+solve_p = array_primitive("solve", _solve, _solved_shape("solve"), kind="array", arity=2, finite=False)
+#: ``det(A)`` (``numpy.linalg.det``).
+det_p = array_primitive("det", np.linalg.det, _scalar_per_matrix("det"), kind="array")
+#: ``log |det A|``, ``numpy.linalg.slogdet(A)[1]`` (-inf for a singular matrix).
+logabsdet_p = array_primitive("logabsdet", _logabsdet, _scalar_per_matrix("slogdet"), kind="array",
+                              finite=False)
+#: The sign of ``det A``, ``numpy.linalg.slogdet(A)[0]``: piecewise constant.
+det_sign_p = array_primitive("det_sign", _det_sign, _scalar_per_matrix("slogdet"), kind="array")
+#: ``cholesky(A)``: lower ``L`` with ``L L^T = A``, from ``A``'s lower triangle (``numpy.linalg.cholesky``).
+cholesky_p = array_primitive("cholesky", np.linalg.cholesky, _same_shape("cholesky"), kind="array",
+                             finite=False)
+#: ``solve_triangular(T, b)``: ``T^{-1} b`` (``trans=1``: ``T^{-T} b``) from the ``lower`` or
+#: upper triangle of ``T`` (its diagonal taken as ones if ``unit_diagonal``), as
+#: ``scipy.linalg.solve_triangular``.
+solve_triangular_p = array_primitive("solve_triangular", _solve_triangular, _solved_shape("solve_triangular"),
+                                     kind="array", arity=2, finite=False)
+
+#: The primitives of this family, and the head each prints with.
+LINALG_PRIMITIVES = {inv_p: Inv, solve_p: Solve, det_p: Det, logabsdet_p: LogAbsDet,
+                     det_sign_p: SignDet, cholesky_p: Cholesky, solve_triangular_p: SolveTriangular}

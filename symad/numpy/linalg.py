@@ -1,0 +1,333 @@
+"""Linear algebra: ``numpy.linalg`` and ``scipy.linalg`` on traced matrices.
+
+Part of :mod:`symad.numpy` (``snp.linalg``; ``np.linalg.solve(A, b)`` on traced values
+dispatches here). Solves, inverses, determinants and the Cholesky factor are one node
+each (:mod:`symad.linalg_primitives`), evaluated by LAPACK, with matrix-calculus
+derivative rules (:mod:`symad.rules.linalg`); the graph does not grow with the matrix
+size. ``matrix_power``, ``multi_dot``, ``norm`` and ``cho_solve`` are written with them and
+the other operations of ``symad.numpy``. Stacks of matrices (leading dimensions) work as
+in NumPy.
+
+``scipy.linalg`` reads its arguments with ``np.asarray``, which a traced value refuses: in
+a traced function call ``snp.linalg.solve_triangular``, ``cho_factor`` and ``cho_solve``
+(same arguments as SciPy's).
+
+>>> import numpy as np, symad as sd
+>>> A = np.array([[4.0, 1.0], [1.0, 3.0]])
+>>> g = sd.grad(lambda A: np.linalg.slogdet(A)[1])
+>>> bool(np.allclose(g(A), np.linalg.inv(A).T))
+True
+>>> g.trace(A).formula()
+inv(A)[j, i]
+"""
+
+from __future__ import annotations
+
+import builtins
+import collections
+import math
+
+import numpy as _np
+
+from symad import linalg_primitives as L
+from symad.atom_arrays import traced_function_name
+from symad.errors import TracingError
+from symad.graph import atom_shape
+from symad.numpy.elementwise import absolute, multiply, not_equal, power, sqrt, where
+from symad.numpy.products import matmul
+from symad.numpy.reductions import max, min, sum
+from symad.numpy.shapes import (
+    active_builder,
+    ndim,
+    numpy_when_concrete,
+    reshape,
+    shape,
+    swapaxes,
+    wrap_atom,
+)
+from symad.tracer import as_atom
+
+__all__ = ["solve", "inv", "det", "slogdet", "cholesky", "matrix_power", "multi_dot", "norm",
+           "solve_triangular", "cho_factor", "cho_solve", "SlogdetResult"]
+
+#: What ``slogdet`` returns, as NumPy's result: ``sign`` and ``logabsdet``.
+SlogdetResult = collections.namedtuple("SlogdetResult", ["sign", "logabsdet"])
+
+
+def _record(primitive, operands, params=()):
+    builder = active_builder()
+    return wrap_atom(builder.record(primitive, tuple(as_atom(o) for o in operands), tuple(params)))
+
+
+def _check_matrix(a, what: str) -> None:
+    a_shape = atom_shape(as_atom(a))
+    if len(a_shape) < 2 or a_shape[-1] != a_shape[-2]:
+        raise TracingError(f"{what} in function {traced_function_name()!r}: the argument 'a' must be "
+                           f"a square matrix or a stack of them (last two dimensions equal), got "
+                           f"shape {a_shape}")
+
+
+@numpy_when_concrete(_np.linalg.solve)
+def solve(a, b):
+    """``x`` with ``a @ x = b``: one LU solve (``b`` a vector if it is 1-D, else columns).
+
+    >>> import numpy as np, symad as sd
+    >>> sd.grad(lambda b: np.sum(np.linalg.solve(np.diag([2.0, 4.0]), b)))(np.ones(2))
+    array([0.5 , 0.25])
+    """
+    _check_matrix(a, "numpy.linalg.solve")
+    return _record(L.solve_p, (a, b), (("vector", ndim(b) == 1),))
+
+
+@numpy_when_concrete(_np.linalg.inv)
+def inv(a):
+    """The inverse of a matrix (or of each matrix of a stack).
+
+    >>> import numpy as np, symad as sd
+    >>> sd.trace(lambda a: np.linalg.inv(a), np.eye(2)).formula()
+    inv(a)[i, j]
+    """
+    _check_matrix(a, "numpy.linalg.inv")
+    return _record(L.inv_p, (a,))
+
+
+@numpy_when_concrete(_np.linalg.det)
+def det(a):
+    """The determinant; its gradient is ``det(a) inv(a).T``.
+
+    >>> import numpy as np, symad as sd
+    >>> float(sd.grad(np.linalg.det)(np.diag([2.0, 3.0]))[0, 0])
+    3.0
+    """
+    _check_matrix(a, "numpy.linalg.det")
+    return _record(L.det_p, (a,))
+
+
+@numpy_when_concrete(_np.linalg.slogdet)
+def slogdet(a):
+    """``(sign, logabsdet)`` of the determinant; the sign's derivative is zero.
+
+    >>> import numpy as np, symad as sd
+    >>> float(sd.grad(lambda a: np.linalg.slogdet(a)[1])(np.diag([2.0, 4.0]))[1, 1])
+    0.25
+    """
+    _check_matrix(a, "numpy.linalg.slogdet")
+    return SlogdetResult(_record(L.det_sign_p, (a,)), _record(L.logabsdet_p, (a,)))
+
+
+@numpy_when_concrete(_np.linalg.cholesky)
+def cholesky(a, upper=False):
+    """The Cholesky factor ``L`` (``L @ L.T = a``; ``upper``: ``U`` with ``U.T @ U = a``).
+
+    NumPy reads one triangle of ``a`` (the lower; the upper with ``upper=True``). The
+    derivative is that of ``cholesky((a + a.T) / 2)``, as JAX's: along symmetric
+    directions it is NumPy's function's, and gradients are symmetric matrices.
+
+    >>> import numpy as np, symad as sd
+    >>> float(sd.grad(lambda a: np.linalg.cholesky(a)[0, 0])(np.diag([4.0, 9.0]))[0, 0])
+    0.25
+    """
+    _check_matrix(a, "numpy.linalg.cholesky")
+    if upper:
+        return swapaxes(_record(L.cholesky_p, (swapaxes(a, -1, -2),)), -1, -2)
+    return _record(L.cholesky_p, (a,))
+
+
+@numpy_when_concrete(_np.linalg.matrix_power)
+def matrix_power(a, n):
+    """``a`` to the integer power ``n``, by repeated squaring (``n < 0``: of ``inv(a)``).
+
+    >>> import numpy as np, symad as sd
+    >>> float(sd.grad(lambda a: np.sum(np.linalg.matrix_power(a, 3)))(np.eye(1) * 2.0)[0, 0])
+    12.0
+    """
+    _check_matrix(a, "numpy.linalg.matrix_power")
+    if isinstance(n, builtins.bool) or not isinstance(n, (int, _np.integer)):
+        raise TracingError(f"numpy.linalg.matrix_power in function {traced_function_name()!r}: the "
+                           f"exponent 'n' must be an integer, got {n!r}")
+    n = int(n)
+    if n < 0:
+        a, n = inv(a), -n
+    result = None
+    while n:
+        if n & 1:
+            result = a if result is None else matmul(result, a)
+        n >>= 1
+        if n:
+            a = matmul(a, a)
+    if result is None:  # a ** 0: the identity, stacked as a is
+        return _np.broadcast_to(_np.eye(shape(a)[-1]), shape(a)).copy()
+    return result
+
+
+@numpy_when_concrete(_np.linalg.multi_dot)
+def multi_dot(arrays, *, out=None):
+    """``arrays[0] @ arrays[1] @ ...``, left to right."""
+    if out is not None:
+        raise TracingError(f"numpy.linalg.multi_dot in function {traced_function_name()!r}: "
+                           "out= cannot hold traced values; drop it")
+    result = arrays[0]
+    for array in arrays[1:]:
+        result = matmul(result, array)
+    return result
+
+
+# ---------------------------------------------------------------------------
+# Norms
+# ---------------------------------------------------------------------------
+
+
+def _vector_norm(x, ord, axis: int):  # noqa: A002 - NumPy's name
+    if ord is None or ord == 2:
+        return sqrt(sum(multiply(x, x), axis=axis, keepdims=True))
+    if isinstance(ord, str):
+        raise TracingError(f"numpy.linalg.norm in function {traced_function_name()!r}: ord={ord!r} "
+                           "is a matrix norm; a vector takes a number (or inf, -inf)")
+    magnitude = absolute(x)
+    if ord == math.inf:
+        return max(magnitude, axis=axis, keepdims=True)
+    if ord == -math.inf:
+        return min(magnitude, axis=axis, keepdims=True)
+    if ord == 0:  # the count of nonzero elements: piecewise constant
+        return sum(where(not_equal(x, 0.0), 1.0, 0.0), axis=axis, keepdims=True)
+    if ord == 1:
+        return sum(magnitude, axis=axis, keepdims=True)
+    return power(sum(power(magnitude, float(ord)), axis=axis, keepdims=True), 1.0 / float(ord))
+
+
+def _matrix_norm(x, ord, rows: int, cols: int):  # noqa: A002 - NumPy's name
+    if ord is None or ord == "fro":
+        return sqrt(sum(multiply(x, x), axis=(rows, cols), keepdims=True))
+    magnitude = absolute(x)
+    if ord in (1, -1):  # the largest (smallest) column sum
+        reduce = max if ord == 1 else min
+        return reduce(sum(magnitude, axis=rows, keepdims=True), axis=cols, keepdims=True)
+    if ord in (math.inf, -math.inf):  # the largest (smallest) row sum
+        reduce = max if ord == math.inf else min
+        return reduce(sum(magnitude, axis=cols, keepdims=True), axis=rows, keepdims=True)
+    if ord in (2, -2, "nuc"):
+        raise TracingError(
+            f"numpy.linalg.norm in function {traced_function_name()!r}: the matrix norm ord={ord!r} "
+            "needs singular values, which symad does not trace yet; ord='fro', 1, -1, inf and -inf "
+            "are traced (the spectral norm is at most the Frobenius norm)")
+    raise TracingError(f"numpy.linalg.norm in function {traced_function_name()!r}: invalid norm "
+                       f"order {ord!r} for matrices (NumPy takes 'fro', 'nuc', 1, -1, 2, -2, inf, -inf)")
+
+
+@numpy_when_concrete(_np.linalg.norm)
+def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 - NumPy's name
+    """NumPy's vector and matrix norms: every ``ord`` but the matrix norms 2, -2 and ``'nuc'``.
+
+    Vectors: ``None``/2 (Euclidean), 1, ``inf``, ``-inf``, 0 (the count of nonzero
+    elements, whose derivative is zero), any other ``p``; matrices: ``None``/``'fro'``, 1,
+    -1, ``inf``, ``-inf``. Maxima and minima share the derivative at ties, as JAX's.
+
+    >>> import numpy as np, symad as sd
+    >>> sd.grad(lambda x: np.linalg.norm(x, ord=1))(np.array([3.0, -4.0]))
+    array([ 1., -1.])
+    """
+    x_ndim = ndim(x)
+    if axis is None and ord is None:  # the 2-norm of all elements, whatever the dimension
+        result = sqrt(sum(multiply(x, x)))
+        return reshape(result, (1,) * x_ndim) if keepdims else result
+    if axis is None:
+        if x_ndim not in (1, 2):
+            raise TracingError(f"numpy.linalg.norm in function {traced_function_name()!r}: ord={ord!r} "
+                               f"needs a vector or a matrix (or axis=), got {x_ndim} dimensions")
+        axis = (0,) if x_ndim == 1 else (0, 1)
+    axes = tuple(int(a) % x_ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+    if len(axes) == 1:
+        result = _vector_norm(x, ord, axes[0])
+    elif len(axes) == 2 and axes[0] != axes[1]:
+        result = _matrix_norm(x, ord, *axes)
+    else:
+        raise TracingError(f"numpy.linalg.norm in function {traced_function_name()!r}: axis={axis!r} "
+                           "must name one axis (a vector norm) or two different axes (a matrix norm)")
+    if keepdims:
+        return result
+    kept = tuple(size for position, size in enumerate(shape(x)) if position not in axes)
+    return reshape(result, kept)
+
+
+# ---------------------------------------------------------------------------
+# scipy.linalg
+# ---------------------------------------------------------------------------
+
+
+def _scipy(name: str):
+    """SciPy's function for concrete arguments (SciPy is imported on first use)."""
+    def call(*args, **kwargs):
+        import scipy.linalg
+
+        return getattr(scipy.linalg, name)(*args, **kwargs)
+    call.__name__ = name
+    return call
+
+
+_TRANS = {0: 0, 1: 1, 2: 1, "N": 0, "T": 1, "C": 1}  # real matrices: 'C' is 'T'
+
+
+@numpy_when_concrete(_scipy("solve_triangular"))
+def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
+                     check_finite=True):
+    """``scipy.linalg.solve_triangular``: ``a^{-1} b`` (``trans=1``: ``a^{-T} b``) from one triangle.
+
+    Only the triangle SciPy reads (without the diagonal if ``unit_diagonal``) has a
+    derivative; the other elements do not change the value.
+
+    >>> import numpy as np, symad as sd
+    >>> T = np.array([[2.0, 0.0], [1.0, 4.0]])
+    >>> sd.grad(lambda b: np.sum(solve_triangular(T, b, lower=True)))(np.ones(2))
+    array([0.375, 0.25 ])
+    """
+    if trans not in _TRANS:
+        raise TracingError(f"scipy.linalg.solve_triangular in function {traced_function_name()!r}: "
+                           f"trans must be 0, 1, 2, 'N', 'T' or 'C', got {trans!r}")
+    _check_matrix(a, "scipy.linalg.solve_triangular")
+    params = (("lower", builtins.bool(lower)), ("trans", _TRANS[trans]),
+              ("unit_diagonal", builtins.bool(unit_diagonal)), ("vector", ndim(b) < ndim(a)))
+    return _record(L.solve_triangular_p, (a, b), params)
+
+
+@numpy_when_concrete(_scipy("cho_factor"))
+def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
+    """``(c, lower)`` as ``scipy.linalg.cho_factor``, for :func:`cho_solve`.
+
+    ``c`` is the Cholesky factor of the triangle read (the upper by default, as SciPy);
+    its other triangle holds zeros, where SciPy leaves what was there.
+    """
+    _check_matrix(a, "scipy.linalg.cho_factor")
+    return (cholesky(a) if lower else cholesky(a, upper=True)), builtins.bool(lower)
+
+
+@numpy_when_concrete(_scipy("cho_solve"))
+def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
+    """``x`` with ``a @ x = b`` from ``(c, lower) = cho_factor(a)``: two triangular solves.
+
+    >>> import numpy as np, symad as sd
+    >>> A = np.array([[4.0, 1.0], [1.0, 3.0]])
+    >>> f = lambda A, b: np.sum(cho_solve(cho_factor(A), b))
+    >>> bool(np.allclose(sd.grad(f, argnums=1)(A, np.ones(2)), np.linalg.solve(A, np.ones(2))))
+    True
+    """
+    c, lower = c_and_lower
+    if lower:
+        return solve_triangular(c, solve_triangular(c, b, lower=True), trans=1, lower=True)
+    return solve_triangular(c, solve_triangular(c, b, trans=1), trans=0)
+
+
+#: NumPy's functions this family implements (symad.numpy dispatches them here).
+NUMPY_FUNCTIONS = {
+    _np.linalg.solve: solve, _np.linalg.inv: inv, _np.linalg.det: det, _np.linalg.slogdet: slogdet,
+    _np.linalg.cholesky: cholesky, _np.linalg.matrix_power: matrix_power,
+    _np.linalg.multi_dot: multi_dot, _np.linalg.norm: norm,
+}
+
+
+def scipy_functions() -> dict:
+    """``{scipy.linalg function: traceable version}``, for the foreign-function registry."""
+    import scipy.linalg
+
+    return {scipy.linalg.solve_triangular: solve_triangular, scipy.linalg.cho_factor: cho_factor,
+            scipy.linalg.cho_solve: cho_solve}
+

@@ -1,0 +1,262 @@
+"""The rules of the linear-algebra primitives (:mod:`symad.linalg_primitives`), one row per table.
+
+Forward mode (``TANGENT``) and reverse mode (``TRANSPOSE``) are matrix calculus (Giles,
+"Collected matrix derivative results"; JAX's ``linalg`` rules), written with the
+linear-algebra primitives themselves, ``einsum`` and elementwise products, so that a
+derivative differentiates again (Hessian-vector products through ``solve`` and
+``slogdet``). With ``X = inv(A)``, ``x = solve(A, b)``, ``L = cholesky(A)``:
+
+====================  ===================================  ======================================
+primitive             tangent                              cotangent of the operands
+====================  ===================================  ======================================
+``inv``               ``-X dA X``                          ``-X^T C X^T``
+``solve``             ``solve(A, db - dA x)``              ``b̄ = solve(A^T, c)``, ``Ā = -b̄ x^T``
+``det``               ``det(A) tr(X dA)``                  ``c det(A) X^T``
+``slogdet`` (log|.|)  ``tr(X dA)``                         ``c X^T``
+``slogdet`` (sign)    0                                    0
+``cholesky``          ``L Φ(L^-1 sym(dA) L^-T)``           ``sym(L^-T Φ(L^T C) L^-1)``
+``solve_triangular``  ``T^-1 (db - tri(dT) x)``            ``b̄ = T^-T c``, ``T̄ = -tri(b̄ x^T)``
+====================  ===================================  ======================================
+
+``Φ`` keeps the lower triangle and halves the diagonal; ``sym(M) = (M + M^T) / 2``.
+``cholesky`` reads one triangle of its operand; its derivative is that of
+``cholesky((A + A^T) / 2)`` (JAX's convention): along symmetric directions ``dA`` it is the
+derivative of NumPy's function, and its gradient is a symmetric matrix. ``solve_triangular``
+reads one triangle (without the diagonal if ``unit_diagonal``), and its derivative is taken
+along that triangle only (``tri`` masks the others): the other elements do not change its
+value.
+
+The unroll and Taylor tables name their reasons here; the sparsity pattern (dense within
+each matrix) is :mod:`symad.transforms.sparsity`'s, the index notation (an element of
+``inv(A)``, ``{A^{-1}}_{i j}``) :mod:`symad.export.index_rules`'s.
+
+>>> from symad import linalg_primitives as L
+>>> L.inv_p in TRANSPOSE and L.inv_p in TANGENT
+True
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import sympy
+
+from symad import array_primitives as A
+from symad import linalg_primitives as L
+from symad import primitives as P
+from symad.graph import atom_shape
+from symad.rules.tangents import TANGENT, aligned
+from symad.rules.taylor import TAYLOR
+from symad.rules.transposes import TRANSPOSE
+from symad.rules.unroll import UNROLL
+
+__all__ = []
+
+HALF = sympy.Rational(1, 2)
+
+
+# ---------------------------------------------------------------------------
+# Helpers: matrix products, transposes and masks, recorded
+# ---------------------------------------------------------------------------
+
+
+def _mm(builder, subscripts: str, a, b):
+    return A.record_einsum(builder, subscripts, a, b)
+
+
+def _t(builder, x):
+    """The transpose of the last two dimensions."""
+    return A.record_transpose(builder, x, (1, 0))
+
+
+def _neg(builder, x):
+    return builder.record(P.neg_p, (x,))
+
+
+def _mul(builder, a, b):
+    return builder.record(P.mul_p, (a, b))
+
+
+def _sym(builder, x):
+    return _mul(builder, builder.record(P.add_p, (x, _t(builder, x))), HALF)
+
+
+def _mask(builder, n: int, lower: bool, diagonal):
+    """A constant ``n x n`` mask: ones on one triangle, ``diagonal`` on the diagonal."""
+    mask = np.tril(np.ones((n, n)), -1) if lower else np.triu(np.ones((n, n)), 1)
+    mask[np.diag_indices(n)] = diagonal
+    return builder.record(A.constant_p, (), (("value", A.ConstantArray(mask)),))
+
+
+def _per_matrix(builder, value, lead: int):
+    """A value per matrix of a stack (behind ``lead`` seeds), given two trailing unit axes."""
+    if not value.is_Symbol:  # a number broadcasts as it is (the seed 1 of a gradient)
+        return value
+    core = atom_shape(value)[lead:]
+    return A.record_reshape(builder, value, core + (1, 1), lead)
+
+
+def _aligned(builder, tangent, node, core: int, lead: int):
+    """An operand's tangent, its core given the node's stack rank (seeds stay in front)."""
+    if tangent is None:
+        return None
+    result_core = L.core_ranks(node)[0]
+    return aligned(builder, tangent, len(node.shape) - result_core + core, lead)
+
+
+def _product_subscripts(vector: bool, transposed: bool = False) -> str:
+    """``M @ x`` for a matrix ``M`` (``M^T`` if ``transposed``) and a vector or matrix ``x``."""
+    m = "ji" if transposed else "ij"
+    return f"{m},j->i" if vector else f"{m},jk->ik"
+
+
+def _outer_subscripts(vector: bool, transposed: bool = False) -> str:
+    """``u v^T`` (``v u^T`` if ``transposed``) of two vectors, or of two matrices' columns."""
+    if vector:
+        return "j,i->ij" if transposed else "i,j->ij"
+    return "jk,ik->ij" if transposed else "ik,jk->ij"
+
+
+# ---------------------------------------------------------------------------
+# Tangents (forward mode) and cotangents (reverse mode)
+# ---------------------------------------------------------------------------
+
+
+@TANGENT.register(L.inv_p)
+def _inv_tangent(builder, node, tangents, lead):
+    da = _aligned(builder, tangents[0], node, 2, lead)
+    return _neg(builder, _mm(builder, "ij,jk->ik", _mm(builder, "ij,jk->ik", node, da), node))
+
+
+@TRANSPOSE.register(L.inv_p)
+def _inv_cotangent(builder, ct, node, index, lead):
+    left = _mm(builder, "ji,jk->ik", node, ct)
+    return _neg(builder, _mm(builder, "ik,lk->il", left, node))
+
+
+@TANGENT.register(L.solve_p)
+def _solve_tangent(builder, node, tangents, lead):
+    a, _ = node.args
+    vector = dict(node.params)["vector"]
+    da = _aligned(builder, tangents[0], node, 2, lead)
+    db = _aligned(builder, tangents[1], node, 1 if vector else 2, lead)
+    rhs = None if da is None else _neg(builder, _mm(builder, _product_subscripts(vector), da, node))
+    rhs = db if rhs is None else rhs if db is None else builder.record(P.add_p, (db, rhs))
+    return builder.record(L.solve_p, (a, rhs), node.params)
+
+
+@TRANSPOSE.register(L.solve_p)
+def _solve_cotangent(builder, ct, node, index, lead):
+    a, _ = node.args
+    vector = dict(node.params)["vector"]
+    b_bar = builder.record(L.solve_p, (_t(builder, a), ct), node.params)
+    if index == 1:
+        return b_bar
+    return _neg(builder, _mm(builder, _outer_subscripts(vector), b_bar, node))
+
+
+def _trace_with_inverse(builder, node, tangents, lead):
+    """``tr(A^{-1} dA)``, per matrix of a stack."""
+    da = _aligned(builder, tangents[0], node, 2, lead)
+    inverse = builder.record(L.inv_p, (node.args[0],))
+    return _mm(builder, "ij,ji->", inverse, da)
+
+
+def _inverse_transpose_times(builder, scale, node, lead):
+    """``scale A^{-T}`` for a value ``scale`` per matrix of the stack."""
+    inverse = builder.record(L.inv_p, (node.args[0],))
+    return _mul(builder, _per_matrix(builder, scale, lead), _t(builder, inverse))
+
+
+@TANGENT.register(L.logabsdet_p)
+def _logabsdet_tangent(builder, node, tangents, lead):
+    return _trace_with_inverse(builder, node, tangents, lead)
+
+
+@TRANSPOSE.register(L.logabsdet_p)
+def _logabsdet_cotangent(builder, ct, node, index, lead):
+    return _inverse_transpose_times(builder, ct, node, lead)
+
+
+@TANGENT.register(L.det_p)
+def _det_tangent(builder, node, tangents, lead):
+    return _mul(builder, node, _trace_with_inverse(builder, node, tangents, lead))
+
+
+@TRANSPOSE.register(L.det_p)
+def _det_cotangent(builder, ct, node, index, lead):
+    return _inverse_transpose_times(builder, _mul(builder, ct, node), node, lead)
+
+
+@TANGENT.register(L.det_sign_p)
+def _det_sign_tangent(builder, node, tangents, lead):
+    return None  # piecewise constant: an exact zero
+
+
+@TRANSPOSE.register(L.det_sign_p)
+def _det_sign_cotangent(builder, ct, node, index, lead):
+    return None
+
+
+def _triangular(builder, lower_factor, b, *, trans: int, lower: bool = True, vector: bool = False,
+                unit_diagonal: bool = False):
+    params = (("lower", lower), ("trans", trans), ("unit_diagonal", unit_diagonal), ("vector", vector))
+    return builder.record(L.solve_triangular_p, (lower_factor, b), params)
+
+
+@TANGENT.register(L.cholesky_p)
+def _cholesky_tangent(builder, node, tangents, lead):
+    n = node.shape[-1]
+    da = _sym(builder, _aligned(builder, tangents[0], node, 2, lead))
+    inner = _triangular(builder, node, da, trans=0)  # L^-1 dA
+    inner = _triangular(builder, node, _t(builder, inner), trans=0)  # L^-1 dA L^-T
+    return _mm(builder, "ij,jk->ik", node, _mul(builder, inner, _mask(builder, n, True, 0.5)))
+
+
+@TRANSPOSE.register(L.cholesky_p)
+def _cholesky_cotangent(builder, ct, node, index, lead):
+    n = node.shape[-1]
+    phi = _mul(builder, _mm(builder, "ji,jk->ik", node, ct), _mask(builder, n, True, 0.5))
+    left = _triangular(builder, node, phi, trans=1)  # L^-T Φ
+    both = _t(builder, _triangular(builder, node, _t(builder, left), trans=1))  # L^-T Φ L^-1
+    return _sym(builder, both)
+
+
+def _triangle_read(builder, node):
+    """The mask of the elements of ``T`` that ``solve_triangular`` reads."""
+    params = dict(node.params)
+    return _mask(builder, atom_shape(node.args[0])[-1], params["lower"], 0.0 if params["unit_diagonal"] else 1.0)
+
+
+@TANGENT.register(L.solve_triangular_p)
+def _solve_triangular_tangent(builder, node, tangents, lead):
+    params = dict(node.params)
+    vector, trans = params["vector"], params["trans"]
+    dt = _aligned(builder, tangents[0], node, 2, lead)
+    db = _aligned(builder, tangents[1], node, 1 if vector else 2, lead)
+    rhs = None
+    if dt is not None:
+        dt = _mul(builder, dt, _triangle_read(builder, node))
+        rhs = _neg(builder, _mm(builder, _product_subscripts(vector, bool(trans)), dt, node))
+    rhs = db if rhs is None else rhs if db is None else builder.record(P.add_p, (db, rhs))
+    return builder.record(L.solve_triangular_p, (node.args[0], rhs), node.params)
+
+
+@TRANSPOSE.register(L.solve_triangular_p)
+def _solve_triangular_cotangent(builder, ct, node, index, lead):
+    params = dict(node.params)
+    flipped = tuple((k, 1 - v if k == "trans" else v) for k, v in node.params)
+    b_bar = builder.record(L.solve_triangular_p, (node.args[0], ct), flipped)
+    if index == 1:
+        return b_bar
+    outer = _mm(builder, _outer_subscripts(params["vector"], bool(params["trans"])), b_bar, node)
+    return _neg(builder, _mul(builder, outer, _triangle_read(builder, node)))
+
+
+# ---------------------------------------------------------------------------
+# The table rows (the rules above register with their decorators)
+# ---------------------------------------------------------------------------
+
+_EVERY = tuple(L.LINALG_PRIMITIVES)
+UNROLL.no_rule("a factorisation or solve has no per-element form: it stays one node", *_EVERY)
+TAYLOR.no_rule("no Taylor recurrence for linear algebra: nest jvp for higher directional "
+               "derivatives", *_EVERY)

@@ -1,0 +1,327 @@
+"""Linear algebra (issue 29): numpy.linalg and scipy.linalg as array primitives.
+
+Table-driven: each function of the table is checked at random SPD or general matrices,
+sizes 1 to 6 and stacks of them, for its value (NumPy's/SciPy's), its gradient and
+forward tangent against central differences, its Hessian-vector product (forward over
+reverse) against central differences of the gradient, and exact matrix-calculus
+identities (d log det A = tr(A^-1 dA), d inv = -A^-1 dA A^-1). The graph does not grow
+with the matrix size, and formulas print whole matrices (the gradient of log det A is
+the inverse transposed).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg
+
+import symad as sd
+import symad.numpy as snp
+
+RNG = np.random.default_rng(29)
+
+
+def spd(n: int, lead: tuple = ()) -> np.ndarray:
+    m = RNG.normal(size=lead + (n, n))
+    return m @ np.swapaxes(m, -1, -2) + n * np.eye(n)
+
+
+def general(n: int, lead: tuple = ()) -> np.ndarray:
+    return RNG.normal(size=lead + (n, n)) + 2 * n ** 0.5 * np.eye(n)
+
+
+def lower(n: int, lead: tuple = ()) -> np.ndarray:
+    return np.tril(general(n, lead))
+
+
+def symmetric(d: np.ndarray) -> np.ndarray:
+    return (d + np.swapaxes(d, -1, -2)) / 2
+
+
+# name: (traced function of one matrix, NumPy/SciPy reference, matrix maker, symmetric
+# directions only (the function reads one triangle), stacks allowed)
+def _table(b):
+    return {
+        "slogdet-logabsdet": (lambda a: np.sum(np.linalg.slogdet(a)[1]),
+                              lambda a: np.sum(np.linalg.slogdet(a)[1]), general, False, True),
+        "slogdet-sign": (lambda a: np.sum(np.linalg.slogdet(a)[0] * a[..., 0, 0]),
+                         lambda a: np.sum(np.linalg.slogdet(a)[0] * a[..., 0, 0]), general, False, True),
+        "det": (lambda a: np.sum(np.linalg.det(a)), lambda a: np.sum(np.linalg.det(a)), general, False, True),
+        "inv": (lambda a: np.sum(np.sin(np.linalg.inv(a))), lambda a: np.sum(np.sin(np.linalg.inv(a))),
+                general, False, True),
+        "solve-vector": (lambda a: np.sum(np.linalg.solve(a, b) ** 2),
+                         lambda a: np.sum(np.linalg.solve(a, np.broadcast_to(b, a.shape[:-1])[..., None]) ** 2),
+                         general, False, True),
+        "solve-matrix": (lambda a: np.sum(np.linalg.solve(a, np.swapaxes(a, -1, -2) * 2) ** 2),
+                         lambda a: np.sum(np.linalg.solve(a, np.swapaxes(a, -1, -2) * 2) ** 2),
+                         general, False, True),
+        "cholesky": (lambda a: np.sum(np.sin(np.linalg.cholesky(a))),
+                     lambda a: np.sum(np.sin(np.linalg.cholesky(a))), spd, True, True),
+        "cholesky-upper": (lambda a: np.sum(np.sin(np.linalg.cholesky(a, upper=True))),
+                           lambda a: np.sum(np.sin(np.linalg.cholesky(a, upper=True))), spd, True, True),
+        "matrix_power-3": (lambda a: np.sum(np.linalg.matrix_power(a, 3)),
+                           lambda a: np.sum(np.linalg.matrix_power(a, 3)), general, False, True),
+        "matrix_power--2": (lambda a: np.sum(np.linalg.matrix_power(a, -2)),
+                            lambda a: np.sum(np.linalg.matrix_power(a, -2)), general, False, True),
+        "solve_triangular-lower": (
+            lambda a: np.sum(snp.linalg.solve_triangular(a, b, lower=True) ** 2),
+            lambda a: np.sum(scipy.linalg.solve_triangular(a, b, lower=True) ** 2), lower, False, False),
+        "solve_triangular-upper-T-unit": (
+            lambda a: np.sum(snp.linalg.solve_triangular(a, np.outer(b, b) + a, trans="T", unit_diagonal=True) ** 2),
+            lambda a: np.sum(scipy.linalg.solve_triangular(a, np.outer(b, b) + a, trans="T",
+                                                           unit_diagonal=True) ** 2),
+            lambda n, lead=(): np.swapaxes(lower(n, lead), -1, -2), False, False),
+        "cho_solve-upper": (
+            lambda a: np.sum(snp.linalg.cho_solve(snp.linalg.cho_factor(a), b) ** 2),
+            lambda a: np.sum(scipy.linalg.cho_solve(scipy.linalg.cho_factor(a), b) ** 2), spd, True, False),
+        "cho_solve-lower": (
+            lambda a: np.sum(snp.linalg.cho_solve(snp.linalg.cho_factor(a, lower=True), b) ** 2),
+            lambda a: np.sum(scipy.linalg.cho_solve(scipy.linalg.cho_factor(a, lower=True), b) ** 2),
+            spd, True, False),
+    }
+
+
+NAMES = list(_table(None))
+SIZES = [1, 3, 6]
+LEADS = [(), (2,), (1,)]
+#: (name, n, stack in front): stacks for the functions NumPy stacks.
+CASES = [(name, n, lead) for name in NAMES for n in SIZES for lead in LEADS
+         if not lead or _table(None)[name][4]]
+
+
+def _case(name, n, lead):
+    b = RNG.normal(size=n)
+    traced, reference, make, symmetric_only, _ = _table(b)[name]
+    a = make(n, lead)
+    direction = RNG.normal(size=a.shape)
+    if symmetric_only:
+        direction = symmetric(direction)
+    return traced, reference, a, direction
+
+
+def _central(f, x, d, h=1e-6):
+    return (f(x + h * d) - f(x - h * d)) / (2 * h)
+
+
+def _relative(value, reference) -> float:
+    value, reference = np.asarray(value), np.asarray(reference)
+    return float(np.max(np.abs(value - reference)) / max(1.0, np.max(np.abs(reference))))
+
+
+@pytest.mark.parametrize("name, n, lead", CASES)
+def test_value_gradient_and_tangent_match_central_differences(name, n, lead):
+    traced, reference, a, d = _case(name, n, lead)
+    assert np.isclose(sd.trace(traced, a)(a), reference(a), rtol=1e-12, atol=1e-12)
+    grad = sd.grad(traced)(a)
+    central = _central(reference, a, d)
+    assert _relative(np.sum(grad * d), central) < 1e-7
+    _, tangent = sd.jvp(traced, (a,), (d,))
+    assert _relative(tangent, central) < 1e-7
+
+
+@pytest.mark.parametrize("n", [1, 4])
+@pytest.mark.parametrize("name", NAMES)
+def test_hessian_vector_products_match_central_differences_of_the_gradient(name, n):
+    traced, _, a, d = _case(name, n, ())
+    gradient = sd.grad(traced)
+    _, hvp = sd.jvp(gradient, (a,), (d,))
+    central = _central(gradient, a, d, 1e-5)
+    assert _relative(hvp, central) < 1e-6
+
+
+@pytest.mark.parametrize("lead", [(), (3,)])
+@pytest.mark.parametrize("n", SIZES)
+def test_exact_identities(n, lead):
+    a, d = general(n, lead), RNG.normal(size=lead + (n, n))
+    inverse = np.linalg.inv(a)
+    # d log|det A| = tr(A^-1 dA); grad log|det A| = A^-T; d inv = -A^-1 dA A^-1.
+    _, t = sd.jvp(lambda a: np.linalg.slogdet(a)[1], (a,), (d,))
+    np.testing.assert_allclose(t, np.trace(inverse @ d, axis1=-2, axis2=-1), rtol=1e-12, atol=1e-12)
+    g = sd.grad(lambda a: np.sum(np.linalg.slogdet(a)[1]))(a)
+    np.testing.assert_allclose(g, np.swapaxes(inverse, -1, -2), rtol=1e-13, atol=1e-13)
+    _, t = sd.jvp(np.linalg.inv, (a,), (d,))
+    np.testing.assert_allclose(t, -inverse @ d @ inverse, rtol=1e-12, atol=1e-12)
+    # d det A = det A tr(A^-1 dA); solve's gradient w.r.t. b is A^-T applied to the seed.
+    _, t = sd.jvp(np.linalg.det, (a,), (d,))
+    np.testing.assert_allclose(t, np.linalg.det(a) * np.trace(inverse @ d, axis1=-2, axis2=-1), rtol=1e-11)
+    b = RNG.normal(size=n)
+    g = sd.grad(lambda b: np.sum(np.linalg.solve(a, b)))(b)
+    np.testing.assert_allclose(g, np.sum(np.linalg.solve(np.swapaxes(a, -1, -2), np.ones(lead + (n, 1)))[..., 0],
+                                         axis=tuple(range(len(lead)))), rtol=1e-12)
+
+
+def test_hessian_of_log_det_is_minus_the_inverse_twice():
+    a = spd(3)
+    inverse = np.linalg.inv(a)
+    hessian = sd.hessian(lambda a: np.linalg.slogdet(a)[1])(a)
+    np.testing.assert_allclose(hessian, -np.einsum("li,jk->ijkl", inverse, inverse), rtol=1e-12, atol=1e-14)
+
+
+def test_jacobians_by_columns_and_rows_match_central_differences():
+    a = general(3)
+    columns = np.zeros((3, 3, 3, 3))
+    for i in range(3):
+        for j in range(3):
+            e = np.zeros((3, 3))
+            e[i, j] = 1.0
+            columns[:, :, i, j] = _central(np.linalg.inv, a, e)
+    for jacobian in (sd.jacfwd, sd.jacrev):
+        assert _relative(jacobian(np.linalg.inv)(a), columns) < 1e-8
+    b = RNG.normal(size=3)
+    assert _relative(sd.jacrev(lambda b: np.linalg.solve(a, b))(b), np.linalg.inv(a)) < 1e-13
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_graph_does_not_grow_with_the_matrix_size(name):
+    sizes = []
+    for n in (4, 60):
+        traced, _, a, _ = _case(name, n, ())
+        sizes.append([len(sd.trace(traced, a).graph.nodes), len(sd.grad(traced).trace(a).graph.nodes),
+                      len(sd.hessian(traced).trace(a).graph.nodes)])
+    assert sizes[0] == sizes[1]
+
+
+def test_the_gradient_of_log_det_prints_as_the_inverse_transposed():
+    a = spd(3)
+    derivative = sd.grad(lambda A: np.linalg.slogdet(A)[1]).trace(a)
+    assert str(derivative.formula()) == "inv(A)[j, i]"
+    assert r"\left(\nabla_{A} f\right)_{i j} &= {A^{-1}}_{j i}" in derivative.latex()
+    gradient = sd.grad(lambda A, b: np.sum(np.linalg.solve(A, b)), argnums=(0, 1)).trace(a, np.ones(3))
+    latex = gradient.latex()
+    assert r"A^{-T} c" in latex and r"{A^{-1} b}_{j}" in latex
+    assert str(sd.trace(lambda a: np.linalg.det(a) * np.linalg.cholesky(a), a).formula()) == \
+        "det(a)*cholesky(a)[i, j]"
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numexpr", "numba"])
+def test_every_backend_evaluates_linear_algebra_and_batches_of_points(backend):
+    pytest.importorskip("numba") if backend == "numba" else None
+    a, b = spd(3), RNG.normal(size=3)
+    F = sd.grad(lambda a, b: np.sum(np.linalg.solve(a, b)) + np.linalg.slogdet(a)[1], argnums=(0, 1)).trace(a, b)
+    compiled = F.compile(backend)
+    if backend == "numba":  # no loop form for LAPACK's work: the registry falls back, saying so
+        assert "no loop form for" in compiled.note and "numexpr" in compiled.note
+    expected = sd.grad(lambda a, b: np.sum(np.linalg.solve(a, b)) + np.linalg.slogdet(a)[1], argnums=(0, 1))(a, b)
+    for got, want in zip(compiled(a, b), expected):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    points_a, points_b = spd(3, (4,)), RNG.normal(size=(4, 3))
+    batched = compiled(points_a, points_b)
+    for k in range(4):
+        np.testing.assert_allclose(batched[1][k], F(points_a[k], points_b[k])[1], rtol=1e-12)
+    np.testing.assert_allclose(compiled(points_a, b)[0][2], F(points_a[2], b)[0], rtol=1e-12)
+
+
+# -- norms ------------------------------------------------------------------------------
+
+VECTOR_ORDS = [None, 0, 1, 2, 3, 0.5, np.inf, -np.inf]
+MATRIX_ORDS = [None, "fro", 1, -1, np.inf, -np.inf]
+
+
+@pytest.mark.parametrize("ord", VECTOR_ORDS)
+@pytest.mark.parametrize("shape, axis", [((5,), None), ((1,), None), ((3, 4), 1), ((3, 4), 0)])
+def test_vector_norms_match_numpy_and_central_differences(ord, shape, axis):
+    x = RNG.normal(size=shape) + 0.1
+    for keepdims in (False, True):
+        def f(x):
+            return np.sum(np.sin(np.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)))
+        np.testing.assert_allclose(sd.trace(f, x)(x), f(x), rtol=1e-13)
+        d = RNG.normal(size=shape)
+        assert _relative(np.sum(sd.grad(f)(x) * d), _central(f, x, d)) < 1e-7
+
+
+@pytest.mark.parametrize("ord", MATRIX_ORDS)
+@pytest.mark.parametrize("shape, axis", [((3, 4), None), ((1, 1), None), ((2, 3, 4), (2, 0)), ((2, 3, 4), (-2, -1))])
+def test_matrix_norms_match_numpy_and_central_differences(ord, shape, axis):
+    x = RNG.normal(size=shape)
+    for keepdims in (False, True):
+        def f(x):
+            return np.sum(np.sin(np.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)))
+        np.testing.assert_allclose(sd.trace(f, x)(x), f(x), rtol=1e-13)
+        d = RNG.normal(size=shape)
+        assert _relative(np.sum(sd.grad(f)(x) * d), _central(f, x, d)) < 1e-7
+
+
+@pytest.mark.parametrize("ord", [2, -2, "nuc"])
+def test_matrix_norms_by_singular_values_are_refused_truthfully(ord):
+    with pytest.raises(sd.TracingError, match="singular values"):
+        sd.trace(lambda x: np.linalg.norm(x, ord=ord), np.eye(2))
+
+
+def test_the_norm_of_a_vector_by_count_has_a_zero_gradient():
+    x = np.array([1.0, 0.0, -2.0])
+    assert sd.trace(lambda x: np.linalg.norm(x, ord=0), x)(x) == 2.0
+    assert not np.any(sd.grad(lambda x: np.linalg.norm(x, ord=0))(x))
+
+
+# -- scipy.linalg, triangles and refusals --------------------------------------------------
+
+
+@pytest.mark.parametrize("lower_triangle", [True, False])
+@pytest.mark.parametrize("trans", [0, 1, "N", "T", "C"])
+@pytest.mark.parametrize("unit_diagonal", [False, True])
+@pytest.mark.parametrize("rhs", [(4,), (4, 2)])
+def test_solve_triangular_matches_scipy_and_differentiates_along_its_triangle(lower_triangle, trans,
+                                                                             unit_diagonal, rhs):
+    a = general(4)
+    b = RNG.normal(size=rhs)
+    options = dict(lower=lower_triangle, trans=trans, unit_diagonal=unit_diagonal)
+
+    def f(a, b):
+        return np.sum(np.sin(snp.linalg.solve_triangular(a, b, **options)))
+
+    def reference(a, b):
+        return np.sum(np.sin(scipy.linalg.solve_triangular(a, b, **options)))
+
+    np.testing.assert_allclose(sd.trace(f, a, b)(a, b), reference(a, b), rtol=1e-13)
+    ga, gb = sd.grad(f, argnums=(0, 1))(a, b)
+    read = np.tril(np.ones((4, 4)), -1 if unit_diagonal else 0)
+    read = read if lower_triangle else read.T
+    assert not np.any(ga[read == 0])  # elements SciPy does not read have no derivative
+    d, e = RNG.normal(size=a.shape), RNG.normal(size=b.shape)
+    assert _relative(np.sum(ga * d), _central(lambda a: reference(a, b), a, d)) < 1e-7
+    assert _relative(np.sum(gb * e), _central(lambda b: reference(a, b), b, e)) < 1e-7
+
+
+def test_cho_factor_gives_scipys_triangle_and_zeros_elsewhere():
+    a = spd(4)
+    for lower_triangle in (False, True):
+        c, flag = sd.trace(lambda a: snp.linalg.cho_factor(a, lower=lower_triangle)[0], a)(a), lower_triangle
+        reference, _ = scipy.linalg.cho_factor(a, lower=flag)
+        mask = np.tril(np.ones((4, 4))) if flag else np.triu(np.ones((4, 4)))
+        np.testing.assert_allclose(c, reference * mask, rtol=1e-13)
+
+
+def test_cholesky_gradients_are_symmetric_as_jax_has_them():
+    g = sd.grad(lambda a: np.sum(np.sin(np.linalg.cholesky(a))))(spd(4))
+    np.testing.assert_allclose(g, g.T, rtol=1e-13)
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda a: np.linalg.eig(a)[0], "numpy.linalg.eig"),
+    (lambda a: np.linalg.svd(a)[1], "numpy.linalg.svd"),
+    (lambda a: np.linalg.qr(a)[0], "numpy.linalg.qr"),
+    (lambda a: np.linalg.lstsq(a, a)[0], "numpy.linalg.lstsq"),
+])
+def test_what_is_not_traced_yet_is_refused_naming_what_is(call, name):
+    with pytest.raises(sd.TracingError) as info:
+        sd.grad(lambda a: np.sum(call(a)))(np.eye(2))
+    message = str(info.value)
+    assert name in message and "solve, inv, det, slogdet, cholesky" in message
+
+
+@pytest.mark.parametrize("call, says", [
+    (lambda a: np.linalg.inv(a[0]), "square matrix"),
+    (lambda a: np.linalg.solve(a, np.ones(3)), "does not fit"),
+    (lambda a: np.linalg.matrix_power(a, 1.5), "must be an integer"),
+    (lambda a: snp.linalg.solve_triangular(a, np.ones(2), trans=3), "trans must be"),
+])
+def test_bad_arguments_are_named(call, says):
+    with pytest.raises(sd.TracingError, match=says):
+        sd.trace(lambda a: np.sum(call(a)), np.eye(2))
+
+
+def test_concrete_arguments_go_to_numpy_and_scipy():
+    a = spd(3)
+    assert np.allclose(snp.linalg.inv(a), np.linalg.inv(a))
+    assert np.allclose(snp.linalg.cho_solve(snp.linalg.cho_factor(a), np.ones(3)), np.linalg.solve(a, np.ones(3)))
+    assert snp.linalg.slogdet(a)[0] == 1.0
