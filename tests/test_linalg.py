@@ -191,6 +191,12 @@ def test_the_gradient_of_log_det_prints_as_the_inverse_transposed():
     assert r"A^{-T} c" in latex and r"{A^{-1} b}_{j}" in latex
     assert str(sd.trace(lambda a: np.linalg.det(a) * np.linalg.cholesky(a), a).formula()) == \
         "det(a)*cholesky(a)[i, j]"
+    # Inlined, nested linear algebra reads as calls; other operands as arrays of elements.
+    b = np.ones(3)
+    assert str(sd.trace(lambda A, b: snp.linalg.cho_solve(snp.linalg.cho_factor(A), b), a, b).formula()) == \
+        "solve_triangular(cholesky(A.T).T, solve_triangular(cholesky(A.T).T, b, 1), 0)[i]"
+    assert str(sd.trace(lambda A, b: np.linalg.solve(A, 2 * b + 1), a, b).formula()) == \
+        "solve(A, Lambda(j, 2*b[j] + 1))[i]"
 
 
 @pytest.mark.parametrize("backend", ["numpy", "numexpr", "numba"])

@@ -400,29 +400,43 @@ def transposed_input(atom):
     return None
 
 
-def _matrix_name(nb, atom):
-    """A whole matrix operand by name: an input's, a constant's or a temporary's (every node
-    that is an operand of linear algebra gets a line of its own: ``WHOLE_OPERANDS``)."""
+def _matrix_name(nb, atom, scope: tuple):
+    """A whole matrix operand: an input's, a constant's or a temporary's name (LaTeX gives
+    every node read whole a line of its own: ``WHOLE_OPERANDS``); in an inlined formula
+    another linear-algebra value (``inv(cholesky(A))``), a transpose (``A.T``), or the
+    array of its elements (``Lambda((k, l), 2*b[k])``)."""
     if atom.__class__ is ArrayInput:
         return atom.indexed
-    transposed = transposed_input(atom)
-    if transposed is not None:
-        return L.Transposed(transposed.indexed)
-    if getattr(atom, "primitive", None) is A.constant_p:
+    primitive = getattr(atom, "primitive", None)
+    if primitive is A.constant_p:
         base = nb.constant_base(dict(atom.params)["value"])
         nb.used_constants.setdefault(base.label.name, base)
         return base
-    return nb.operand(atom, ())
+    if atom in nb.temporaries:
+        return nb.temporaries[atom]
+    if primitive in L.LINALG_PRIMITIVES:
+        return _matrix_value(nb, atom, scope)
+    if primitive is A.transpose_p and dict(atom.params)["perm"] == (1, 0):
+        return L.Transposed(_matrix_name(nb, atom.args[0], scope))
+    indices = []
+    for size in atom_shape(atom):
+        k, _, scope = nb.bound(max(size, 2), scope)
+        indices.append(k)
+    return sympy.Lambda(tuple(indices), nb.operand(atom, tuple(indices), scope))
+
+
+def _matrix_value(nb, node, scope: tuple):
+    """The head of whole matrices a linear-algebra node computes: ``inv(A)``."""
+    args = [_matrix_name(nb, atom, scope) for atom in node.args]
+    if node.primitive is L.solve_triangular_p:
+        args.append(sympy.Integer(dict(node.params)["trans"]))
+    return L.LINALG_PRIMITIVES[node.primitive](*args)
 
 
 def _matrix_function(nb, node, index: tuple, scope: tuple):
     """An element of ``inv(A)``, ``solve(A, b)``, ...: the head of whole matrices, indexed."""
-    args = [_matrix_name(nb, atom) for atom in node.args]
-    if node.primitive is L.solve_triangular_p:
-        args.append(sympy.Integer(dict(node.params)["trans"]))
-    value = L.LINALG_PRIMITIVES[node.primitive](*args)
+    value = _matrix_value(nb, node, scope)
     return nb.element(IndexedBase(value), *index) if index else value
-
 
 INDEX_RULES.update({
     A.constant_p: _constant,
