@@ -13,9 +13,10 @@ seeds) must not change it.
 
 >>> import numpy as np
 >>> a = np.array([[4.0, 1.0], [1.0, 3.0]])
->>> solve_p.shape_rule([(5, 2, 2), (2,)], {"vector": True})
+>>> solve_p.shape_rule([(5, 2, 2), (2,), (5, 3, 2)], {"vector": True, "trans": 0})
 (5, 2)
->>> bool(np.allclose(solve_p.numpy_impl(a, np.ones(2), vector=True), np.linalg.solve(a, np.ones(2))))
+>>> x = solve_p.numpy_impl(a, np.ones(2), lu_factor_p.numpy_impl(a), vector=True, trans=0)
+>>> bool(np.allclose(x, np.linalg.solve(a, np.ones(2))))
 True
 """
 
@@ -29,6 +30,7 @@ from symad.errors import TracingError
 
 __all__ = [
     "inv_p", "solve_p", "det_p", "logabsdet_p", "det_sign_p", "cholesky_p", "solve_triangular_p",
+    "eigh_values_p", "eigh_vectors_p", "lu_factor_p",
     "LINALG_PRIMITIVES", "core_ranks", "MatrixHead", "Transposed",
 ]
 
@@ -126,9 +128,27 @@ class SignDet(MatrixHead):
         return rf"\operatorname{{sgn}}\det\left({args[0]}\right)"
 
 
+class LUFactor(MatrixHead):
+    """``lu_factor(A)``: the packed LU factors ``solve`` reads (never printed on its own)."""
+    call = "lu_factor"
+
+
 class Cholesky(MatrixHead):
     """``cholesky(A)``: the lower triangular ``L`` with ``L L^T = A``."""
     call = "cholesky"
+
+
+class EigenValues(MatrixHead):
+    """``eigvalsh(A)``: the eigenvalues of a symmetric matrix, ascending; LaTeX ``\\lambda(A)``."""
+    call = "eigvalsh"
+
+    def latex_form(self, args):
+        return rf"\lambda\left({args[0]}\right)"
+
+
+class EigenVectors(MatrixHead):
+    """``eigvecsh(A)``: the eigenvectors (columns) of a symmetric matrix, as ``eigh`` orders them."""
+    call = "eigvecsh"
 
 
 # ---------------------------------------------------------------------------
@@ -166,7 +186,7 @@ def _scalar_per_matrix(what: str):
 
 def _solved_shape(what: str):
     def rule(shapes, params) -> tuple:
-        a, b = shapes
+        a, b = shapes[:2]  # (solve's third operand is the LU factorisation of the first)
         n = _square(a, what)
         core = 1 if params["vector"] else 2
         if len(b) < core or b[len(b) - core] != n:
@@ -186,7 +206,8 @@ def core_ranks(node) -> tuple[int, tuple[int, ...]]:
     primitive, params = node.primitive, dict(node.params)
     rhs = 1 if params.get("vector") else 2
     return {inv_p: (2, (2,)), cholesky_p: (2, (2,)), det_p: (0, (2,)), logabsdet_p: (0, (2,)),
-            det_sign_p: (0, (2,)), solve_p: (rhs, (2, rhs)),
+            eigh_values_p: (1, (2,)), eigh_vectors_p: (2, (2,)),
+            det_sign_p: (0, (2,)), solve_p: (rhs, (2, rhs, 2)), lu_factor_p: (2, (2,)),
             solve_triangular_p: (rhs, (2, rhs))}[primitive]
 
 
@@ -195,10 +216,36 @@ def core_ranks(node) -> tuple[int, tuple[int, ...]]:
 # ---------------------------------------------------------------------------
 
 
-def _solve(a, b, *, vector):
+def _lu_factor(a):
+    """LAPACK's LU factorisation (getrf, through SciPy), packed: ``n`` rows of ``L`` and ``U``,
+    then a row of pivots. For a stack, nothing: NumPy's batched solve (its C loop over the
+    stack) is faster there than a Python loop of factorisations, and :func:`_solve` uses it."""
+    a = np.asarray(a)
+    n = a.shape[-1]
+    if a.ndim > 2:
+        return np.broadcast_to(np.zeros(()), a.shape[:-2] + (n + 1, n))
+    import scipy.linalg
+
+    lu, pivots = scipy.linalg.lu_factor(a, check_finite=False)
+    if n and not np.all(np.diagonal(lu)):
+        raise np.linalg.LinAlgError("Singular matrix")
+    return np.vstack([lu, pivots[None, :].astype(np.float64)])
+
+
+def _solve(a, b, lu, *, vector, trans):
+    a, b, lu = np.asarray(a), np.asarray(b), np.asarray(lu)
     if vector:
-        return np.linalg.solve(a, np.asarray(b)[..., None])[..., 0]
-    return np.linalg.solve(a, b)
+        b = b[..., None]
+    if lu.ndim == 2:  # one factorisation: every right-hand side of the stack in one getrs call
+        import scipy.linalg
+
+        n, lead, k = lu.shape[-1], b.shape[:-2], b.shape[-1]
+        columns = np.moveaxis(b, -2, 0).reshape(n, -1)
+        x = scipy.linalg.lu_solve((lu[:n], lu[n].astype(np.intc)), columns, trans=trans, check_finite=False)
+        x = np.moveaxis(x.reshape((n,) + lead + (k,)), 0, -2)
+    else:
+        x = np.linalg.solve(np.swapaxes(a, -1, -2) if trans else a, b)
+    return x[..., 0] if vector else x
 
 
 def _solve_triangular(a, b, *, lower, trans, unit_diagonal, vector):
@@ -220,6 +267,10 @@ def _solve_triangular(a, b, *, lower, trans, unit_diagonal, vector):
     return x[..., 0] if vector else x
 
 
+def _eigenvectors(a):
+    return np.linalg.eigh(a)[1]
+
+
 def _logabsdet(a):
     return np.linalg.slogdet(a)[1]
 
@@ -234,8 +285,15 @@ def _det_sign(a):
 
 #: ``inv(A)``: LAPACK's LU inverse (``numpy.linalg.inv``).
 inv_p = array_primitive("inv", np.linalg.inv, _same_shape("inv"), kind="array", finite=False)
-#: ``solve(A, b)``: ``A^{-1} b`` by LU (``numpy.linalg.solve``); ``vector``: ``b`` is a vector.
-solve_p = array_primitive("solve", _solve, _solved_shape("solve"), kind="array", arity=2, finite=False)
+#: ``lu_factor(A)``: LAPACK's LU factorisation of ``A`` (getrf), packed with its pivots, for
+#: ``solve`` to read: reverse mode solves with the transposed matrix from the same factors.
+lu_factor_p = array_primitive("lu_factor", _lu_factor,
+                              lambda shapes, params: _same_shape("solve")(shapes, params)[:-2]
+                              + (shapes[0][-1] + 1, shapes[0][-1]), kind="array")
+#: ``solve(A, b, lu_factor(A))``: ``A^{-1} b`` (``trans=1``: ``A^{-T} b``) from the factors, as
+#: ``numpy.linalg.solve`` computes it (getrf then getrs); ``vector``: ``b`` is a vector. The
+#: derivative is taken through ``A``; the factors are how the value is computed.
+solve_p = array_primitive("solve", _solve, _solved_shape("solve"), kind="array", arity=3, finite=False)
 #: ``det(A)`` (``numpy.linalg.det``).
 det_p = array_primitive("det", np.linalg.det, _scalar_per_matrix("det"), kind="array")
 #: ``log |det A|``, ``numpy.linalg.slogdet(A)[1]`` (-inf for a singular matrix).
@@ -251,7 +309,14 @@ cholesky_p = array_primitive("cholesky", np.linalg.cholesky, _same_shape("choles
 #: ``scipy.linalg.solve_triangular``.
 solve_triangular_p = array_primitive("solve_triangular", _solve_triangular, _solved_shape("solve_triangular"),
                                      kind="array", arity=2, finite=False)
+#: The eigenvalues of a symmetric matrix, ascending, from its lower triangle (``numpy.linalg.eigvalsh``).
+eigh_values_p = array_primitive("eigh_values", np.linalg.eigvalsh,
+                                lambda shapes, params: _same_shape("eigvalsh")(shapes, params)[:-1],
+                                kind="array")
+#: Their eigenvectors, as the columns of an orthogonal matrix (``numpy.linalg.eigh(a)[1]``).
+eigh_vectors_p = array_primitive("eigh_vectors", _eigenvectors, _same_shape("eigh"), kind="array")
 
 #: The primitives of this family, and the head each prints with.
 LINALG_PRIMITIVES = {inv_p: Inv, solve_p: Solve, det_p: Det, logabsdet_p: LogAbsDet,
-                     det_sign_p: SignDet, cholesky_p: Cholesky, solve_triangular_p: SolveTriangular}
+                     det_sign_p: SignDet, cholesky_p: Cholesky, solve_triangular_p: SolveTriangular,
+                     eigh_values_p: EigenValues, eigh_vectors_p: EigenVectors, lu_factor_p: LUFactor}

@@ -43,6 +43,8 @@ def describe_structure(treedef: TreeDef) -> str:
     inner = ", ".join(parts)
     if treedef.kind == "tuple":
         return f"({inner}{',' if len(treedef.children) == 1 else ''})"
+    if treedef.kind == "namedtuple":
+        return f"{treedef.keys[0].__name__}({inner})"
     if treedef.kind == "list":
         return f"[{inner}]"
     items = [f"{k!r}: {describe_structure(c)}" for k, c in zip(treedef.keys[:_DESCRIBED_ITEMS], children)]

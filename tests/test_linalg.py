@@ -71,6 +71,18 @@ def _table(b):
             lambda a: np.sum(scipy.linalg.solve_triangular(a, np.outer(b, b) + a, trans="T",
                                                            unit_diagonal=True) ** 2),
             lambda n, lead=(): np.swapaxes(lower(n, lead), -1, -2), False, False),
+        "eigvalsh": (lambda a: np.sum(np.sin(np.linalg.eigvalsh(a)) * np.arange(1, a.shape[-1] + 1)),
+                     lambda a: np.sum(np.sin(np.linalg.eigvalsh(a)) * np.arange(1, a.shape[-1] + 1)),
+                     spd, True, True),
+        # Squared eigenvectors: the same whichever sign LAPACK gives a column.
+        "eigh": (lambda a: np.sum(np.linalg.eigh(a)[1] ** 2 * np.cos(np.arange(a.shape[-1] ** 2)).reshape(
+                     a.shape[-2:])) + np.sum(np.linalg.eigh(a)[0] ** 3),
+                 lambda a: np.sum(np.linalg.eigh(a)[1] ** 2 * np.cos(np.arange(a.shape[-1] ** 2)).reshape(
+                     a.shape[-2:])) + np.sum(np.linalg.eigh(a)[0] ** 3), spd, True, True),
+        "eigh-upper": (lambda a: np.sum(np.linalg.eigh(a, UPLO="U")[1] ** 2 * np.cos(
+                           np.arange(a.shape[-1] ** 2)).reshape(a.shape[-2:])),
+                       lambda a: np.sum(np.linalg.eigh(a, UPLO="U")[1] ** 2 * np.cos(
+                           np.arange(a.shape[-1] ** 2)).reshape(a.shape[-2:])), spd, True, True),
         "cho_solve-upper": (
             lambda a: np.sum(snp.linalg.cho_solve(snp.linalg.cho_factor(a), b) ** 2),
             lambda a: np.sum(scipy.linalg.cho_solve(scipy.linalg.cho_factor(a), b) ** 2), spd, True, False),
@@ -300,6 +312,22 @@ def test_cho_factor_gives_scipys_triangle_and_zeros_elsewhere():
 def test_cholesky_gradients_are_symmetric_as_jax_has_them():
     g = sd.grad(lambda a: np.sum(np.sin(np.linalg.cholesky(a))))(spd(4))
     np.testing.assert_allclose(g, g.T, rtol=1e-13)
+
+
+def test_eigenvalue_gradients_are_the_outer_products_of_eigenvectors():
+    a = spd(4)
+    w, v = np.linalg.eigh(a)
+    for k in range(4):
+        np.testing.assert_allclose(sd.grad(lambda a: np.linalg.eigvalsh(a)[k])(a), np.outer(v[:, k], v[:, k]),
+                                   atol=1e-13)
+
+
+def test_repeated_eigenvalues_have_finite_value_gradients_and_no_vector_gradients_as_jax():
+    a = np.diag([1.0, 1.0, 3.0])
+    assert np.all(np.isfinite(sd.grad(lambda a: np.sum(np.linalg.eigvalsh(a)))(a)))
+    with np.errstate(all="ignore"):
+        g = sd.grad(lambda a: np.sum(np.linalg.eigh(a)[1] * np.arange(9.0).reshape(3, 3)))(a)
+    assert not np.all(np.isfinite(g))
 
 
 @pytest.mark.parametrize("call, name", [

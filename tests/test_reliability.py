@@ -769,7 +769,7 @@ MISTAKES = {
     "scipy.integrate.quad": lambda v: __import__("scipy.integrate").integrate.quad(lambda t: v[0] * t, 0, 1)[0],
     "scipy.optimize.minimize": lambda v: __import__("scipy.optimize").optimize.minimize(
         lambda t: (t - v[0]) ** 2, 0.0).x,
-    "np.linalg.eigh": lambda v: np.linalg.eigh(np.diag(v))[0],
+    "np.linalg.eig": lambda v: np.linalg.eig(np.diag(v))[0],
     "np.polyfit": lambda v: np.polyfit([0.0, 1.0, 2.0], v, 1),
     "np.random.normal(traced)": lambda v: np.random.normal(v),
     "% formatting": lambda v: float("%.3f" % v[0]),  # noqa: UP031  (the mistake under test)
@@ -1103,7 +1103,7 @@ def test_a_nested_list_for_an_array_gets_a_short_message():
 @pytest.mark.parametrize("call, unsupported, says", [
     (lambda a: np.linalg.qr(a)[0], "numpy.linalg.qr", "decompositions are not traced yet"),
     (lambda a: np.linalg.svd(a)[1], "numpy.linalg.svd", "symad traces numpy.linalg's solve"),
-    (lambda a: np.linalg.eigh(a)[0], "numpy.linalg.eigh", "decompositions"),
+    (lambda a: np.linalg.eig(a)[0], "numpy.linalg.eig", "decompositions"),
     (lambda a: np.linalg.pinv(a), "numpy.linalg.pinv", "pseudo-inverse is not traced"),
 ])
 def test_linear_algebra_suggests_no_unrelated_near_names(call, unsupported, says):

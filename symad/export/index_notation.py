@@ -86,7 +86,13 @@ from symad.export.index_forms import (
     tidy_condition,
     tidy_index,
 )
-from symad.export.index_rules import WHOLE_OPERANDS, index_rule, transposed_input
+from symad.export.index_rules import (
+    UNPRINTED,
+    WHOLE_OPERANDS,
+    index_rule,
+    transposed_input,
+    whole_operands,
+)
 from symad.export.latex_printer import (
     SymadLatexPrinter,
     array_latex,
@@ -166,7 +172,7 @@ class IndexNotation:
         data, index_arrays = {}, {}
         # A constant that linear algebra reads whole (solve(A, c)) is named, filled or not.
         whole = {arg for node in self.graph.nodes if node.primitive in WHOLE_OPERANDS
-                 for arg in node.args}
+                 for arg in whole_operands(node)}
         for node in self.graph.nodes:
             params = dict(node.params)
             if node.primitive is A.constant_p:
@@ -328,9 +334,12 @@ def _plan_temporaries(graph, *, inline_below: int | None, max_inline: float) -> 
     size: dict = {}
     depth: dict = {}
     temporaries = []
-    named = {arg for node in graph.nodes if node.primitive in WHOLE_OPERANDS for arg in node.args
-             if transposed_input(arg) is None}
+    named = {arg for node in graph.nodes if node.primitive in WHOLE_OPERANDS
+             for arg in whole_operands(node) if transposed_input(arg) is None}
     for node in graph.nodes:
+        if node.primitive in UNPRINTED:  # read by other nodes' formulas, never shown
+            size[node] = depth[node] = 0
+            continue
         if node in named and node.primitive is not A.constant_p:  # inv(t) names t whole
             temporaries.append(node)
             size[node] = depth[node] = 0

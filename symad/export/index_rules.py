@@ -32,7 +32,7 @@ from symad.export.index_forms import (
 from symad.graph import ArrayInput, atom_shape
 from symad.ir.primitive import RuleTable
 
-__all__ = ["INDEX_RULES", "WHOLE_OPERANDS", "index_rule", "transposed_input"]
+__all__ = ["INDEX_RULES", "WHOLE_OPERANDS", "UNPRINTED", "index_rule", "transposed_input", "whole_operands"]
 
 #: Each primitive's element at given indices; an elementwise primitive without a rule of
 #: its own (all of them) is its operands' elements at the broadcast index.
@@ -44,6 +44,9 @@ INDEX_RULES = RuleTable("index notation", default_reason=lambda primitive: (
 #: The primitives whose formula names whole matrices (``inv(A)``), not elements: each of
 #: their operands that is a node gets a line of its own (a temporary) to be named by.
 WHOLE_OPERANDS: set = set()
+#: The primitives whose nodes formulas never show on their own (``solve`` reads the LU
+#: factors of its matrix; its formula names the matrix).
+UNPRINTED: set = set()
 
 
 def index_rule(primitive):
@@ -425,11 +428,19 @@ def _matrix_name(nb, atom, scope: tuple):
     return sympy.Lambda(tuple(indices), nb.operand(atom, tuple(indices), scope))
 
 
+def whole_operands(node) -> tuple:
+    """The operands a linear-algebra formula names: ``solve(A, b)``, not the factors of ``A``
+    it computes from."""
+    return node.args[:2] if node.primitive is L.solve_p else node.args
+
+
 def _matrix_value(nb, node, scope: tuple):
     """The head of whole matrices a linear-algebra node computes: ``inv(A)``."""
-    args = [_matrix_name(nb, atom, scope) for atom in node.args]
+    args = [_matrix_name(nb, atom, scope) for atom in whole_operands(node)]
     if node.primitive is L.solve_triangular_p:
         args.append(sympy.Integer(dict(node.params)["trans"]))
+    if node.primitive is L.solve_p and dict(node.params)["trans"]:
+        args[0] = L.Transposed(args[0])
     return L.LINALG_PRIMITIVES[node.primitive](*args)
 
 
@@ -459,3 +470,4 @@ INDEX_RULES.update({
 })
 INDEX_RULES.register(*L.LINALG_PRIMITIVES)(_matrix_function)
 WHOLE_OPERANDS.update(L.LINALG_PRIMITIVES)
+UNPRINTED.add(L.lu_factor_p)

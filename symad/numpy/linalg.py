@@ -48,10 +48,13 @@ from symad.numpy.shapes import (
 from symad.tracer import as_atom
 
 __all__ = ["solve", "inv", "det", "slogdet", "cholesky", "matrix_power", "multi_dot", "norm",
-           "solve_triangular", "cho_factor", "cho_solve", "SlogdetResult"]
+           "solve_triangular", "cho_factor", "cho_solve", "eigh", "eigvalsh", "SlogdetResult",
+           "EighResult"]
 
 #: What ``slogdet`` returns, as NumPy's result: ``sign`` and ``logabsdet``.
 SlogdetResult = collections.namedtuple("SlogdetResult", ["sign", "logabsdet"])
+#: What ``eigh`` returns, as NumPy's result.
+EighResult = collections.namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
 
 
 def _record(primitive, operands, params=()):
@@ -69,14 +72,17 @@ def _check_matrix(a, what: str) -> None:
 
 @numpy_when_concrete(_np.linalg.solve)
 def solve(a, b):
-    """``x`` with ``a @ x = b``: one LU solve (``b`` a vector if it is 1-D, else columns).
+    """``x`` with ``a @ x = b`` (``b`` a vector if it is 1-D, else columns): LAPACK's LU
+    factorisation and a solve from it, two nodes; reverse mode solves with ``a.T`` from the
+    same factors (as JAX), so a gradient costs one factorisation.
 
     >>> import numpy as np, symad as sd
     >>> sd.grad(lambda b: np.sum(np.linalg.solve(np.diag([2.0, 4.0]), b)))(np.ones(2))
     array([0.5 , 0.25])
     """
     _check_matrix(a, "numpy.linalg.solve")
-    return _record(L.solve_p, (a, b), (("vector", ndim(b) == 1),))
+    factors = _record(L.lu_factor_p, (a,))
+    return _record(L.solve_p, (a, b, factors), (("vector", ndim(b) == 1), ("trans", 0)))
 
 
 @numpy_when_concrete(_np.linalg.inv)
@@ -131,6 +137,47 @@ def cholesky(a, upper=False):
     if upper:
         return swapaxes(_record(L.cholesky_p, (swapaxes(a, -1, -2),)), -1, -2)
     return _record(L.cholesky_p, (a,))
+
+
+def _lower_triangle_read(a, UPLO: str, what: str):  # noqa: N803 - NumPy's name
+    """``a``, or its transpose for ``UPLO='U'``: the primitives read the lower triangle."""
+    if UPLO not in ("L", "U"):
+        raise TracingError(f"{what} in function {traced_function_name()!r}: UPLO must be 'L' or 'U', "
+                           f"got {UPLO!r}")
+    _check_matrix(a, what)
+    return swapaxes(a, -1, -2) if UPLO == "U" else a
+
+
+@numpy_when_concrete(_np.linalg.eigvalsh)
+def eigvalsh(a, UPLO="L"):  # noqa: N803 - NumPy's name
+    """The eigenvalues of a symmetric matrix, ascending, from one triangle (``UPLO``).
+
+    The derivative is taken along symmetric directions, as JAX's (that of the function at
+    ``(a + a.T) / 2``); a repeated eigenvalue has one (the eigenvectors' is not finite).
+
+    >>> import numpy as np, symad as sd
+    >>> sd.grad(lambda a: np.linalg.eigvalsh(a)[1])(np.diag([1.0, 2.0]))
+    array([[0., 0.],
+           [0., 1.]])
+    """
+    return _record(L.eigh_values_p, (_lower_triangle_read(a, UPLO, "numpy.linalg.eigvalsh"),))
+
+
+@numpy_when_concrete(_np.linalg.eigh)
+def eigh(a, UPLO="L"):  # noqa: N803 - NumPy's name
+    """``(eigenvalues, eigenvectors)`` of a symmetric matrix, as NumPy orders and signs them.
+
+    Two nodes (LAPACK runs once for each). Along symmetric directions the eigenvectors'
+    derivative is ``V (F * (V.T dA V))`` with ``F[i, j] = 1 / (w[j] - w[i])``: not finite
+    where eigenvalues repeat, as in JAX.
+
+    >>> import numpy as np, symad as sd
+    >>> w, v = sd.trace(lambda a: np.linalg.eigh(a), np.diag([2.0, 1.0]))(np.diag([2.0, 1.0]))
+    >>> w
+    array([1., 2.])
+    """
+    a = _lower_triangle_read(a, UPLO, "numpy.linalg.eigh")
+    return EighResult(_record(L.eigh_values_p, (a,)), _record(L.eigh_vectors_p, (a,)))
 
 
 @numpy_when_concrete(_np.linalg.matrix_power)
@@ -320,7 +367,8 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
 NUMPY_FUNCTIONS = {
     _np.linalg.solve: solve, _np.linalg.inv: inv, _np.linalg.det: det, _np.linalg.slogdet: slogdet,
     _np.linalg.cholesky: cholesky, _np.linalg.matrix_power: matrix_power,
-    _np.linalg.multi_dot: multi_dot, _np.linalg.norm: norm,
+    _np.linalg.multi_dot: multi_dot, _np.linalg.norm: norm, _np.linalg.eigh: eigh,
+    _np.linalg.eigvalsh: eigvalsh,
 }
 
 

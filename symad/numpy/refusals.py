@@ -44,13 +44,13 @@ _REWRITES = {
     "pinv": "The pseudo-inverse is not traced yet: for a matrix of full column rank, "
             "np.linalg.solve(A.T @ A, A.T) is traced (or wrap a numeric pinv with @sd.primitive)",
 }
-_LINALG_TRACED = ("numpy.linalg's solve, inv, det, slogdet, cholesky, matrix_power, multi_dot and "
-                  "norm (all but the matrix norms 2, -2 and 'nuc'), and scipy.linalg's "
+_LINALG_TRACED = ("numpy.linalg's solve, inv, det, slogdet, cholesky, eigh, eigvalsh, matrix_power, "
+                  "multi_dot and norm (all but the matrix norms 2, -2 and 'nuc'), and scipy.linalg's "
                   "solve_triangular, cho_factor and cho_solve (as snp.linalg.*)")
-for _decomposition in ("eig", "eigh", "eigvals", "eigvalsh", "svd", "svdvals", "qr",
+for _decomposition in ("eig", "eigvals", "svd", "svdvals", "qr",
                        "lstsq", "matrix_rank", "cond", "tensorinv", "tensorsolve", "lu", "expm"):
     _REWRITES[_decomposition] = (
-        f"Eigen-, singular-value and QR decompositions are not traced yet; symad traces "
+        f"General eigen-, singular-value and QR decompositions are not traced yet; symad traces "
         f"{_LINALG_TRACED}. Write the formula out for a small fixed size, or wrap a numeric "
         "implementation with @sd.primitive and give its partials")
 _REWRITES.update({

@@ -11,17 +11,23 @@ primitive             tangent                              cotangent of the oper
 ====================  ===================================  ======================================
 ``inv``               ``-X dA X``                          ``-X^T C X^T``
 ``solve``             ``solve(A, db - dA x)``              ``b̄ = solve(A^T, c)``, ``Ā = -b̄ x^T``
+``lu_factor``         (none: solve's rules go through A)   (none)
 ``det``               ``det(A) tr(X dA)``                  ``c det(A) X^T``
 ``slogdet`` (log|.|)  ``tr(X dA)``                         ``c X^T``
 ``slogdet`` (sign)    0                                    0
 ``cholesky``          ``L Φ(L^-1 sym(dA) L^-T)``           ``sym(L^-T Φ(L^T C) L^-1)``
 ``solve_triangular``  ``T^-1 (db - tri(dT) x)``            ``b̄ = T^-T c``, ``T̄ = -tri(b̄ x^T)``
+``eigh`` (values w)   ``diag(V^T sym(dA) V)``              ``V diag(c) V^T``
+``eigh`` (vectors V)  ``V (F ∘ V^T sym(dA) V)``            ``sym(V (F ∘ V^T C) V^T)``
 ====================  ===================================  ======================================
 
-``Φ`` keeps the lower triangle and halves the diagonal; ``sym(M) = (M + M^T) / 2``.
-``cholesky`` reads one triangle of its operand; its derivative is that of
-``cholesky((A + A^T) / 2)`` (JAX's convention): along symmetric directions ``dA`` it is the
-derivative of NumPy's function, and its gradient is a symmetric matrix. ``solve_triangular``
+``Φ`` keeps the lower triangle and halves the diagonal; ``sym(M) = (M + M^T) / 2``;
+``F[i, j] = 1 / (w[j] - w[i])`` off the diagonal, 0 on it (infinite for a repeated
+eigenvalue, as JAX's: the eigenvectors of a degenerate eigenvalue have no derivative, the
+eigenvalues do). ``cholesky`` and ``eigh`` read one triangle of their operand; the
+derivative is that of the function at ``(A + A^T) / 2`` (JAX's convention): along
+symmetric directions ``dA`` it is the derivative of NumPy's function, and the gradient is
+a symmetric matrix. ``solve_triangular``
 reads one triangle (without the diagonal if ``unit_diagonal``), and its derivative is taken
 along that triangle only (``tri`` masks the others): the other elements do not change its
 value.
@@ -135,23 +141,37 @@ def _inv_cotangent(builder, ct, node, index, lead):
 
 @TANGENT.register(L.solve_p)
 def _solve_tangent(builder, node, tangents, lead):
-    a, _ = node.args
-    vector = dict(node.params)["vector"]
+    params = dict(node.params)
+    vector, transposed = params["vector"], bool(params["trans"])
+    a, _, factors = node.args
     da = _aligned(builder, tangents[0], node, 2, lead)
     db = _aligned(builder, tangents[1], node, 1 if vector else 2, lead)
-    rhs = None if da is None else _neg(builder, _mm(builder, _product_subscripts(vector), da, node))
+    rhs = None if da is None else _neg(builder, _mm(builder, _product_subscripts(vector, transposed), da, node))
     rhs = db if rhs is None else rhs if db is None else builder.record(P.add_p, (db, rhs))
-    return builder.record(L.solve_p, (a, rhs), node.params)
+    return builder.record(L.solve_p, (a, rhs, factors), node.params)
 
 
 @TRANSPOSE.register(L.solve_p)
 def _solve_cotangent(builder, ct, node, index, lead):
-    a, _ = node.args
-    vector = dict(node.params)["vector"]
-    b_bar = builder.record(L.solve_p, (_t(builder, a), ct), node.params)
+    if index == 2:
+        return None  # the factors: the derivative goes through the matrix itself
+    params = dict(node.params)
+    a, _, factors = node.args
+    flipped = tuple((k, 1 - v if k == "trans" else v) for k, v in node.params)
+    b_bar = builder.record(L.solve_p, (a, ct, factors), flipped)
     if index == 1:
         return b_bar
-    return _neg(builder, _mm(builder, _outer_subscripts(vector), b_bar, node))
+    return _neg(builder, _mm(builder, _outer_subscripts(params["vector"], bool(params["trans"])), b_bar, node))
+
+
+@TANGENT.register(L.lu_factor_p)
+def _lu_factor_tangent(builder, node, tangents, lead):
+    return None  # read only by solve, whose rules differentiate through the matrix
+
+
+@TRANSPOSE.register(L.lu_factor_p)
+def _lu_factor_cotangent(builder, ct, node, index, lead):
+    return None  # solve gives its factors no cotangent: none reaches here
 
 
 def _trace_with_inverse(builder, node, tangents, lead):
@@ -250,6 +270,52 @@ def _solve_triangular_cotangent(builder, ct, node, index, lead):
         return b_bar
     outer = _mm(builder, _outer_subscripts(params["vector"], bool(params["trans"])), b_bar, node)
     return _neg(builder, _mul(builder, outer, _triangle_read(builder, node)))
+
+
+def _eigh_parts(builder, node):
+    """``(w, V)`` of the symmetric operand of an eigen node (the other one recorded too)."""
+    a = node.args[0]
+    values = node if node.primitive is L.eigh_values_p else builder.record(L.eigh_values_p, (a,))
+    vectors = node if node.primitive is L.eigh_vectors_p else builder.record(L.eigh_vectors_p, (a,))
+    return values, vectors
+
+
+def _gaps(builder, values):
+    """``F[i, j] = 1 / (w[j] - w[i])`` off the diagonal, 0 on it (JAX's: a repeated
+    eigenvalue gives an infinite factor, so its eigenvectors' derivatives are not finite)."""
+    core = atom_shape(values)
+    n = core[-1]
+    rows = A.record_reshape(builder, values, core[:-1] + (n, 1))
+    columns = A.record_reshape(builder, values, core[:-1] + (1, n))
+    identity = builder.record(A.constant_p, (), (("value", A.ConstantArray(np.eye(n))),))
+    shifted = builder.record(P.add_p, (builder.record(P.sub_p, (columns, rows)), identity))
+    return builder.record(P.sub_p, (builder.record(P.div_p, (sympy.Integer(1), shifted)), identity))
+
+
+def _projected(builder, vectors, da):
+    """``V^T dA V``."""
+    return _mm(builder, "ji,jk->ik", vectors, _mm(builder, "ij,jk->ik", da, vectors))
+
+
+@TANGENT.register(L.eigh_values_p, L.eigh_vectors_p)
+def _eigh_tangent(builder, node, tangents, lead):
+    values, vectors = _eigh_parts(builder, node)
+    da = _sym(builder, _aligned(builder, tangents[0], node, 2, lead))
+    if node.primitive is L.eigh_values_p:  # diag(V^T dA V)
+        return _mm(builder, "ji,ji->i", vectors, _mm(builder, "ij,jk->ik", da, vectors))
+    inner = _mul(builder, _gaps(builder, values), _projected(builder, vectors, da))
+    return _mm(builder, "ij,jk->ik", vectors, inner)
+
+
+@TRANSPOSE.register(L.eigh_values_p, L.eigh_vectors_p)
+def _eigh_cotangent(builder, ct, node, index, lead):
+    values, vectors = _eigh_parts(builder, node)
+    if node.primitive is L.eigh_values_p:  # V diag(w̄) V^T
+        core = atom_shape(ct)[lead:]
+        scaled = _mul(builder, vectors, A.record_reshape(builder, ct, core[:-1] + (1, core[-1]), lead))
+        return _mm(builder, "ik,jk->ij", scaled, vectors)
+    inner = _mul(builder, _gaps(builder, values), _mm(builder, "ji,jk->ik", vectors, ct))
+    return _sym(builder, _mm(builder, "ik,jk->ij", _mm(builder, "ij,jk->ik", vectors, inner), vectors))
 
 
 # ---------------------------------------------------------------------------
