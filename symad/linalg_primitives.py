@@ -13,7 +13,7 @@ seeds) must not change it.
 
 >>> import numpy as np
 >>> a = np.array([[4.0, 1.0], [1.0, 3.0]])
->>> solve_p.shape_rule([(5, 2, 2), (2,), (5, 3, 2)], {"vector": True, "trans": 0})
+>>> solve_p.shape_rule([(5, 2, 2), (2,), (5, 2, 3)], {"vector": True, "trans": 0})
 (5, 2)
 >>> x = solve_p.numpy_impl(a, np.ones(2), lu_factor_p.numpy_impl(a), vector=True, trans=0)
 >>> bool(np.allclose(x, np.linalg.solve(a, np.ones(2))))
@@ -21,6 +21,8 @@ True
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import sympy
@@ -217,32 +219,41 @@ def core_ranks(node) -> tuple[int, tuple[int, ...]]:
 
 
 def _lu_factor(a):
-    """LAPACK's LU factorisation (getrf, through SciPy), packed: ``n`` rows of ``L`` and ``U``,
-    then a row of pivots. For a stack, nothing: NumPy's batched solve (its C loop over the
+    """LAPACK's LU factorisation (getrf, through SciPy), packed: ``n`` columns of ``L`` and
+    ``U``, then a column of pivots, in column order. For a stack, nothing: NumPy's batched solve (its C loop over the
     stack) is faster there than a Python loop of factorisations, and :func:`_solve` uses it."""
     a = np.asarray(a)
-    n = a.shape[-1]
-    if a.ndim > 2:
-        return np.broadcast_to(np.zeros(()), a.shape[:-2] + (n + 1, n))
+    n, lead = a.shape[-1], a.shape[:-2]
+    if math.prod(lead) != 1:
+        return np.broadcast_to(np.zeros(()), lead + (n, n + 1))
     import scipy.linalg
 
-    lu, pivots = scipy.linalg.lu_factor(a, check_finite=False)
+    # One matrix (in front of it at most size-1 axes: the compiler's axis of one point).
+    packed = np.empty((n, n + 1), order="F")  # LAPACK's column order: no copy either way
+    packed[:, :n] = a.reshape(n, n)
+    lu, pivots = scipy.linalg.lu_factor(packed[:, :n], overwrite_a=True, check_finite=False)
     if n and not np.all(np.diagonal(lu)):
         raise np.linalg.LinAlgError("Singular matrix")
-    return np.vstack([lu, pivots[None, :].astype(np.float64)])
+    if not np.shares_memory(lu, packed):  # SciPy copied after all
+        packed[:, :n] = lu
+    packed[:, n] = pivots
+    return packed.reshape(lead + (n, n + 1))
 
 
 def _solve(a, b, lu, *, vector, trans):
     a, b, lu = np.asarray(a), np.asarray(b), np.asarray(lu)
     if vector:
         b = b[..., None]
-    if lu.ndim == 2:  # one factorisation: every right-hand side of the stack in one getrs call
+    if math.prod(lu.shape[:-2]) == 1:  # one factorisation: every right-hand side in one getrs call
         import scipy.linalg
 
-        n, lead, k = lu.shape[-1], b.shape[:-2], b.shape[-1]
+        n, lead, k = lu.shape[-2], b.shape[:-2], b.shape[-1]
+        lu = lu.reshape(n, n + 1)
         columns = np.moveaxis(b, -2, 0).reshape(n, -1)
-        x = scipy.linalg.lu_solve((lu[:n], lu[n].astype(np.intc)), columns, trans=trans, check_finite=False)
+        x = scipy.linalg.lu_solve((lu[:, :n], lu[:, n].astype(np.intc)), columns, trans=trans,
+                                  check_finite=False)
         x = np.moveaxis(x.reshape((n,) + lead + (k,)), 0, -2)
+        x = x.reshape(np.broadcast_shapes(a.shape[:-2], lead) + x.shape[-2:])
     else:
         x = np.linalg.solve(np.swapaxes(a, -1, -2) if trans else a, b)
     return x[..., 0] if vector else x
@@ -288,8 +299,8 @@ inv_p = array_primitive("inv", np.linalg.inv, _same_shape("inv"), kind="array", 
 #: ``lu_factor(A)``: LAPACK's LU factorisation of ``A`` (getrf), packed with its pivots, for
 #: ``solve`` to read: reverse mode solves with the transposed matrix from the same factors.
 lu_factor_p = array_primitive("lu_factor", _lu_factor,
-                              lambda shapes, params: _same_shape("solve")(shapes, params)[:-2]
-                              + (shapes[0][-1] + 1, shapes[0][-1]), kind="array")
+                              lambda shapes, params: _same_shape("solve")(shapes, params)[:-1]
+                              + (shapes[0][-1] + 1,), kind="array")
 #: ``solve(A, b, lu_factor(A))``: ``A^{-1} b`` (``trans=1``: ``A^{-T} b``) from the factors, as
 #: ``numpy.linalg.solve`` computes it (getrf then getrs); ``vector``: ``b`` is a vector. The
 #: derivative is taken through ``A``; the factors are how the value is computed.

@@ -161,7 +161,8 @@ def _solve_cotangent(builder, ct, node, index, lead):
     b_bar = builder.record(L.solve_p, (a, ct, factors), flipped)
     if index == 1:
         return b_bar
-    return _neg(builder, _mm(builder, _outer_subscripts(params["vector"], bool(params["trans"])), b_bar, node))
+    # -b̄ x^T, negated before the outer product: n, not n^2, negations.
+    return _mm(builder, _outer_subscripts(params["vector"], bool(params["trans"])), _neg(builder, b_bar), node)
 
 
 @TANGENT.register(L.lu_factor_p)
