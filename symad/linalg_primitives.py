@@ -226,13 +226,13 @@ def _lu_factor(a):
     n, lead = a.shape[-1], a.shape[:-2]
     if math.prod(lead) != 1:
         return np.broadcast_to(np.zeros(()), lead + (n, n + 1))
-    import scipy.linalg
+    from scipy.linalg import lapack
 
     # One matrix (in front of it at most size-1 axes: the compiler's axis of one point).
     packed = np.empty((n, n + 1), order="F")  # LAPACK's column order: no copy either way
     packed[:, :n] = a.reshape(n, n)
-    lu, pivots = scipy.linalg.lu_factor(packed[:, :n], overwrite_a=True, check_finite=False)
-    if n and not np.all(np.diagonal(lu)):
+    lu, pivots, info = lapack.dgetrf(packed[:, :n], overwrite_a=True)
+    if info > 0:  # an exact zero pivot: NumPy's solve raises, so does this
         raise np.linalg.LinAlgError("Singular matrix")
     if not np.shares_memory(lu, packed):  # SciPy copied after all
         packed[:, :n] = lu

@@ -359,3 +359,16 @@ def test_concrete_arguments_go_to_numpy_and_scipy():
     assert np.allclose(snp.linalg.inv(a), np.linalg.inv(a))
     assert np.allclose(snp.linalg.cho_solve(snp.linalg.cho_factor(a), np.ones(3)), np.linalg.solve(a, np.ones(3)))
     assert snp.linalg.slogdet(a)[0] == 1.0
+
+
+def test_a_gradient_through_solve_factors_the_matrix_once():
+    # Reverse mode solves with A^T from the factors the value was computed with (as JAX).
+    F = sd.grad(lambda a, b: np.sum(np.linalg.solve(a, b)), argnums=(0, 1)).trace(general(5), np.ones(5))
+    names = [node.primitive.name for node in F.graph.nodes]
+    assert names.count("lu_factor") == 1 and names.count("solve") == 2
+
+
+def test_a_singular_matrix_raises_as_numpy_does():
+    F = sd.trace(lambda a, b: np.linalg.solve(a, b), np.eye(2), np.ones(2))
+    with pytest.raises(np.linalg.LinAlgError, match="Singular"):
+        F(np.ones((2, 2)), np.ones(2))
