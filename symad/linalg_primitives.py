@@ -32,7 +32,7 @@ from symad.errors import TracingError
 
 __all__ = [
     "inv_p", "solve_p", "det_p", "logabsdet_p", "det_sign_p", "cholesky_p", "solve_triangular_p",
-    "eigh_values_p", "eigh_vectors_p", "lu_factor_p",
+    "eigh_values_p", "eigh_vectors_p", "lu_factor_p", "svd_values_p", "svd_u_p", "svd_vh_p",
     "LINALG_PRIMITIVES", "core_ranks", "MatrixHead", "Transposed",
 ]
 
@@ -106,51 +106,33 @@ class SolveTriangular(MatrixHead):
         return f"{args[0]}^{{{'-T' if args[2] == '1' else '-1'}}} {args[1]}"
 
 
-class Det(MatrixHead):
-    """``det(A)``."""
-    call = "det"
-
-    def latex_form(self, args):
-        return rf"\det\left({args[0]}\right)"
-
-
-class LogAbsDet(MatrixHead):
-    """``logabsdet(A)``: the logarithm of ``|det A|``, NumPy's ``slogdet(A)[1]``."""
-    call = "logabsdet"
-
-    def latex_form(self, args):
-        return rf"\log\left|\det\left({args[0]}\right)\right|"
+def _head(name: str, call: str, latex: str | None, doc: str) -> type:
+    """A head whose LaTeX is a template over its operands' (None: ``\\operatorname{call}(...)``)."""
+    methods = {"call": call, "__doc__": doc}
+    if latex is not None:
+        methods["latex_form"] = lambda self, args: latex.format(*args)
+    return type(name, (MatrixHead,), methods)
 
 
-class SignDet(MatrixHead):
-    """``signdet(A)``: the sign of ``det A``, NumPy's ``slogdet(A)[0]``."""
-    call = "signdet"
-
-    def latex_form(self, args):
-        return rf"\operatorname{{sgn}}\det\left({args[0]}\right)"
-
-
-class LUFactor(MatrixHead):
-    """``lu_factor(A)``: the packed LU factors ``solve`` reads (never printed on its own)."""
-    call = "lu_factor"
-
-
-class Cholesky(MatrixHead):
-    """``cholesky(A)``: the lower triangular ``L`` with ``L L^T = A``."""
-    call = "cholesky"
-
-
-class EigenValues(MatrixHead):
-    """``eigvalsh(A)``: the eigenvalues of a symmetric matrix, ascending; LaTeX ``\\lambda(A)``."""
-    call = "eigvalsh"
-
-    def latex_form(self, args):
-        return rf"\lambda\left({args[0]}\right)"
-
-
-class EigenVectors(MatrixHead):
-    """``eigvecsh(A)``: the eigenvectors (columns) of a symmetric matrix, as ``eigh`` orders them."""
-    call = "eigvecsh"
+Det = _head("Det", "det", r"\det\left({0}\right)", "``det(A)``.")
+LogAbsDet = _head("LogAbsDet", "logabsdet", r"\log\left|\det\left({0}\right)\right|",
+                  "``logabsdet(A)``: the logarithm of ``|det A|``, NumPy's ``slogdet(A)[1]``.")
+SignDet = _head("SignDet", "signdet", r"\operatorname{{sgn}}\det\left({0}\right)",
+                "``signdet(A)``: the sign of ``det A``, NumPy's ``slogdet(A)[0]``.")
+SingularValues = _head("SingularValues", "svdvals", r"\sigma\left({0}\right)",
+                       "``svdvals(A)``: the singular values, descending.")
+SingularLeft = _head("SingularLeft", "svd_u", None,
+                     "``svd_u(A)``: the left singular vectors (columns), thin, as NumPy signs them.")
+SingularRight = _head("SingularRight", "svd_vh", None,
+                      "``svd_vh(A)``: the right singular vectors (rows), thin, as NumPy signs them.")
+LUFactor = _head("LUFactor", "lu_factor", None,
+                 "``lu_factor(A)``: the packed LU factors ``solve`` reads (never printed on its own).")
+Cholesky = _head("Cholesky", "cholesky", None, "``cholesky(A)``: the lower triangular ``L`` with ``L L^T = A``.")
+EigenValues = _head("EigenValues", "eigvalsh", r"\lambda\left({0}\right)",
+                    "``eigvalsh(A)``: the eigenvalues of a symmetric matrix, ascending.")
+EigenVectors = _head("EigenVectors", "eigvecsh", None,
+                     "``eigvecsh(A)``: the eigenvectors (columns) of a symmetric matrix, as ``eigh`` "
+                     "orders them.")
 
 
 # ---------------------------------------------------------------------------
@@ -208,7 +190,8 @@ def core_ranks(node) -> tuple[int, tuple[int, ...]]:
     primitive, params = node.primitive, dict(node.params)
     rhs = 1 if params.get("vector") else 2
     return {inv_p: (2, (2,)), cholesky_p: (2, (2,)), det_p: (0, (2,)), logabsdet_p: (0, (2,)),
-            eigh_values_p: (1, (2,)), eigh_vectors_p: (2, (2,)),
+            eigh_values_p: (1, (2,)), eigh_vectors_p: (2, (2,)), svd_values_p: (1, (2,)),
+            svd_u_p: (2, (2,)), svd_vh_p: (2, (2,)),
             det_sign_p: (0, (2,)), solve_p: (rhs, (2, rhs, 2)), lu_factor_p: (2, (2,)),
             solve_triangular_p: (rhs, (2, rhs))}[primitive]
 
@@ -278,6 +261,26 @@ def _solve_triangular(a, b, *, lower, trans, unit_diagonal, vector):
     return x[..., 0] if vector else x
 
 
+def _thin_shape(part: str):
+    def rule(shapes, params) -> tuple:
+        shape = shapes[0]
+        if len(shape) < 2:
+            raise TracingError(f"svd: the argument must be a matrix or a stack of them, got shape "
+                               f"{shape}" + _where())
+        m, n = shape[-2:]
+        k = min(m, n)
+        return tuple(shape[:-2]) + {"s": (k,), "u": (m, k), "vh": (k, n)}[part]
+    return rule
+
+
+def _svd_u(a):
+    return np.linalg.svd(a, full_matrices=False)[0]
+
+
+def _svd_vh(a):
+    return np.linalg.svd(a, full_matrices=False)[2]
+
+
 def _eigenvectors(a):
     return np.linalg.eigh(a)[1]
 
@@ -326,8 +329,16 @@ eigh_values_p = array_primitive("eigh_values", np.linalg.eigvalsh,
                                 kind="array")
 #: Their eigenvectors, as the columns of an orthogonal matrix (``numpy.linalg.eigh(a)[1]``).
 eigh_vectors_p = array_primitive("eigh_vectors", _eigenvectors, _same_shape("eigh"), kind="array")
+#: The singular values, descending (``numpy.linalg.svd(a, compute_uv=False)``).
+svd_values_p = array_primitive("svd_values", lambda a: np.linalg.svd(a, compute_uv=False),
+                               _thin_shape("s"), kind="array")
+#: The thin left singular vectors ``U`` (``numpy.linalg.svd(a, full_matrices=False)[0]``).
+svd_u_p = array_primitive("svd_u", _svd_u, _thin_shape("u"), kind="array")
+#: The thin right singular vectors ``Vh`` (``numpy.linalg.svd(a, full_matrices=False)[2]``).
+svd_vh_p = array_primitive("svd_vh", _svd_vh, _thin_shape("vh"), kind="array")
 
 #: The primitives of this family, and the head each prints with.
 LINALG_PRIMITIVES = {inv_p: Inv, solve_p: Solve, det_p: Det, logabsdet_p: LogAbsDet,
                      det_sign_p: SignDet, cholesky_p: Cholesky, solve_triangular_p: SolveTriangular,
-                     eigh_values_p: EigenValues, eigh_vectors_p: EigenVectors, lu_factor_p: LUFactor}
+                     eigh_values_p: EigenValues, eigh_vectors_p: EigenVectors, lu_factor_p: LUFactor,
+                     svd_values_p: SingularValues, svd_u_p: SingularLeft, svd_vh_p: SingularRight}

@@ -83,6 +83,10 @@ def _table(b):
                            np.arange(a.shape[-1] ** 2)).reshape(a.shape[-2:])),
                        lambda a: np.sum(np.linalg.eigh(a, UPLO="U")[1] ** 2 * np.cos(
                            np.arange(a.shape[-1] ** 2)).reshape(a.shape[-2:])), spd, True, True),
+        "svdvals": (lambda a: np.sum(np.sin(np.linalg.svd(a, compute_uv=False))),
+                    lambda a: np.sum(np.sin(np.linalg.svd(a, compute_uv=False))), general, False, True),
+        # U S Vh weighed elementwise, and squared vectors: the same whichever signs LAPACK gives.
+        "svd": (lambda a: _svd_weighed(a), lambda a: _svd_weighed(a), general, False, True),
         "cho_solve-upper": (
             lambda a: np.sum(snp.linalg.cho_solve(snp.linalg.cho_factor(a), b) ** 2),
             lambda a: np.sum(scipy.linalg.cho_solve(scipy.linalg.cho_factor(a), b) ** 2), spd, True, False),
@@ -91,6 +95,13 @@ def _table(b):
             lambda a: np.sum(scipy.linalg.cho_solve(scipy.linalg.cho_factor(a, lower=True), b) ** 2),
             spd, True, False),
     }
+
+
+def _svd_weighed(a):
+    u, s, vh = np.linalg.svd(a)
+    n = a.shape[-1]
+    weights = np.cos(np.arange(n * n)).reshape(n, n)
+    return np.sum((u * s[..., None, :]) @ vh * weights) + np.sum(u ** 2 * weights) + np.sum(vh ** 2 * weights.T)
 
 
 NAMES = list(_table(None))
@@ -232,7 +243,7 @@ def test_every_backend_evaluates_linear_algebra_and_batches_of_points(backend):
 # -- norms ------------------------------------------------------------------------------
 
 VECTOR_ORDS = [None, 0, 1, 2, 3, 0.5, np.inf, -np.inf]
-MATRIX_ORDS = [None, "fro", 1, -1, np.inf, -np.inf]
+MATRIX_ORDS = [None, "fro", 1, -1, np.inf, -np.inf, 2, -2, "nuc"]
 
 
 @pytest.mark.parametrize("ord", VECTOR_ORDS)
@@ -259,10 +270,32 @@ def test_matrix_norms_match_numpy_and_central_differences(ord, shape, axis):
         assert _relative(np.sum(sd.grad(f)(x) * d), _central(f, x, d)) < 1e-7
 
 
-@pytest.mark.parametrize("ord", [2, -2, "nuc"])
-def test_matrix_norms_by_singular_values_are_refused_truthfully(ord):
-    with pytest.raises(sd.TracingError, match="singular values"):
-        sd.trace(lambda x: np.linalg.norm(x, ord=ord), np.eye(2))
+@pytest.mark.parametrize("shape", [(4, 3), (3, 5), (2, 3, 3)])
+def test_thin_svd_of_rectangular_matrices_and_its_refusals(shape):
+    a = RNG.normal(size=shape)
+    m, n = shape[-2:]
+    weights = np.cos(np.arange(m * n)).reshape(m, n)
+
+    def f(a):
+        u, s, vh = np.linalg.svd(a, full_matrices=False)
+        return np.sum((u * s[..., None, :]) @ vh * weights) + np.sum(u ** 2) * np.sum(vh ** 2 * s[..., :, None])
+
+    d = RNG.normal(size=shape)
+    np.testing.assert_allclose(sd.trace(f, a)(a), f(a), rtol=1e-12)
+    assert _relative(np.sum(sd.grad(f)(a) * d), _central(f, a, d)) < 1e-7
+    if m != n:
+        with pytest.raises(sd.TracingError, match="full_matrices=False"):
+            sd.trace(lambda a: np.linalg.svd(a)[0], a)
+    with pytest.raises(sd.TracingError, match="hermitian"):
+        sd.trace(lambda a: np.linalg.svd(a, hermitian=True)[1], a)
+
+
+def test_the_spectral_norms_gradient_is_the_top_singular_pair():
+    a = general(4)
+    u, s, vh = np.linalg.svd(a)
+    np.testing.assert_allclose(sd.grad(lambda a: np.linalg.norm(a, ord=2))(a), np.outer(u[:, 0], vh[0]),
+                               atol=1e-12)
+    np.testing.assert_allclose(sd.grad(lambda a: np.linalg.norm(a, ord="nuc"))(a), u @ vh, atol=1e-12)
 
 
 def test_the_norm_of_a_vector_by_count_has_a_zero_gradient():
@@ -332,7 +365,7 @@ def test_repeated_eigenvalues_have_finite_value_gradients_and_no_vector_gradient
 
 @pytest.mark.parametrize("call, name", [
     (lambda a: np.linalg.eig(a)[0], "numpy.linalg.eig"),
-    (lambda a: np.linalg.svd(a)[1], "numpy.linalg.svd"),
+    (lambda a: np.linalg.pinv(a), "numpy.linalg.pinv"),
     (lambda a: np.linalg.qr(a)[0], "numpy.linalg.qr"),
     (lambda a: np.linalg.lstsq(a, a)[0], "numpy.linalg.lstsq"),
 ])

@@ -1,8 +1,9 @@
 """Linear algebra: ``numpy.linalg`` and ``scipy.linalg`` on traced matrices.
 
 Part of :mod:`symad.numpy` (``snp.linalg``; ``np.linalg.solve(A, b)`` on traced values
-dispatches here). Solves, inverses, determinants and the Cholesky factor are one node
-each (:mod:`symad.linalg_primitives`), evaluated by LAPACK, with matrix-calculus
+dispatches here). Solves, inverses, determinants, the Cholesky factor and the symmetric
+eigen- and singular value decompositions are one node each (one per part;
+:mod:`symad.linalg_primitives`), evaluated by LAPACK, with matrix-calculus
 derivative rules (:mod:`symad.rules.linalg`); the graph does not grow with the matrix
 size. ``matrix_power``, ``multi_dot``, ``norm`` and ``cho_solve`` are written with them and
 the other operations of ``symad.numpy``. Stacks of matrices (leading dimensions) work as
@@ -38,6 +39,7 @@ from symad.numpy.products import matmul
 from symad.numpy.reductions import max, min, sum
 from symad.numpy.shapes import (
     active_builder,
+    moveaxis,
     ndim,
     numpy_when_concrete,
     reshape,
@@ -49,12 +51,14 @@ from symad.tracer import as_atom
 
 __all__ = ["solve", "inv", "det", "slogdet", "cholesky", "matrix_power", "multi_dot", "norm",
            "solve_triangular", "cho_factor", "cho_solve", "eigh", "eigvalsh", "SlogdetResult",
-           "EighResult"]
+           "EighResult", "svd", "svdvals", "SVDResult"]
 
 #: What ``slogdet`` returns, as NumPy's result: ``sign`` and ``logabsdet``.
 SlogdetResult = collections.namedtuple("SlogdetResult", ["sign", "logabsdet"])
 #: What ``eigh`` returns, as NumPy's result.
 EighResult = collections.namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
+#: What ``svd`` returns, as NumPy's result.
+SVDResult = collections.namedtuple("SVDResult", ["U", "S", "Vh"])
 
 
 def _record(primitive, operands, params=()):
@@ -180,6 +184,47 @@ def eigh(a, UPLO="L"):  # noqa: N803 - NumPy's name
     return EighResult(_record(L.eigh_values_p, (a,)), _record(L.eigh_vectors_p, (a,)))
 
 
+def _check_stack(a, what: str) -> None:
+    if ndim(a) < 2:
+        raise TracingError(f"{what} in function {traced_function_name()!r}: the argument 'a' must be "
+                           f"a matrix or a stack of them, got shape {shape(a)}")
+
+
+@numpy_when_concrete(_np.linalg.svd)
+def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+    """``(U, S, Vh)`` (or ``S`` alone with ``compute_uv=False``), as NumPy signs and orders them.
+
+    One node per part (LAPACK runs once for each). The derivative is JAX's: the singular
+    values' is ``diag(U^T dA V)``; the vectors' (Townsend's formulas) is not finite where
+    singular values repeat or vanish. A non-square matrix needs ``full_matrices=False`` for
+    its vectors: the extra columns of a full ``U`` have no derivative (JAX refuses them too).
+
+    >>> import numpy as np, symad as sd
+    >>> sd.grad(lambda a: np.linalg.svd(a, compute_uv=False)[0])(np.diag([3.0, 1.0]))
+    array([[1., 0.],
+           [0., 0.]])
+    """
+    _check_stack(a, "numpy.linalg.svd")
+    if hermitian:
+        raise TracingError(f"numpy.linalg.svd in function {traced_function_name()!r}: hermitian=True "
+                           "is not traced (NumPy then signs the vectors differently); drop it, or use "
+                           "np.linalg.eigh for a symmetric matrix")
+    values = _record(L.svd_values_p, (a,))
+    if not compute_uv:
+        return values
+    m, n = shape(a)[-2:]
+    if full_matrices and m != n:
+        raise TracingError(f"numpy.linalg.svd in function {traced_function_name()!r}: the full "
+                           f"singular vectors of a {m}x{n} matrix are not traced (the columns past "
+                           "the rank have no derivative); pass full_matrices=False")
+    return SVDResult(_record(L.svd_u_p, (a,)), values, _record(L.svd_vh_p, (a,)))
+
+
+def svdvals(x):
+    """The singular values, descending (NumPy 2's ``numpy.linalg.svdvals``)."""
+    return svd(x, compute_uv=False)
+
+
 @numpy_when_concrete(_np.linalg.matrix_power)
 def matrix_power(a, n):
     """``a`` to the integer power ``n``, by repeated squaring (``n < 0``: of ``inv(a)``).
@@ -252,22 +297,24 @@ def _matrix_norm(x, ord, rows: int, cols: int):  # noqa: A002 - NumPy's name
     if ord in (math.inf, -math.inf):  # the largest (smallest) row sum
         reduce = max if ord == math.inf else min
         return reduce(sum(magnitude, axis=cols, keepdims=True), axis=rows, keepdims=True)
-    if ord in (2, -2, "nuc"):
-        raise TracingError(
-            f"numpy.linalg.norm in function {traced_function_name()!r}: the matrix norm ord={ord!r} "
-            "needs singular values, which symad does not trace yet; ord='fro', 1, -1, inf and -inf "
-            "are traced (the spectral norm is at most the Frobenius norm)")
+    if ord in (2, -2, "nuc"):  # the largest, smallest or total singular value
+        moved = moveaxis(x, (rows, cols), (-2, -1))
+        values = svd(moved, compute_uv=False)
+        reduce = {2: max, -2: min, "nuc": sum}[ord]
+        kept = tuple(1 if axis in (rows, cols) else size for axis, size in enumerate(shape(x)))
+        return reshape(reduce(values, axis=-1), kept)
     raise TracingError(f"numpy.linalg.norm in function {traced_function_name()!r}: invalid norm "
                        f"order {ord!r} for matrices (NumPy takes 'fro', 'nuc', 1, -1, 2, -2, inf, -inf)")
 
 
 @numpy_when_concrete(_np.linalg.norm)
 def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 - NumPy's name
-    """NumPy's vector and matrix norms: every ``ord`` but the matrix norms 2, -2 and ``'nuc'``.
+    """NumPy's vector and matrix norms, every ``ord``.
 
     Vectors: ``None``/2 (Euclidean), 1, ``inf``, ``-inf``, 0 (the count of nonzero
     elements, whose derivative is zero), any other ``p``; matrices: ``None``/``'fro'``, 1,
-    -1, ``inf``, ``-inf``. Maxima and minima share the derivative at ties, as JAX's.
+    -1, ``inf``, ``-inf``, and 2, -2, ``'nuc'`` by singular values. Maxima and minima share
+    the derivative at ties, as JAX's.
 
     >>> import numpy as np, symad as sd
     >>> sd.grad(lambda x: np.linalg.norm(x, ord=1))(np.array([3.0, -4.0]))
@@ -368,7 +415,7 @@ NUMPY_FUNCTIONS = {
     _np.linalg.solve: solve, _np.linalg.inv: inv, _np.linalg.det: det, _np.linalg.slogdet: slogdet,
     _np.linalg.cholesky: cholesky, _np.linalg.matrix_power: matrix_power,
     _np.linalg.multi_dot: multi_dot, _np.linalg.norm: norm, _np.linalg.eigh: eigh,
-    _np.linalg.eigvalsh: eigvalsh,
+    _np.linalg.eigvalsh: eigvalsh, _np.linalg.svd: svd, _np.linalg.svdvals: svdvals,
 }
 
 

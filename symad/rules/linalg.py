@@ -19,6 +19,8 @@ primitive             tangent                              cotangent of the oper
 ``solve_triangular``  ``T^-1 (db - tri(dT) x)``            ``b̄ = T^-T c``, ``T̄ = -tri(b̄ x^T)``
 ``eigh`` (values w)   ``diag(V^T sym(dA) V)``              ``V diag(c) V^T``
 ``eigh`` (vectors V)  ``V (F ∘ V^T sym(dA) V)``            ``sym(V (F ∘ V^T C) V^T)``
+``svd`` (values s)    ``diag(U^T dA V)``                   ``U diag(c) V^T``
+``svd`` (U, V^T)      Townsend's, with ``F`` of ``s^2``    their transposes (thin SVD)
 ====================  ===================================  ======================================
 
 ``Φ`` keeps the lower triangle and halves the diagonal; ``sym(M) = (M + M^T) / 2``;
@@ -317,6 +319,77 @@ def _eigh_cotangent(builder, ct, node, index, lead):
         return _mm(builder, "ik,jk->ij", scaled, vectors)
     inner = _mul(builder, _gaps(builder, values), _mm(builder, "ji,jk->ik", vectors, ct))
     return _sym(builder, _mm(builder, "ik,jk->ij", _mm(builder, "ij,jk->ik", vectors, inner), vectors))
+
+
+def _svd_parts(builder, node):
+    """``(s, U, Vh)`` of the operand of a singular-value node (the others recorded too)."""
+    a = node.args[0]
+    return tuple(node if node.primitive is p else builder.record(p, (a,))
+                 for p in (L.svd_values_p, L.svd_u_p, L.svd_vh_p))
+
+
+def _as_row(builder, values, reciprocal: bool = False, column: bool = False):
+    """Singular values ``(..., k)`` as ``(..., 1, k)`` (``column``: ``(..., k, 1)``), or their
+    reciprocals."""
+    core = atom_shape(values)
+    if reciprocal:
+        values = builder.record(P.div_p, (sympy.Integer(1), values))
+    return A.record_reshape(builder, values, core[:-1] + ((core[-1], 1) if column else (1, core[-1])))
+
+
+@TANGENT.register(L.svd_values_p, L.svd_u_p, L.svd_vh_p)
+def _svd_tangent(builder, node, tangents, lead):
+    s, u, vh = _svd_parts(builder, node)
+    m, n = atom_shape(node.args[0])[-2:]
+    da = _aligned(builder, tangents[0], node, 2, lead)
+    dav = _mm(builder, "ij,kj->ik", da, vh)  # dA V
+    if node.primitive is L.svd_values_p:  # diag(U^T dA V)
+        return _mm(builder, "ji,ji->i", u, dav)
+    ds = _mm(builder, "ji,jk->ik", u, dav)  # U^T dA V
+    gaps = _gaps(builder, _mul(builder, s, s))  # 1 / (s_j^2 - s_i^2)
+    if node.primitive is L.svd_u_p:
+        scaled = _mul(builder, ds, _as_row(builder, s))  # dS S
+        inner = _mul(builder, gaps, builder.record(P.add_p, (scaled, _t(builder, scaled))))
+        du = _mm(builder, "ij,jk->ik", u, inner)
+        if m > n:  # the part of dA V outside U's columns
+            rest = builder.record(P.sub_p, (dav, _mm(builder, "ij,jk->ik", u, ds)))
+            du = builder.record(P.add_p, (du, _mul(builder, rest, _as_row(builder, s, True))))
+        return du
+    scaled = _mul(builder, _as_row(builder, s, column=True), ds)  # S dS
+    inner = _mul(builder, gaps, builder.record(P.add_p, (scaled, _t(builder, scaled))))
+    dvh = _mm(builder, "ji,jk->ik", inner, vh)
+    if n > m:  # the part of U^T dA outside Vh's rows
+        rest = builder.record(P.sub_p, (_mm(builder, "ji,jk->ik", u, da), _mm(builder, "ij,jk->ik", ds, vh)))
+        dvh = builder.record(P.add_p, (dvh, _mul(builder, rest, _as_row(builder, s, True, column=True))))
+    return dvh
+
+
+@TRANSPOSE.register(L.svd_values_p, L.svd_u_p, L.svd_vh_p)
+def _svd_cotangent(builder, ct, node, index, lead):
+    s, u, vh = _svd_parts(builder, node)
+    m, n = atom_shape(node.args[0])[-2:]
+    if node.primitive is L.svd_values_p:  # U diag(c) Vh
+        core = atom_shape(ct)[lead:]
+        scaled = _mul(builder, u, A.record_reshape(builder, ct, core[:-1] + (1, core[-1]), lead))
+        return _mm(builder, "ik,kj->ij", scaled, vh)
+    gaps = _gaps(builder, _mul(builder, s, s))
+    if node.primitive is L.svd_u_p:
+        projected = _mm(builder, "ji,jk->ik", u, ct)  # U^T Ū
+        g = _mul(builder, gaps, projected)
+        left = _mm(builder, "ij,jk->ik", u, _mul(builder, builder.record(P.add_p, (g, _t(builder, g))),
+                                                 _as_row(builder, s)))
+        if m > n:
+            rest = builder.record(P.sub_p, (ct, _mm(builder, "ij,jk->ik", u, projected)))
+            left = builder.record(P.add_p, (left, _mul(builder, rest, _as_row(builder, s, True))))
+        return _mm(builder, "ik,kj->ij", left, vh)
+    projected = _mm(builder, "ik,jk->ij", vh, ct)  # V^T V̄ = Vh (Vh̄)^T
+    h = _mul(builder, gaps, projected)
+    right = _mm(builder, "ij,jk->ik", _mul(builder, _as_row(builder, s, column=True),
+                                           builder.record(P.add_p, (h, _t(builder, h)))), vh)
+    if n > m:
+        rest = builder.record(P.sub_p, (ct, _mm(builder, "ji,jk->ik", projected, vh)))
+        right = builder.record(P.add_p, (right, _mul(builder, rest, _as_row(builder, s, True, column=True))))
+    return _mm(builder, "ik,kj->ij", u, right)
 
 
 # ---------------------------------------------------------------------------
