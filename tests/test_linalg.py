@@ -405,3 +405,15 @@ def test_a_singular_matrix_raises_as_numpy_does():
     F = sd.trace(lambda a, b: np.linalg.solve(a, b), np.eye(2), np.ones(2))
     with pytest.raises(np.linalg.LinAlgError, match="Singular"):
         F(np.ones((2, 2)), np.ones(2))
+
+
+@pytest.mark.parametrize("call, use", [
+    (lambda a: scipy.linalg.solve_triangular(a, np.ones(2)), "snp.linalg.solve_triangular"),
+    (lambda a: scipy.linalg.cho_solve(scipy.linalg.cho_factor(a), np.ones(2)), "snp.linalg.cho_factor"),
+    (lambda a: scipy.linalg.cholesky(a), "np.linalg.cholesky(a, upper=not lower)"),
+    (lambda a: scipy.linalg.solve(a, np.ones(2)), "np.linalg.solve"),
+])
+def test_scipy_linalg_on_a_traced_value_points_to_the_form_that_traces(call, use):
+    with pytest.raises(sd.TracingError) as info:
+        sd.trace(lambda a: np.sum(call(a)), np.eye(2))
+    assert use in str(info.value) and "scipy.linalg." in str(info.value)
