@@ -32,7 +32,7 @@ from symad.errors import TracingError
 
 __all__ = [
     "inv_p", "solve_p", "det_p", "logabsdet_p", "det_sign_p", "cholesky_p", "solve_triangular_p",
-    "eigh_values_p", "eigh_vectors_p", "lu_factor_p", "svd_values_p", "svd_u_p", "svd_vh_p",
+    "eigh_values_p", "eigh_vectors_p", "lu_factor_p", "svd_values_p", "svd_u_p", "svd_vh_p", "pinv_p",
     "LINALG_PRIMITIVES", "core_ranks", "MatrixHead", "Transposed",
 ]
 
@@ -128,6 +128,7 @@ SingularRight = _head("SingularRight", "svd_vh", None,
 LUFactor = _head("LUFactor", "lu_factor", None,
                  "``lu_factor(A)``: the packed LU factors ``solve`` reads (never printed on its own).")
 Cholesky = _head("Cholesky", "cholesky", None, "``cholesky(A)``: the lower triangular ``L`` with ``L L^T = A``.")
+PseudoInverse = _head("PseudoInverse", "pinv", "{0}^{{+}}", "``pinv(A)``, LaTeX ``A^{+}``.")
 EigenValues = _head("EigenValues", "eigvalsh", r"\lambda\left({0}\right)",
                     "``eigvalsh(A)``: the eigenvalues of a symmetric matrix, ascending.")
 EigenVectors = _head("EigenVectors", "eigvecsh", None,
@@ -191,7 +192,7 @@ def core_ranks(node) -> tuple[int, tuple[int, ...]]:
     rhs = 1 if params.get("vector") else 2
     return {inv_p: (2, (2,)), cholesky_p: (2, (2,)), det_p: (0, (2,)), logabsdet_p: (0, (2,)),
             eigh_values_p: (1, (2,)), eigh_vectors_p: (2, (2,)), svd_values_p: (1, (2,)),
-            svd_u_p: (2, (2,)), svd_vh_p: (2, (2,)),
+            svd_u_p: (2, (2,)), svd_vh_p: (2, (2,)), pinv_p: (2, (2,)),
             det_sign_p: (0, (2,)), solve_p: (rhs, (2, rhs, 2)), lu_factor_p: (2, (2,)),
             solve_triangular_p: (rhs, (2, rhs))}[primitive]
 
@@ -281,6 +282,19 @@ def _svd_vh(a):
     return np.linalg.svd(a, full_matrices=False)[2]
 
 
+def _pinv(a, *, rcond, rtol):
+    options = {k: v for k, v in (("rcond", rcond), ("rtol", rtol)) if v is not None}
+    return np.linalg.pinv(a, **options)
+
+
+def _pinv_shape(shapes, params) -> tuple:
+    shape = shapes[0]
+    if len(shape) < 2:
+        raise TracingError(f"pinv: the argument must be a matrix or a stack of them, got shape {shape}"
+                           + _where())
+    return tuple(shape[:-2]) + (shape[-1], shape[-2])
+
+
 def _eigenvectors(a):
     return np.linalg.eigh(a)[1]
 
@@ -336,9 +350,13 @@ svd_values_p = array_primitive("svd_values", lambda a: np.linalg.svd(a, compute_
 svd_u_p = array_primitive("svd_u", _svd_u, _thin_shape("u"), kind="array")
 #: The thin right singular vectors ``Vh`` (``numpy.linalg.svd(a, full_matrices=False)[2]``).
 svd_vh_p = array_primitive("svd_vh", _svd_vh, _thin_shape("vh"), kind="array")
+#: The pseudo-inverse (``numpy.linalg.pinv``: by SVD, singular values below the cutoff
+#: ``rcond``/``rtol`` dropped); its derivative is that at constant rank (JAX's).
+pinv_p = array_primitive("pinv", _pinv, _pinv_shape, kind="array")
 
 #: The primitives of this family, and the head each prints with.
 LINALG_PRIMITIVES = {inv_p: Inv, solve_p: Solve, det_p: Det, logabsdet_p: LogAbsDet,
                      det_sign_p: SignDet, cholesky_p: Cholesky, solve_triangular_p: SolveTriangular,
                      eigh_values_p: EigenValues, eigh_vectors_p: EigenVectors, lu_factor_p: LUFactor,
-                     svd_values_p: SingularValues, svd_u_p: SingularLeft, svd_vh_p: SingularRight}
+                     svd_values_p: SingularValues, svd_u_p: SingularLeft, svd_vh_p: SingularRight,
+                     pinv_p: PseudoInverse}

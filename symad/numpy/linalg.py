@@ -51,7 +51,7 @@ from symad.tracer import as_atom
 
 __all__ = ["solve", "inv", "det", "slogdet", "cholesky", "matrix_power", "multi_dot", "norm",
            "solve_triangular", "cho_factor", "cho_solve", "eigh", "eigvalsh", "SlogdetResult",
-           "EighResult", "svd", "svdvals", "SVDResult"]
+           "EighResult", "svd", "svdvals", "SVDResult", "pinv"]
 
 #: What ``slogdet`` returns, as NumPy's result: ``sign`` and ``logabsdet``.
 SlogdetResult = collections.namedtuple("SlogdetResult", ["sign", "logabsdet"])
@@ -218,6 +218,24 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
                            f"singular vectors of a {m}x{n} matrix are not traced (the columns past "
                            "the rank have no derivative); pass full_matrices=False")
     return SVDResult(_record(L.svd_u_p, (a,)), values, _record(L.svd_vh_p, (a,)))
+
+
+@numpy_when_concrete(_np.linalg.pinv)
+def pinv(a, rcond=None, hermitian=False, *, rtol=None):
+    """The pseudo-inverse, NumPy's value (by SVD, small singular values dropped).
+
+    Its derivative is JAX's, at constant rank: finite where singular values repeat (as for
+    ``pinv`` of an orthogonal matrix), unlike a derivative through ``svd``'s vectors.
+
+    >>> import numpy as np, symad as sd
+    >>> bool(np.allclose(sd.grad(lambda a: np.sum(np.linalg.pinv(a)))(np.eye(2)), -np.ones((2, 2))))
+    True
+    """
+    _check_stack(a, "numpy.linalg.pinv")
+    if hermitian:
+        raise TracingError(f"numpy.linalg.pinv in function {traced_function_name()!r}: hermitian=True "
+                           "is not traced; drop it (the value is the same)")
+    return _record(L.pinv_p, (a,), (("rcond", rcond), ("rtol", rtol)))
 
 
 def svdvals(x):
@@ -416,6 +434,7 @@ NUMPY_FUNCTIONS = {
     _np.linalg.cholesky: cholesky, _np.linalg.matrix_power: matrix_power,
     _np.linalg.multi_dot: multi_dot, _np.linalg.norm: norm, _np.linalg.eigh: eigh,
     _np.linalg.eigvalsh: eigvalsh, _np.linalg.svd: svd, _np.linalg.svdvals: svdvals,
+    _np.linalg.pinv: pinv,
 }
 
 

@@ -44,17 +44,14 @@ _REWRITES = {
 # numpy.linalg (and scipy.linalg): near names (np.invert for inv) would mislead; the refusal
 # says what of linear algebra is traced instead.
 _LINALG_TRACED = ("numpy.linalg's solve, inv, det, slogdet, cholesky, eigh, eigvalsh, svd, svdvals, "
-                  "matrix_power, multi_dot and norm (every ord), and scipy.linalg's "
+                  "pinv, matrix_power, multi_dot and norm (every ord), and scipy.linalg's "
                   "solve_triangular, cho_factor and cho_solve (as snp.linalg.*)")
-_REWRITES["pinv"] = (
-    f"The pseudo-inverse is not traced yet; symad traces {_LINALG_TRACED}: for a matrix of full "
-    "column rank, np.linalg.solve(A.T @ A, A.T) is its pseudo-inverse (or wrap a numeric pinv "
-    "with @sd.primitive)")
 for _decomposition in ("eig", "eigvals", "qr",
                        "lstsq", "matrix_rank", "cond", "tensorinv", "tensorsolve", "lu", "expm"):
     _REWRITES[_decomposition] = (
         f"It is not traced yet (the non-symmetric eigen- and the QR decompositions, least squares, "
-        f"expm); symad traces {_LINALG_TRACED}. Write the formula out for a small fixed size, or "
+        f"expm); symad traces {_LINALG_TRACED}. For least squares of full column rank, "
+        "np.linalg.pinv(a) @ b is traced. Write the formula out for a small fixed size, or "
         "wrap a numeric implementation with @sd.primitive and give its partials")
 _REWRITES.update({
     "allclose": "a condition for snp.where: np.max(np.abs(a - b)) <= tol",

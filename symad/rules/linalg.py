@@ -21,6 +21,8 @@ primitive             tangent                              cotangent of the oper
 ``eigh`` (vectors V)  ``V (F ∘ V^T sym(dA) V)``            ``sym(V (F ∘ V^T C) V^T)``
 ``svd`` (values s)    ``diag(U^T dA V)``                   ``U diag(c) V^T``
 ``svd`` (U, V^T)      Townsend's, with ``F`` of ``s^2``    their transposes (thin SVD)
+``pinv`` (P)          ``-P dA P + P P^T dA^T (I - A P)``   the transpose of the tangent map
+                      ``+ (I - P A) dA^T P^T P``
 ====================  ===================================  ======================================
 
 ``Φ`` keeps the lower triangle and halves the diagonal; ``sym(M) = (M + M^T) / 2``;
@@ -390,6 +392,44 @@ def _svd_cotangent(builder, ct, node, index, lead):
         rest = builder.record(P.sub_p, (ct, _mm(builder, "ji,jk->ik", projected, vh)))
         right = builder.record(P.add_p, (right, _mul(builder, rest, _as_row(builder, s, True, column=True))))
     return _mm(builder, "ik,kj->ij", u, right)
+
+
+def _identity(builder, n: int):
+    return builder.record(A.constant_p, (), (("value", A.ConstantArray(np.eye(n))),))
+
+
+def _pinv_complements(builder, node):
+    """``(I - A P, I - P A)`` for ``P = pinv(A)``: projections off the ranges."""
+    a = node.args[0]
+    m, n = atom_shape(a)[-2:]
+    left = builder.record(P.sub_p, (_identity(builder, m), _mm(builder, "ij,jk->ik", a, node)))
+    right = builder.record(P.sub_p, (_identity(builder, n), _mm(builder, "ij,jk->ik", node, a)))
+    return left, right
+
+
+@TANGENT.register(L.pinv_p)
+def _pinv_tangent(builder, node, tangents, lead):
+    # dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P, at constant rank.
+    da = _aligned(builder, tangents[0], node, 2, lead)
+    off_left, off_right = _pinv_complements(builder, node)
+    first = _neg(builder, _mm(builder, "ij,jk->ik", _mm(builder, "ij,jk->ik", node, da), node))
+    ppt = _mm(builder, "ik,jk->ij", node, node)
+    second = _mm(builder, "ij,jk->ik", _mm(builder, "ij,kj->ik", ppt, da), off_left)
+    ptp = _mm(builder, "ji,jk->ik", node, node)
+    third = _mm(builder, "ij,jk->ik", off_right, _mm(builder, "ji,jk->ik", da, ptp))
+    return builder.record(P.add_p, (first, second, third))
+
+
+@TRANSPOSE.register(L.pinv_p)
+def _pinv_cotangent(builder, ct, node, index, lead):
+    # Ā = -P^T C P^T + (I - A P) C^T P P^T + P^T P C^T (I - P A).
+    off_left, off_right = _pinv_complements(builder, node)
+    first = _neg(builder, _mm(builder, "ik,lk->il", _mm(builder, "ji,jk->ik", node, ct), node))
+    ppt = _mm(builder, "ik,jk->ij", node, node)
+    second = _mm(builder, "ij,jk->ik", _mm(builder, "ij,kj->ik", off_left, ct), ppt)
+    ptp = _mm(builder, "ji,jk->ik", node, node)
+    third = _mm(builder, "ij,jk->ik", _mm(builder, "ij,kj->ik", ptp, ct), off_right)
+    return builder.record(P.add_p, (first, second, third))
 
 
 # ---------------------------------------------------------------------------
