@@ -439,3 +439,16 @@ def test_scipy_linalg_on_a_traced_value_points_to_the_form_that_traces(call, use
     with pytest.raises(sd.TracingError) as info:
         sd.trace(lambda a: np.sum(call(a)), np.eye(2))
     assert use in str(info.value) and "scipy.linalg." in str(info.value)
+
+
+def test_taylor_mode_refuses_linear_algebra_and_nested_jvp_gives_the_derivative():
+    a = np.diag([2.0, 3.0])
+
+    def f(t):
+        return np.linalg.slogdet(a * t)[1]
+
+    for transform in (lambda: sd.derivative(f, 2)(1.5), lambda: sd.taylor(f, 60)(1.5)):
+        with pytest.raises(sd.DifferentiationError, match="Nest sd.jvp"):
+            transform()
+    second = sd.jvp(lambda t: sd.jvp(f, (t,), (1.0,))[1], (1.5,), (1.0,))[1]
+    assert np.isclose(second, -2 / 1.5 ** 2, rtol=1e-13)  # log det(a t) = 2 log t + const
