@@ -32,7 +32,7 @@ from symad.errors import TracingError
 
 __all__ = [
     "inv_p", "solve_p", "det_p", "logabsdet_p", "det_sign_p", "cholesky_p", "solve_triangular_p",
-    "eigh_values_p", "eigh_vectors_p", "lu_factor_p", "svd_values_p", "svd_u_p", "svd_vh_p", "pinv_p",
+    "eigh_values_p", "eigh_vectors_p", "lu_factor_p", "svd_values_p", "svd_u_p", "svd_vh_p", "pinv_p", "expm_p",
     "LINALG_PRIMITIVES", "core_ranks", "MatrixHead", "Transposed",
 ]
 
@@ -129,6 +129,7 @@ LUFactor = _head("LUFactor", "lu_factor", None,
                  "``lu_factor(A)``: the packed LU factors ``solve`` reads (never printed on its own).")
 Cholesky = _head("Cholesky", "cholesky", None, "``cholesky(A)``: the lower triangular ``L`` with ``L L^T = A``.")
 PseudoInverse = _head("PseudoInverse", "pinv", "{0}^{{+}}", "``pinv(A)``, LaTeX ``A^{+}``.")
+MatrixExp = _head("MatrixExp", "expm", "e^{{{0}}}", "``expm(A)``, LaTeX ``e^{A}``.")
 EigenValues = _head("EigenValues", "eigvalsh", r"\lambda\left({0}\right)",
                     "``eigvalsh(A)``: the eigenvalues of a symmetric matrix, ascending.")
 EigenVectors = _head("EigenVectors", "eigvecsh", None,
@@ -192,7 +193,7 @@ def core_ranks(node) -> tuple[int, tuple[int, ...]]:
     rhs = 1 if params.get("vector") else 2
     return {inv_p: (2, (2,)), cholesky_p: (2, (2,)), det_p: (0, (2,)), logabsdet_p: (0, (2,)),
             eigh_values_p: (1, (2,)), eigh_vectors_p: (2, (2,)), svd_values_p: (1, (2,)),
-            svd_u_p: (2, (2,)), svd_vh_p: (2, (2,)), pinv_p: (2, (2,)),
+            svd_u_p: (2, (2,)), svd_vh_p: (2, (2,)), pinv_p: (2, (2,)), expm_p: (2, (2,)),
             det_sign_p: (0, (2,)), solve_p: (rhs, (2, rhs, 2)), lu_factor_p: (2, (2,)),
             solve_triangular_p: (rhs, (2, rhs))}[primitive]
 
@@ -295,6 +296,12 @@ def _pinv_shape(shapes, params) -> tuple:
     return tuple(shape[:-2]) + (shape[-1], shape[-2])
 
 
+def _expm(a):
+    import scipy.linalg
+
+    return scipy.linalg.expm(a)
+
+
 def _eigenvectors(a):
     return np.linalg.eigh(a)[1]
 
@@ -353,10 +360,12 @@ svd_vh_p = array_primitive("svd_vh", _svd_vh, _thin_shape("vh"), kind="array")
 #: The pseudo-inverse (``numpy.linalg.pinv``: by SVD, singular values below the cutoff
 #: ``rcond``/``rtol`` dropped); its derivative is that at constant rank (JAX's).
 pinv_p = array_primitive("pinv", _pinv, _pinv_shape, kind="array")
+#: The matrix exponential (``scipy.linalg.expm``: scaling and squaring with Padé).
+expm_p = array_primitive("expm", _expm, _same_shape("expm"), kind="array")
 
 #: The primitives of this family, and the head each prints with.
 LINALG_PRIMITIVES = {inv_p: Inv, solve_p: Solve, det_p: Det, logabsdet_p: LogAbsDet,
                      det_sign_p: SignDet, cholesky_p: Cholesky, solve_triangular_p: SolveTriangular,
                      eigh_values_p: EigenValues, eigh_vectors_p: EigenVectors, lu_factor_p: LUFactor,
                      svd_values_p: SingularValues, svd_u_p: SingularLeft, svd_vh_p: SingularRight,
-                     pinv_p: PseudoInverse}
+                     pinv_p: PseudoInverse, expm_p: MatrixExp}

@@ -143,6 +143,7 @@ _LIBRARY_EQUIVALENTS = {
     ("scipy.linalg", "eigh"): ("scipy.linalg.eigh", "np.linalg.eigh(a)"),
     ("scipy.linalg", "svd"): ("scipy.linalg.svd", "np.linalg.svd(a, full_matrices=...)"),
     ("scipy.linalg", "svdvals"): ("scipy.linalg.svdvals", "np.linalg.svd(a, compute_uv=False)"),
+    ("scipy.linalg", "expm"): ("scipy.linalg.expm", "snp.linalg.expm(A)"),
 }
 
 

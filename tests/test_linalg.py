@@ -89,6 +89,8 @@ def _table(b):
         "svd": (lambda a: _svd_weighed(a), lambda a: _svd_weighed(a), general, False, True),
         "pinv": (lambda a: np.sum(np.sin(np.linalg.pinv(a))), lambda a: np.sum(np.sin(np.linalg.pinv(a))),
                  general, False, True),
+        "expm": (lambda a: np.sum(np.sin(snp.linalg.expm(a * 0.3))),
+                 lambda a: np.sum(np.sin(scipy.linalg.expm(a * 0.3))), general, False, True),
         "cho_solve-upper": (
             lambda a: np.sum(snp.linalg.cho_solve(snp.linalg.cho_factor(a), b) ** 2),
             lambda a: np.sum(scipy.linalg.cho_solve(scipy.linalg.cho_factor(a), b) ** 2), spd, True, False),
@@ -434,6 +436,7 @@ def test_a_singular_matrix_raises_as_numpy_does():
     (lambda a: scipy.linalg.cho_solve(scipy.linalg.cho_factor(a), np.ones(2)), "snp.linalg.cho_factor"),
     (lambda a: scipy.linalg.cholesky(a), "np.linalg.cholesky(a, upper=not lower)"),
     (lambda a: scipy.linalg.solve(a, np.ones(2)), "np.linalg.solve"),
+    (lambda a: scipy.linalg.expm(a), "snp.linalg.expm"),
 ])
 def test_scipy_linalg_on_a_traced_value_points_to_the_form_that_traces(call, use):
     with pytest.raises(sd.TracingError) as info:

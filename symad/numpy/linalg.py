@@ -10,8 +10,8 @@ the other operations of ``symad.numpy``. Stacks of matrices (leading dimensions)
 in NumPy.
 
 ``scipy.linalg`` reads its arguments with ``np.asarray``, which a traced value refuses: in
-a traced function call ``snp.linalg.solve_triangular``, ``cho_factor`` and ``cho_solve``
-(same arguments as SciPy's).
+a traced function call ``snp.linalg.solve_triangular``, ``cho_factor``, ``cho_solve`` and
+``expm`` (same arguments as SciPy's).
 
 >>> import numpy as np, symad as sd
 >>> A = np.array([[4.0, 1.0], [1.0, 3.0]])
@@ -51,7 +51,7 @@ from symad.tracer import as_atom
 
 __all__ = ["solve", "inv", "det", "slogdet", "cholesky", "matrix_power", "multi_dot", "norm",
            "solve_triangular", "cho_factor", "cho_solve", "eigh", "eigvalsh", "SlogdetResult",
-           "EighResult", "svd", "svdvals", "SVDResult", "pinv"]
+           "EighResult", "svd", "svdvals", "SVDResult", "pinv", "expm"]
 
 #: What ``slogdet`` returns, as NumPy's result: ``sign`` and ``logabsdet``.
 SlogdetResult = collections.namedtuple("SlogdetResult", ["sign", "logabsdet"])
@@ -428,6 +428,19 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     return solve_triangular(c, solve_triangular(c, b, trans=1), trans=0)
 
 
+@numpy_when_concrete(_scipy("expm"))
+def expm(A):  # noqa: N803 - SciPy's name
+    """``scipy.linalg.expm``: the matrix exponential, one node; its derivative is the
+    Fréchet derivative, the top right block of ``expm([[A, dA], [0, A]])``.
+
+    >>> import numpy as np, symad as sd
+    >>> float(sd.grad(lambda t: expm(np.array([[0.0, 1.0], [0.0, 0.0]]) * t)[0, 1])(2.0))
+    1.0
+    """
+    _check_matrix(A, "scipy.linalg.expm")
+    return _record(L.expm_p, (A,))
+
+
 #: NumPy's functions this family implements (symad.numpy dispatches them here).
 NUMPY_FUNCTIONS = {
     _np.linalg.solve: solve, _np.linalg.inv: inv, _np.linalg.det: det, _np.linalg.slogdet: slogdet,
@@ -443,5 +456,5 @@ def scipy_functions() -> dict:
     import scipy.linalg
 
     return {scipy.linalg.solve_triangular: solve_triangular, scipy.linalg.cho_factor: cho_factor,
-            scipy.linalg.cho_solve: cho_solve}
+            scipy.linalg.cho_solve: cho_solve, scipy.linalg.expm: expm}
 

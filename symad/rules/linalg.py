@@ -21,6 +21,7 @@ primitive             tangent                              cotangent of the oper
 ``eigh`` (vectors V)  ``V (F ∘ V^T sym(dA) V)``            ``sym(V (F ∘ V^T C) V^T)``
 ``svd`` (values s)    ``diag(U^T dA V)``                   ``U diag(c) V^T``
 ``svd`` (U, V^T)      Townsend's, with ``F`` of ``s^2``    their transposes (thin SVD)
+``expm``              ``[expm([[A, dA], [0, A]])]_12``     ``[expm([[A^T, C], [0, A^T]])]_12``
 ``pinv`` (P)          ``-P dA P + P P^T dA^T (I - A P)``   the transpose of the tangent map
                       ``+ (I - P A) dA^T P^T P``
 ====================  ===================================  ======================================
@@ -430,6 +431,34 @@ def _pinv_cotangent(builder, ct, node, index, lead):
     ptp = _mm(builder, "ji,jk->ik", node, node)
     third = _mm(builder, "ij,jk->ik", _mm(builder, "ij,kj->ik", ptp, ct), off_right)
     return builder.record(P.add_p, (first, second, third))
+
+
+def _frechet(builder, a, e):
+    """The derivative of ``expm`` at ``a`` in the direction ``e`` (full rank, seeds in front):
+    the top right block of ``expm([[a, e], [0, a]])`` (Mathias' block form), recorded with
+    ``expm`` itself, so it differentiates again."""
+    rank, n = len(atom_shape(e)), atom_shape(a)[-1]
+
+    def lifted(x):  # size-1 axes in front, so that every block has the same rank
+        shape = atom_shape(x)
+        return A.record_reshape(builder, x, (1,) * (rank - len(shape)) + shape) if len(shape) < rank else x
+
+    zeros = builder.record(A.constant_p, (), (("value", A.ConstantArray(np.zeros((n, n)))),))
+    top = A.record_concatenate(builder, [lifted(a), e], -1, rank - 2)
+    bottom = A.record_concatenate(builder, [lifted(zeros), lifted(a)], -1, rank - 2)
+    block = builder.record(L.expm_p, (A.record_concatenate(builder, [top, bottom], -2, rank - 2),))
+    return A.record_slice(builder, block, (("s", 0, n, 1), ("s", n, 2 * n, 1)), rank - 2)
+
+
+@TANGENT.register(L.expm_p)
+def _expm_tangent(builder, node, tangents, lead):
+    return _frechet(builder, node.args[0], _aligned(builder, tangents[0], node, 2, lead))
+
+
+@TRANSPOSE.register(L.expm_p)
+def _expm_cotangent(builder, ct, node, index, lead):
+    # The adjoint of the Frechet derivative at A is the Frechet derivative at A^T.
+    return _frechet(builder, _t(builder, node.args[0]), ct)
 
 
 # ---------------------------------------------------------------------------
