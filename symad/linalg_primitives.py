@@ -33,6 +33,7 @@ from symad.errors import TracingError
 __all__ = [
     "inv_p", "solve_p", "det_p", "logabsdet_p", "det_sign_p", "cholesky_p", "solve_triangular_p",
     "eigh_values_p", "eigh_vectors_p", "lu_factor_p", "svd_values_p", "svd_u_p", "svd_vh_p", "pinv_p", "expm_p",
+    "qr_q_p", "qr_r_p",
     "LINALG_PRIMITIVES", "core_ranks", "MatrixHead", "Transposed",
 ]
 
@@ -130,6 +131,8 @@ LUFactor = _head("LUFactor", "lu_factor", None,
 Cholesky = _head("Cholesky", "cholesky", None, "``cholesky(A)``: the lower triangular ``L`` with ``L L^T = A``.")
 PseudoInverse = _head("PseudoInverse", "pinv", "{0}^{{+}}", "``pinv(A)``, LaTeX ``A^{+}``.")
 MatrixExp = _head("MatrixExp", "expm", "e^{{{0}}}", "``expm(A)``, LaTeX ``e^{A}``.")
+QRFactorQ = _head("QRFactorQ", "qr_q", None, "``qr_q(A)``: the orthonormal factor of ``A = Q R``.")
+QRFactorR = _head("QRFactorR", "qr_r", None, "``qr_r(A)``: the upper triangular factor of ``A = Q R``.")
 EigenValues = _head("EigenValues", "eigvalsh", r"\lambda\left({0}\right)",
                     "``eigvalsh(A)``: the eigenvalues of a symmetric matrix, ascending.")
 EigenVectors = _head("EigenVectors", "eigvecsh", None,
@@ -194,6 +197,7 @@ def core_ranks(node) -> tuple[int, tuple[int, ...]]:
     return {inv_p: (2, (2,)), cholesky_p: (2, (2,)), det_p: (0, (2,)), logabsdet_p: (0, (2,)),
             eigh_values_p: (1, (2,)), eigh_vectors_p: (2, (2,)), svd_values_p: (1, (2,)),
             svd_u_p: (2, (2,)), svd_vh_p: (2, (2,)), pinv_p: (2, (2,)), expm_p: (2, (2,)),
+            qr_q_p: (2, (2,)), qr_r_p: (2, (2,)),
             det_sign_p: (0, (2,)), solve_p: (rhs, (2, rhs, 2)), lu_factor_p: (2, (2,)),
             solve_triangular_p: (rhs, (2, rhs))}[primitive]
 
@@ -296,6 +300,17 @@ def _pinv_shape(shapes, params) -> tuple:
     return tuple(shape[:-2]) + (shape[-1], shape[-2])
 
 
+def _qr_shape(part: str):
+    def rule(shapes, params) -> tuple:
+        shape = shapes[0]
+        if len(shape) < 2 or shape[-2] < shape[-1]:
+            raise TracingError(f"qr: the argument must be a matrix (or a stack) with at least as many "
+                               f"rows as columns, got shape {shape}" + _where())
+        m, n = shape[-2:]
+        return tuple(shape[:-2]) + ((m, n) if part == "q" else (n, n))
+    return rule
+
+
 def _expm(a):
     import scipy.linalg
 
@@ -362,10 +377,14 @@ svd_vh_p = array_primitive("svd_vh", _svd_vh, _thin_shape("vh"), kind="array")
 pinv_p = array_primitive("pinv", _pinv, _pinv_shape, kind="array")
 #: The matrix exponential (``scipy.linalg.expm``: scaling and squaring with Padé).
 expm_p = array_primitive("expm", _expm, _same_shape("expm"), kind="array")
+#: The reduced QR factors of a matrix with at least as many rows as columns
+#: (``numpy.linalg.qr(a)``, Householder's through LAPACK): ``Q`` and ``R``.
+qr_q_p = array_primitive("qr_q", lambda a: np.linalg.qr(a)[0], _qr_shape("q"), kind="array")
+qr_r_p = array_primitive("qr_r", lambda a: np.linalg.qr(a)[1], _qr_shape("r"), kind="array")
 
 #: The primitives of this family, and the head each prints with.
 LINALG_PRIMITIVES = {inv_p: Inv, solve_p: Solve, det_p: Det, logabsdet_p: LogAbsDet,
                      det_sign_p: SignDet, cholesky_p: Cholesky, solve_triangular_p: SolveTriangular,
                      eigh_values_p: EigenValues, eigh_vectors_p: EigenVectors, lu_factor_p: LUFactor,
                      svd_values_p: SingularValues, svd_u_p: SingularLeft, svd_vh_p: SingularRight,
-                     pinv_p: PseudoInverse, expm_p: MatrixExp}
+                     pinv_p: PseudoInverse, expm_p: MatrixExp, qr_q_p: QRFactorQ, qr_r_p: QRFactorR}

@@ -91,6 +91,9 @@ def _table(b):
                  general, False, True),
         "expm": (lambda a: np.sum(np.sin(snp.linalg.expm(a * 0.3))),
                  lambda a: np.sum(np.sin(scipy.linalg.expm(a * 0.3))), general, False, True),
+        "qr": (lambda a: np.sum(np.sin(np.linalg.qr(a)[0]) * a) + np.sum(np.linalg.qr(a, mode="r") ** 2 * a),
+               lambda a: np.sum(np.sin(np.linalg.qr(a)[0]) * a) + np.sum(np.linalg.qr(a, mode="r") ** 2 * a),
+               general, False, True),
         "cho_solve-upper": (
             lambda a: np.sum(snp.linalg.cho_solve(snp.linalg.cho_factor(a), b) ** 2),
             lambda a: np.sum(scipy.linalg.cho_solve(scipy.linalg.cho_factor(a), b) ** 2), spd, True, False),
@@ -314,6 +317,20 @@ def test_pinv_of_an_orthogonal_matrix_has_a_finite_gradient_unlike_svds_vectors(
     assert np.all(np.isfinite(g)) and _relative(np.sum(g * d), _central(f, q, d)) < 1e-7
 
 
+@pytest.mark.parametrize("shape", [(5, 3), (2, 4, 2)])
+def test_qr_of_tall_matrices_and_its_refusals(shape):
+    a = RNG.normal(size=shape)
+    weights = np.cos(np.arange(shape[-2] * shape[-1])).reshape(shape[-2:])
+    f = lambda a: np.sum(np.sin(np.linalg.qr(a)[0]) * weights) * np.sum(np.linalg.qr(a)[1])  # noqa: E731
+    d = RNG.normal(size=shape)
+    np.testing.assert_allclose(sd.trace(f, a)(a), f(a), rtol=1e-12)
+    assert _relative(np.sum(sd.grad(f)(a) * d), _central(f, a, d)) < 1e-7
+    for call in (lambda a: np.linalg.qr(np.swapaxes(a, -1, -2))[0], lambda a: np.linalg.qr(a, mode="complete")[0],
+                 lambda a: np.linalg.qr(a, mode="raw")[0]):
+        with pytest.raises(sd.TracingError, match="reduced QR factors"):
+            sd.trace(lambda a: np.sum(call(a)), a)
+
+
 def test_the_spectral_norms_gradient_is_the_top_singular_pair():
     a = general(4)
     u, s, vh = np.linalg.svd(a)
@@ -390,7 +407,7 @@ def test_repeated_eigenvalues_have_finite_value_gradients_and_no_vector_gradient
 @pytest.mark.parametrize("call, name", [
     (lambda a: np.linalg.eig(a)[0], "numpy.linalg.eig"),
     (lambda a: np.linalg.cond(a), "numpy.linalg.cond"),
-    (lambda a: np.linalg.qr(a)[0], "numpy.linalg.qr"),
+    (lambda a: np.linalg.eigvals(a), "numpy.linalg.eigvals"),
     (lambda a: np.linalg.lstsq(a, a)[0], "numpy.linalg.lstsq"),
 ])
 def test_what_is_not_traced_yet_is_refused_naming_what_is(call, name):

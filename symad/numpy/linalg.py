@@ -51,12 +51,14 @@ from symad.tracer import as_atom
 
 __all__ = ["solve", "inv", "det", "slogdet", "cholesky", "matrix_power", "multi_dot", "norm",
            "solve_triangular", "cho_factor", "cho_solve", "eigh", "eigvalsh", "SlogdetResult",
-           "EighResult", "svd", "svdvals", "SVDResult", "pinv", "expm"]
+           "EighResult", "svd", "svdvals", "SVDResult", "pinv", "expm", "qr", "QRResult"]
 
 #: What ``slogdet`` returns, as NumPy's result: ``sign`` and ``logabsdet``.
 SlogdetResult = collections.namedtuple("SlogdetResult", ["sign", "logabsdet"])
 #: What ``eigh`` returns, as NumPy's result.
 EighResult = collections.namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
+#: What ``qr`` returns, as NumPy's result.
+QRResult = collections.namedtuple("QRResult", ["Q", "R"])
 #: What ``svd`` returns, as NumPy's result.
 SVDResult = collections.namedtuple("SVDResult", ["U", "S", "Vh"])
 
@@ -236,6 +238,29 @@ def pinv(a, rcond=None, hermitian=False, *, rtol=None):
         raise TracingError(f"numpy.linalg.pinv in function {traced_function_name()!r}: hermitian=True "
                            "is not traced; drop it (the value is the same)")
     return _record(L.pinv_p, (a,), (("rcond", rcond), ("rtol", rtol)))
+
+
+@numpy_when_concrete(_np.linalg.qr)
+def qr(a, mode="reduced"):
+    """``(Q, R)`` (``mode='r'``: ``R``) of a matrix with at least as many rows as columns,
+    NumPy's factors; two nodes. The derivative is JAX's.
+
+    >>> import numpy as np, symad as sd
+    >>> q, r = sd.trace(lambda a: np.linalg.qr(a), np.eye(2))(np.diag([2.0, 3.0]))
+    >>> r
+    array([[2., 0.],
+           [0., 3.]])
+    """
+    _check_stack(a, "numpy.linalg.qr")
+    m, n = shape(a)[-2:]
+    if m < n or mode not in ("reduced", "r", "complete") or (mode == "complete" and m != n):
+        raise TracingError(
+            f"numpy.linalg.qr in function {traced_function_name()!r}: symad traces the reduced QR "
+            f"factors (mode 'reduced' or 'r') of a matrix with at least as many rows as columns; "
+            f"got a {m}x{n} matrix and mode={mode!r} (the factors of a wide matrix, a complete Q "
+            "and the raw form have no derivative here)")
+    r = _record(L.qr_r_p, (a,))
+    return r if mode == "r" else QRResult(_record(L.qr_q_p, (a,)), r)
 
 
 def svdvals(x):
@@ -447,7 +472,7 @@ NUMPY_FUNCTIONS = {
     _np.linalg.cholesky: cholesky, _np.linalg.matrix_power: matrix_power,
     _np.linalg.multi_dot: multi_dot, _np.linalg.norm: norm, _np.linalg.eigh: eigh,
     _np.linalg.eigvalsh: eigvalsh, _np.linalg.svd: svd, _np.linalg.svdvals: svdvals,
-    _np.linalg.pinv: pinv,
+    _np.linalg.pinv: pinv, _np.linalg.qr: qr,
 }
 
 

@@ -44,12 +44,12 @@ _REWRITES = {
 # numpy.linalg (and scipy.linalg): near names (np.invert for inv) would mislead; the refusal
 # says what of linear algebra is traced instead.
 _LINALG_TRACED = ("numpy.linalg's solve, inv, det, slogdet, cholesky, eigh, eigvalsh, svd, svdvals, "
-                  "pinv, matrix_power, multi_dot and norm (every ord), and scipy.linalg's "
+                  "qr, pinv, matrix_power, multi_dot and norm (every ord), and scipy.linalg's "
                   "solve_triangular, cho_factor, cho_solve and expm (as snp.linalg.*)")
-for _decomposition in ("eig", "eigvals", "qr",
+for _decomposition in ("eig", "eigvals",
                        "lstsq", "matrix_rank", "cond", "tensorinv", "tensorsolve", "lu"):
     _REWRITES[_decomposition] = (
-        f"It is not traced yet (the non-symmetric eigen- and the QR decompositions, least squares); "
+        f"It is not traced yet (the non-symmetric eigendecomposition, least squares); "
         f"symad traces {_LINALG_TRACED}. For least squares of full column rank, "
         "np.linalg.pinv(a) @ b is traced. Write the formula out for a small fixed size, or "
         "wrap a numeric implementation with @sd.primitive and give its partials")

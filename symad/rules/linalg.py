@@ -22,6 +22,7 @@ primitive             tangent                              cotangent of the oper
 ``svd`` (values s)    ``diag(U^T dA V)``                   ``U diag(c) V^T``
 ``svd`` (U, V^T)      Townsend's, with ``F`` of ``s^2``    their transposes (thin SVD)
 ``expm``              ``[expm([[A, dA], [0, A]])]_12``     ``[expm([[A^T, C], [0, A^T]])]_12``
+``qr`` (Q, R)         JAX's, with ``Y = dA R^-1``          its transpose (rows >= columns)
 ``pinv`` (P)          ``-P dA P + P P^T dA^T (I - A P)``   the transpose of the tangent map
                       ``+ (I - P A) dA^T P^T P``
 ====================  ===================================  ======================================
@@ -459,6 +460,44 @@ def _expm_tangent(builder, node, tangents, lead):
 def _expm_cotangent(builder, ct, node, index, lead):
     # The adjoint of the Frechet derivative at A is the Frechet derivative at A^T.
     return _frechet(builder, _t(builder, node.args[0]), ct)
+
+
+def _qr_parts(builder, node):
+    a = node.args[0]
+    return tuple(node if node.primitive is p else builder.record(p, (a,)) for p in (L.qr_q_p, L.qr_r_p))
+
+
+def _strictly_lower(builder, x):
+    return _mul(builder, x, _mask(builder, atom_shape(x)[-1], True, 0.0))
+
+
+@TANGENT.register(L.qr_q_p, L.qr_r_p)
+def _qr_tangent(builder, node, tangents, lead):
+    # Y = dA R^-1, Z = Q^T Y, W = tril(Z, -1) - tril(Z, -1)^T: dQ = Q (W - Z) + Y, dR = (Z - W) R.
+    q, r = _qr_parts(builder, node)
+    da = _aligned(builder, tangents[0], node, 2, lead)
+    y = _t(builder, _triangular(builder, r, _t(builder, da), trans=1, lower=False))
+    z = _mm(builder, "ji,jk->ik", q, y)
+    low = _strictly_lower(builder, z)
+    w = builder.record(P.sub_p, (low, _t(builder, low)))
+    if node.primitive is L.qr_q_p:
+        return builder.record(P.add_p, (_mm(builder, "ij,jk->ik", q, builder.record(P.sub_p, (w, z))), y))
+    return _mm(builder, "ij,jk->ik", builder.record(P.sub_p, (z, w)), r)
+
+
+@TRANSPOSE.register(L.qr_q_p, L.qr_r_p)
+def _qr_cotangent(builder, ct, node, index, lead):
+    # With M = Q^T Q̄ - R̄ R^T: Ȳ = Q̄ + Q (tril(M - M^T, -1) - M) and Ā = Ȳ R^-T.
+    q, r = _qr_parts(builder, node)
+    if node.primitive is L.qr_q_p:
+        m = _mm(builder, "ji,jk->ik", q, ct)
+    else:
+        m = _neg(builder, _mm(builder, "ij,kj->ik", ct, r))
+    inner = builder.record(P.sub_p, (_strictly_lower(builder, builder.record(P.sub_p, (m, _t(builder, m)))), m))
+    y_bar = _mm(builder, "ij,jk->ik", q, inner)
+    if node.primitive is L.qr_q_p:
+        y_bar = builder.record(P.add_p, (ct, y_bar))
+    return _t(builder, _triangular(builder, r, _t(builder, y_bar), trans=0, lower=False))
 
 
 # ---------------------------------------------------------------------------
