@@ -472,3 +472,15 @@ def test_taylor_mode_refuses_linear_algebra_and_nested_jvp_gives_the_derivative(
             transform()
     second = sd.jvp(lambda t: sd.jvp(f, (t,), (1.0,))[1], (1.5,), (1.0,))[1]
     assert np.isclose(second, -2 / 1.5 ** 2, rtol=1e-13)  # log det(a t) = 2 log t + const
+
+
+def test_sparsity_patterns_are_dense_within_each_matrix_of_a_stack():
+    a = general(3, (2,))
+    block = np.kron(np.eye(2), np.ones((9, 9)))  # each inverse reads its own matrix only
+    np.testing.assert_array_equal(sd.trace(np.linalg.inv, a).sparsity().toarray(), block)
+    b = RNG.normal(size=3)
+    pattern = sd.trace(lambda a, b: np.linalg.solve(a, b), a, b).sparsity().toarray()
+    np.testing.assert_array_equal(pattern, np.hstack([np.kron(np.eye(2), np.ones((3, 9))), np.ones((6, 3))]))
+    assert sd.trace(lambda a: np.linalg.slogdet(a)[0], a).sparsity().nnz == 0  # the sign: constant
+    dense = sd.jacobian(np.linalg.inv)(a).reshape(18, 18)
+    np.testing.assert_allclose(sd.jacobian(np.linalg.inv, sparse=True)(a).toarray(), dense, rtol=1e-13)

@@ -107,7 +107,8 @@ def _ufunc_route(ufunc) -> tuple[str, Any]:
         if ufunc in ufuncs:
             return ufunc_name(ufunc), ufuncs[ufunc]
     module = getattr(ufunc, "__module__", None) or type(ufunc).__module__
-    names = [ufunc_name(ufunc) for _, _, ufunc_name in _FOREIGN]
+    # Named by a table that routes ufuncs (scipy.special's), not one of functions only.
+    names = [ufunc_name(ufunc) for ufuncs, _, ufunc_name in _FOREIGN if ufuncs]
     return (names[0] if names else f"{module}.{name}"), None
 
 
