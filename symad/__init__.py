@@ -18,6 +18,7 @@ from symad import (
     config,  # switches: progress bars, the on-disk cache of generated modules
     special,  # registers SciPy's special functions as primitives
 )
+from symad.rules import linalg as _linalg_rules  # noqa: F401 - the linear-algebra rule rows
 from symad.api import (
     Transformed,
     derivative,

@@ -46,7 +46,7 @@ from symad.errors import TracingError
 from symad.ir.primitive import BUILDER_ROLES, Primitive, register
 
 __all__ = [
-    "ConstantArray", "basic_index", "index_objects", "normalize_axes", "dummy_array", "part_shape",
+    "ConstantArray", "array_primitive", "basic_index", "index_objects", "normalize_axes", "dummy_array", "part_shape",
     "constant_p", "reduce_sum_p", "amax_p", "amin_p", "reduce_logsumexp_p", "einsum_p",
     "reshape_p", "transpose_p", "broadcast_p", "slice_p", "unslice_p", "take_p", "take_add_p",
     "concatenate_p", "cumsum_p", "pack_p", "scatter_p", "real_p", "imag_p", "conj_p", "modulus_p", "fft_p",
@@ -262,9 +262,11 @@ def _broadcast_lead(value: np.ndarray, lead: tuple, core_ndim: int) -> np.ndarra
 # ---------------------------------------------------------------------------
 
 
-def _array_primitive(name, numpy_impl, shape_rule, *, kind, arity=1, variadic=False,
-                     finite=True, moves=None, object_safe=False, complex_values=None,
-                     to_sympy=None) -> Primitive:
+def array_primitive(name, numpy_impl, shape_rule, *, kind, arity=1, variadic=False,
+                    finite=True, moves=None, object_safe=False, complex_values=None,
+                    to_sympy=None) -> Primitive:
+    """Declare and register an array primitive (one stanza of this catalogue or of another
+    family's, :mod:`symad.linalg_primitives`), listed in :data:`ARRAY_PRIMITIVES`."""
     # finite: every array primitive but a constant (whose values are what they are) is finite
     # where its operands are; reverse mode keeps a where's mask across it.
     primitive = Primitive(
@@ -291,7 +293,7 @@ def _constant_impl(*, value: ConstantArray) -> np.ndarray:
     return value.array
 
 
-constant_p = _array_primitive(
+constant_p = array_primitive(
     "constant", _constant_impl, lambda shapes, params: params["value"].shape,
     kind="linear", arity=0, finite=False,
     complex_values=lambda params: params["value"].array.dtype.kind == "c")
@@ -309,15 +311,15 @@ def _reduced_shape(shapes, params) -> tuple:
     return tuple(size for axis, size in enumerate(shape) if axis not in dropped)
 
 
-reduce_sum_p = _array_primitive(
+reduce_sum_p = array_primitive(
     "reduce_sum", lambda x, *, axes: rt.rt_reduce_sum(x, axes), _reduced_shape, kind="linear")
-amax_p = _array_primitive(
+amax_p = array_primitive(
     "amax", lambda x, *, axes: rt.rt_amax(x, axes), _reduced_shape, kind="array",
     complex_values="refuse")
-amin_p = _array_primitive(
+amin_p = array_primitive(
     "amin", lambda x, *, axes: rt.rt_amin(x, axes), _reduced_shape, kind="array",
     complex_values="refuse")
-reduce_logsumexp_p = _array_primitive(
+reduce_logsumexp_p = array_primitive(
     "reduce_logsumexp", lambda x, *, axes: rt.rt_logsumexp(x, axes), _reduced_shape,
     kind="array", complex_values="refuse")
 
@@ -351,7 +353,7 @@ def _einsum_shape(shapes, params) -> tuple:
     return tuple(lead) + tuple(sizes[letter] for letter in c)
 
 
-einsum_p = _array_primitive(
+einsum_p = array_primitive(
     "einsum", lambda a, b, *, subscripts: rt.rt_einsum(a, b, subscripts), _einsum_shape,
     kind="bilinear", arity=2)
 
@@ -365,7 +367,7 @@ def _reshape_shape(shapes, params) -> tuple:
     return lead + tuple(params["shape"])
 
 
-reshape_p = _array_primitive(
+reshape_p = array_primitive(
     "reshape", lambda x, *, in_shape, shape: rt.rt_reshape(x, in_shape, shape), _reshape_shape,
     kind="linear", moves="gather", object_safe=True)
 
@@ -378,7 +380,7 @@ def _transpose_shape(shapes, params) -> tuple:
     return lead + tuple(core[p] for p in perm)
 
 
-transpose_p = _array_primitive(
+transpose_p = array_primitive(
     "transpose", lambda x, *, perm: rt.rt_transpose(x, perm), _transpose_shape,
     kind="linear", moves="gather", object_safe=True)
 
@@ -389,7 +391,7 @@ def _broadcast_shape(shapes, params) -> tuple:
     return lead + tuple(params["shape"])
 
 
-broadcast_p = _array_primitive(
+broadcast_p = array_primitive(
     "broadcast_to", lambda x, *, in_shape, shape: rt.rt_broadcast(x, in_shape, shape),
     _broadcast_shape, kind="linear", moves="gather", object_safe=True)
 
@@ -400,7 +402,7 @@ def _slice_shape(shapes, params) -> tuple:
     return lead + part_shape(params["in_shape"], params["index"])
 
 
-slice_p = _array_primitive(
+slice_p = array_primitive(
     "slice", lambda x, *, in_shape, index: rt.rt_slice(x, in_shape, index), _slice_shape,
     kind="linear", moves="gather", object_safe=True)
 
@@ -413,7 +415,7 @@ def _unslice_shape(shapes, params) -> tuple:
 
 #: ``unslice(v)`` is zeros of ``in_shape`` holding ``v`` at ``index``: the transpose of a slice
 #: (and how ``pad`` with zeros is recorded).
-unslice_p = _array_primitive("unslice", lambda v, *, in_shape, index: rt.rt_unslice(v, in_shape, index),
+unslice_p = array_primitive("unslice", lambda v, *, in_shape, index: rt.rt_unslice(v, in_shape, index),
                              _unslice_shape, kind="linear", moves="place")
 
 
@@ -425,7 +427,7 @@ def _take_shape(shapes, params) -> tuple:
     return lead + tuple(in_shape[:at]) + params["indices"].shape + tuple(in_shape[at + 1:])
 
 
-take_p = _array_primitive(
+take_p = array_primitive(
     "take", lambda x, *, in_shape, indices, axis: rt.rt_take(x, in_shape, indices.array, axis),
     _take_shape, kind="linear", moves="gather", object_safe=True)
 
@@ -444,7 +446,7 @@ def _take_add_index(in_shape, indices, axis):
 
 
 #: The transpose of ``take``: zeros of ``in_shape`` with each slice of ``v`` added at its index.
-take_add_p = _array_primitive(
+take_add_p = array_primitive(
     "take_add", lambda v, *, in_shape, indices, axis: rt.rt_take_add(v, in_shape, indices.array, axis),
     _take_add_shape, kind="linear")
 
@@ -459,10 +461,10 @@ def _concatenate_shape(shapes, params) -> tuple:
     return lead + tuple(first)
 
 
-concatenate_p = _array_primitive(
+concatenate_p = array_primitive(
     "concatenate", lambda *values, axis, in_shapes: rt.rt_concatenate(values, axis, in_shapes),
     _concatenate_shape, kind="linear", moves="place", object_safe=True, variadic=True)
-cumsum_p = _array_primitive(
+cumsum_p = array_primitive(
     "cumsum", lambda x, *, axis, reverse: rt.rt_cumsum(x, axis, reverse),
     lambda shapes, params: tuple(shapes[0]), kind="linear", object_safe=True)
 
@@ -479,7 +481,7 @@ def _pack_shape(shapes, params) -> tuple:
 #: An array assembled from scalars: ``positions`` (flat) get the scalar operands, the rest
 #: comes from a constant ``base`` operand (if ``has_base``). How element-level code
 #: (``out[i] = v`` on ``snp.zeros``, ``snp.stack`` of scalars) meets whole-array operations.
-pack_p = _array_primitive(
+pack_p = array_primitive(
     "pack", lambda *values, shape, positions, has_base: rt.rt_pack(values, shape, positions, has_base),
     _pack_shape, kind="linear", moves="place", variadic=True)
 
@@ -500,7 +502,7 @@ def _scatter_shape(shapes, params) -> tuple:
 
 #: ``x`` with the elements at a basic ``index`` replaced by ``v``: item assignment and
 #: ``x.at[index].set(v)`` on a whole array. Linear in ``(x, v)`` together.
-scatter_p = _array_primitive(
+scatter_p = array_primitive(
     "scatter", lambda x, v, *, in_shape, index: rt.rt_scatter(x, v, in_shape, index), _scatter_shape,
     kind="linear", moves="place", arity=2)
 
@@ -519,15 +521,15 @@ def _same_shape(shapes, params) -> tuple:
     return tuple(shapes[0])
 
 
-real_p = _array_primitive("real", np.real, _same_shape, kind="linear", complex_values="real",
+real_p = array_primitive("real", np.real, _same_shape, kind="linear", complex_values="real",
                           to_sympy=sympy.re)
-imag_p = _array_primitive("imag", np.imag, _same_shape, kind="linear", complex_values="real",
+imag_p = array_primitive("imag", np.imag, _same_shape, kind="linear", complex_values="real",
                           to_sympy=sympy.im)
-conj_p = _array_primitive("conj", np.conjugate, _same_shape, kind="linear",
+conj_p = array_primitive("conj", np.conjugate, _same_shape, kind="linear",
                           to_sympy=sympy.conjugate)
 #: ``np.abs`` of a complex operand (the modulus, real); its derivative is JAX's,
 #: conj(z)/|z| with 0 at z = 0 (symad.rules.transposes), not hypot's 0/0 there.
-modulus_p = _array_primitive("modulus", np.abs, _same_shape, kind="array", complex_values="real",
+modulus_p = array_primitive("modulus", np.abs, _same_shape, kind="array", complex_values="real",
                              to_sympy=sympy.Abs)
 
 
@@ -548,13 +550,13 @@ def _irfft_shape(shapes, params) -> tuple:
 
 
 #: ``np.fft.fftn`` (``inverse``: ``ifftn``) over the negative ``axes``, with NumPy's ``norm``.
-fft_p = _array_primitive("fft", _fft_impl, _same_shape, kind="linear", complex_values="complex")
+fft_p = array_primitive("fft", _fft_impl, _same_shape, kind="linear", complex_values="complex")
 #: ``np.fft.rfft`` of a real operand along ``axis``: ``n // 2 + 1`` complex values.
-rfft_p = _array_primitive(
+rfft_p = array_primitive(
     "rfft", lambda x, *, axis, norm: np.fft.rfft(x, axis=axis, norm=norm), _rfft_shape,
     kind="linear", complex_values="complex")
 #: ``np.fft.irfft`` to ``n`` real values along ``axis`` from ``n // 2 + 1`` complex ones.
-irfft_p = _array_primitive(
+irfft_p = array_primitive(
     "irfft", lambda x, *, axis, n, norm: np.fft.irfft(x, n=n, axis=axis, norm=norm), _irfft_shape,
     kind="linear", complex_values="real")
 

@@ -1,4 +1,4 @@
-"""Minimal pytrees: nested tuples, lists and dicts of leaves.
+"""Minimal pytrees: nested tuples (named ones too, as JAX's), lists and dicts of leaves.
 
 Transforms flatten their arguments and results into a list of leaves and a
 :class:`TreeDef` that rebuilds the same structure, as JAX does. Dict keys
@@ -23,7 +23,8 @@ __all__ = ["TreeDef", "tree_flatten", "tree_unflatten", "tree_map", "leaf_paths"
 
 @dataclass(frozen=True)
 class TreeDef:
-    """The structure of a pytree: ``kind`` is "leaf", "tuple", "list", "dict" or "none"."""
+    """The structure of a pytree: ``kind`` is "leaf", "tuple", "namedtuple" (its class the one
+    key), "list", "dict" or "none"."""
 
     kind: str
     children: tuple[TreeDef, ...] = ()
@@ -57,8 +58,11 @@ def tree_flatten(tree: Any) -> tuple[list, TreeDef]:
 # captured -- here the leaves, traced values and through them a whole graph --
 # would wait for the cyclic collector, which tracing pauses.
 def _flatten_into(node: Any, leaves: list) -> TreeDef:
-    if isinstance(node, tuple) and not hasattr(node, "_fields"):
-        return TreeDef("tuple", tuple(_flatten_into(child, leaves) for child in node))
+    if isinstance(node, tuple):
+        children = tuple(_flatten_into(child, leaves) for child in node)
+        if hasattr(node, "_fields"):  # slogdet's (sign, logabsdet) keeps its names
+            return TreeDef("namedtuple", children, (type(node),))
+        return TreeDef("tuple", children)
     if isinstance(node, list):
         return TreeDef("list", tuple(_flatten_into(child, leaves) for child in node))
     if isinstance(node, dict):
@@ -83,6 +87,8 @@ def _build(node: TreeDef, leaves: Iterator) -> Any:
     children = [_build(child, leaves) for child in node.children]
     if node.kind == "tuple":
         return tuple(children)
+    if node.kind == "namedtuple":
+        return node.keys[0](*children)
     if node.kind == "list":
         return children
     return dict(zip(node.keys, children))
@@ -115,6 +121,9 @@ def _collect_paths(node: TreeDef, prefix: str, paths: list) -> None:
     elif node.kind == "dict":
         for key, child in zip(node.keys, node.children):
             _collect_paths(child, f"{prefix}.{key}", paths)
+    elif node.kind == "namedtuple":
+        for name, child in zip(node.keys[0]._fields, node.children):
+            _collect_paths(child, f"{prefix}.{name}", paths)
     else:
         for index, child in enumerate(node.children):
             _collect_paths(child, f"{prefix}[{index}]", paths)

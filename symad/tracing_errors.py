@@ -43,6 +43,8 @@ def describe_structure(treedef: TreeDef) -> str:
     inner = ", ".join(parts)
     if treedef.kind == "tuple":
         return f"({inner}{',' if len(treedef.children) == 1 else ''})"
+    if treedef.kind == "namedtuple":
+        return f"{treedef.keys[0].__name__}({inner})"
     if treedef.kind == "list":
         return f"[{inner}]"
     items = [f"{k!r}: {describe_structure(c)}" for k, c in zip(treedef.keys[:_DESCRIBED_ITEMS], children)]
@@ -128,7 +130,30 @@ _LIBRARY_EQUIVALENTS = {
                                    "np.exp(x - snp.logsumexp(x, axis=..., keepdims=True))"),
     ("scipy.special", "log_softmax"): ("scipy.special.log_softmax",
                                        "x - snp.logsumexp(x, axis=..., keepdims=True)"),
+    # scipy.linalg: its traced forms (the same arguments) and NumPy's names for the rest.
+    ("scipy.linalg", "solve_triangular"): ("scipy.linalg.solve_triangular",
+                                           "snp.linalg.solve_triangular(a, b, trans=..., lower=...)"),
+    ("scipy.linalg", "cho_factor"): ("scipy.linalg.cho_factor", "snp.linalg.cho_factor(a, lower=...)"),
+    ("scipy.linalg", "cho_solve"): ("scipy.linalg.cho_solve", "snp.linalg.cho_solve((c, lower), b)"),
+    ("scipy.linalg", "solve"): ("scipy.linalg.solve", "np.linalg.solve(a, b)"),
+    ("scipy.linalg", "inv"): ("scipy.linalg.inv", "np.linalg.inv(a)"),
+    ("scipy.linalg", "det"): ("scipy.linalg.det", "np.linalg.det(a)"),
+    ("scipy.linalg", "cholesky"): ("scipy.linalg.cholesky",
+                                   "np.linalg.cholesky(a, upper=not lower) (SciPy's default is upper)"),
+    ("scipy.linalg", "eigh"): ("scipy.linalg.eigh", "np.linalg.eigh(a)"),
+    ("scipy.linalg", "svd"): ("scipy.linalg.svd", "np.linalg.svd(a, full_matrices=...)"),
+    ("scipy.linalg", "svdvals"): ("scipy.linalg.svdvals", "np.linalg.svd(a, compute_uv=False)"),
+    ("scipy.linalg", "expm"): ("scipy.linalg.expm", "snp.linalg.expm(A)"),
 }
+
+
+def _called(frame) -> tuple[str, str]:
+    """``(module, function)`` a traceback frame runs: SciPy's batching wrapper (which converts
+    the arrays before calling ``scipy.linalg``'s function) stands for the function it wraps."""
+    wrapped = frame.f_locals.get("f") if frame.f_code.co_name == "wrapper" else None
+    if callable(wrapped) and hasattr(wrapped, "__module__") and hasattr(wrapped, "__name__"):
+        return wrapped.__module__ or "", wrapped.__name__
+    return frame.f_globals.get("__name__", ""), frame.f_code.co_name
 
 
 def library_equivalent(error: BaseException, function_name: str) -> TracingError | None:
@@ -144,10 +169,9 @@ def library_equivalent(error: BaseException, function_name: str) -> TracingError
         seen.add(id(current))
         traceback = current.__traceback__
         while traceback is not None:
-            frame = traceback.tb_frame
-            module = frame.f_globals.get("__name__", "")
+            module, name = _called(traceback.tb_frame)
             for (prefix, function), (qualified, equivalent) in _LIBRARY_EQUIVALENTS.items():
-                if frame.f_code.co_name == function and module.startswith(prefix):
+                if name == function and module.startswith(prefix):
                     return TracingError(
                         f"function {function_name!r} calls {qualified} on a traced value, which "
                         f"it converts to a NumPy array, so symad cannot trace it. Use "

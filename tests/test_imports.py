@@ -113,7 +113,7 @@ def _reaches(edges: dict[str, set[str]], module: str) -> set[str]:
     return reached
 
 
-CATALOGUE = ("symad.primitives", "symad.array_primitives", "symad.special")
+CATALOGUE = ("symad.primitives", "symad.array_primitives", "symad.linalg_primitives", "symad.special")
 
 
 def test_the_graph_imports_no_catalogue():
@@ -151,7 +151,7 @@ LAYERS = (
      "symad.gc_pause", "symad.array_runtime", "symad.inlining", "symad.tracing_errors"),
     ("symad.ir",),
     ("symad.graph",),
-    ("symad.primitives", "symad.array_primitives", "symad.atom_arrays"),
+    ("symad.primitives", "symad.array_primitives", "symad.linalg_primitives", "symad.atom_arrays"),
     ("symad.array_protocol",),
     ("symad.tracer", "symad.leaves", "symad.custom"),
     ("symad.numpy", "symad.special"),

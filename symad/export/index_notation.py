@@ -86,7 +86,13 @@ from symad.export.index_forms import (
     tidy_condition,
     tidy_index,
 )
-from symad.export.index_rules import index_rule
+from symad.export.index_rules import (
+    UNPRINTED,
+    WHOLE_OPERANDS,
+    index_rule,
+    transposed_input,
+    whole_operands,
+)
 from symad.export.latex_printer import (
     SymadLatexPrinter,
     array_latex,
@@ -164,11 +170,15 @@ class IndexNotation:
     def _name_constants(self, taken: set[str]):
         """IndexedBases for the constant arrays and index arrays that have no closed form."""
         data, index_arrays = {}, {}
+        # A constant that linear algebra reads whole (solve(A, c)) is named, filled or not.
+        whole = {arg for node in self.graph.nodes if node.primitive in WHOLE_OPERANDS
+                 for arg in whole_operands(node)}
         for node in self.graph.nodes:
             params = dict(node.params)
             if node.primitive is A.constant_p:
                 value = params["value"]
-                if value.fill is None and value not in data and self.sparse_form(value) is None:
+                if value not in data and (node in whole or value.fill is None
+                                          and self.sparse_form(value) is None):
                     data[value] = None
             elif node.primitive in (A.take_p, A.take_add_p):
                 key = (params["indices"], params["in_shape"][params["axis"]])
@@ -324,7 +334,16 @@ def _plan_temporaries(graph, *, inline_below: int | None, max_inline: float) -> 
     size: dict = {}
     depth: dict = {}
     temporaries = []
+    named = {arg for node in graph.nodes if node.primitive in WHOLE_OPERANDS
+             for arg in whole_operands(node) if transposed_input(arg) is None}
     for node in graph.nodes:
+        if node.primitive in UNPRINTED:  # read by other nodes' formulas, never shown
+            size[node] = depth[node] = 0
+            continue
+        if node in named and node.primitive is not A.constant_p:  # inv(t) names t whole
+            temporaries.append(node)
+            size[node] = depth[node] = 0
+            continue
         # Index maps (the stanza's moves == "gather") and constants are free to inline.
         own = 0 if node.primitive.moves == "gather" or node.primitive is A.constant_p else 1
         operations = own + sum(size.get(a, 0) for a in node.args)

@@ -17,8 +17,10 @@ import math
 
 import numpy as np
 import sympy
+from sympy.tensor.indexed import IndexedBase
 
 from symad import array_primitives as A
+from symad import linalg_primitives as L
 from symad.export.index_forms import (
     ZERO,
     Maximum,
@@ -27,16 +29,24 @@ from symad.export.index_forms import (
     broadcast_index,
     tidy_index,
 )
-from symad.graph import atom_shape
+from symad.graph import ArrayInput, atom_shape
 from symad.ir.primitive import RuleTable
 
-__all__ = ["INDEX_RULES", "index_rule"]
+__all__ = ["INDEX_RULES", "WHOLE_OPERANDS", "UNPRINTED", "index_rule", "transposed_input", "whole_operands"]
 
 #: Each primitive's element at given indices; an elementwise primitive without a rule of
 #: its own (all of them) is its operands' elements at the broadcast index.
 INDEX_RULES = RuleTable("index notation", default_reason=lambda primitive: (
     "elementwise: its operands' elements at the broadcast index" if primitive.elementwise
     else None))
+
+
+#: The primitives whose formula names whole matrices (``inv(A)``), not elements: each of
+#: their operands that is a node gets a line of its own (a temporary) to be named by.
+WHOLE_OPERANDS: set = set()
+#: The primitives whose nodes formulas never show on their own (``solve`` reads the LU
+#: factors of its matrix; its formula names the matrix).
+UNPRINTED: set = set()
 
 
 def index_rule(primitive):
@@ -423,6 +433,62 @@ def _irfft(nb, node, index: tuple, scope: tuple):
     return line(nb.operand(node.args[0], index, scope), sympy.Integer(params["n"]))
 
 
+def transposed_input(atom):
+    """The input ``A`` if ``atom`` is ``A`` with its last two axes swapped (printed ``A^T``
+    where linear algebra reads it whole), else None."""
+    if getattr(atom, "primitive", None) is A.transpose_p and atom.args[0].__class__ is ArrayInput:
+        perm = dict(atom.params)["perm"]
+        if perm[-2:] == (len(perm) - 1, len(perm) - 2) and perm[:-2] == tuple(range(len(perm) - 2)):
+            return atom.args[0]
+    return None
+
+
+def _matrix_name(nb, atom, scope: tuple):
+    """A whole matrix operand: an input's, a constant's or a temporary's name (LaTeX gives
+    every node read whole a line of its own: ``WHOLE_OPERANDS``); in an inlined formula
+    another linear-algebra value (``inv(cholesky(A))``), a transpose (``A.T``), or the
+    array of its elements (``Lambda((k, l), 2*b[k])``)."""
+    if atom.__class__ is ArrayInput:
+        return atom.indexed
+    primitive = getattr(atom, "primitive", None)
+    if primitive is A.constant_p:
+        base = nb.constant_base(dict(atom.params)["value"])
+        nb.used_constants.setdefault(base.label.name, base)
+        return base
+    if atom in nb.temporaries:
+        return nb.temporaries[atom]
+    if primitive in L.LINALG_PRIMITIVES:
+        return _matrix_value(nb, atom, scope)
+    if primitive is A.transpose_p and dict(atom.params)["perm"] == (1, 0):
+        return L.Transposed(_matrix_name(nb, atom.args[0], scope))
+    indices = []
+    for size in atom_shape(atom):
+        k, _, scope = nb.bound(max(size, 2), scope)
+        indices.append(k)
+    return sympy.Lambda(tuple(indices), nb.operand(atom, tuple(indices), scope))
+
+
+def whole_operands(node) -> tuple:
+    """The operands a linear-algebra formula names: ``solve(A, b)``, not the factors of ``A``
+    it computes from."""
+    return node.args[:2] if node.primitive is L.solve_p else node.args
+
+
+def _matrix_value(nb, node, scope: tuple):
+    """The head of whole matrices a linear-algebra node computes: ``inv(A)``."""
+    args = [_matrix_name(nb, atom, scope) for atom in whole_operands(node)]
+    if node.primitive is L.solve_triangular_p:
+        args.append(sympy.Integer(dict(node.params)["trans"]))
+    if node.primitive is L.solve_p and dict(node.params)["trans"]:
+        args[0] = L.Transposed(args[0])
+    return L.LINALG_PRIMITIVES[node.primitive](*args)
+
+
+def _matrix_function(nb, node, index: tuple, scope: tuple):
+    """An element of ``inv(A)``, ``solve(A, b)``, ...: the head of whole matrices, indexed."""
+    value = _matrix_value(nb, node, scope)
+    return nb.element(IndexedBase(value), *index) if index else value
+
 INDEX_RULES.update({
     A.real_p: _complex_part(sympy.re),
     A.imag_p: _complex_part(sympy.im),
@@ -449,3 +515,6 @@ INDEX_RULES.update({
     A.pack_p: _pack,
     A.scatter_p: _scatter,
 })
+INDEX_RULES.register(*L.LINALG_PRIMITIVES)(_matrix_function)
+WHOLE_OPERANDS.update(L.LINALG_PRIMITIVES)
+UNPRINTED.add(L.lu_factor_p)

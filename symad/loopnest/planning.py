@@ -16,6 +16,7 @@ import sympy
 
 from symad import array_primitives as A
 from symad.errors import CompileError
+from symad.linalg_primitives import LINALG_PRIMITIVES
 from symad.graph import ArrayInput, Node
 from symad.loopnest.emission import OWN_KERNEL, KernelEmitter
 from symad.loopnest.ir import (
@@ -268,9 +269,11 @@ class LoopLowering:
     def check_supported(self) -> None:
         unspellable = sorted({node.primitive.name for node in self.order
                               if node.primitive.elementwise and not self.spellable(node)})
+        # Linear algebra is LAPACK's, never loops: the backend registry falls back (loudly).
         unknown = sorted({node.primitive.name for node in self.order
-                          if not node.primitive.elementwise
-                          and node.primitive not in A.ARRAY_PRIMITIVES and node.primitive is not matmul_p})
+                          if not node.primitive.elementwise and node.primitive is not matmul_p
+                          and (node.primitive not in A.ARRAY_PRIMITIVES
+                               or node.primitive in LINALG_PRIMITIVES)})
         if unspellable or unknown:
             raise LoopsUnsupported(f"no loop form for {', '.join(unspellable + unknown)}")
         for node in self.order:

@@ -42,9 +42,10 @@ from symad import primitives as P
 from symad.atom_arrays import traced_function_name
 from symad.errors import TracingError
 from symad.graph import atom_shape, current_builder
-from symad.numpy import creation, elementwise, fft, products, reductions, shapes, sorting
+from symad.numpy import creation, elementwise, fft, linalg, products, reductions, shapes, sorting
 from symad.numpy.creation import *  # noqa: F403 - the families' names are this namespace
 from symad.numpy.elementwise import *  # noqa: F403
+from symad.numpy.linalg import norm
 from symad.numpy.products import *  # noqa: F403
 from symad.numpy.reductions import *  # noqa: F403
 from symad.numpy.refusals import float_dtype_only, untraceable
@@ -108,7 +109,8 @@ def _ufunc_route(ufunc) -> tuple[str, Any]:
         if ufunc in ufuncs:
             return ufunc_name(ufunc), ufuncs[ufunc]
     module = getattr(ufunc, "__module__", None) or type(ufunc).__module__
-    names = [ufunc_name(ufunc) for _, _, ufunc_name in _FOREIGN]
+    # Named by a table that routes ufuncs (scipy.special's), not one of functions only.
+    names = [ufunc_name(ufunc) for ufuncs, _, ufunc_name in _FOREIGN if ufuncs]
     return (names[0] if names else f"{module}.{name}"), None
 
 
@@ -176,7 +178,7 @@ def dispatch_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
 #: NumPy's array functions -> their traceable versions, as each family declares them.
 _FUNCTIONS = {**reductions.NUMPY_FUNCTIONS, **products.NUMPY_FUNCTIONS, **shapes.NUMPY_FUNCTIONS,
               **elementwise.NUMPY_FUNCTIONS, **creation.NUMPY_FUNCTIONS, **fft.NUMPY_FUNCTIONS,
-              **sorting.NUMPY_FUNCTIONS}
+              **sorting.NUMPY_FUNCTIONS, **linalg.NUMPY_FUNCTIONS}
 _CONSTRUCTORS = creation.CONSTRUCTORS
 
 
@@ -224,9 +226,14 @@ def check_arguments(implementation, args: tuple, kwargs: dict, what: str) -> Non
 # one module, whose __all__ was every public name of it).
 __all__ = [
     *creation.__all__, *elementwise.__all__, *products.__all__, *reductions.__all__,
-    *shapes.__all__, *sorting.__all__, "A", "as_atom", "atom_shape", "dispatch_function", "dispatch_ufunc",
+    *shapes.__all__, *sorting.__all__, "linalg", "norm", "A", "as_atom", "atom_shape",
+    "dispatch_function", "dispatch_ufunc",
     "record_scalars", "register_foreign_functions", "scalar_ufuncs",
 ]
+
+
+# scipy.linalg's solvers, by the registry symad.special uses for scipy.special.
+register_foreign_functions({}, linalg.scipy_functions(), lambda ufunc: f"scipy.linalg.{ufunc.__name__}")
 
 
 def _whole_getitem(x, index):

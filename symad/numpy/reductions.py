@@ -1,4 +1,4 @@
-"""Reductions: sum, mean, var, std, prod, max, min, logsumexp, norm.
+"""Reductions: sum, mean, var, std, prod, max, min, logsumexp (``norm``: :mod:`symad.numpy.linalg`).
 
 Part of :mod:`symad.numpy`, which re-exports its public names.
 """
@@ -35,8 +35,7 @@ from symad.tracer import Tracer, as_atom, as_atoms
 
 #: The names symad.numpy re-exports from this family.
 __all__ = [
-    "sum", "mean", "var", "std", "prod", "max", "min", "amax", "amin", "logsumexp", "norm",
-    "linalg",
+    "sum", "mean", "var", "std", "prod", "max", "min", "amax", "amin", "logsumexp",
 ]
 
 # ---------------------------------------------------------------------------
@@ -185,27 +184,6 @@ def logsumexp(x, axis=None, keepdims=False):
     return _reduce(x, axis, keepdims, _variadic_row(P.logsumexp_p, what="logsumexp"))
 
 
-@numpy_when_concrete(_np.linalg.norm)
-def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 - NumPy's name
-    """The 2-norm of a vector or the Frobenius norm of a matrix (``sqrt(sum(x**2))``)."""
-    x_ndim = ndim(x)
-    matrix_norm = (axis is None and x_ndim == 2) or (isinstance(axis, tuple) and len(axis) == 2)
-    if not (ord is None or ord == "fro" and matrix_norm or ord == 2 and not matrix_norm):
-        raise TracingError(
-            f"function {traced_function_name()!r} calls norm(ord={ord!r}), which symad does not "
-            "trace; it traces the 2-norm of vectors and the Frobenius norm of matrices "
-            "(ord=None). Write other norms out: np.sum(np.abs(x)) for ord=1, "
-            "np.max(np.abs(x)) for ord=inf"
-        )
-    return sqrt(sum(multiply(x, x), axis=axis, keepdims=keepdims))
-
-
-class linalg:  # noqa: N801 - mirrors ``numpy.linalg``
-    """``snp.linalg.norm``, for code written against ``np.linalg``."""
-
-    norm = staticmethod(norm)
-
-
 # ---------------------------------------------------------------------------
 
 
@@ -256,7 +234,7 @@ def prod_whole(x, axis, keepdims) -> Tracer:
 
 NUMPY_FUNCTIONS = {
     _np.sum: sum, _np.mean: mean, _np.var: var, _np.std: std, _np.prod: prod, _np.max: max,
-    _np.min: min, _np.amax: max, _np.amin: min, _np.linalg.norm: norm,
+    _np.min: min, _np.amax: max, _np.amin: min,
 }
 #: ``ufunc.reduce`` of these NumPy ufuncs (by name) -> the traceable reduction.
 UFUNC_REDUCTIONS = {"add": sum, "multiply": prod, "maximum": max, "minimum": min}

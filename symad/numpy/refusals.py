@@ -43,24 +43,19 @@ _REWRITES = {
     "all": "a condition for snp.where, e.g. np.min(x) > 0",
     "any": "a condition for snp.where, e.g. np.max(x) > 0",
     "isclose": "a condition for snp.where: np.abs(a - b) <= tol",
-    # numpy.linalg (and scipy.linalg): near names (np.invert for inv) would mislead.
-    "inv": "The matrix inverse is not traced: for a small fixed size write it out "
-           "(2x2: [[d, -b], [-c, a]] / (a*d - b*c)), or solve with explicit formulas, or wrap a "
-           "numeric inverse with @sd.primitive and give its partials",
-    "pinv": "The pseudo-inverse is not traced: write the formula out for a small fixed size "
-            "(e.g. (A.T @ A) written out and inverted by hand), or wrap it with @sd.primitive",
-    "det": "The determinant is not traced: for a small fixed size write it out "
-           "(2x2: a*d - b*c; 3x3: the rule of Sarrus)",
-    "slogdet": "The determinant is not traced: for a small fixed size write it out "
-               "(2x2: a*d - b*c) and take np.log(np.abs(...))",
-    "multi_dot": "a @ b @ c",
-    "matrix_power": "repeated @: x @ x @ x",
 }
-for _decomposition in ("eig", "eigh", "eigvals", "eigvalsh", "svd", "svdvals", "cholesky", "qr",
-                       "lstsq", "matrix_rank", "cond", "tensorinv", "tensorsolve", "lu", "expm"):
+# numpy.linalg (and scipy.linalg): near names (np.invert for inv) would mislead; the refusal
+# says what of linear algebra is traced instead.
+_LINALG_TRACED = ("numpy.linalg's solve, inv, det, slogdet, cholesky, eigh, eigvalsh, svd, svdvals, "
+                  "qr, pinv, matrix_power, multi_dot and norm (every ord), and scipy.linalg's "
+                  "solve_triangular, cho_factor, cho_solve and expm (as snp.linalg.*)")
+for _decomposition in ("eig", "eigvals",
+                       "lstsq", "matrix_rank", "cond", "tensorinv", "tensorsolve", "lu"):
     _REWRITES[_decomposition] = (
-        "Matrix decompositions and solvers are not traced: for a small fixed size write the "
-        "formula out, or wrap a numeric implementation with @sd.primitive and give its partials")
+        f"It is not traced yet (the non-symmetric eigendecomposition, least squares); "
+        f"symad traces {_LINALG_TRACED}. For least squares of full column rank, "
+        "np.linalg.pinv(a) @ b is traced. Write the formula out for a small fixed size, or "
+        "wrap a numeric implementation with @sd.primitive and give its partials")
 _REWRITES.update({
     "allclose": "a condition for snp.where: np.max(np.abs(a - b)) <= tol",
 })
@@ -80,8 +75,7 @@ def untraceable(what: str, nearest_supported: Callable[[str], list[str]] | None 
         rewrite = _REWRITES[name]
         hint = f" {rewrite}." if rewrite[0].isupper() else f" Write it as {rewrite}."
     elif "linalg." in what:
-        hint = (" Linear algebra beyond @ is not traced: for a small fixed size write the "
-                "formula out.")
+        hint = f" Of linear algebra symad traces {_LINALG_TRACED}."
     return TracingError(
         f"function {traced_function_name()!r} calls {what}, which symad cannot trace.{hint} Use "
         "the operations of symad.numpy, or wrap a numeric implementation with @sd.primitive "

@@ -45,6 +45,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from symad import array_primitives as A
+from symad import linalg_primitives as L
 from symad import primitives as P
 from symad.atoms import constant_value
 from symad.errors import SymadError
@@ -360,6 +361,26 @@ def _along_axes(node, offsets, present, known):
     return rows.reshape(count, -1), offsets[0] + columns.reshape(count, -1), None
 
 
+def _dense_within_matrices(node, offsets, present, known):
+    """Linear algebra: each element of a result reads every element of the matrices (or
+    right-hand sides) it is computed from, at the same place of the stack (stacks
+    broadcast as in NumPy); the sign of a determinant reads nothing (its derivative is zero)."""
+    out_core, operand_cores = L.core_ranks(node)
+    batch = node.shape[: len(node.shape) - out_core]
+    links = []
+    for atom, offset, has, core in zip(node.args, offsets, present, operand_cores):
+        if not has or node.primitive is L.det_sign_p:
+            continue
+        shape = atom_shape(atom)
+        own_batch, own_core = shape[: len(shape) - core], shape[len(shape) - core:]
+        full = node.shape + own_core
+        out = _codes(node.shape).reshape(node.shape + (1,) * core)
+        codes = _codes(shape, offset).reshape(
+            (1,) * (len(batch) - len(own_batch)) + own_batch + (1,) * out_core + own_core)
+        links.append((np.broadcast_to(out, full), np.broadcast_to(codes, full)))
+    return (*_pairs(links), None)
+
+
 #: The index map of each non-elementwise primitive (see the rules above): the primitives
 #: that only move elements (the stanza's ``moves``) by their own NumPy implementation.
 PATTERN = RuleTable("sparsity pattern", applies=lambda primitive: not primitive.elementwise)
@@ -368,6 +389,7 @@ PATTERN.update({A.reduce_sum_p: _reduced, A.amax_p: _reduced, A.amin_p: _reduced
                 A.cumsum_p: _cumsum, A.real_p: _same_position, A.imag_p: _same_position,
                 A.conj_p: _same_position, A.modulus_p: _same_position, A.fft_p: _along_axes, A.rfft_p: _along_axes,
                 A.irfft_p: _along_axes})
+PATTERN.register(*L.LINALG_PRIMITIVES)(_dense_within_matrices)
 PATTERN.register(*[primitive for primitive in A.ARRAY_PRIMITIVES if primitive.moves])(_moved)
 PATTERN.no_rule("a constant array: its value is known whole, it depends on nothing",
                 A.constant_p)

@@ -23,6 +23,12 @@ def partial_atoms(node: Node, indices: Sequence[int], function_name: str) -> dic
     primitive = node.primitive
     if not indices:
         return {}
+    if not primitive.elementwise and primitive.kind == "array" and "axes" not in dict(node.params):
+        # Linear algebra (inv, solve, ...): no partial is one array of the operand's shape.
+        raise DifferentiationError(
+            f"Taylor mode (sd.derivative, sd.taylor) has no rule for {primitive.name!r}, needed to "
+            f"differentiate function {function_name!r}: its derivative is a matrix product, not "
+            "one weight per element. Nest sd.jvp (or sd.grad) for higher derivatives through it")
     if not primitive.elementwise and primitive.kind == "array":
         # A non-linear reduction: its operand's partial is each element's weight.
         from symad.graph import current_builder

@@ -1,0 +1,510 @@
+"""The rules of the linear-algebra primitives (:mod:`symad.linalg_primitives`), one row per table.
+
+Forward mode (``TANGENT``) and reverse mode (``TRANSPOSE``) are matrix calculus (Giles,
+"Collected matrix derivative results"; JAX's ``linalg`` rules), written with the
+linear-algebra primitives themselves, ``einsum`` and elementwise products, so that a
+derivative differentiates again (Hessian-vector products through ``solve`` and
+``slogdet``). With ``X = inv(A)``, ``x = solve(A, b)``, ``L = cholesky(A)``:
+
+====================  ===================================  ======================================
+primitive             tangent                              cotangent of the operands
+====================  ===================================  ======================================
+``inv``               ``-X dA X``                          ``-X^T C X^T``
+``solve``             ``solve(A, db - dA x)``              ``b̄ = solve(A^T, c)``, ``Ā = -b̄ x^T``
+``lu_factor``         (none: solve's rules go through A)   (none)
+``det``               ``det(A) tr(X dA)``                  ``c det(A) X^T``
+``slogdet`` (log|.|)  ``tr(X dA)``                         ``c X^T``
+``slogdet`` (sign)    0                                    0
+``cholesky``          ``L Φ(L^-1 sym(dA) L^-T)``           ``sym(L^-T Φ(L^T C) L^-1)``
+``solve_triangular``  ``T^-1 (db - tri(dT) x)``            ``b̄ = T^-T c``, ``T̄ = -tri(b̄ x^T)``
+``eigh`` (values w)   ``diag(V^T sym(dA) V)``              ``V diag(c) V^T``
+``eigh`` (vectors V)  ``V (F ∘ V^T sym(dA) V)``            ``sym(V (F ∘ V^T C) V^T)``
+``svd`` (values s)    ``diag(U^T dA V)``                   ``U diag(c) V^T``
+``svd`` (U, V^T)      Townsend's, with ``F`` of ``s^2``    their transposes (thin SVD)
+``expm``              ``[expm([[A, dA], [0, A]])]_12``     ``[expm([[A^T, C], [0, A^T]])]_12``
+``qr`` (Q, R)         JAX's, with ``Y = dA R^-1``          its transpose (rows >= columns)
+``pinv`` (P)          ``-P dA P + P P^T dA^T (I - A P)``   the transpose of the tangent map
+                      ``+ (I - P A) dA^T P^T P``
+====================  ===================================  ======================================
+
+``Φ`` keeps the lower triangle and halves the diagonal; ``sym(M) = (M + M^T) / 2``;
+``F[i, j] = 1 / (w[j] - w[i])`` off the diagonal, 0 on it (infinite for a repeated
+eigenvalue, as JAX's: the eigenvectors of a degenerate eigenvalue have no derivative, the
+eigenvalues do). ``cholesky`` and ``eigh`` read one triangle of their operand; the
+derivative is that of the function at ``(A + A^T) / 2`` (JAX's convention): along
+symmetric directions ``dA`` it is the derivative of NumPy's function, and the gradient is
+a symmetric matrix. ``solve_triangular``
+reads one triangle (without the diagonal if ``unit_diagonal``), and its derivative is taken
+along that triangle only (``tri`` masks the others): the other elements do not change its
+value.
+
+The unroll and Taylor tables name their reasons here; the sparsity pattern (dense within
+each matrix) is :mod:`symad.transforms.sparsity`'s, the index notation (an element of
+``inv(A)``, ``{A^{-1}}_{i j}``) :mod:`symad.export.index_rules`'s.
+
+>>> from symad import linalg_primitives as L
+>>> L.inv_p in TRANSPOSE and L.inv_p in TANGENT
+True
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import sympy
+
+from symad import array_primitives as A
+from symad import linalg_primitives as L
+from symad import primitives as P
+from symad.graph import atom_shape
+from symad.rules.tangents import TANGENT, aligned
+from symad.rules.taylor import TAYLOR
+from symad.rules.transposes import TRANSPOSE
+from symad.rules.unroll import UNROLL
+
+__all__ = []
+
+HALF = sympy.Rational(1, 2)
+
+
+# ---------------------------------------------------------------------------
+# Helpers: matrix products, transposes and masks, recorded
+# ---------------------------------------------------------------------------
+
+
+def _mm(builder, subscripts: str, a, b):
+    return A.record_einsum(builder, subscripts, a, b)
+
+
+def _t(builder, x):
+    """The transpose of the last two dimensions."""
+    return A.record_transpose(builder, x, (1, 0))
+
+
+def _neg(builder, x):
+    return builder.record(P.neg_p, (x,))
+
+
+def _mul(builder, a, b):
+    return builder.record(P.mul_p, (a, b))
+
+
+def _sym(builder, x):
+    return _mul(builder, builder.record(P.add_p, (x, _t(builder, x))), HALF)
+
+
+def _mask(builder, n: int, lower: bool, diagonal):
+    """A constant ``n x n`` mask: ones on one triangle, ``diagonal`` on the diagonal."""
+    mask = np.tril(np.ones((n, n)), -1) if lower else np.triu(np.ones((n, n)), 1)
+    mask[np.diag_indices(n)] = diagonal
+    return builder.record(A.constant_p, (), (("value", A.ConstantArray(mask)),))
+
+
+def _per_matrix(builder, value, lead: int):
+    """A value per matrix of a stack (behind ``lead`` seeds), given two trailing unit axes."""
+    if not value.is_Symbol:  # a number broadcasts as it is (the seed 1 of a gradient)
+        return value
+    core = atom_shape(value)[lead:]
+    return A.record_reshape(builder, value, core + (1, 1), lead)
+
+
+def _aligned(builder, tangent, node, core: int, lead: int):
+    """An operand's tangent, its core given the node's stack rank (seeds stay in front)."""
+    if tangent is None:
+        return None
+    result_core = L.core_ranks(node)[0]
+    return aligned(builder, tangent, len(node.shape) - result_core + core, lead)
+
+
+def _product_subscripts(vector: bool, transposed: bool = False) -> str:
+    """``M @ x`` for a matrix ``M`` (``M^T`` if ``transposed``) and a vector or matrix ``x``."""
+    m = "ji" if transposed else "ij"
+    return f"{m},j->i" if vector else f"{m},jk->ik"
+
+
+def _outer_subscripts(vector: bool, transposed: bool = False) -> str:
+    """``u v^T`` (``v u^T`` if ``transposed``) of two vectors, or of two matrices' columns."""
+    if vector:
+        return "j,i->ij" if transposed else "i,j->ij"
+    return "jk,ik->ij" if transposed else "ik,jk->ij"
+
+
+# ---------------------------------------------------------------------------
+# Tangents (forward mode) and cotangents (reverse mode)
+# ---------------------------------------------------------------------------
+
+
+@TANGENT.register(L.inv_p)
+def _inv_tangent(builder, node, tangents, lead):
+    da = _aligned(builder, tangents[0], node, 2, lead)
+    return _neg(builder, _mm(builder, "ij,jk->ik", _mm(builder, "ij,jk->ik", node, da), node))
+
+
+@TRANSPOSE.register(L.inv_p)
+def _inv_cotangent(builder, ct, node, index, lead):
+    left = _mm(builder, "ji,jk->ik", node, ct)
+    return _neg(builder, _mm(builder, "ik,lk->il", left, node))
+
+
+@TANGENT.register(L.solve_p)
+def _solve_tangent(builder, node, tangents, lead):
+    params = dict(node.params)
+    vector, transposed = params["vector"], bool(params["trans"])
+    a, _, factors = node.args
+    da = _aligned(builder, tangents[0], node, 2, lead)
+    db = _aligned(builder, tangents[1], node, 1 if vector else 2, lead)
+    rhs = None if da is None else _neg(builder, _mm(builder, _product_subscripts(vector, transposed), da, node))
+    rhs = db if rhs is None else rhs if db is None else builder.record(P.add_p, (db, rhs))
+    return builder.record(L.solve_p, (a, rhs, factors), node.params)
+
+
+@TRANSPOSE.register(L.solve_p)
+def _solve_cotangent(builder, ct, node, index, lead):
+    if index == 2:
+        return None  # the factors: the derivative goes through the matrix itself
+    params = dict(node.params)
+    a, _, factors = node.args
+    flipped = tuple((k, 1 - v if k == "trans" else v) for k, v in node.params)
+    b_bar = builder.record(L.solve_p, (a, ct, factors), flipped)
+    if index == 1:
+        return b_bar
+    # -b̄ x^T, negated before the outer product: n, not n^2, negations.
+    return _mm(builder, _outer_subscripts(params["vector"], bool(params["trans"])), _neg(builder, b_bar), node)
+
+
+@TANGENT.register(L.lu_factor_p)
+def _lu_factor_tangent(builder, node, tangents, lead):
+    return None  # read only by solve, whose rules differentiate through the matrix
+
+
+@TRANSPOSE.register(L.lu_factor_p)
+def _lu_factor_cotangent(builder, ct, node, index, lead):
+    return None  # solve gives its factors no cotangent: none reaches here
+
+
+def _trace_with_inverse(builder, node, tangents, lead):
+    """``tr(A^{-1} dA)``, per matrix of a stack."""
+    da = _aligned(builder, tangents[0], node, 2, lead)
+    inverse = builder.record(L.inv_p, (node.args[0],))
+    return _mm(builder, "ij,ji->", inverse, da)
+
+
+def _inverse_transpose_times(builder, scale, node, lead):
+    """``scale A^{-T}`` for a value ``scale`` per matrix of the stack."""
+    inverse = builder.record(L.inv_p, (node.args[0],))
+    return _mul(builder, _per_matrix(builder, scale, lead), _t(builder, inverse))
+
+
+@TANGENT.register(L.logabsdet_p)
+def _logabsdet_tangent(builder, node, tangents, lead):
+    return _trace_with_inverse(builder, node, tangents, lead)
+
+
+@TRANSPOSE.register(L.logabsdet_p)
+def _logabsdet_cotangent(builder, ct, node, index, lead):
+    return _inverse_transpose_times(builder, ct, node, lead)
+
+
+@TANGENT.register(L.det_p)
+def _det_tangent(builder, node, tangents, lead):
+    return _mul(builder, node, _trace_with_inverse(builder, node, tangents, lead))
+
+
+@TRANSPOSE.register(L.det_p)
+def _det_cotangent(builder, ct, node, index, lead):
+    return _inverse_transpose_times(builder, _mul(builder, ct, node), node, lead)
+
+
+@TANGENT.register(L.det_sign_p)
+def _det_sign_tangent(builder, node, tangents, lead):
+    return None  # piecewise constant: an exact zero
+
+
+@TRANSPOSE.register(L.det_sign_p)
+def _det_sign_cotangent(builder, ct, node, index, lead):
+    return None
+
+
+def _triangular(builder, lower_factor, b, *, trans: int, lower: bool = True, vector: bool = False,
+                unit_diagonal: bool = False):
+    params = (("lower", lower), ("trans", trans), ("unit_diagonal", unit_diagonal), ("vector", vector))
+    return builder.record(L.solve_triangular_p, (lower_factor, b), params)
+
+
+@TANGENT.register(L.cholesky_p)
+def _cholesky_tangent(builder, node, tangents, lead):
+    n = node.shape[-1]
+    da = _sym(builder, _aligned(builder, tangents[0], node, 2, lead))
+    inner = _triangular(builder, node, da, trans=0)  # L^-1 dA
+    inner = _triangular(builder, node, _t(builder, inner), trans=0)  # L^-1 dA L^-T
+    return _mm(builder, "ij,jk->ik", node, _mul(builder, inner, _mask(builder, n, True, 0.5)))
+
+
+@TRANSPOSE.register(L.cholesky_p)
+def _cholesky_cotangent(builder, ct, node, index, lead):
+    n = node.shape[-1]
+    phi = _mul(builder, _mm(builder, "ji,jk->ik", node, ct), _mask(builder, n, True, 0.5))
+    left = _triangular(builder, node, phi, trans=1)  # L^-T Φ
+    both = _t(builder, _triangular(builder, node, _t(builder, left), trans=1))  # L^-T Φ L^-1
+    return _sym(builder, both)
+
+
+def _triangle_read(builder, node):
+    """The mask of the elements of ``T`` that ``solve_triangular`` reads."""
+    params = dict(node.params)
+    return _mask(builder, atom_shape(node.args[0])[-1], params["lower"], 0.0 if params["unit_diagonal"] else 1.0)
+
+
+@TANGENT.register(L.solve_triangular_p)
+def _solve_triangular_tangent(builder, node, tangents, lead):
+    params = dict(node.params)
+    vector, trans = params["vector"], params["trans"]
+    dt = _aligned(builder, tangents[0], node, 2, lead)
+    db = _aligned(builder, tangents[1], node, 1 if vector else 2, lead)
+    rhs = None
+    if dt is not None:
+        dt = _mul(builder, dt, _triangle_read(builder, node))
+        rhs = _neg(builder, _mm(builder, _product_subscripts(vector, bool(trans)), dt, node))
+    rhs = db if rhs is None else rhs if db is None else builder.record(P.add_p, (db, rhs))
+    return builder.record(L.solve_triangular_p, (node.args[0], rhs), node.params)
+
+
+@TRANSPOSE.register(L.solve_triangular_p)
+def _solve_triangular_cotangent(builder, ct, node, index, lead):
+    params = dict(node.params)
+    flipped = tuple((k, 1 - v if k == "trans" else v) for k, v in node.params)
+    b_bar = builder.record(L.solve_triangular_p, (node.args[0], ct), flipped)
+    if index == 1:
+        return b_bar
+    outer = _mm(builder, _outer_subscripts(params["vector"], bool(params["trans"])), b_bar, node)
+    return _neg(builder, _mul(builder, outer, _triangle_read(builder, node)))
+
+
+def _eigh_parts(builder, node):
+    """``(w, V)`` of the symmetric operand of an eigen node (the other one recorded too)."""
+    a = node.args[0]
+    values = node if node.primitive is L.eigh_values_p else builder.record(L.eigh_values_p, (a,))
+    vectors = node if node.primitive is L.eigh_vectors_p else builder.record(L.eigh_vectors_p, (a,))
+    return values, vectors
+
+
+def _gaps(builder, values):
+    """``F[i, j] = 1 / (w[j] - w[i])`` off the diagonal, 0 on it (JAX's: a repeated
+    eigenvalue gives an infinite factor, so its eigenvectors' derivatives are not finite)."""
+    core = atom_shape(values)
+    n = core[-1]
+    rows = A.record_reshape(builder, values, core[:-1] + (n, 1))
+    columns = A.record_reshape(builder, values, core[:-1] + (1, n))
+    identity = builder.record(A.constant_p, (), (("value", A.ConstantArray(np.eye(n))),))
+    shifted = builder.record(P.add_p, (builder.record(P.sub_p, (columns, rows)), identity))
+    return builder.record(P.sub_p, (builder.record(P.div_p, (sympy.Integer(1), shifted)), identity))
+
+
+def _projected(builder, vectors, da):
+    """``V^T dA V``."""
+    return _mm(builder, "ji,jk->ik", vectors, _mm(builder, "ij,jk->ik", da, vectors))
+
+
+@TANGENT.register(L.eigh_values_p, L.eigh_vectors_p)
+def _eigh_tangent(builder, node, tangents, lead):
+    values, vectors = _eigh_parts(builder, node)
+    da = _sym(builder, _aligned(builder, tangents[0], node, 2, lead))
+    if node.primitive is L.eigh_values_p:  # diag(V^T dA V)
+        return _mm(builder, "ji,ji->i", vectors, _mm(builder, "ij,jk->ik", da, vectors))
+    inner = _mul(builder, _gaps(builder, values), _projected(builder, vectors, da))
+    return _mm(builder, "ij,jk->ik", vectors, inner)
+
+
+@TRANSPOSE.register(L.eigh_values_p, L.eigh_vectors_p)
+def _eigh_cotangent(builder, ct, node, index, lead):
+    values, vectors = _eigh_parts(builder, node)
+    if node.primitive is L.eigh_values_p:  # V diag(w̄) V^T
+        core = atom_shape(ct)[lead:]
+        scaled = _mul(builder, vectors, A.record_reshape(builder, ct, core[:-1] + (1, core[-1]), lead))
+        return _mm(builder, "ik,jk->ij", scaled, vectors)
+    inner = _mul(builder, _gaps(builder, values), _mm(builder, "ji,jk->ik", vectors, ct))
+    return _sym(builder, _mm(builder, "ik,jk->ij", _mm(builder, "ij,jk->ik", vectors, inner), vectors))
+
+
+def _svd_parts(builder, node):
+    """``(s, U, Vh)`` of the operand of a singular-value node (the others recorded too)."""
+    a = node.args[0]
+    return tuple(node if node.primitive is p else builder.record(p, (a,))
+                 for p in (L.svd_values_p, L.svd_u_p, L.svd_vh_p))
+
+
+def _as_row(builder, values, reciprocal: bool = False, column: bool = False):
+    """Singular values ``(..., k)`` as ``(..., 1, k)`` (``column``: ``(..., k, 1)``), or their
+    reciprocals."""
+    core = atom_shape(values)
+    if reciprocal:
+        values = builder.record(P.div_p, (sympy.Integer(1), values))
+    return A.record_reshape(builder, values, core[:-1] + ((core[-1], 1) if column else (1, core[-1])))
+
+
+@TANGENT.register(L.svd_values_p, L.svd_u_p, L.svd_vh_p)
+def _svd_tangent(builder, node, tangents, lead):
+    s, u, vh = _svd_parts(builder, node)
+    m, n = atom_shape(node.args[0])[-2:]
+    da = _aligned(builder, tangents[0], node, 2, lead)
+    dav = _mm(builder, "ij,kj->ik", da, vh)  # dA V
+    if node.primitive is L.svd_values_p:  # diag(U^T dA V)
+        return _mm(builder, "ji,ji->i", u, dav)
+    ds = _mm(builder, "ji,jk->ik", u, dav)  # U^T dA V
+    gaps = _gaps(builder, _mul(builder, s, s))  # 1 / (s_j^2 - s_i^2)
+    if node.primitive is L.svd_u_p:
+        scaled = _mul(builder, ds, _as_row(builder, s))  # dS S
+        inner = _mul(builder, gaps, builder.record(P.add_p, (scaled, _t(builder, scaled))))
+        du = _mm(builder, "ij,jk->ik", u, inner)
+        if m > n:  # the part of dA V outside U's columns
+            rest = builder.record(P.sub_p, (dav, _mm(builder, "ij,jk->ik", u, ds)))
+            du = builder.record(P.add_p, (du, _mul(builder, rest, _as_row(builder, s, True))))
+        return du
+    scaled = _mul(builder, _as_row(builder, s, column=True), ds)  # S dS
+    inner = _mul(builder, gaps, builder.record(P.add_p, (scaled, _t(builder, scaled))))
+    dvh = _mm(builder, "ji,jk->ik", inner, vh)
+    if n > m:  # the part of U^T dA outside Vh's rows
+        rest = builder.record(P.sub_p, (_mm(builder, "ji,jk->ik", u, da), _mm(builder, "ij,jk->ik", ds, vh)))
+        dvh = builder.record(P.add_p, (dvh, _mul(builder, rest, _as_row(builder, s, True, column=True))))
+    return dvh
+
+
+@TRANSPOSE.register(L.svd_values_p, L.svd_u_p, L.svd_vh_p)
+def _svd_cotangent(builder, ct, node, index, lead):
+    s, u, vh = _svd_parts(builder, node)
+    m, n = atom_shape(node.args[0])[-2:]
+    if node.primitive is L.svd_values_p:  # U diag(c) Vh
+        core = atom_shape(ct)[lead:]
+        scaled = _mul(builder, u, A.record_reshape(builder, ct, core[:-1] + (1, core[-1]), lead))
+        return _mm(builder, "ik,kj->ij", scaled, vh)
+    gaps = _gaps(builder, _mul(builder, s, s))
+    if node.primitive is L.svd_u_p:
+        projected = _mm(builder, "ji,jk->ik", u, ct)  # U^T Ū
+        g = _mul(builder, gaps, projected)
+        left = _mm(builder, "ij,jk->ik", u, _mul(builder, builder.record(P.add_p, (g, _t(builder, g))),
+                                                 _as_row(builder, s)))
+        if m > n:
+            rest = builder.record(P.sub_p, (ct, _mm(builder, "ij,jk->ik", u, projected)))
+            left = builder.record(P.add_p, (left, _mul(builder, rest, _as_row(builder, s, True))))
+        return _mm(builder, "ik,kj->ij", left, vh)
+    projected = _mm(builder, "ik,jk->ij", vh, ct)  # V^T V̄ = Vh (Vh̄)^T
+    h = _mul(builder, gaps, projected)
+    right = _mm(builder, "ij,jk->ik", _mul(builder, _as_row(builder, s, column=True),
+                                           builder.record(P.add_p, (h, _t(builder, h)))), vh)
+    if n > m:
+        rest = builder.record(P.sub_p, (ct, _mm(builder, "ji,jk->ik", projected, vh)))
+        right = builder.record(P.add_p, (right, _mul(builder, rest, _as_row(builder, s, True, column=True))))
+    return _mm(builder, "ik,kj->ij", u, right)
+
+
+def _identity(builder, n: int):
+    return builder.record(A.constant_p, (), (("value", A.ConstantArray(np.eye(n))),))
+
+
+def _pinv_complements(builder, node):
+    """``(I - A P, I - P A)`` for ``P = pinv(A)``: projections off the ranges."""
+    a = node.args[0]
+    m, n = atom_shape(a)[-2:]
+    left = builder.record(P.sub_p, (_identity(builder, m), _mm(builder, "ij,jk->ik", a, node)))
+    right = builder.record(P.sub_p, (_identity(builder, n), _mm(builder, "ij,jk->ik", node, a)))
+    return left, right
+
+
+@TANGENT.register(L.pinv_p)
+def _pinv_tangent(builder, node, tangents, lead):
+    # dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P, at constant rank.
+    da = _aligned(builder, tangents[0], node, 2, lead)
+    off_left, off_right = _pinv_complements(builder, node)
+    first = _neg(builder, _mm(builder, "ij,jk->ik", _mm(builder, "ij,jk->ik", node, da), node))
+    ppt = _mm(builder, "ik,jk->ij", node, node)
+    second = _mm(builder, "ij,jk->ik", _mm(builder, "ij,kj->ik", ppt, da), off_left)
+    ptp = _mm(builder, "ji,jk->ik", node, node)
+    third = _mm(builder, "ij,jk->ik", off_right, _mm(builder, "ji,jk->ik", da, ptp))
+    return builder.record(P.add_p, (first, second, third))
+
+
+@TRANSPOSE.register(L.pinv_p)
+def _pinv_cotangent(builder, ct, node, index, lead):
+    # Ā = -P^T C P^T + (I - A P) C^T P P^T + P^T P C^T (I - P A).
+    off_left, off_right = _pinv_complements(builder, node)
+    first = _neg(builder, _mm(builder, "ik,lk->il", _mm(builder, "ji,jk->ik", node, ct), node))
+    ppt = _mm(builder, "ik,jk->ij", node, node)
+    second = _mm(builder, "ij,jk->ik", _mm(builder, "ij,kj->ik", off_left, ct), ppt)
+    ptp = _mm(builder, "ji,jk->ik", node, node)
+    third = _mm(builder, "ij,jk->ik", _mm(builder, "ij,kj->ik", ptp, ct), off_right)
+    return builder.record(P.add_p, (first, second, third))
+
+
+def _frechet(builder, a, e):
+    """The derivative of ``expm`` at ``a`` in the direction ``e`` (full rank, seeds in front):
+    the top right block of ``expm([[a, e], [0, a]])`` (Mathias' block form), recorded with
+    ``expm`` itself, so it differentiates again."""
+    rank, n = len(atom_shape(e)), atom_shape(a)[-1]
+
+    def lifted(x):  # size-1 axes in front, so that every block has the same rank
+        shape = atom_shape(x)
+        return A.record_reshape(builder, x, (1,) * (rank - len(shape)) + shape) if len(shape) < rank else x
+
+    zeros = builder.record(A.constant_p, (), (("value", A.ConstantArray(np.zeros((n, n)))),))
+    top = A.record_concatenate(builder, [lifted(a), e], -1, rank - 2)
+    bottom = A.record_concatenate(builder, [lifted(zeros), lifted(a)], -1, rank - 2)
+    block = builder.record(L.expm_p, (A.record_concatenate(builder, [top, bottom], -2, rank - 2),))
+    return A.record_slice(builder, block, (("s", 0, n, 1), ("s", n, 2 * n, 1)), rank - 2)
+
+
+@TANGENT.register(L.expm_p)
+def _expm_tangent(builder, node, tangents, lead):
+    return _frechet(builder, node.args[0], _aligned(builder, tangents[0], node, 2, lead))
+
+
+@TRANSPOSE.register(L.expm_p)
+def _expm_cotangent(builder, ct, node, index, lead):
+    # The adjoint of the Frechet derivative at A is the Frechet derivative at A^T.
+    return _frechet(builder, _t(builder, node.args[0]), ct)
+
+
+def _qr_parts(builder, node):
+    a = node.args[0]
+    return tuple(node if node.primitive is p else builder.record(p, (a,)) for p in (L.qr_q_p, L.qr_r_p))
+
+
+def _strictly_lower(builder, x):
+    return _mul(builder, x, _mask(builder, atom_shape(x)[-1], True, 0.0))
+
+
+@TANGENT.register(L.qr_q_p, L.qr_r_p)
+def _qr_tangent(builder, node, tangents, lead):
+    # Y = dA R^-1, Z = Q^T Y, W = tril(Z, -1) - tril(Z, -1)^T: dQ = Q (W - Z) + Y, dR = (Z - W) R.
+    q, r = _qr_parts(builder, node)
+    da = _aligned(builder, tangents[0], node, 2, lead)
+    y = _t(builder, _triangular(builder, r, _t(builder, da), trans=1, lower=False))
+    z = _mm(builder, "ji,jk->ik", q, y)
+    low = _strictly_lower(builder, z)
+    w = builder.record(P.sub_p, (low, _t(builder, low)))
+    if node.primitive is L.qr_q_p:
+        return builder.record(P.add_p, (_mm(builder, "ij,jk->ik", q, builder.record(P.sub_p, (w, z))), y))
+    return _mm(builder, "ij,jk->ik", builder.record(P.sub_p, (z, w)), r)
+
+
+@TRANSPOSE.register(L.qr_q_p, L.qr_r_p)
+def _qr_cotangent(builder, ct, node, index, lead):
+    # With M = Q^T Q̄ - R̄ R^T: Ȳ = Q̄ + Q (tril(M - M^T, -1) - M) and Ā = Ȳ R^-T.
+    q, r = _qr_parts(builder, node)
+    if node.primitive is L.qr_q_p:
+        m = _mm(builder, "ji,jk->ik", q, ct)
+    else:
+        m = _neg(builder, _mm(builder, "ij,kj->ik", ct, r))
+    inner = builder.record(P.sub_p, (_strictly_lower(builder, builder.record(P.sub_p, (m, _t(builder, m)))), m))
+    y_bar = _mm(builder, "ij,jk->ik", q, inner)
+    if node.primitive is L.qr_q_p:
+        y_bar = builder.record(P.add_p, (ct, y_bar))
+    return _t(builder, _triangular(builder, r, _t(builder, y_bar), trans=0, lower=False))
+
+
+# ---------------------------------------------------------------------------
+# The table rows (the rules above register with their decorators)
+# ---------------------------------------------------------------------------
+
+_EVERY = tuple(L.LINALG_PRIMITIVES)
+UNROLL.no_rule("a factorisation or solve has no per-element form: it stays one node", *_EVERY)
+TAYLOR.no_rule("no Taylor recurrence for linear algebra: nest jvp for higher directional "
+               "derivatives", *_EVERY)
