@@ -124,10 +124,18 @@ def check_jvp(f, x) -> None:
     check_equivalent(_tangent(f, x, direction), _numerical_jvp(f, x, direction))
 
 
+def _covector(tree):
+    """The covector of a vector under the real inner product Re(vdot): its conjugate. JAX's
+    (and symad's) VJP pulls back cotangents paired without conjugation (``sum(ct * t)``),
+    so checking it against ``_inner`` conjugates on the way in and out, as autograd's own
+    checker does with its vector spaces' ``covector``."""
+    return _map(lambda leaf: np.conj(leaf) if np.iscomplexobj(leaf) else leaf, tree)
+
+
 def check_vjp(f, x) -> None:
     y = f(x)
     x_direction, y_direction = _random_like(x), _random_like(y)
-    pulled = _cotangent(f, x, y_direction)
+    pulled = _covector(_cotangent(f, x, _covector(y_direction)))
     assert _space(pulled) == _space(x), f"the VJP's space {_space(pulled)} is not the input's {_space(x)}"
     exact = _inner(x_direction, pulled)
     numeric = _inner(y_direction, _numerical_jvp(f, x, x_direction))

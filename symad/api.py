@@ -400,10 +400,22 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
         function = cached.get("function")
         if function is None:
             function = cached["function"] = vjp_function(out_function, has_aux)
-        return function(primals, (cotangent,))
+        return _complex_where_primal_is(primals, function(primals, (cotangent,)))
 
     vjp_fn.__name__ = f"vjp_fn({primal.name})"
     return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
+
+
+def _complex_where_primal_is(primals: tuple, cotangents: tuple) -> tuple:
+    """Each cotangent leaf complex where its primal leaf is, as JAX's (a cotangent has its
+    primal's dtype: a complex input ``fun`` does not depend on gets a complex zero)."""
+    primal_leaves, _ = tree_flatten(tuple(primals))
+    if not any(np.iscomplexobj(leaf) for leaf in primal_leaves):
+        return cotangents
+    leaves, treedef = tree_flatten(tuple(cotangents))
+    leaves = [np.asarray(ct, dtype=np.complex128)[()] if np.iscomplexobj(primal)
+              and not np.iscomplexobj(ct) else ct for primal, ct in zip(primal_leaves, leaves)]
+    return tree_unflatten(treedef, leaves)
 
 
 # ---------------------------------------------------------------------------

@@ -241,3 +241,14 @@ def test_taylor_mode_and_c_export_refuse_complex_values_saying_what_to_do():
     # The complex second derivative by nesting, as the first message says.
     second = sd.grad(sd.grad(lambda z: np.exp(2 * z), holomorphic=True), holomorphic=True)(0.5 + 0.1j)
     assert np.isclose(second, 4 * np.exp(2 * (0.5 + 0.1j)), rtol=1e-14)
+
+
+def test_a_cotangent_has_its_primals_dtype_even_where_fun_ignores_it():
+    # JAX: vjp's cotangent for a complex primal is complex, zeros included (autograd's
+    # second-order checks pull back through inputs a jvp does not depend on).
+    _, pullback = sd.vjp(lambda x, v: np.sum(v), np.ones(3) + 1j, 2.0 + 1j)
+    unused, used = pullback(1.0 + 0.5j)
+    assert unused.dtype == np.complex128 and np.all(unused == 0)
+    assert used == 1.0 + 0.5j
+    _, real_pullback = sd.vjp(lambda x, y: x * y, 1.0, 2.0)
+    assert all(np.isrealobj(ct) for ct in real_pullback(1.0))
