@@ -20,7 +20,7 @@ import builtins
 import numpy as np
 
 import symad as sd
-from symad.tracer import Tracer
+from symad.tracer import Tracer, is_complex_value
 
 #: autograd's tolerances and finite-difference step, as its test utilities state them.
 TOL = 1e-6
@@ -129,7 +129,7 @@ def _covector(tree):
     (and symad's) VJP pulls back cotangents paired without conjugation (``sum(ct * t)``),
     so checking it against ``_inner`` conjugates on the way in and out, as autograd's own
     checker does with its vector spaces' ``covector``."""
-    return _map(lambda leaf: np.conj(leaf) if np.iscomplexobj(leaf) else leaf, tree)
+    return _map(lambda leaf: np.conj(leaf) if is_complex_value(leaf) else leaf, tree)
 
 
 def check_vjp(f, x) -> None:

@@ -52,6 +52,8 @@ from symad.series_calls import (
 from symad.tracer import (
     Parameter,
     Tracer,
+    is_complex_value,
+    is_traced,
 )
 from symad.transforms.batching import inline_batched
 
@@ -410,11 +412,13 @@ def _complex_where_primal_is(primals: tuple, cotangents: tuple) -> tuple:
     """Each cotangent leaf complex where its primal leaf is, as JAX's (a cotangent has its
     primal's dtype: a complex input ``fun`` does not depend on gets a complex zero)."""
     primal_leaves, _ = tree_flatten(tuple(primals))
-    if not any(np.iscomplexobj(leaf) for leaf in primal_leaves):
+    if not any(map(is_complex_value, primal_leaves)):
         return cotangents
     leaves, treedef = tree_flatten(tuple(cotangents))
-    leaves = [np.asarray(ct, dtype=np.complex128)[()] if np.iscomplexobj(primal)
-              and not np.iscomplexobj(ct) else ct for primal, ct in zip(primal_leaves, leaves)]
+    # Traced cotangents (a vjp inside a trace) are left as they are: only numbers are cast.
+    leaves = [np.asarray(ct, dtype=np.complex128)[()] if is_complex_value(primal)
+              and not is_traced(ct) and not np.iscomplexobj(ct) else ct
+              for primal, ct in zip(primal_leaves, leaves)]
     return tree_unflatten(treedef, leaves)
 
 
