@@ -50,6 +50,11 @@ from symad.primitives import (
     sub_p,
 )
 
+#: Array primitives the loop nests do not write yet: a sort needs a stable merge sort per row
+#: (and its gathers read a position computed at run time), so numba falls back to numexpr,
+#: loudly, and C export names them.
+NO_LOOP_FORM = frozenset({A.argsort_p, A.take_along_p, A.take_along_add_p})
+
 __all__ = ["lower_loops", "LoopLowering", "Kernel"]
 
 
@@ -269,8 +274,8 @@ class LoopLowering:
         unspellable = sorted({node.primitive.name for node in self.order
                               if node.primitive.elementwise and not self.spellable(node)})
         unknown = sorted({node.primitive.name for node in self.order
-                          if not node.primitive.elementwise
-                          and node.primitive not in A.ARRAY_PRIMITIVES and node.primitive is not matmul_p})
+                          if not node.primitive.elementwise and node.primitive is not matmul_p
+                          and (node.primitive not in A.ARRAY_PRIMITIVES or node.primitive in NO_LOOP_FORM)})
         if unspellable or unknown:
             raise LoopsUnsupported(f"no loop form for {', '.join(unspellable + unknown)}")
         for node in self.order:

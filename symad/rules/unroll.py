@@ -172,3 +172,5 @@ UNROLL.update({
 })
 UNROLL.update({primitive: _by_numpy_impl(primitive) for primitive in A.ARRAY_PRIMITIVES
                if primitive.object_safe})
+UNROLL.no_rule("sorting: the permutation depends on the values, which element atoms do not "
+               "have; it stays one whole-array node", A.argsort_p, A.take_along_p, A.take_along_add_p)
