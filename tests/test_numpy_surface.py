@@ -487,7 +487,7 @@ def test_a_gather_at_repeated_traced_indices_adds_their_cotangents():
 def test_quantile_of_ties_and_nan_is_numpys_and_refusals_say_why():
     x = np.array([[1.0, 2.0, 2.0, -0.0, 0.0, 5.0], [np.nan, 1.0, 2.0, 3.0, 4.0, 5.0]])
     for q in (0.0, 0.1, 0.5, 0.55, 0.9, 1.0, [0.25, 0.75]):
-        np.testing.assert_array_equal(sd.trace(lambda v: np.quantile(v, q, axis=1), x)(x),
+        np.testing.assert_array_equal(sd.trace(lambda v, q=q: np.quantile(v, q, axis=1), x)(x),
                                       np.quantile(x, q, axis=1))
     with pytest.raises(ValueError, match=r"range \[0, 1\]"):
         sd.trace(lambda v: np.quantile(v, 1.5), x)
