@@ -50,7 +50,7 @@ __all__ = [
     "constant_p", "reduce_sum_p", "amax_p", "amin_p", "reduce_logsumexp_p", "einsum_p",
     "reshape_p", "transpose_p", "broadcast_p", "slice_p", "unslice_p", "take_p", "take_add_p",
     "concatenate_p", "cumsum_p", "pack_p", "scatter_p", "real_p", "imag_p", "conj_p", "modulus_p", "fft_p",
-    "rfft_p", "irfft_p", "ARRAY_PRIMITIVES",
+    "rfft_p", "irfft_p", "argsort_p", "take_along_p", "take_along_add_p", "ARRAY_PRIMITIVES",
 ]
 
 
@@ -449,6 +449,38 @@ def _take_add_index(in_shape, indices, axis):
 take_add_p = array_primitive(
     "take_add", lambda v, *, in_shape, indices, axis: rt.rt_take_add(v, in_shape, indices.array, axis),
     _take_add_shape, kind="linear")
+
+
+def _along_shapes(shapes, params) -> tuple:
+    """``(lead, the indices' core)`` of take_along(x, indices) or take_along_add(v, indices):
+    the indices' core matches ``in_shape`` off the axis; leading dimensions broadcast."""
+    in_shape, axis = params["in_shape"], params["axis"]
+    core_ndim = len(in_shape)
+    lead = _common_lead(shapes, [core_ndim, core_ndim], "take_along_axis")
+    index_core = tuple(shapes[1][len(shapes[1]) - core_ndim:])
+    if len(shapes[1]) < core_ndim or any(a != b for d, (a, b) in enumerate(zip(index_core, in_shape))
+                                         if d != core_ndim + axis):
+        raise TracingError(f"take_along_axis: indices of shape {shapes[1]} for an array of "
+                           f"core shape {in_shape} along axis {axis}" + _where())
+    return lead, index_core
+
+
+#: NumPy's stable ``argsort`` along a core ``axis`` (NaN last): the positions as floats
+#: holding integers. Piecewise constant: no derivative.
+argsort_p = array_primitive(
+    "argsort", lambda x, *, axis: rt.rt_argsort(x, axis), lambda shapes, params: tuple(shapes[0]),
+    kind="array")
+#: ``np.take_along_axis(x, indices, axis)`` at indices computed in the graph (argsort's):
+#: linear in ``x`` (its transpose is :data:`take_along_add_p`), no derivative in the indices.
+take_along_p = array_primitive(
+    "take_along", lambda x, indices, *, in_shape, axis: rt.rt_take_along(x, indices, axis),
+    lambda shapes, params: sum(_along_shapes(shapes, params), ()), kind="array", arity=2)
+#: Zeros of core shape ``in_shape`` with each element of ``v`` added at its index along
+#: ``axis`` (repeats summed): take_along's transpose.
+take_along_add_p = array_primitive(
+    "take_along_add", lambda v, indices, *, in_shape, axis: rt.rt_take_along_add(v, indices, in_shape, axis),
+    lambda shapes, params: _along_shapes(shapes, params)[0] + tuple(params["in_shape"]),
+    kind="array", arity=2)
 
 
 def _concatenate_shape(shapes, params) -> tuple:

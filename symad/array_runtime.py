@@ -332,11 +332,61 @@ def rt_scatter(x, v, in_shape, index):
 # -- end runtime --
 
 
-def runtime_source() -> str:
-    """The runtime functions' source text, for generated modules."""
+# -- begin sorting runtime (copied into the generated modules of programs that sort) --
+
+
+def rt_argsort(x, axis):
+    # NumPy's stable sort (ties in order, NaN last); the positions as floats, as traced
+    # indices are held (float64 holds every integer index exactly).
+    return np.argsort(x, axis=axis, kind="stable").astype(np.float64)
+
+
+def rt_take_along(x, indices, axis):
+    # Leading (batch) dimensions of either operand broadcast against the other's.
+    x, indices = np.asarray(x), np.asarray(indices).astype(np.intp)
+    ndim = max(x.ndim, indices.ndim)
+    x = x.reshape((1,) * (ndim - x.ndim) + x.shape)
+    indices = indices.reshape((1,) * (ndim - indices.ndim) + indices.shape)
+    return np.take_along_axis(x, indices, axis=axis)
+
+
+def rt_take_along_add(v, indices, in_shape, axis):
+    # take_along's transpose: each element of v added at its index, repeats summed (a
+    # bincount over flat positions: np.put_along_axis would keep one of the repeats).
+    v, indices = np.broadcast_arrays(np.asarray(v), np.asarray(indices))
+    lead = v.shape[:v.ndim - len(in_shape)]
+    size = in_shape[axis]
+    moved_v, moved_i = np.moveaxis(v, axis, -1), np.moveaxis(indices, axis, -1).astype(np.intp)
+    kept = moved_v.shape[:-1]
+    rows = math.prod(kept)
+    dtype = np.result_type(v.dtype, np.float32)
+    if v.dtype == object or not rows or not size:
+        out = np.zeros(kept + (size,), dtype=dtype if v.dtype != object else object)
+        if moved_v.size:
+            np.add.at(out.reshape(rows, size), (np.arange(rows)[:, None], moved_i.reshape(rows, -1) % size),
+                      moved_v.reshape(rows, -1))
+    else:
+        flat = (moved_i.reshape(rows, -1) % size + (np.arange(rows) * size)[:, None]).reshape(-1)
+        out = np.bincount(flat, weights=moved_v.reshape(-1), minlength=rows * size)
+        out = out.reshape(kept + (size,)).astype(dtype, copy=False)
+    out = np.moveaxis(out, -1, axis)
+    return out.reshape(tuple(lead) + tuple(in_shape))
+
+
+# -- end sorting runtime --
+
+
+def runtime_source(sorting: bool = False) -> str:
+    """The runtime functions' source text, for generated modules; with ``sorting``, the
+    sorting primitives' functions too (only programs that sort carry them, so the source of
+    every other program is what it was before they existed)."""
     import inspect
     import sys
 
     text = inspect.getsource(sys.modules[__name__])
     start = text.index("# -- begin runtime")
-    return text[start:text.index("# -- end runtime")]
+    source = text[start:text.index("# -- end runtime")]
+    if sorting:
+        begin = text.index("# -- begin sorting runtime")
+        source += text[begin:text.index("# -- end sorting runtime")]
+    return source

@@ -65,6 +65,9 @@ def cases(np, logsumexp):
         "maximum": (lambda a: np.sum(np.maximum(a, 0.1 * a)), (A,)),
         "clip": (lambda a: np.sum(np.clip(a, -0.5, 0.8) ** 2), (A,)),
         "var": (lambda a: np.var(a, axis=0).sum(), (A,)),
+        "sort_rows": (lambda a: np.sum(np.sort(a, axis=1) ** 2 * np.arange(6.0).reshape(2, 3)), (A,)),
+        "argsort_gather_median": (lambda v: np.sum(v[np.argsort(v)][::-1][:2] ** 3) + np.median(v) * np.sum(v),
+                                  (V,)),
     }
 
 
@@ -97,6 +100,8 @@ JAX_GRADIENTS = {
     'pad_constant': [[1.0, 2.0, 3.0]],
     'pad_edge': [[[2.4, -4.8, 5.6], [8.8, 1.6, -4.0]]],
     'roll': [[1.0, 2.0, 0.0]],
+    'sort_rows': [[[0.6, 0.0, 2.8], [11.0, 3.2, -3.0]]],
+    'argsort_gather_median': [[1.12, 0.2, 5.2700000000000005]],
     'cumsum': [[[-1.5999999999999996, -2.1999999999999997, -0.3999999999999999], [7.2, 5.0, 2.0]]],
     'diff': [[1.7999999999999998, -5.8, 4.0]],
     'flip': [[[0.7, -1.2, 0.3], [-0.5, 0.4, 1.1]]],

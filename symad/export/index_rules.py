@@ -280,6 +280,48 @@ def _take(nb, node, index: tuple, scope: tuple):
     return nb.operand(x, index[:lead] + core[:at] + (position,) + core[at + count:], scope)
 
 
+def _argsort(nb, node, index: tuple, scope: tuple):
+    # The sorting permutation depends on every element at once: no element formula, so it
+    # prints as an array argsort(x) (named by its operand's array or line) read at the index.
+    x = node.args[0]
+    named = getattr(x, "indexed", None) or nb.temporaries.get(x)
+    label = named.label if isinstance(named, sympy.IndexedBase) else sympy.Symbol(str(named or x))
+    return nb.element(sympy.IndexedBase(sympy.Function("argsort")(label)), *index)
+
+
+def _read_at(nb, atom, index: tuple, shape: tuple, scope: tuple, axis=None, position=None):
+    """``atom``'s element at ``index`` of the broadcast ``shape`` (right-aligned; a size-1 axis
+    reads 0), with ``position`` read along the (negative) ``axis``."""
+    atom_core = atom_shape(atom)
+    offset = len(shape) - len(atom_core)
+    items = []
+    for a, size in enumerate(atom_core):
+        if axis is not None and a - len(atom_core) == axis:
+            items.append(position)
+        else:
+            items.append(ZERO if size == 1 and shape[offset + a] != 1 else index[offset + a])
+    return nb.operand(atom, tuple(items), scope)
+
+
+def _take_along(nb, node, index: tuple, scope: tuple):
+    # x[..., argsort(x)[..., i, ...], ...]: the operand read at the position the indices hold.
+    x, indices = node.args
+    axis = dict(node.params)["axis"]
+    position = _read_at(nb, indices, index, node.shape, scope)
+    return _read_at(nb, x, index, node.shape, scope, axis, position)
+
+
+def _take_along_add(nb, node, index: tuple, scope: tuple):
+    # Sum over k along the axis of v[..., k, ...] where the index there is the target.
+    v, indices = node.args
+    axis = dict(node.params)["axis"]
+    k, limit, scope = nb.bound(atom_shape(indices)[axis], scope)
+    at = index[:len(index) + axis] + (k,) + (index[len(index) + axis + 1:])
+    delta = sympy.KroneckerDelta(_read_at(nb, indices, at, node.shape, scope), index[axis])
+    return nb.sum(delta * _read_at(nb, v, at, node.shape, scope), [limit] if limit is not None else [],
+                  scope)
+
+
 def _take_add(nb, node, index: tuple, scope: tuple):
     params = dict(node.params)
     in_shape, axis = params["in_shape"], params["axis"]
@@ -510,6 +552,9 @@ INDEX_RULES.update({
     A.unslice_p: _unslice,
     A.take_p: _take,
     A.take_add_p: _take_add,
+    A.argsort_p: _argsort,
+    A.take_along_p: _take_along,
+    A.take_along_add_p: _take_along_add,
     A.concatenate_p: _concatenate,
     A.cumsum_p: _cumsum,
     A.pack_p: _pack,

@@ -51,6 +51,12 @@ from symad.primitives import (
     sub_p,
 )
 
+#: Array primitives the loop nests do not write yet: a sort needs a stable merge sort per row
+#: (and its gathers read a position computed at run time), so numba falls back to numexpr,
+#: loudly, and C export names them.
+#: Array primitives the loop nests have no form for: the numba backend falls back for them.
+NO_LOOP_FORM = frozenset({A.argsort_p, A.take_along_p, A.take_along_add_p, *LINALG_PRIMITIVES})
+
 __all__ = ["lower_loops", "LoopLowering", "Kernel"]
 
 
@@ -272,8 +278,7 @@ class LoopLowering:
         # Linear algebra is LAPACK's, never loops: the backend registry falls back (loudly).
         unknown = sorted({node.primitive.name for node in self.order
                           if not node.primitive.elementwise and node.primitive is not matmul_p
-                          and (node.primitive not in A.ARRAY_PRIMITIVES
-                               or node.primitive in LINALG_PRIMITIVES)})
+                          and (node.primitive not in A.ARRAY_PRIMITIVES or node.primitive in NO_LOOP_FORM)})
         if unspellable or unknown:
             raise LoopsUnsupported(f"no loop form for {', '.join(unspellable + unknown)}")
         for node in self.order:

@@ -35,10 +35,6 @@ _REWRITES = {
     "nanmin": "np.min (on data without NaN)",
     "float_power": "x ** y",
     "true_divide": "x / y",
-    "quantile": "np.sort(x, axis) (traced) and NumPy's linear interpolation between two of its "
-                "elements",
-    "percentile": "np.sort(x, axis) (traced) and NumPy's linear interpolation between two of its "
-                  "elements",
     "nanmedian": "np.median (on data without NaN)",
     "all": "a condition for snp.where, e.g. np.min(x) > 0",
     "any": "a condition for snp.where, e.g. np.max(x) > 0",

@@ -6,98 +6,94 @@ Part of :mod:`symad.numpy`, which re-exports its public names.
 A sort's result is a permutation of its operand that depends on the operand's values, and its
 derivative permutes the tangent the same way (JAX's convention: ``d sort(x) = dx[argsort(x)]``).
 A traced graph is evaluated at other points than the one it was traced at, so the permutation
-cannot be fixed while tracing; it is computed by the graph itself, from comparisons:
+is computed by the graph itself, by two array primitives (:mod:`symad.array_primitives`):
 
-* the **rank** of element ``j`` along the axis is the number of elements that come before it
-  in sorted order -- smaller ones, and equal ones of smaller index (a stable sort, as NumPy's
-  ``kind="stable"``; NaN after every number, as NumPy sorts it);
-* ``sort(x)[k]`` is the sum over ``j`` of ``where(rank[j] == k, x[j], 0)``: exactly one term
-  is ``x[j]``, so the values are NumPy's bit for bit, and the derivative flows through
-  ``where`` to the element that lands at ``k``;
-* ``argsort(x)[k]`` is the same sum of ``j``; a gather at traced indices ``i`` is the sum over
-  ``j`` of ``where(i[k] == j, x[j], 0)``. Indices are traced as floats holding integers; their
-  derivative is zero, as an integer's is.
+* ``argsort`` -- NumPy's stable argsort along an axis (ties in order, NaN last), its positions
+  held as floats holding integers (as :class:`~symad.tracer.TracedIndices` are), with no
+  derivative;
+* ``take_along`` -- ``np.take_along_axis(x, indices, axis)`` at indices the graph computes:
+  linear in ``x`` (its tangent gathers the tangent; its transpose, ``take_along_add``,
+  adds the cotangent back at the same indices, repeats summed), nothing to the indices.
 
-No new primitive: comparisons, ``where`` and a sum, whose rules already exist, so every
-transform and backend handles them. The graph has the same few nodes whatever ``n``; the cost
-is the comparison of every pair along the sorted axis, ``n**2`` elements per sorted row:
-the value or gradient of ``sum(sort(x) * w)`` took 0.17 / 0.41 ms at n = 100 and 55 / 56 ms
-at n = 1,000 (NumPy's sort: 0.005 and 0.016 ms; 2-core box under load, 2026-11-28). Axes
-past :data:`MAX_PAIRED` elements are refused rather than fill memory with ``n**2`` arrays.
+``sort(x)`` is ``take_along(x, argsort(x))``; ``x[argsort(x)]`` and its slices, ``median``,
+``quantile`` and ``np.take_along_axis`` at traced indices are gathers too. One node each
+whatever ``n``, and NumPy's ``O(n log n)`` cost: the gradient of ``sum(sort(x) * w)`` at
+n = 100,000 took 12.2 ms, NumPy's own (an argsort and a scatter) 10.4 ms (2-core box,
+2026-11-28; ``benchmarks/sorting.py``).
 """
 
 from __future__ import annotations
 
 import numpy as _np
 
+from symad import array_primitives as A
 from symad.atom_arrays import traced_function_name
 from symad.errors import TracingError
+from symad.graph import current_builder
 from symad.numpy.elementwise import (
     add,
     concrete,
     equal,
-    less,
-    logical_and,
-    logical_not,
     logical_or,
     multiply,
     not_equal,
+    subtract,
     where,
 )
 from symad.numpy.reductions import max as _max
 from symad.numpy.reductions import min as _min
-from symad.numpy.reductions import sum as _sum
-from symad.numpy.shapes import asarray, expand_dims, moveaxis, ndim, ravel, shape, traced_inputs
-from symad.tracer import TracedIndices
-
-#: The longest axis sorted or gathered along: its pair arrays hold 2,048**2 elements
-#: (32 MB of float64 each, several at once during a gradient).
-MAX_PAIRED = 2048
+from symad.numpy.shapes import (
+    asarray,
+    broadcast_to,
+    moveaxis,
+    ndim,
+    ravel,
+    reshape,
+    shape,
+    traced_inputs,
+)
+from symad.tracer import TracedIndices, Tracer, as_atom
 
 #: The names symad.numpy re-exports from this family.
-__all__ = ["sort", "argsort", "median", "argmax", "argmin", "gather_along", "gather_first"]
+__all__ = ["sort", "argsort", "median", "quantile", "percentile", "argmax", "argmin", "gather_along",
+           "gather_first"]
 
 
-def _along_last(a, axis):
-    """``(x with axis last, the axis)``; ``axis=None`` sorts the flattened array."""
+def _sorted_axis(a, axis, name: str):
+    """``(x, its negative axis)`` to sort ``a`` along; ``axis=None`` sorts the flattened array."""
     a = asarray(a)
     if axis is None:
         return ravel(a), -1
     if ndim(a) == 0:
-        raise TracingError(f"function {traced_function_name()!r} sorts a 0-d traced value along "
-                           f"axis {axis}; NumPy needs an axis to sort along (axis=None sorts it "
-                           "as one element)")
-    return moveaxis(a, axis, -1), axis
+        raise TracingError(f"function {traced_function_name()!r} calls {name} on a 0-d traced "
+                           f"value along axis {axis}; NumPy needs an axis to sort along "
+                           "(axis=None sorts it as one element)")
+    return a, A.normalize_axes(axis, ndim(a), name)[0]
 
 
-def _paired(n: int, what: str) -> int:
-    if n > MAX_PAIRED:
-        raise TracingError(
-            f"function {traced_function_name()!r} calls {what} along an axis of {n} elements: "
-            f"symad traces it by comparing every pair ({n}**2 elements per row), up to "
-            f"{MAX_PAIRED} elements; sort outside the traced function, or split the axis")
-    return n
+def _record(primitive, operands, params) -> Tracer:
+    atoms = [as_atom(operand) for operand in operands]
+    return Tracer.of_atom(current_builder().record(primitive, atoms, params))
 
 
-def _ranks(x):
-    """Each element's position in the stable sorted order along the last axis (as floats)."""
-    n = _paired(shape(x)[-1], "a sort")
-    row, column = expand_dims(x, -1), expand_dims(x, -2)  # [..., j, i]: x_j down, x_i across
-    nan_row, nan_column = not_equal(row, row), not_equal(column, column)
-    # x_i before x_j: smaller, or a number before a NaN; ties (NaN with NaN) by index
-    before = logical_or(less(column, row), logical_and(nan_row, logical_not(nan_column)))
-    tie = logical_or(equal(column, row), logical_and(nan_row, nan_column))
-    earlier = _np.tril(_np.ones((n, n), dtype=bool), -1)  # i < j
-    counted = logical_or(before, logical_and(tie, earlier))
-    return _sum(where(counted, 1.0, 0.0), axis=-1)
+def _argsort_along(x, axis: int) -> TracedIndices:
+    """The ``argsort`` node of ``x`` along the negative ``axis``."""
+    return TracedIndices.of(_record(A.argsort_p, (x,), (("axis", axis),)))
 
 
-def _placed(ranks, values):
-    """``out[..., k]`` = the ``values[..., j]`` whose rank is ``k`` (one term of a sum)."""
-    n = shape(ranks)[-1]
-    positions = _np.arange(n, dtype=float).reshape(n, 1)
-    hot = equal(expand_dims(ranks, -2), positions)  # [..., k, j]
-    return _sum(where(hot, expand_dims(values, -2), 0.0), axis=-1)
+def _take_along(x, indices, axis: int) -> Tracer:
+    """The ``take_along`` node: ``x`` and ``indices`` (same number of dimensions) are
+    broadcast against each other off the negative ``axis`` first, as NumPy does."""
+    x_shape, i_shape = list(shape(x)), list(shape(indices))
+    x_shape[axis] = i_shape[axis] = 1
+    common = list(_np.broadcast_shapes(tuple(x_shape), tuple(i_shape)))
+
+    def along(size):  # the common shape, with the operand's own size along the axis
+        common[axis] = size
+        return tuple(common)
+
+    x, indices = broadcast_to(x, along(shape(x)[axis])), broadcast_to(indices, along(shape(indices)[axis]))
+    return _record(A.take_along_p, (x, indices), (("in_shape", shape(x)), ("axis", axis)))
 
 
 def sort(a, axis=-1, kind=None, order=None, *, stable=None):
@@ -113,8 +109,8 @@ def sort(a, axis=-1, kind=None, order=None, *, stable=None):
     if not traced_inputs(a):
         return _np.sort(concrete(a), axis=axis, kind=kind, order=order)
     _no_order(order, "sort")
-    x, axis = _along_last(a, axis)
-    return moveaxis(_placed(_ranks(x), x), -1, axis)
+    x, axis = _sorted_axis(a, axis, "sort")
+    return _take_along(x, _argsort_along(x, axis), axis)
 
 
 def argsort(a, axis=-1, kind=None, order=None, *, stable=None):
@@ -128,9 +124,8 @@ def argsort(a, axis=-1, kind=None, order=None, *, stable=None):
     if not traced_inputs(a):
         return _np.argsort(concrete(a), axis=axis, kind=kind or "stable", order=order)
     _no_order(order, "argsort")
-    x, axis = _along_last(a, axis)
-    positions = _placed(_ranks(x), _np.arange(shape(x)[-1], dtype=float))
-    return TracedIndices.of(moveaxis(positions, -1, axis))
+    x, axis = _sorted_axis(a, axis, "argsort")
+    return _argsort_along(x, axis)
 
 
 def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
@@ -146,9 +141,10 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     if out is not None:
         raise TracingError(f"median in function {traced_function_name()!r}: out= is not traced; "
                            "use the returned value")
-    x, last = _along_last(a, axis)
+    x, last = _sorted_axis(a, axis, "median")
+    x = moveaxis(x, last, -1)
     n = shape(x)[-1]
-    ordered = _placed(_ranks(x), x)
+    ordered = _take_along(x, _argsort_along(x, -1), -1)
     middle = ordered[..., (n - 1) // 2]
     if n % 2 == 0:
         middle = multiply(add(middle, ordered[..., n // 2]), 0.5)
@@ -158,6 +154,67 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
                 for d, size in enumerate(shape(full))]
         middle = middle.reshape(tuple(kept))
     return middle
+
+
+def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False,
+             *, weights=None, interpolation=None):
+    """NumPy's ``quantile`` (its default ``method="linear"``), traced through :func:`sort`: the
+    two order statistics around ``q * (n - 1)`` interpolated as NumPy does (its formula, so
+    its rounding); the derivative goes to those two elements. ``q`` is numbers.
+
+    >>> import symad as sd, symad.numpy as snp, numpy as np
+    >>> sd.grad(lambda x: snp.quantile(x, 0.25))(np.array([3.0, 1.0, 2.0, 5.0, 4.0])).tolist()
+    [0.0, 0.0, 1.0, 0.0, 0.0]
+    """
+    if not traced_inputs(a, q):
+        return _np.quantile(concrete(a), q, axis=axis, method=method, keepdims=keepdims,
+                            weights=weights)
+    if traced_inputs(q) or out is not None or method != "linear" or weights is not None \
+            or interpolation is not None:
+        raise TracingError(
+            f"quantile/percentile in function {traced_function_name()!r}: symad traces the "
+            "quantiles of a traced array at numbers q, with NumPy's default method='linear', no "
+            "out=, weights= or interpolation=; compute q outside the traced function")
+    q = _np.asarray(q, dtype=float)
+    if not bool(_np.all((q >= 0) & (q <= 1))):
+        raise ValueError("Quantiles must be in the range [0, 1]")
+    x, last = _sorted_axis(a, axis, "quantile")
+    x = moveaxis(x, last, -1)
+    n = shape(x)[-1]
+    ordered = _take_along(x, _argsort_along(x, -1), -1)
+    position = q * (n - 1)  # NumPy's virtual index for the linear method
+    below = _np.clip(_np.floor(position), 0, n - 1).astype(_np.intp)
+    above = _np.minimum(below + 1, n - 1)
+    t = position - below
+    low, high = ordered[..., below], ordered[..., above]  # shape: the other axes + q's
+    step = subtract(high, low)
+    value = where(t >= 0.5, subtract(high, multiply(step, 1 - t)), add(low, multiply(step, t)))
+    value = where(not_equal(ordered[..., -1:], ordered[..., -1:]).reshape(
+        shape(ordered)[:-1] + (1,) * q.ndim), _np.nan, value)  # a NaN makes the quantile NaN
+    value = moveaxis(value, tuple(range(-q.ndim, 0)), tuple(range(q.ndim))) if q.ndim else value
+    if keepdims:
+        full = asarray(a)
+        kept = [1 if axis is None or d == axis % ndim(full) else size
+                for d, size in enumerate(shape(full))]
+        value = value.reshape(q.shape + tuple(kept))
+    return value
+
+
+def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False,
+               *, weights=None, interpolation=None):
+    """NumPy's ``percentile``: :func:`quantile` at ``q / 100``.
+
+    >>> import symad as sd, symad.numpy as snp, numpy as np
+    >>> sd.trace(lambda x: snp.percentile(x, 50.0), np.zeros(4))(np.array([4.0, 1.0, 3.0, 2.0])).item()
+    2.5
+    """
+    if not traced_inputs(a, q):
+        return _np.percentile(concrete(a), q, axis=axis, method=method, keepdims=keepdims,
+                              weights=weights)
+    if traced_inputs(q):
+        return quantile(a, q, axis, out, method=method, keepdims=keepdims, weights=weights)  # refused
+    return quantile(a, _np.true_divide(q, 100), axis, out, overwrite_input, method, keepdims,
+                    weights=weights, interpolation=interpolation)
 
 
 def argmax(a, axis=None, out=None, *, keepdims=False):
@@ -189,7 +246,8 @@ def _arg_extreme(a, axis, out, keepdims, numpy_function, extreme):
         raise TracingError(f"{numpy_function.__name__} in function {traced_function_name()!r}: "
                            "out= is not traced; use the returned value")
     full = asarray(a)
-    x, last = _along_last(full, axis)
+    x, last = _sorted_axis(full, axis, numpy_function.__name__)
+    x = moveaxis(x, last, -1)
     n = shape(x)[-1]
     best = extreme(x, axis=-1, keepdims=True)
     hit = logical_or(equal(x, best), not_equal(x, x))  # NaN wins, as in NumPy
@@ -205,7 +263,7 @@ def gather_along(arr, indices, axis=-1):
     """``np.take_along_axis(arr, indices, axis)`` at traced ``indices`` (``argsort``'s): the
     derivative flows to the elements gathered, none to the indices (integers, to JAX too).
 
-    An index that is not an integer in ``[-n, n)`` gathers 0 (NumPy would raise).
+    An index outside ``[-n, n)`` raises IndexError when the graph is evaluated, as NumPy does.
 
     >>> import symad as sd, symad.numpy as snp, numpy as np
     >>> f = lambda x: snp.gather_along(x, snp.argsort(-x))   # descending
@@ -219,11 +277,7 @@ def gather_along(arr, indices, axis=-1):
     if ndim(indices) != ndim(arr):
         raise TracingError(f"take_along_axis in function {traced_function_name()!r}: the "
                            f"indices need {ndim(arr)} dimensions, as the array, not {ndim(indices)}")
-    x, i = moveaxis(arr, axis, -1), moveaxis(indices, axis, -1)
-    n = _paired(shape(x)[-1], "take_along_axis")
-    i = where(less(i, 0.0), add(i, float(n)), i)  # NumPy's negative indices
-    hot = equal(expand_dims(i, -1), _np.arange(n, dtype=float))  # [..., k, j]
-    return moveaxis(_sum(where(hot, expand_dims(x, -2), 0.0), axis=-1), -1, axis)
+    return _take_along(arr, indices, A.normalize_axes(axis, ndim(arr), "take_along_axis")[0])
 
 
 def gather_first(arr, indices):
@@ -235,11 +289,10 @@ def gather_first(arr, indices):
     [1.0, 2.0, 3.0]
     """
     arr, indices = asarray(arr), asarray(indices)
-    n, rest = _paired(shape(arr)[0], "a gather at traced indices"), ndim(arr) - 1
-    i = where(less(indices, 0.0), add(indices, float(n)), indices)
-    hot = equal(expand_dims(i, -1), _np.arange(n, dtype=float))  # indices.shape + (n,)
-    hot = hot.reshape(shape(hot) + (1,) * rest)
-    return _sum(where(hot, arr, 0.0), axis=ndim(indices))
+    rest = shape(arr)[1:]
+    flat = reshape(indices, (-1,) + (1,) * len(rest))  # one row of indices per gathered element
+    gathered = _take_along(arr, broadcast_to(flat, shape(flat)[:1] + rest), -ndim(arr))
+    return reshape(gathered, shape(indices) + rest)
 
 
 def _integer_positions(indices, name: str) -> None:
@@ -267,6 +320,7 @@ def partition_refusal(*args, **kwargs):
 
 
 #: NumPy's functions this family implements (symad.numpy dispatches them here).
-NUMPY_FUNCTIONS = {_np.sort: sort, _np.argsort: argsort, _np.median: median, _np.argmax: argmax,
+NUMPY_FUNCTIONS = {_np.sort: sort, _np.argsort: argsort, _np.median: median,
+                   _np.quantile: quantile, _np.percentile: percentile, _np.argmax: argmax,
                    _np.argmin: argmin,
                    _np.partition: partition_refusal, _np.argpartition: partition_refusal}

@@ -81,6 +81,19 @@ def _weighted_reduction(builder, node, tangents, lead):
     return A.record_reduction(builder, A.reduce_sum_p, weighted, dict(node.params)["axes"])
 
 
+@TANGENT.register(A.argsort_p)
+def _argsort(builder, node, tangents, lead):
+    return None  # piecewise constant
+
+
+@TANGENT.register(A.take_along_p, A.take_along_add_p)
+def _take_along(builder, node, tangents, lead):
+    # Linear in its first operand; the indices (integers) carry no tangent.
+    if tangents[0] is None:
+        return None
+    return builder.record(node.primitive, (tangents[0], node.args[1]), node.params)
+
+
 @TANGENT.register(select_p)
 def _select(builder, node, tangents, lead):
     # The tangent of where(c, a, b) is where(c, a_dot, b_dot): the branch

@@ -378,6 +378,20 @@ def _linear_array(sweep, node, k):
     return builder.record(node.primitive, shaped, node.params)
 
 
+@TAYLOR.register(A.argsort_p)
+def _argsort(sweep, node, k):
+    return ZERO  # piecewise constant: every coefficient past the value is zero
+
+
+@TAYLOR.register(A.take_along_p, A.take_along_add_p)
+def _take_along(sweep, node, k):
+    # Linear in its first operand, at the indices' value (their coefficients are zero).
+    coefficient = sweep.coefficient(node.args[0], k)
+    if is_zero_constant(coefficient):
+        return ZERO
+    return sweep.builder.record(node.primitive, (coefficient, node.args[1]), node.params)
+
+
 @TAYLOR.register(A.einsum_p)
 def _einsum(sweep, node, k):
     a, b = _operand(sweep, node, 0), _operand(sweep, node, 1)

@@ -226,6 +226,21 @@ def _take_add(builder, ct, node, index, lead):
     return A.record_take(builder, ct, params["indices"].array, params["axis"], lead)
 
 
+@TRANSPOSE.register(A.argsort_p)
+def _argsort(builder, ct, node, index, lead):
+    return None  # integer positions, piecewise constant: no cotangent reaches the operand
+
+
+@TRANSPOSE.register(A.take_along_p, A.take_along_add_p)
+def _take_along(builder, ct, node, index, lead):
+    # A gather and its scatter-add are each other's transpose; the indices (the second
+    # operand, integers) get none.
+    if index == 1:
+        return None
+    other = A.take_along_add_p if node.primitive is A.take_along_p else A.take_along_p
+    return builder.record(other, (ct, node.args[1]), node.params)
+
+
 @TRANSPOSE.register(A.concatenate_p)
 def _concatenate(builder, ct, node, index, lead):
     params = _params(node)

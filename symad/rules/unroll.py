@@ -179,3 +179,5 @@ UNROLL.update({A.real_p: _arithmetic(np.vectorize(snp.real, otypes=[object])),
                A.modulus_p: _arithmetic(np.vectorize(snp.abs, otypes=[object]))})
 UNROLL.no_rule("a Fourier transform: every element depends on a whole line, n**2 scalar terms; "
                "its array program evaluates it whole", A.fft_p, A.rfft_p, A.irfft_p)
+UNROLL.no_rule("sorting: the permutation depends on the values, which element atoms do not "
+               "have; it stays one whole-array node", A.argsort_p, A.take_along_p, A.take_along_add_p)

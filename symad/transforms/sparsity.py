@@ -293,6 +293,23 @@ def _cumsum(node, offsets, present, known):
     return lines[:, later], offsets[0] + lines[:, earlier], None
 
 
+def _argsort(node, offsets, present, known):
+    """Integer positions: piecewise constant, so no derivative links them to the operand."""
+    return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp), None
+
+
+def _along_lines(node, offsets, present, known):
+    """take_along and its scatter-add at indices computed at run time: each output element
+    may read any element of the first operand along the axis (at the same place off it)."""
+    axis = dict(node.params)["axis"]
+    out = np.moveaxis(_codes(node.shape), axis, -1)
+    operand = np.moveaxis(_codes(atom_shape(node.args[0]), offsets[0]), axis, -1)
+    operand = np.broadcast_to(operand, out.shape[:-1] + operand.shape[-1:])
+    target = np.broadcast_to(out[..., :, None], out.shape + (operand.shape[-1],))
+    source = np.broadcast_to(operand[..., None, :], out.shape + (operand.shape[-1],))
+    return target, source, None
+
+
 def _einsum(node, offsets, present, known):
     """Each output element reads, per term of its sum, the two operand elements multiplied.
 
@@ -388,7 +405,8 @@ PATTERN.update({A.reduce_sum_p: _reduced, A.amax_p: _reduced, A.amin_p: _reduced
                 A.reduce_logsumexp_p: _reduced, A.einsum_p: _einsum, A.take_add_p: _take_add,
                 A.cumsum_p: _cumsum, A.real_p: _same_position, A.imag_p: _same_position,
                 A.conj_p: _same_position, A.modulus_p: _same_position, A.fft_p: _along_axes, A.rfft_p: _along_axes,
-                A.irfft_p: _along_axes})
+                A.irfft_p: _along_axes, A.argsort_p: _argsort, A.take_along_p: _along_lines,
+                A.take_along_add_p: _along_lines})
 PATTERN.register(*L.LINALG_PRIMITIVES)(_dense_within_matrices)
 PATTERN.register(*[primitive for primitive in A.ARRAY_PRIMITIVES if primitive.moves])(_moved)
 PATTERN.no_rule("a constant array: its value is known whole, it depends on nothing",

@@ -459,7 +459,7 @@ class WholeArrayLowering:
             header.append(f"# EXTERNALS[{index}]: {note}")
         header.append(f"OUTPUT_IS_BOOLEAN = {boolean!r}")
         header.append("")
-        header.append(runtime_source())
+        header.append(runtime_source(sorting=any(node.primitive in _SORTING for node in self.graph.nodes)))
         if self.backend == "numexpr":
             header.append("RT_NUMEXPR = ne  # large outer products on numexpr's threads (rt_multiply)")
         inputs = ", ".join(f"i{k}" for k in range(len(self.graph.inputs)))
@@ -561,14 +561,20 @@ _ARRAY_CALLS = {
     A.take_add_p: _take,
     A.concatenate_p: _concatenate,
     A.cumsum_p: _runtime_call("rt_cumsum", 1, "axis", "reverse"),
+    A.argsort_p: _runtime_call("rt_argsort", 1, "axis"),
+    A.take_along_p: _runtime_call("rt_take_along", 2, "axis"),
+    A.take_along_add_p: _runtime_call("rt_take_along_add", 2, "in_shape", "axis"),
     A.pack_p: _pack,
     A.scatter_p: _runtime_call("rt_scatter", 2, "in_shape", "index"),
 }
+#: The primitives whose runtime functions are copied only into programs that use them.
+_SORTING = frozenset({A.argsort_p, A.take_along_p, A.take_along_add_p})
 #: Array primitives whose call returns a new array, never a view of an operand (their
 #: operands' pooled buffers may be released after it).
 _NEW_ARRAY = frozenset({A.reduce_sum_p, A.amax_p, A.amin_p, A.reduce_logsumexp_p, A.einsum_p,
                         A.unslice_p, A.take_p, A.take_add_p, A.concatenate_p, A.cumsum_p,
-                        A.pack_p, A.fft_p, A.rfft_p, A.irfft_p})
+                        A.pack_p, A.fft_p, A.rfft_p, A.irfft_p,
+                        A.argsort_p, A.take_along_add_p})
 
 
 def lower_whole_arrays(graph, backend: str, dtype="float64", name: str = "function") -> ArrayModule:
