@@ -484,3 +484,18 @@ def test_sparsity_patterns_are_dense_within_each_matrix_of_a_stack():
     assert sd.trace(lambda a: np.linalg.slogdet(a)[0], a).sparsity().nnz == 0  # the sign: constant
     dense = sd.jacobian(np.linalg.inv)(a).reshape(18, 18)
     np.testing.assert_allclose(sd.jacobian(np.linalg.inv, sparse=True)(a).toarray(), dense, rtol=1e-13)
+
+
+def test_norms_of_complex_arrays_are_real_with_jaxs_gradient_and_factorisations_refuse_them():
+    # NumPy's norms of complex arrays are real; the gradient of a real function of complex
+    # input is df/dx - i df/dy (JAX's), here conj(a) / |a| for the Frobenius norm.
+    a = np.array([[1 + 2j, 0.5 - 1j], [0.3j, 2.0]])
+    assert np.isclose(sd.trace(np.linalg.norm, a)(a), np.linalg.norm(a), rtol=1e-15)
+    assert np.allclose(sd.grad(np.linalg.norm)(a), np.conj(a) / np.linalg.norm(a), rtol=1e-14)
+    assert np.allclose(sd.grad(lambda v: np.linalg.norm(v, axis=1).sum())(a),
+                       np.conj(a) / np.linalg.norm(a, axis=1, keepdims=True), rtol=1e-14)
+    # Linear algebra has real rules only: a complex matrix is refused, not differentiated wrongly.
+    for call in (lambda m: np.linalg.norm(m, "nuc"), lambda m: np.linalg.det(m).real,
+                 lambda m: np.linalg.inv(m).sum().real):
+        with pytest.raises(sd.TracingError, match="complex value"):
+            sd.grad(call)(a)

@@ -34,7 +34,7 @@ from symad import linalg_primitives as L
 from symad.atom_arrays import traced_function_name
 from symad.errors import TracingError
 from symad.graph import atom_shape
-from symad.numpy.elementwise import absolute, multiply, not_equal, power, sqrt, where
+from symad.numpy.elementwise import absolute, conjugate, multiply, not_equal, power, real, sqrt, where
 from symad.numpy.products import matmul
 from symad.numpy.reductions import max, min, sum
 from symad.numpy.shapes import (
@@ -47,7 +47,7 @@ from symad.numpy.shapes import (
     swapaxes,
     wrap_atom,
 )
-from symad.tracer import as_atom
+from symad.tracer import as_atom, is_complex_value
 
 __all__ = ["solve", "inv", "det", "slogdet", "cholesky", "matrix_power", "multi_dot", "norm",
            "solve_triangular", "cho_factor", "cho_solve", "eigh", "eigvalsh", "SlogdetResult",
@@ -314,7 +314,7 @@ def multi_dot(arrays, *, out=None):
 
 def _vector_norm(x, ord, axis: int):  # noqa: A002 - NumPy's name
     if ord is None or ord == 2:
-        return sqrt(sum(multiply(x, x), axis=axis, keepdims=True))
+        return sqrt(sum(_squared_magnitude(x), axis=axis, keepdims=True))
     if isinstance(ord, str):
         raise TracingError(f"numpy.linalg.norm in function {traced_function_name()!r}: ord={ord!r} "
                            "is a matrix norm; a vector takes a number (or inf, -inf)")
@@ -332,7 +332,7 @@ def _vector_norm(x, ord, axis: int):  # noqa: A002 - NumPy's name
 
 def _matrix_norm(x, ord, rows: int, cols: int):  # noqa: A002 - NumPy's name
     if ord is None or ord == "fro":
-        return sqrt(sum(multiply(x, x), axis=(rows, cols), keepdims=True))
+        return sqrt(sum(_squared_magnitude(x), axis=(rows, cols), keepdims=True))
     magnitude = absolute(x)
     if ord in (1, -1):  # the largest (smallest) column sum
         reduce = max if ord == 1 else min
@@ -351,6 +351,14 @@ def _matrix_norm(x, ord, rows: int, cols: int):  # noqa: A002 - NumPy's name
 
 
 @numpy_when_concrete(_np.linalg.norm)
+def _squared_magnitude(x):
+    """``|x|**2`` elementwise: ``x * x`` for real values, ``Re(x * conj(x))`` for complex ones
+    (NumPy's norms of complex arrays are real)."""
+    if is_complex_value(x):
+        return real(multiply(x, conjugate(x)))
+    return multiply(x, x)
+
+
 def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 - NumPy's name
     """NumPy's vector and matrix norms, every ``ord``.
 
@@ -365,7 +373,7 @@ def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 - NumPy's name
     """
     x_ndim = ndim(x)
     if axis is None and ord is None:  # the 2-norm of all elements, whatever the dimension
-        result = sqrt(sum(multiply(x, x)))
+        result = sqrt(sum(_squared_magnitude(x)))
         return reshape(result, (1,) * x_ndim) if keepdims else result
     if axis is None:
         if x_ndim not in (1, 2):
