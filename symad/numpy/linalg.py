@@ -39,6 +39,7 @@ from symad.numpy.products import matmul
 from symad.numpy.reductions import max, min, sum
 from symad.numpy.shapes import (
     active_builder,
+    asarray,
     moveaxis,
     ndim,
     numpy_when_concrete,
@@ -350,7 +351,6 @@ def _matrix_norm(x, ord, rows: int, cols: int):  # noqa: A002 - NumPy's name
                        f"order {ord!r} for matrices (NumPy takes 'fro', 'nuc', 1, -1, 2, -2, inf, -inf)")
 
 
-@numpy_when_concrete(_np.linalg.norm)
 def _squared_magnitude(x):
     """``|x|**2`` elementwise: ``x * x`` for real values, ``Re(x * conj(x))`` for complex ones
     (NumPy's norms of complex arrays are real)."""
@@ -359,6 +359,7 @@ def _squared_magnitude(x):
     return multiply(x, x)
 
 
+@numpy_when_concrete(_np.linalg.norm)
 def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 - NumPy's name
     """NumPy's vector and matrix norms, every ``ord``.
 
@@ -371,6 +372,7 @@ def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 - NumPy's name
     >>> sd.grad(lambda x: np.linalg.norm(x, ord=1))(np.array([3.0, -4.0]))
     array([ 1., -1.])
     """
+    x = asarray(x)  # a list of traced values too (np.linalg.norm([x, y]))
     x_ndim = ndim(x)
     if axis is None and ord is None:  # the 2-norm of all elements, whatever the dimension
         result = sqrt(sum(_squared_magnitude(x)))
