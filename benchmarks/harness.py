@@ -102,6 +102,21 @@ def time_repeatedly(
     return Timing(statistics.median(samples), len(samples), timed_out)
 
 
+def interleaved(calls: dict, rounds: int) -> dict:
+    """Median seconds per call of each callable, calling each once per round, in turn (after
+    two warm-up calls each), so that a change of the machine's load hits every system alike."""
+    for call in calls.values():
+        call()
+        call()
+    samples = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call()
+            samples[name].append(time.perf_counter() - start)
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
 def format_ms(timing: Timing | None, step_limit_s: float = 40.0) -> str:
     """A timing in milliseconds for a table; ``> limit`` if it timed out, a dash if not run."""
     if timing is None:

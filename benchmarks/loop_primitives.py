@@ -25,7 +25,6 @@ import argparse
 import functools
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,8 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+
+from benchmarks.harness import interleaved  # noqa: E402
 
 STEPS = 10_000
 DT = 1e-3
@@ -151,20 +152,6 @@ def warm_first_call(name: str) -> float:
     with tempfile.TemporaryDirectory() as cache:
         in_fresh_process(f"first:{name}", cache)
         return in_fresh_process(f"first:{name}", cache)["seconds"]
-
-
-def interleaved(calls: dict, rounds: int) -> dict:
-    """Median seconds per call of each callable, calling each once per round, in turn."""
-    for call in calls.values():
-        call()
-        call()
-    samples = {name: [] for name in calls}
-    for _ in range(rounds):
-        for name, call in calls.items():
-            start = time.perf_counter()
-            call()
-            samples[name].append(time.perf_counter() - start)
-    return {name: statistics.median(times) for name, times in samples.items()}
 
 
 def _batch_figures(rounds: int) -> tuple[float, float]:

@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -48,7 +47,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import symad as sd  # noqa: E402
-from benchmarks.harness import format_table, machine_line, versions_line  # noqa: E402
+from benchmarks.harness import format_table, interleaved, machine_line, versions_line  # noqa: E402
 
 
 def grid_energy(u, np=np):
@@ -93,20 +92,6 @@ def jax_function(fun, kind):
     transform = jax.grad if kind == "grad" else jax.value_and_grad
     compiled = jax.jit(transform(lambda a: fun(a, jnp)))
     return lambda a: jax.block_until_ready(compiled(a))
-
-
-def interleaved(calls: dict, rounds: int) -> dict:
-    """Median seconds per call of each callable, calling each once per round, in turn."""
-    for call in calls.values():
-        call()
-        call()
-    samples = {name: [] for name in calls}
-    for _ in range(rounds):
-        for name, call in calls.items():
-            start = time.perf_counter()
-            call()
-            samples[name].append(time.perf_counter() - start)
-    return {name: statistics.median(times) for name, times in samples.items()}
 
 
 def first_calls(fun, kind, argument, jax_argument) -> dict:
