@@ -836,8 +836,8 @@ logaddexp_p = register(Primitive(
     mpmath=_mp_logaddexp, interval=("corners", {}), finite=True))
 _C_LOGADDEXP2 = ("static double symad_logaddexp2(double a, double b) "
                  "{ if (a == b) return a + 1.0; "
-                 "double m = a > b ? a : b; return m + log1p(exp2(-fabs(a - b))) / "
-                 "0.69314718055994530942; }")
+                 "double m = a > b ? a : b; "
+                 "return m + 1.442695040888963407359924681001892137 * log1p(exp2(-fabs(a - b))); }")
 
 
 def _mp_logaddexp2(a, b):

@@ -1,15 +1,17 @@
 """The tape backend (symad/compile/scalar/tape.py): any scalar graph run by one interpreter.
 
 Every primitive with an opcode against its NumPy implementation (one point, a small batch,
-a batch of several blocks); variadic sums of 1 to 10^4 operands; random whole-array
-programs, expanded to scalar nodes, against NumPy's own evaluation and their gradients
-against the NumPy backend; what it declines (special functions, array programs) and the
-fallback that takes over; and where the default picks it (symad.compile.tiers.tape_serves).
-numba is needed; without it every test is skipped.
+a batch of several blocks), in both interpreters (C, symad/compile/scalar/tape_c.py, and
+numba's); variadic sums of 1 to 10^4 operands; random whole-array programs, expanded to
+scalar nodes, against NumPy's own evaluation and their gradients against the NumPy backend;
+what it declines (special functions, array programs) and the fallback that takes over; and
+where the default picks it (symad.compile.tiers.tape_serves). An interpreter whose
+language this machine lacks (no C compiler, no numba) has its tests skipped.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import numpy as np
@@ -20,17 +22,29 @@ import symad as sd
 from symad.compile import tiers
 from symad.compile.registry import numba_available
 from symad.compile.scalar import tape as T
+from symad.compile.scalar.tape_c import c_compiler
 from symad.graph import GraphBuilder
 from symad.primitives import add_p, sin_p
 from tests.random_programs import generate
 from tests.test_catalogue import one_node_graph, reference, sample
 
-pytestmark = pytest.mark.skipif(not numba_available(), reason="numba is not installed")
+pytestmark = pytest.mark.skipif(not (numba_available() or c_compiler()),
+                                reason="the tape needs a C compiler or numba")
 
-OPERATIONS = [operation.primitive.name for operation in T.operations()] if numba_available() else []
+#: The interpreters this machine can make, each a test parameter.
+LANGUAGES = [pytest.param("c", marks=pytest.mark.skipif(c_compiler() is None, reason="no C compiler")),
+             pytest.param("numba", marks=pytest.mark.skipif(not numba_available(), reason="no numba"))]
+OPERATIONS = [operation.primitive.name for operation in T.operations()]
 # One point, a small batch, and more points than one block holds (a one-node graph's block
 # is TAPE_WORKING_SET_BYTES / (rows * 8): with about 4 rows, 10^5 points or more).
 BATCHES = [1, 7, 300_000]
+
+
+@pytest.fixture(params=LANGUAGES)
+def language(request, monkeypatch):
+    """Each test that takes it runs once per interpreter: the tape's lowering asks for it."""
+    monkeypatch.setattr(T, "interpreter", functools.partial(T.interpreter, language=request.param))
+    return request.param
 
 
 def _run_module(graph, columns):
@@ -42,7 +56,7 @@ def _run_module(graph, columns):
 
 @pytest.mark.parametrize("name", OPERATIONS)
 @pytest.mark.parametrize("points", BATCHES)
-def test_every_opcode_agrees_with_numpy(name, points):
+def test_every_opcode_agrees_with_numpy(name, points, language):
     orders, columns = sample(name, seed=points, points=points)
     graph, *_ = one_node_graph(name, orders)
     want = reference(name, orders, columns)
@@ -55,19 +69,23 @@ def test_every_opcode_agrees_with_numpy(name, points):
         np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-300, equal_nan=True)
 
 
-def test_the_catalogue_walk_names_every_primitive_without_an_opcode():
-    # Every elementwise primitive with a scalar numba spelling has an opcode (a variadic one
-    # only if its spelling is a left fold), and no other.
+@pytest.mark.parametrize("spelling", ["numba", "c"])
+def test_the_catalogue_walk_names_every_primitive_without_an_opcode(spelling):
+    # Every elementwise primitive with a scalar spelling in the interpreter's language has an
+    # opcode (a variadic one only if its spelling is a left fold), and no other; both
+    # interpreters run the same operations.
     from symad.ir.primitive import PRIMITIVES
 
-    spelled = {p.name for p in PRIMITIVES.values() if p.elementwise and p.spelling("numba") is not None}
-    assert set(OPERATIONS) == spelled - {p.name for p in PRIMITIVES.values() if p.variadic
-                                        and T._operation(p) is None}
-    assert {"add", "reduce_max", "reduce_min", "where", "less", "erf"} <= set(OPERATIONS)
+    names = {operation.primitive.name for operation in T.operations(spelling)}
+    spelled = {p.name for p in PRIMITIVES.values() if p.elementwise and p.spelling(spelling) is not None}
+    assert names == spelled - {p.name for p in PRIMITIVES.values() if p.variadic
+                               and T._operation(p, spelling) is None}
+    assert {"add", "reduce_max", "reduce_min", "where", "less", "erf"} <= names
+    assert names == set(OPERATIONS)
 
 
 @pytest.mark.parametrize("terms", [1, 2, 3, 129, 10_000])
-def test_a_sum_of_any_number_of_operands_is_one_instruction(terms):
+def test_a_sum_of_any_number_of_operands_is_one_instruction(terms, language):
     symbols = sympy.symbols(f"x0:{terms}")
     builder = GraphBuilder("sum")
     for symbol in symbols:
@@ -83,7 +101,7 @@ def test_a_sum_of_any_number_of_operands_is_one_instruction(terms):
     np.testing.assert_allclose(got, np.sum(np.sin(columns), axis=0), rtol=1e-12)
 
 
-def test_outputs_may_be_inputs_constants_repeats_and_truth_values():
+def test_outputs_may_be_inputs_constants_repeats_and_truth_values(language):
     F = sd.trace(lambda x, y: (x, 2.5, x * y, x * y, x > y, np.where(x > y, x, y)), 1.0, 2.0)
     C = F.compile("tape")
     assert C.note == ""
@@ -93,11 +111,12 @@ def test_outputs_may_be_inputs_constants_repeats_and_truth_values():
     assert C(x, y)[4].dtype == bool
 
 
-def test_a_graph_of_no_operations():
+def test_a_graph_of_no_operations(language):
     C = sd.trace(lambda x: x, 0.0).compile("tape")
     np.testing.assert_array_equal(C(np.arange(5.0)), np.arange(5.0))
 
 
+@pytest.mark.skipif(not numba_available(), reason="float32 tapes are numba's")
 def test_float32_is_computed_in_float32():
     F = sd.grad(lambda x: np.sin(x) * x ** 2).trace(np.float32(0.5))
     x = np.linspace(0, 1, 9, dtype=np.float32)
@@ -113,7 +132,7 @@ def _euler(k, c, steps=300):
     return theta
 
 
-def test_an_unrolled_loop_gradient_against_numpy_and_central_differences():
+def test_an_unrolled_loop_gradient_against_numpy_and_central_differences(language):
     G = sd.grad(_euler, argnums=(0, 1)).trace(2.0, 0.3)
     k, c = np.array([2.0, 1.5, 0.7]), np.array([0.3, 0.0, 1.1])
     got = G.compile("tape")(k, c)
@@ -125,7 +144,7 @@ def test_an_unrolled_loop_gradient_against_numpy_and_central_differences():
 
 
 @pytest.mark.parametrize("seed", list(range(12)))
-def test_random_programs_expanded_agree_with_numpy(seed):
+def test_random_programs_expanded_agree_with_numpy(seed, language):
     program = generate(seed)
     args = program.inputs()
     if args is None:
@@ -181,9 +200,9 @@ def test_build_tape_refuses_unknown_primitives_by_name():
     (100_000, 10_000, 10_000, 1, False),   # wide: numexpr's levels
 ])
 def test_tape_serves(monkeypatch, nodes, inputs, outputs, points, serves):
-    monkeypatch.setattr(tiers, "promotion_enabled", lambda: True)
+    monkeypatch.setattr(tiers, "promotion_enabled", lambda target="numba": True)
     assert tiers.tape_serves(nodes, inputs, outputs, points) is serves
-    monkeypatch.setattr(tiers, "promotion_enabled", lambda: False)
+    monkeypatch.setattr(tiers, "promotion_enabled", lambda target="numba": False)
     assert tiers.tape_serves(nodes, inputs, outputs, points) is False
 
 
@@ -231,7 +250,49 @@ def test_an_interpreter_numba_cannot_compile_falls_back_to_numexpr(monkeypatch, 
     made_up = Primitive("made_up_for_the_tape_test", lambda x: x, lambda x: x,
                         numba="no_such_function({0})")
     table = T.operations() + [T.Operation(made_up, "no_such_function(x0)", False)]
-    monkeypatch.setattr(T, "operations", lambda: table)
+    original = T.operations
+    monkeypatch.setattr(T, "operations", lambda language="numba": table if language == "numba" else original(language))
+    monkeypatch.setattr(T, "interpreter", functools.partial(T.interpreter, language="numba"))
     C = sd.trace(lambda x: np.sin(x) * x, 0.5).compile("tape")
     assert "interpreter could not be made" in C.note and C.note.endswith("numexpr instead")
     assert C(0.5) == pytest.approx(np.sin(0.5) * 0.5, rel=1e-15)
+
+
+# ---------------------------------------------------------------------------
+# The C interpreter: built once per machine, and what happens without it
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(c_compiler() is None, reason="no C compiler")
+def test_the_c_interpreter_is_kept_on_disk_and_loaded_by_a_fresh_process(tmp_path):
+    import subprocess
+    import sys
+
+    script = ("import numpy as np, sys, symad as sd\n"
+              "from symad.compile.scalar import tape\n"
+              "C = sd.trace(lambda x: np.sin(x) * x, 0.5).compile('tape')\n"
+              "assert C.note == '', C.note\n"
+              "print(C(0.5), tape.interpreter()[1].__module__, 'numba' in sys.modules)\n")
+    environment = {**__import__("os").environ, "SYMAD_CACHE_DIR": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True,
+                           text=True, check=True).stdout.split() for _ in range(2)]
+    for value, module, numba_imported in runs:
+        assert float(value) == pytest.approx(np.sin(0.5) * 0.5, rel=1e-15)
+        assert module == "symad.compile.scalar.tape_c" and numba_imported == "False"
+    assert len(list((tmp_path / "tape").glob("symad_tape_*.so"))) == 1   # built once
+
+
+def test_a_compiler_that_fails_hands_the_tape_to_numba_then_numexpr(monkeypatch, tmp_path, caplog):
+    from symad.compile.scalar import tape_c
+
+    monkeypatch.setenv("SYMAD_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(T, "_INTERPRETERS", {})
+    monkeypatch.setattr(tape_c, "c_compiler", lambda: "/bin/false")
+    with caplog.at_level(logging.INFO, logger="symad"):
+        C = sd.trace(lambda x: np.cos(x) * x, 0.5).compile("tape")
+    assert C(0.5) == pytest.approx(np.cos(0.5) * 0.5, rel=1e-15)
+    assert "the C interpreter did not compile" in caplog.text
+    if numba_available():
+        assert C.note == "" and T.interpreter()[1].__module__ != "symad.compile.scalar.tape_c"
+    else:
+        assert "the C interpreter did not compile" in C.note and C.note.endswith("numexpr instead")

@@ -54,6 +54,13 @@ def _tape_scalar(graph, dtype, name):
     return lower_tape(graph, dtype, name)
 
 
+def _tape_available() -> bool:
+    # The tape's interpreter is C where a compiler is found, else numba's (tape_c, tape).
+    from symad.compile.scalar.tape_c import c_compiler
+
+    return c_compiler() is not None or numba_available()
+
+
 def _tape_arrays(graph, dtype, name):
     from symad.compile.scalar.tape import decline_arrays
 
@@ -94,8 +101,8 @@ def register_builtin_backends() -> None:
                              fallback="numexpr", missing=" (numba is not installed: pip install numba)"))
     # The tape: any scalar graph, no per-graph compile (symad.compile.scalar.tape); what the
     # default calls for a large graph at one point or a few (symad.compile.tiers.tape_serves).
-    register_backend(Backend("tape", _tape_scalar, _tape_arrays, available=numba_available,
-                             fallback="numexpr", missing=" (numba is not installed: pip install numba)",
+    register_backend(Backend("tape", _tape_scalar, _tape_arrays, available=_tape_available,
+                             fallback="numexpr", missing=" (it needs a C compiler or numba: pip install numba)",
                              disk_cached=False))
     register_backend(Backend("mpmath", arithmetic=_mpmath_arithmetic))
     register_backend(Backend("interval", arithmetic=_interval_arithmetic))

@@ -20,13 +20,16 @@ package imports; lookups here only read the table.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from symad.errors import CompileError
 
 __all__ = ["Backend", "BackendUnsupported", "register_backend", "backend_record", "check_backend",
-           "available_backends", "numba_available", "DEFAULT_BACKEND", "PRECISION_BACKENDS"]
+           "available_backends", "backend_available", "numba_available", "DEFAULT_BACKEND", "PRECISION_BACKENDS"]
 
 #: The backend ``F(...)`` and every transform evaluate with.
 DEFAULT_BACKEND = "numexpr"
@@ -100,6 +103,17 @@ def available_backends() -> list[str]:
             if record.arithmetic is None and record.available()]
 
 
+def backend_available(backend: str) -> bool:
+    """True if ``backend`` is registered and runs here (what :func:`available_backends`
+    lists, asked of one backend).
+
+    >>> backend_available("numexpr"), backend_available("no such backend")
+    (True, False)
+    """
+    record = _BACKENDS.get(backend)
+    return record is not None and record.arithmetic is None and record.available()
+
+
 def check_backend(backend: str) -> Backend:
     """The record of ``backend`` if it generates a module and runs here, else a CompileError."""
     record = _BACKENDS.get(backend)
@@ -119,13 +133,15 @@ def check_backend(backend: str) -> Backend:
 
 
 def numba_available() -> bool:
-    """True if numba imports here.
+    """True if numba is installed here (found, not imported: its import takes 0.4 s and
+    50 MB, which a process that never compiles with numba must not pay).
 
     >>> isinstance(numba_available(), bool)
     True
     """
-    try:
-        import numba  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return _installed("numba")
+
+
+@functools.lru_cache(maxsize=None)
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None

@@ -51,7 +51,8 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from symad.compile.registry import available_backends
+from symad import config
+from symad.compile.registry import backend_available
 
 __all__ = ["Promotion", "compile_estimate", "promotion_enabled", "fallback_level", "KEEP_RATIO",
            "tape_serves", "early_trial", "fused_array_program", "second_tier", "tape_estimate",
@@ -159,29 +160,27 @@ def second_tier(operations: int, array_program: bool) -> str:
     return "tape" if not array_program and operations > MAX_NUMBA_NODES else "numba"
 
 
-def promotion_enabled() -> bool:
-    """Whether ``F(...)`` may move a hot function to numba: ``sd.config.promote`` or
-    ``$SYMAD_PROMOTE`` if set, else True where numba is installed.
+def promotion_enabled(target: str = "numba") -> bool:
+    """Whether ``F(...)`` may move a function to ``target`` (numba, or the tape):
+    ``sd.config.promote`` or ``$SYMAD_PROMOTE`` if set, else True where ``target`` runs here.
 
     >>> isinstance(promotion_enabled(), bool)
     True
     """
-    from symad import config
-
     switch = config.promote_enabled()
     if switch is False:
         return False
-    return "numba" in available_backends()
+    return backend_available(target)
 
 
 def tape_serves(nodes: int, inputs: int, outputs: int, points: int) -> bool:
     """Whether a default call of a scalar graph (``nodes`` nodes, ``inputs`` scalar inputs and
     ``outputs`` scalar outputs) on ``points`` points goes to the tape backend.
 
-    Only where promotion may use numba (:func:`promotion_enabled`): the tape is numba's, and
-    turning promotion off keeps every default call in numexpr, bit for bit.
+    Only where promotion may use the tape (:func:`promotion_enabled`): turning promotion off
+    keeps every default call in numexpr, bit for bit.
 
-    >>> tape_serves(190_000, 2, 2, 1) == promotion_enabled()
+    >>> tape_serves(190_000, 2, 2, 1) == promotion_enabled("tape")
     True
     >>> tape_serves(190_000, 2, 2, 10_000), tape_serves(500_000, 10**5, 10**5, 1)
     (False, False)
@@ -190,7 +189,7 @@ def tape_serves(nodes: int, inputs: int, outputs: int, points: int) -> bool:
         return False
     if (inputs + outputs) * TAPE_WIDE_RATIO >= nodes:
         return False
-    return promotion_enabled()
+    return promotion_enabled("tape")
 
 
 def early_trial(graph, name: str, array_program: bool, target: str = "numba") -> bool:
@@ -214,13 +213,7 @@ def early_trial(graph, name: str, array_program: bool, target: str = "numba") ->
     >>> early_trial(F.graph, "a function never compiled", False)
     False
     """
-    import importlib.util
-
-    from symad import config
-
-    # Not promotion_enabled(): it imports numba (0.4 s), which a first call must not pay.
-    if config.promote_enabled() is False or not config.cache_enabled() or (
-            target == "numba" and importlib.util.find_spec("numba") is None):
+    if not config.cache_enabled() or not promotion_enabled(target):
         return False
     from symad.compile.disk_cache import module_cached
     from symad.graph import scalar_input_graph
@@ -320,7 +313,7 @@ class Promotion:
         outcome = "numexpr"
         trying = _TRYING.set(True)
         try:
-            if self.target in ("numba", "tape") and not promotion_enabled():
+            if self.target in ("numba", "tape") and not promotion_enabled(self.target):
                 return
             evaluate(self.target)  # the compile (and a first evaluation)
             if serving is not None and serving(self.target) != self.target:

@@ -12,13 +12,14 @@ backend writes none. A graph becomes plain arrays -- the *tape*:
   numbers them (inputs, then one per instruction, then the constants);
 * ``constants`` and ``output_codes``.
 
-and one interpreter, :func:`interpreter`, compiled by numba once for every graph (its
-machine code is cached on disk, ``cache=True``), walks the tape over a table of values
-with a row per code and a column per point. A new graph is new arrays: nothing is
-compiled. This is CasADi's SX virtual machine, in numba.
+and one interpreter, :func:`interpreter`, compiled once for every graph, walks the tape
+over a table of values with a row per code and a column per point: in C where the machine
+has a C compiler (:mod:`symad.compile.scalar.tape_c`; float64), else in numba (its machine
+code cached on disk, ``cache=True``). A new graph is new arrays: nothing is compiled. This
+is CasADi's SX virtual machine.
 
 The interpreter's operations are read from the catalogue: each elementwise primitive
-whose stanza gives a ``numba`` spelling (a template of scalar operands) is one opcode,
+whose stanza gives a ``numba`` (or ``c``) spelling, a template of scalar operands, is one opcode,
 spelled by it; a variadic one (``add``, ``reduce_max``...) folds its binary spelling
 over any number of operands, so a sum of 9,998 terms is one instruction. A graph with a
 primitive that has no such spelling (special functions, custom primitives) or with
@@ -37,6 +38,7 @@ registry hands it to the fallback, numexpr, saying why.
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -56,42 +58,48 @@ __all__ = ["Operation", "Tape", "operations", "interpreter", "build_tape", "lowe
 #: in the caches; the tape serves graphs at one point or small batches.
 TAPE_WORKING_SET_BYTES = 4 << 20
 
+_LOG = logging.getLogger(__name__)
+
 
 class Operation(NamedTuple):
-    """One opcode of the interpreter: the primitive, and its numba spelling over operands
-    named ``x0, x1, ...`` (a variadic primitive's over ``acc`` and ``x``, folded)."""
+    """One opcode of an interpreter: the primitive, and its spelling in the interpreter's
+    language over operands named ``x0, x1, ...`` (a variadic primitive's over ``acc`` and
+    ``x``, folded); ``helpers``, the C helper functions the spelling calls (none in numba)."""
 
     primitive: object
     text: str
     variadic: bool
+    helpers: tuple = ()
 
 
-def _operation(primitive) -> Operation | None:
+def _operation(primitive, language: str) -> Operation | None:
     """The interpreter's operation for ``primitive``, or None if its stanza has no scalar
-    numba spelling the interpreter can use."""
-    form = primitive.spelling("numba")
+    spelling in ``language`` ("numba" or "c") the interpreter can use."""
+    form = primitive.spelling(language)
     if form is None or not primitive.elementwise:
         return None
+    form, *helpers = form if isinstance(form, tuple) else (form,)  # C: (form, *helpers)
     if not primitive.variadic:
-        return Operation(primitive, spell(form, [f"x{k}" for k in range(primitive.arity)]), False)
+        text = spell(form, [f"x{k}" for k in range(primitive.arity)], [None] * primitive.arity)
+        return Operation(primitive, text, False, tuple(helpers))
     # A variadic spelling is folded two operands at a time: only one that is a left fold
     # (a + b + c, max(max(a, b), c)) gives the same value so.
     folded = spell(form, [spell(form, ["a", "b"]), "c"])
     whole = spell(form, ["a", "b", "c"])
     if folded.replace("(", "").replace(")", "") != whole.replace("(", "").replace(")", ""):
         return None
-    return Operation(primitive, spell(form, ["acc", "x"]), True)
+    return Operation(primitive, spell(form, ["acc", "x"]), True, tuple(helpers))
 
 
-def operations() -> list[Operation]:
-    """The interpreter's operations, in opcode order: the catalogue's elementwise primitives
-    with a scalar numba spelling, in the order they were registered.
+def operations(language: str = "numba") -> list[Operation]:
+    """An interpreter's operations, in opcode order: the catalogue's elementwise primitives
+    with a scalar spelling in ``language`` ("numba" or "c"), in the order they were registered.
 
     >>> names = [operation.primitive.name for operation in operations()]
     >>> names[:3], "erf" in names, "gammaln" in names   # gammaln has no numba spelling
     (['add', 'subtract', 'multiply'], True, False)
     """
-    found = [_operation(primitive) for primitive in list(PRIMITIVES.values())]
+    found = [_operation(primitive, language) for primitive in list(PRIMITIVES.values())]
     return [operation for operation in found if operation is not None]
 
 
@@ -185,34 +193,73 @@ def interpreter_source(table: list[Operation]) -> str:
     return "\n".join(lines) + "\n"
 
 
-_INTERPRETERS: dict = {}  # source digest -> (operations, interpret)
+_INTERPRETERS: dict = {}  # (language, source digest) -> (operations, interpret, interpret_one)
 _INTERPRETERS_LOCK = threading.Lock()
 
 
-def interpreter() -> tuple[list[Operation], object, object]:
-    """``(operations, interpret, interpret_one)``: the catalogue's operations and the numba
-    functions that run a tape of them (on a table of values, or on one point's vector). Made once per process and catalogue; numba keeps its machine code on disk
-    beside the module (under ``symad.config.cache_dir``), so later processes load it."""
+def interpreter(dtype="float64", language: str | None = None) -> tuple[list[Operation], object, object]:
+    """``(operations, interpret, interpret_one)`` for tapes of ``dtype``: the catalogue's
+    operations and the functions that run a tape of them (on a table of values, or on one
+    point's vector). Made once per process and catalogue.
+
+    float64 tapes are run by the C interpreter (:mod:`symad.compile.scalar.tape_c`: no
+    numba import, a millisecond to load) where the machine has a C compiler, else, like
+    every other dtype, by numba's, whose machine code numba keeps on disk beside the module
+    (under ``symad.config.cache_dir``), so later processes load it. BackendUnsupported,
+    saying why, if neither can be made. ``language`` ("c" or "numba") asks for one of them.
+
+    >>> table, interpret, interpret_one = interpreter("float32")   # numba's
+    >>> [operation.primitive.name for operation in table][:2]
+    ['add', 'subtract']
+    """
+    reasons = []
+    if language in (None, "c"):
+        from symad.compile.scalar.tape_c import c_interpreter
+
+        try:
+            if np.dtype(dtype) != np.float64:
+                raise BackendUnsupported(f"tape backend: the C interpreter runs float64, not {np.dtype(dtype)}")
+            return _made("c", c_interpreter)
+        except BackendUnsupported as error:
+            if language == "c":
+                raise
+            reasons.append(str(error))
+            _LOG.info("symad: %s; numba's interpreter runs the tape instead", error)
+    try:
+        return _made("numba", _numba_interpreter)
+    except BackendUnsupported as error:
+        raise BackendUnsupported("; ".join([*reasons, str(error)])) from error
+
+
+def _made(language: str, make) -> tuple[list[Operation], object, object]:
+    """The interpreter in ``language`` for the catalogue's current operations, made by
+    ``make(table)`` the first time in this process."""
+    table = operations(language)
+    digest = hashlib.sha256("\n".join(f"{op.primitive.name}:{op.text}" for op in table).encode()).hexdigest()
+    with _INTERPRETERS_LOCK:
+        found = _INTERPRETERS.get((language, digest))
+        if found is None:
+            interpret, interpret_one = make(table)
+            found = _INTERPRETERS[(language, digest)] = (table, interpret, interpret_one)
+    return found
+
+
+def _numba_interpreter(table: list[Operation]) -> tuple:
+    """numba's ``(interpret, interpret_one)`` for ``table``, compiled or loaded from numba's
+    cache (BackendUnsupported, saying why, where numba cannot)."""
     from symad.compile.evaluator import load_module
 
-    table = operations()
-    source = interpreter_source(table)
-    digest = hashlib.sha256(source.encode()).hexdigest()
-    with _INTERPRETERS_LOCK:
-        found = _INTERPRETERS.get(digest)
-        if found is None:
-            try:
-                namespace = load_module(GeneratedModule(source, [], "tape", "float64", 0, None),
-                                        on_disk=True)
-                interpret, interpret_one = namespace["interpret"], namespace["interpret_one"]
-                _load_machine_code(interpret, interpret_one)
-            except Exception as error:  # noqa: BLE001 - numba's errors, an unwritable cache
-                # Here, not at the first evaluation: a tape that cannot run is declined while
-                # the registry can still hand the graph to numexpr, saying why.
-                raise BackendUnsupported(f"tape backend: its interpreter could not be made here "
-                                         f"({type(error).__name__}: {error})") from error
-            found = _INTERPRETERS[digest] = (table, interpret, interpret_one)
-    return found
+    try:
+        namespace = load_module(GeneratedModule(interpreter_source(table), [], "tape", "float64", 0, None),
+                                on_disk=True)
+        interpret, interpret_one = namespace["interpret"], namespace["interpret_one"]
+        _load_machine_code(interpret, interpret_one)
+    except Exception as error:  # noqa: BLE001 - numba's errors, an unwritable cache
+        # Here, not at the first evaluation: a tape that cannot run is declined while
+        # the registry can still hand the graph to numexpr, saying why.
+        raise BackendUnsupported(f"tape backend: its interpreter could not be made here "
+                                 f"({type(error).__name__}: {error})") from error
+    return interpret, interpret_one
 
 
 def _load_machine_code(interpret, interpret_one) -> None:
@@ -260,7 +307,7 @@ def build_tape(graph, table: list[Operation] | None = None) -> Tape:
     missing = sorted({p.name for p in operands.distinct_primitives if p not in opcode_of})
     if missing:
         raise BackendUnsupported(f"tape backend: no opcode for {', '.join(missing)} (its stanza "
-                                 "has no scalar numba spelling)")
+                                 "has no scalar spelling in the interpreter's language)")
     with_params = sorted({p.name for p, params in zip(operands.primitives, operands.params) if params})
     if with_params:
         raise BackendUnsupported(f"tape backend: {', '.join(with_params)} with parameters")
@@ -365,9 +412,9 @@ def lower_tape(graph, dtype, name: str = "function") -> GeneratedModule:
     """
     from symad.compile.scalar.source import RUN, boolean_tuple_source
 
-    table, interpret, interpret_one = interpreter()
-    tape = build_tape(graph, table)
     dtype = np.dtype(dtype)
+    table, interpret, interpret_one = interpreter(dtype)
+    tape = build_tape(graph, table)
     block = max(1, TAPE_WORKING_SET_BYTES // (tape.rows * dtype.itemsize))
     lines = [
         f"# Generated by symad: the tape evaluator of {safe_comment(name)} ({dtype.name}).",
