@@ -21,7 +21,6 @@ import math
 import threading
 
 import numpy as np
-import scipy.special
 
 # -- begin runtime (copied verbatim into generated modules) --
 
@@ -125,6 +124,8 @@ def rt_amin(x, axes):
 
 
 def rt_logsumexp(x, axes):
+    import scipy.special  # here, not at the top: importing symad does not import SciPy
+
     return scipy.special.logsumexp(x, axis=axes)
 
 

@@ -41,7 +41,6 @@ from collections.abc import Callable, Sequence
 
 import mpmath
 import numpy as np
-import scipy.special
 import sympy
 from mpmath import iv
 from mpmath.libmp.libmpi import mpi_atan, mpi_cosh_sinh
@@ -49,6 +48,7 @@ from sympy.codegen.cfunctions import expm1 as sympy_expm1
 from sympy.codegen.cfunctions import log1p as sympy_log1p
 
 from symad.atoms import is_constant, is_zero_constant, same_atom
+from symad.lazy_scipy import special as lazy_scipy
 
 # The machinery the stanzas are declared with, re-exported: ``from symad.primitives import
 # Primitive, register`` keeps working.
@@ -364,7 +364,7 @@ class softplus(sympy.Function):  # noqa: N801
 
 
 # The stable NumPy forms symad evaluates with (the primitives' implementations below).
-sigmoid._imp_ = staticmethod(NumericImplementation(sigmoid, _mpmath_sigmoid, scipy.special.expit))
+sigmoid._imp_ = staticmethod(NumericImplementation(sigmoid, _mpmath_sigmoid, lazy_scipy.expit))
 softplus._imp_ = staticmethod(NumericImplementation(
     softplus, _mpmath_softplus, lambda x: np.logaddexp(0.0, x)))
 
@@ -857,7 +857,7 @@ logaddexp2_p = register(Primitive(
     mpmath=_mp_logaddexp2, interval=("corners", {}), finite=True))
 logsumexp_p = register(Primitive(
     "logsumexp", lambda *a: sympy.log(sympy.Add(*[sympy.exp(t) for t in a])),
-    lambda *a: scipy.special.logsumexp(np.stack(np.broadcast_arrays(*a)), axis=0),
+    lambda *a: lazy_scipy.logsumexp(np.stack(np.broadcast_arrays(*a)), axis=0),
     commutative=True, variadic=True,
     numpy=stacked("special.logsumexp"), c=(_c_logsumexp, _C_LOGSUMEXP),
     mpmath=_mp_logaddexp, interval=("corners", {}), finite=True))
@@ -865,14 +865,14 @@ logsumexp_p = register(Primitive(
 # -- special functions ---------------------------------------------------------
 
 erf_p = register(Primitive(
-    "erf", sympy.erf, scipy.special.erf, numpy_name="erf", numba="math.erf({0})", c="erf({0})",
+    "erf", sympy.erf, lazy_scipy.erf, numpy_name="erf", numba="math.erf({0})", c="erf({0})",
     mpmath=mpmath.erf, interval=("monotone", {}), finite=True))
 erfc_p = register(Primitive(
-    "erfc", sympy.erfc, scipy.special.erfc, numpy_name="erfc", numba="math.erfc({0})",
+    "erfc", sympy.erfc, lazy_scipy.erfc, numpy_name="erfc", numba="math.erfc({0})",
     c="erfc({0})", mpmath=mpmath.erfc, interval=("monotone", {"increasing": False}),
     finite=True))
 sigmoid_p = register(Primitive(
-    "sigmoid", sigmoid, scipy.special.expit, numpy_name="expit",
+    "sigmoid", sigmoid, lazy_scipy.expit, numpy_name="expit",
     numba="(1.0 / (1.0 + np.exp(-{0})))", c=("symad_sigmoid({0})", _C_SIGMOID),
     mpmath=_mpmath_sigmoid, interval=("monotone", {}), latex=r"\sigma", finite=True))
 softplus_p = register(Primitive(

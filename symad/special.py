@@ -46,7 +46,6 @@ from collections.abc import Callable
 
 import mpmath
 import numpy as np
-import scipy.special as sc
 import sympy
 from sympy.core.expr import Expr
 
@@ -55,6 +54,9 @@ from symad import primitives as P
 from symad.errors import DifferentiationError
 from symad.graph import current_builder, is_constant, is_zero_constant
 from symad.ir.primitive import Primitive
+# SciPy's functions by name, imported at their first call (symad.lazy_scipy): ``sc.gamma``.
+from symad.lazy_scipy import SciPyFunction
+from symad.lazy_scipy import special as sc
 from symad.numpy.elementwise import elementwise_function
 from symad.tracer import as_atoms
 
@@ -1221,29 +1223,46 @@ ellipe = _define(
     "E' = (E - K)/(2m), by its series near m = 0.", scipy_ufuncs=(sc.ellipe,),
     mpmath=mpmath.ellipe, interval=("monotone", {"increasing": False, "upper": 1}))
 
-# The SciPy ufunc named as an elementwise primitive's NumPy function (its stanza's
-# numpy_name: erf, expit, expm1, ...) computes the same mathematics: it traces as that
-# primitive, through symad.numpy's function of it.
-SCIPY_UFUNCS.update({
-    getattr(sc, function.primitive.numpy_name): function
-    for name, function in vars(snp).items()
-    if isinstance(getattr(function, "primitive", None), Primitive) and function.primitive.name == name
-    and isinstance(getattr(sc, function.primitive.numpy_name or "", None), np.ufunc)
-})
+def route_scipy_ufuncs() -> None:
+    """Put SciPy's ufuncs themselves into :data:`SCIPY_UFUNCS` (importing SciPy): run by
+    symad.numpy the first time a ufunc that is not NumPy's meets a traced value.
+
+    Until then the table holds the catalogue's stand-ins (:mod:`symad.lazy_scipy`), so that
+    importing symad does not import SciPy.
+    """
+    import scipy.special
+
+    routes = {(key.resolve() if isinstance(key, SciPyFunction) else key): function
+              for key, function in SCIPY_UFUNCS.items()}
+    # The SciPy ufunc named as an elementwise primitive's NumPy function (its stanza's
+    # numpy_name: erf, expit, expm1, ...) computes the same mathematics: it traces as that
+    # primitive, through symad.numpy's function of it.
+    routes.update({
+        getattr(scipy.special, function.primitive.numpy_name): function
+        for name, function in vars(snp).items()
+        if isinstance(getattr(function, "primitive", None), Primitive) and function.primitive.name == name
+        and isinstance(getattr(scipy.special, function.primitive.numpy_name or "", None), np.ufunc)
+    })
+    SCIPY_UFUNCS.clear()
+    SCIPY_UFUNCS.update(routes)
+
 
 def scipy_ufunc_name(ufunc) -> str:
     """The name a user knows a SciPy ufunc by, ``scipy.special.gamma``, for error messages.
 
-    >>> scipy_ufunc_name(sc.psi), scipy_ufunc_name(sc.hyp2f1)
+    >>> import scipy.special
+    >>> scipy_ufunc_name(scipy.special.psi), scipy_ufunc_name(scipy.special.hyp2f1)
     ('scipy.special.psi', 'scipy.special.hyp2f1')
     """
+    import scipy.special
+
     name = getattr(ufunc, "__name__", repr(ufunc))
-    if getattr(sc, name, None) is ufunc:
+    if getattr(scipy.special, name, None) is ufunc:
         return f"scipy.special.{name}"
-    if getattr(sc._ufuncs, name, None) is ufunc:  # behind a Python wrapper (zeta, lambertw)
+    if getattr(scipy.special._ufuncs, name, None) is ufunc:  # behind a Python wrapper (zeta, lambertw)
         return f"scipy.special._ufuncs.{name}"
     module = getattr(ufunc, "__module__", None) or type(ufunc).__module__
     return f"{module}.{name}"
 
 
-snp.register_foreign_functions(SCIPY_UFUNCS, ARRAY_FUNCTIONS, scipy_ufunc_name)
+snp.register_foreign_functions(SCIPY_UFUNCS, ARRAY_FUNCTIONS, scipy_ufunc_name, load=route_scipy_ufuncs)

@@ -6,12 +6,13 @@ shares become shared nodes; each SymPy head maps to one primitive.
 
 from __future__ import annotations
 
+import importlib
+
 from collections.abc import Sequence
 from typing import Any
 
 import mpmath
 import numpy as np
-import scipy.special
 import sympy
 
 from symad import primitives as P
@@ -318,7 +319,8 @@ _TUPLE_ELEMENTS = {
 #: SymPy functions whose SciPy function takes the arguments in another order.
 _REORDERED = {"assoc_legendre": ("lpmv", (1, 0, 2))}  # lpmv(m, n, x) = P_n^m(x)
 
-_NUMERIC_MODULES = {"numpy": np, "scipy.special": scipy.special}
+#: The modules SymPy's printer tables may name, imported when one is named (SciPy: 0.8 s).
+_NUMERIC_MODULES = ("numpy", "scipy.special")
 _SYMPY_FUNCTION_PRIMITIVES: dict = {}
 
 
@@ -360,16 +362,17 @@ def numeric_implementation(head) -> tuple[Any, str]:
     dotted = SciPyPrinter().known_functions.get(name)
     if dotted is not None:
         module, _, attribute = dotted.rpartition(".")
-        function = getattr(_NUMERIC_MODULES.get(module), attribute, None)
+        loaded = importlib.import_module(module) if module in _NUMERIC_MODULES else None
+        function = getattr(loaded, attribute, None)
         if function is not None:
             return _real_valued(function), dotted
     if name in _TUPLE_ELEMENTS:
         attribute, position = _TUPLE_ELEMENTS[name]
-        function = getattr(scipy.special, attribute)
+        function = getattr(importlib.import_module("scipy.special"), attribute)
         return _real_valued(lambda *a: function(*a)[position]), f"scipy.special.{attribute}[{position}]"
     if name in _REORDERED:
         attribute, order = _REORDERED[name]
-        function = getattr(scipy.special, attribute)
+        function = getattr(importlib.import_module("scipy.special"), attribute)
         return _real_valued(lambda *a: function(*(a[i] for i in order))), f"scipy.special.{attribute}"
     if _evalf_knows(head):
         return _evalf_implementation(head), "mpmath (SymPy's evalf)"

@@ -98,7 +98,7 @@ def test_the_dependency_graph_is_read():
     assert "symad.graph" in edges["symad.tracer"]
     assert "symad.ir.primitive" in edges["symad.primitives"]
     assert not any(module.startswith("symad.") and module not in ("symad.atoms", "symad.ir",
-                                                                 "symad.ir.primitive")
+                                                                 "symad.ir.primitive", "symad.lazy_scipy")
                    for module in edges["symad.primitives"])
 
 
@@ -148,7 +148,8 @@ def test_symad_has_no_import_circle():
 #: its own layer and the ones below, never one above.
 LAYERS = (
     ("symad.errors", "symad.config", "symad.outside", "symad.pytree", "symad.atoms",
-     "symad.gc_pause", "symad.array_runtime", "symad.inlining", "symad.tracing_errors"),
+     "symad.gc_pause", "symad.array_runtime", "symad.inlining", "symad.tracing_errors",
+     "symad.lazy_scipy"),
     ("symad.ir",),
     ("symad.graph",),
     ("symad.primitives", "symad.array_primitives", "symad.linalg_primitives", "symad.atom_arrays"),
@@ -226,3 +227,17 @@ def test_no_module_imports_its_own_package_face():
 def test_an_upward_import_is_caught():
     edges = {"symad.graph": {"symad.api"}, "symad.api": set()}
     assert upward_imports(edges, LAYERS) == ["symad.graph (2) -> symad.api (13)"]
+
+
+def test_importing_symad_imports_neither_scipy_nor_numba():
+    # SciPy (0.8 s, 30 MB) and numba (0.4 s, 50 MB) come only with what needs them: the
+    # special functions' first call, a SciPy ufunc on a traced value, the numba backend.
+    import subprocess
+    import sys
+
+    script = ("import sys, numpy as np, symad as sd\n"
+              "G = sd.grad(lambda x: np.sin(x) * x)\n"
+              "assert abs(G(0.5) - (np.cos(0.5) * 0.5 + np.sin(0.5))) < 1e-15\n"
+              "print(sorted({m.split('.')[0] for m in sys.modules} & {'scipy', 'numba'}))\n")
+    assert subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=True).stdout.strip() == "[]"

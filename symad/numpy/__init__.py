@@ -32,6 +32,7 @@ import builtins
 import functools
 import inspect
 import math
+import threading
 from typing import Any
 
 import numpy as _np
@@ -105,12 +106,12 @@ def _ufunc_route(ufunc) -> tuple[str, Any]:
     name = getattr(ufunc, "__name__", repr(ufunc))
     if getattr(_np, name, None) is ufunc:
         return f"numpy.{name}", _UFUNCS.get(name)
-    for ufuncs, _, ufunc_name in _FOREIGN:
+    for ufuncs, _, ufunc_name in _foreign_tables():
         if ufunc in ufuncs:
             return ufunc_name(ufunc), ufuncs[ufunc]
     module = getattr(ufunc, "__module__", None) or type(ufunc).__module__
     # Named by a table that routes ufuncs (scipy.special's), not one of functions only.
-    names = [ufunc_name(ufunc) for ufuncs, _, ufunc_name in _FOREIGN if ufuncs]
+    names = [ufunc_name(ufunc) for ufuncs, _, ufunc_name in _foreign_tables() if ufuncs]
     return (names[0] if names else f"{module}.{name}"), None
 
 
@@ -121,12 +122,31 @@ def _ufunc_route(ufunc) -> tuple[str, Any]:
 _FOREIGN: list = []
 
 
-def register_foreign_functions(ufuncs: dict, array_functions: dict, ufunc_name) -> None:
+_FOREIGN_LOADERS: list = []
+_FOREIGN_LOCK = threading.Lock()
+
+
+def register_foreign_functions(ufuncs: dict, array_functions: dict, ufunc_name, load=None) -> None:
     """Route ``ufuncs`` ({ufunc: traceable}) and ``array_functions`` ({function: traceable}).
 
     ``ufunc_name(ufunc)`` names a ufunc in error messages (``scipy.special.gamma``).
+    ``load``, if given, is called once, before these tables are first looked in, to fill
+    them: SciPy's tables import SciPy (0.8 s, 30 MB), which only a program that calls a
+    function NumPy's tables do not hold pays.
     """
     _FOREIGN.append((ufuncs, array_functions, ufunc_name))
+    if load is not None:
+        _FOREIGN_LOADERS.append(load)
+
+
+def _foreign_tables() -> list:
+    """The foreign tables, filled: the loaders not run yet run now, once each."""
+    if _FOREIGN_LOADERS:
+        with _FOREIGN_LOCK:
+            while _FOREIGN_LOADERS:
+                _FOREIGN_LOADERS[0]()
+                _FOREIGN_LOADERS.pop(0)
+    return _FOREIGN
 
 
 
@@ -188,7 +208,7 @@ def dispatch_function(func, args: tuple, kwargs: dict, what: str | None = None) 
     ``what`` names the call in errors when it is not ``func`` itself (``ndarray.sum``).
     """
     implementation = _FUNCTIONS.get(func)
-    for _, array_functions, _ in _FOREIGN if implementation is None else ():
+    for _, array_functions, _ in _foreign_tables() if implementation is None else ():
         implementation = array_functions.get(func)  # numpy.sinc lives in symad.special
         if implementation is not None:
             break
@@ -233,7 +253,9 @@ __all__ = [
 
 
 # scipy.linalg's solvers, by the registry symad.special uses for scipy.special.
-register_foreign_functions({}, linalg.scipy_functions(), lambda ufunc: f"scipy.linalg.{ufunc.__name__}")
+_SCIPY_LINALG: dict = {}
+register_foreign_functions({}, _SCIPY_LINALG, lambda ufunc: f"scipy.linalg.{ufunc.__name__}",
+                           load=lambda: _SCIPY_LINALG.update(linalg.scipy_functions()))
 
 
 def _whole_getitem(x, index):

@@ -59,6 +59,7 @@ from symad.compile.scalar.source import (
 )
 from symad.errors import CompileError
 from symad.graph import Node
+from symad.lazy_scipy import resolved
 
 __all__ = ["lower_whole_arrays", "WholeArrayLowering"]
 
@@ -639,7 +640,7 @@ def _ufunc_name(node) -> str | None:
         return None
     if primitive.name == "add" and len(node.args) == 2 and is_builtin_primitive(primitive):
         return "np.add"  # (the primitive's own implementation adds any number of terms)
-    if not isinstance(primitive.numpy_impl, np.ufunc):
+    if not isinstance(resolved(primitive.numpy_impl), np.ufunc):
         return None
     if primitive.name in SPECIAL_NUMPY_FORMS and is_builtin_primitive(primitive):
         return None

@@ -68,6 +68,7 @@ from symad.compile.scalar.source import (
     output_lines,
 )
 from symad.ir.primitive import PRIMITIVES
+from symad.lazy_scipy import resolved
 
 __all__ = ["lower_numexpr", "numexpr_form", "runs_in_numpy", "NUMPY_IS_FASTER", "COST_NS"]
 
@@ -616,7 +617,7 @@ def _ufunc_spelling(instruction: Instruction) -> bool:
     """Whether the NumPy step of ``instruction`` is one call of a NumPy/SciPy ufunc, which
     can write into a buffer (``out=``) instead of a fresh array for every block."""
     primitive = instruction.primitive
-    implementation = primitive.numpy_impl
+    implementation = resolved(primitive.numpy_impl)
     return (isinstance(implementation, np.ufunc) and implementation.nout == 1
             and primitive.spelling("numpy") is None
             and numpy_spelling(instruction) is not None)

@@ -17,10 +17,11 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-import scipy.special
 
+from symad.compile.modules import SCIPY_IMPORTS
 from symad.compile.scalar.program import Constant, Instruction, Program, safe_comment, safe_comments
 from symad.ir.primitive import PRIMITIVES, spell
+from symad.lazy_scipy import is_scipy_special
 
 __all__ = ["STANDARD_IMPORTS", "literal", "numpy_spelling", "module_header", "DRIVER", "RUN", "WORKING_SET_BYTES", "block_size_for",
            "SPECIAL_NUMPY_FORMS"]
@@ -101,7 +102,7 @@ def numpy_spelling(instruction: Instruction):
     if name and name.isidentifier():
         if getattr(np, name, None) is primitive.numpy_impl:
             return lambda args, name=name: f"np.{name}({', '.join(args)})"
-        if getattr(scipy.special, name, None) is primitive.numpy_impl:
+        if is_scipy_special(primitive.numpy_impl, name):
             return lambda args, name=name: f"special.{name}({', '.join(args)})"
     return None
 
@@ -152,8 +153,7 @@ STANDARD_IMPORTS = (
     "import threading",
     "",
     "import numpy as np",
-    "import scipy.special",
-    "from scipy import special",
+    *SCIPY_IMPORTS,
 )
 
 

@@ -313,10 +313,12 @@ def build_tape(graph, table: list[Operation] | None = None) -> Tape:
         raise BackendUnsupported(f"tape backend: {', '.join(with_params)} with parameters")
     distinct = np.array([opcode_of[p] for p in operands.distinct_primitives], np.int32)
     opcodes = distinct[operands.primitive_numbers] if len(distinct) else np.zeros(0, np.int32)
-    return Tape(np.ascontiguousarray(opcodes, np.int32), operands.arities.astype(np.int64),
-                operands.offsets.astype(np.int64), operands.codes.astype(np.int64),
+    # Not astype, which copies: the operand table's arrays are int64 already, and a 10^4-step
+    # gradient's are megabytes, at the moment its process's memory peaks.
+    return Tape(np.ascontiguousarray(opcodes, np.int32), np.ascontiguousarray(operands.arities, np.int64),
+                np.ascontiguousarray(operands.offsets, np.int64), np.ascontiguousarray(operands.codes, np.int64),
                 np.array([float(c.value) for c in operands.constants], np.float64),
-                operands.output_codes.astype(np.int64), operands.input_count,
+                np.ascontiguousarray(operands.output_codes, np.int64), operands.input_count,
                 tuple(program.outputs_are_boolean()))
 
 
