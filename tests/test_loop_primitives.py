@@ -343,3 +343,25 @@ def test_latex_prints_the_recurrence_and_the_adjoint_recurrence():
         .replace("999999", "9999").replace("1000000", "10000").replace("1000002", "10002")
     tangent = sd.jacfwd(loop, argnums=0).trace(*args).latex()
     assert "\\dot{k} \\sin" in tangent and "{\\dot{state_{1}}}_{i + 1} &=" in tangent
+
+
+def test_formula_prints_each_output_as_its_leaf_of_the_recurrence():
+    # str() of a loop in formula() is its recurrence; each output is the leaf it reads (a
+    # two-carry loop's outputs are s0 and s1 after the last step, not the same expression),
+    # and of the gradient the adjoint recurrence's leaves at step 0.
+    def two(k, c):
+        body = lambda i, s: (s[0] + 1e-3 * s[1], s[1] + 1e-3 * (-k * np.sin(s[0]) - c * s[1]))  # noqa: E731
+        return sd.fori_loop(0, 100, body, (1.0, 0.0))
+
+    first, second = (str(e) for e in sd.trace(two, 2.0, 0.3).formula())
+    recurrence = ("fori_loop(i = 0..99: s0[i + 1] = s0[i] + 0.001*s1[i], "
+                  "s1[i + 1] = -0.001*c*s1[i] - 0.001*k*sin(s0[i]) + s1[i]; s0[0] = 1, s1[0] = 0)")
+    assert first == recurrence + "[s0[100]]" and second == recurrence + "[s1[100]]"
+    formula = sd.trace(two, 2.0, 0.3).formula()[0]
+    assert {s.name for s in formula.free_symbols} == {"c", "k"}
+    dk, dc = (str(e) for e in sd.grad(lambda k, c: two(k, c)[0], argnums=(0, 1)).trace(2.0, 0.3).formula())
+    assert dk.endswith("[kbar[0]]") and dc.endswith("[cbar[0]]")
+    assert "kbar[i] = -0.001*sin(s0[i])*s1bar[i + 1] + kbar[i + 1]" in dk
+    assert "s0bar[100] = 1, s1bar[100] = 0" in dk and dk.startswith("fori_loop(i = 99..0: ")
+    ys = sd.trace(lambda a: sd.scan(lambda c, x: (c * a, c + x), 1.0, np.arange(3.0))[1], 2.0).formula()
+    assert str(ys).endswith("; c[0] = 1)[y0[i]]")

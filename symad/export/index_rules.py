@@ -32,7 +32,8 @@ from symad.export.index_forms import (
 from symad.graph import ArrayInput, atom_shape
 from symad.ir.primitive import RuleTable
 
-__all__ = ["INDEX_RULES", "WHOLE_OPERANDS", "UNPRINTED", "index_rule", "transposed_input", "whole_operands"]
+__all__ = ["INDEX_RULES", "WHOLE_OPERANDS", "UNPRINTED", "index_rule", "elementwise_rule", "transposed_input",
+           "whole_operands"]
 
 #: Each primitive's element at given indices; an elementwise primitive without a rule of
 #: its own (all of them) is its operands' elements at the broadcast index.
@@ -58,10 +59,14 @@ def index_rule(primitive):
 # ---------------------------------------------------------------------------
 
 
-def _elementwise(nb, node, index: tuple, scope: tuple):
+def elementwise_rule(nb, node, index: tuple, scope: tuple):
+    """The node's primitive applied to its operands' elements at the broadcast index."""
     args = [nb.operand(atom, broadcast_index(index, atom_shape(atom), node.shape), scope)
             for atom in node.args]
     return nb.apply(node.primitive, args, node.params)
+
+
+_elementwise = elementwise_rule
 
 
 def _reduction(combine):

@@ -8,8 +8,6 @@ in :mod:`symad.loops.rules`.
 
 from __future__ import annotations
 
-import sympy
-
 from symad.ir.primitive import Primitive, register
 from symad.loops.evaluation import run_loop, run_while
 from symad.loops.spec import loop_shape
@@ -18,9 +16,11 @@ __all__ = ["loop_p", "while_p"]
 
 
 def _loop_sympy(*args, loop, in_shapes):
-    # The node as a formula: an opaque application named after the loop; formulas of the
-    # recurrence itself are the exporter's (symad.loops.formulas).
-    return sympy.Function(loop.kind)(*args)
+    # The node as a formula: an application named after the loop, whose str() is its
+    # recurrence; LaTeX prints the recurrence below the function's lines (symad.loops.formulas).
+    from symad.loops.formulas import loop_head
+
+    return loop_head(loop)(*args)
 
 
 def _loop_impl(*operands, loop, in_shapes):

@@ -24,7 +24,7 @@ import sympy
 
 from symad.array_primitives import record_concatenate, record_slice
 from symad.errors import DifferentiationError
-from symad.export.index_rules import INDEX_RULES
+from symad.export.index_rules import INDEX_RULES, elementwise_rule
 from symad.graph import atom_shape
 from symad.loops.body import loop_results, record_loop
 from symad.loops.checkpoints import checkpointed_cotangents, segment_length
@@ -37,6 +37,7 @@ from symad.loops.derived import (
     trajectory_spec,
     zeros,
 )
+from symad.loops.formulas import loop_element
 from symad.loops.nodes import loop_p, while_p
 from symad.loops.spec import LoopSpec
 from symad.rules.tangents import TANGENT
@@ -171,7 +172,12 @@ _WHOLE = "a loop: its value comes from running its body, not from its elements"
 PATTERN.no_rule("a loop: the sparsity of its steps' composition is not computed; F.sparsity() "
                 "and sparse Jacobians refuse it", loop_p, while_p)
 UNROLL.no_rule(_WHOLE, loop_p, while_p)
-INDEX_RULES.no_rule("a loop prints as its recurrence (symad.loops.formulas)", loop_p, while_p)
+@INDEX_RULES.register(loop_p, while_p)
+def _loop_element(nb, node, index: tuple, scope: tuple):
+    # The loop's application (its operands as the elementwise rule reads them), and of it
+    # the element at ``index``: the leaf it is (symad.loops.formulas.loop_element).
+    application = elementwise_rule(nb, node, index, scope)
+    return loop_element(application, index[0] if index else 0)
 _SERIES = ("Taylor mode through a loop goes by nested forward mode (sd.derivative and "
            "sd.taylor of one argument, orders up to 8: symad.loops.series); multivariate series, "
            "directions and the numeric series of high orders do not go through loops")
