@@ -124,7 +124,7 @@ def rt_amin(x, axes):
 
 
 def rt_logsumexp(x, axes):
-    import scipy.special  # here, not at the top: importing symad does not import SciPy
+    import scipy.special  # here, not at the top: SciPy loads only where logsumexp runs
 
     return scipy.special.logsumexp(x, axis=axes)
 
