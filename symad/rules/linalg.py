@@ -25,6 +25,11 @@ primitive             tangent                              cotangent of the oper
 ``qr`` (Q, R)         JAX's, with ``Y = dA R^-1``          its transpose (rows >= columns)
 ``pinv`` (P)          ``-P dA P + P P^T dA^T (I - A P)``   the transpose of the tangent map
                       ``+ (I - P A) dA^T P^T P``
+``eig`` (values w)    ``diag(V^-1 dA V)``                  ``V^-T diag(c) V^T``
+``eig`` (vectors V)   ``D - V Re diag(V^H D)``,            its transpose (complex: under the
+                      ``D = V (F ∘ V^-1 dA V)``            pairing ``Re(ct * t)``)
+``lstsq`` (x = P b)   ``P (db - dA x) + P P^T dA^T r``     ``b̄ = P^T c``; ``Ā = -b̄ x^T``
+                      ``+ (I - P A) dA^T P^T x``           ``+ r (P b̄)^T + P^T x (c - A^T b̄)^T``
 ====================  ===================================  ======================================
 
 ``Φ`` keeps the lower triangle and halves the diagonal; ``sym(M) = (M + M^T) / 2``;
