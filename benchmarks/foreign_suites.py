@@ -107,8 +107,16 @@ class _Merged(type(_sys)):
             if hasattr(space, name):
                 return getattr(space, name)
         raise AttributeError(name)
+# autograd.numpy.linalg's own helpers, which its tests call (test_pinv: np.linalg._dot,
+# np.linalg.T): a matrix product and a transpose over the last two axes, in NumPy's terms,
+# so they reach symad's tracers through NumPy's dispatch as any NumPy call does.
+class _AutogradLinalgHelpers:
+    _dot = staticmethod(lambda a, b: _numpy.matmul(a, b))
+    T = staticmethod(lambda a: _numpy.swapaxes(a, -1, -2))
 for _name in ("random", "linalg", "fft"):
     _spaces = ([getattr(_snp, _name)] if {symad} and hasattr(_snp, _name) else []) + [getattr(_numpy, _name)]
+    if _name == "linalg":
+        _spaces.append(_AutogradLinalgHelpers)
     _sys.modules[__name__ + "." + _name] = globals()[_name] = _Merged(__name__ + "." + _name, *_spaces)
 def __getattr__(name):
     for _namespace in (_snp, _numpy) if {symad} else (_numpy,):

@@ -34,6 +34,7 @@ __all__ = [
     "inv_p", "solve_p", "det_p", "logabsdet_p", "det_sign_p", "cholesky_p", "solve_triangular_p",
     "eigh_values_p", "eigh_vectors_p", "lu_factor_p", "svd_values_p", "svd_u_p", "svd_vh_p", "pinv_p", "expm_p",
     "qr_q_p", "qr_r_p",
+    "eig_values_p", "eig_vectors_p", "eig_vectors_inv_p", "lstsq_p",
     "LINALG_PRIMITIVES", "core_ranks", "MatrixHead", "Transposed",
 ]
 
@@ -198,6 +199,8 @@ def core_ranks(node) -> tuple[int, tuple[int, ...]]:
             eigh_values_p: (1, (2,)), eigh_vectors_p: (2, (2,)), svd_values_p: (1, (2,)),
             svd_u_p: (2, (2,)), svd_vh_p: (2, (2,)), pinv_p: (2, (2,)), expm_p: (2, (2,)),
             qr_q_p: (2, (2,)), qr_r_p: (2, (2,)),
+            eig_values_p: (1, (2,)), eig_vectors_p: (2, (2,)), eig_vectors_inv_p: (2, (2,)),
+            lstsq_p: (rhs, (2, rhs)),
             det_sign_p: (0, (2,)), solve_p: (rhs, (2, rhs, 2)), lu_factor_p: (2, (2,)),
             solve_triangular_p: (rhs, (2, rhs))}[primitive]
 
@@ -388,3 +391,81 @@ LINALG_PRIMITIVES = {inv_p: Inv, solve_p: Solve, det_p: Det, logabsdet_p: LogAbs
                      eigh_values_p: EigenValues, eigh_vectors_p: EigenVectors, lu_factor_p: LUFactor,
                      svd_values_p: SingularValues, svd_u_p: SingularLeft, svd_vh_p: SingularRight,
                      pinv_p: PseudoInverse, expm_p: MatrixExp, qr_q_p: QRFactorQ, qr_r_p: QRFactorR}
+
+
+# ---------------------------------------------------------------------------
+# The general (non-symmetric) eigendecomposition and least squares
+# ---------------------------------------------------------------------------
+
+GeneralEigenValues = _head("GeneralEigenValues", "eigvals", r"\lambda\left({0}\right)",
+                           "``eigvals(A)``: the eigenvalues of a general matrix, complex, as "
+                           "``numpy.linalg.eig`` orders them.")
+GeneralEigenVectors = _head("GeneralEigenVectors", "eigvecs", None,
+                            "``eigvecs(A)``: the unit eigenvectors (columns) of a general matrix, "
+                            "complex, as ``numpy.linalg.eig`` gives them.")
+GeneralEigenVectorsInverse = _head("GeneralEigenVectorsInverse", "eigvecs_inv",
+                                   r"\operatorname{{eigvecs}}\left({0}\right)^{{-1}}",
+                                   "``eigvecs_inv(A)``: the inverse of ``eigvecs(A)`` (its rows: the "
+                                   "left eigenvectors, scaled so that their product is the identity).")
+LeastSquares = _head("LeastSquares", "lstsq", "{0}^{{+}} {1}",
+                     "``lstsq(A, B)``: the minimum-norm least-squares solution, LaTeX ``A^{+} B``.")
+
+
+def _eig(a) -> tuple:
+    """NumPy's eigendecomposition, complex: NumPy returns real arrays when every eigenvalue of
+    a real matrix is real, and a node's type cannot depend on its operand's values."""
+    values, vectors = np.linalg.eig(a)
+    return values.astype(np.result_type(values, 1j)), vectors.astype(np.result_type(vectors, 1j))
+
+
+def _eig_vectors_inv(a):
+    return np.linalg.inv(_eig(a)[1])
+
+
+def _lstsq(a, b, *, vector, rcond):
+    a, b = np.asarray(a), np.asarray(b)
+    core = 1 if vector else 2
+    if a.ndim == 2 and b.ndim == core:
+        return np.linalg.lstsq(a, b, rcond=rcond)[0]
+    # A stack (NumPy's lstsq takes one matrix): one solve per matrix, b broadcast against a.
+    lead = np.broadcast_shapes(a.shape[:-2], b.shape[:b.ndim - core])
+    a = np.broadcast_to(a, lead + a.shape[-2:])
+    b = np.broadcast_to(b, lead + b.shape[b.ndim - core:])
+    x = np.empty(lead + (a.shape[-1],) + b.shape[len(lead) + 1:])
+    for index in np.ndindex(*lead):
+        x[index] = np.linalg.lstsq(a[index], b[index], rcond=rcond)[0]
+    return x
+
+
+def _lstsq_shape(shapes, params) -> tuple:
+    """``solve``'s shape rule with ``a``'s ``m`` rows, then the ``m`` rows of the result
+    replaced by ``a``'s ``n`` columns."""
+    a, b = shapes
+    if len(a) < 2:
+        raise TracingError(f"lstsq: the matrix operand must have two dimensions, got shape {a}" + _where())
+    solved = _solved_shape("lstsq")([tuple(a[:-1]) + (a[-2],), b], params)
+    row = len(solved) - (1 if params["vector"] else 2)
+    return solved[:row] + (a[-1],) + solved[row + 1:]
+
+
+#: The eigenvalues of a general matrix (``numpy.linalg.eig(a)[0]``, LAPACK's geev), always
+#: complex (a real matrix has complex conjugate pairs in general).
+eig_values_p = array_primitive("eig_values", lambda a: _eig(a)[0],
+                               lambda shapes, params: _same_shape("eig")(shapes, params)[:-1],
+                               kind="array", complex_values="complex")
+#: Their eigenvectors, the columns of ``numpy.linalg.eig(a)[1]``: unit norm, as LAPACK
+#: normalises them (each with its largest component real).
+eig_vectors_p = array_primitive("eig_vectors", lambda a: _eig(a)[1], _same_shape("eig"),
+                                kind="array", complex_values="complex")
+#: The inverse of the eigenvector matrix, which the derivative rules of the two above read
+#: (``V^{-1} dA V``); infinite for a defective matrix.
+eig_vectors_inv_p = array_primitive("eig_vectors_inv", _eig_vectors_inv, _same_shape("eig"),
+                                    kind="array", complex_values="complex", finite=False)
+#: The least-squares solution ``x`` minimising ``|a x - b|`` of least norm
+#: (``numpy.linalg.lstsq(a, b, rcond)[0]``, LAPACK's gelsd; a stack solved matrix by
+#: matrix); ``vector``: ``b`` is a vector. Its derivative is that of ``pinv(a) @ b`` at
+#: constant rank.
+lstsq_p = array_primitive("lstsq", _lstsq, _lstsq_shape, kind="array", complex_values="refuse", arity=2)
+
+LINALG_PRIMITIVES.update({eig_values_p: GeneralEigenValues, eig_vectors_p: GeneralEigenVectors,
+                          eig_vectors_inv_p: GeneralEigenVectorsInverse, lstsq_p: LeastSquares})

@@ -32,9 +32,21 @@ import numpy as _np
 
 from symad import linalg_primitives as L
 from symad.atom_arrays import traced_function_name
+from symad.atoms import note_complex
 from symad.errors import TracingError
 from symad.graph import atom_shape
-from symad.numpy.elementwise import absolute, conjugate, multiply, not_equal, power, real, sqrt, where
+from symad.numpy.elementwise import (
+    absolute,
+    conjugate,
+    greater,
+    multiply,
+    not_equal,
+    power,
+    real,
+    sqrt,
+    subtract,
+    where,
+)
 from symad.numpy.products import matmul
 from symad.numpy.reductions import max, min, sum
 from symad.numpy.shapes import (
@@ -52,7 +64,8 @@ from symad.tracer import as_atom, is_complex_value
 
 __all__ = ["solve", "inv", "det", "slogdet", "cholesky", "matrix_power", "multi_dot", "norm",
            "solve_triangular", "cho_factor", "cho_solve", "eigh", "eigvalsh", "SlogdetResult",
-           "EighResult", "svd", "svdvals", "SVDResult", "pinv", "expm", "qr", "QRResult"]
+           "EighResult", "svd", "svdvals", "SVDResult", "pinv", "expm", "qr", "QRResult",
+           "eig", "eigvals", "EigResult", "lstsq"]
 
 #: What ``slogdet`` returns, as NumPy's result: ``sign`` and ``logabsdet``.
 SlogdetResult = collections.namedtuple("SlogdetResult", ["sign", "logabsdet"])
@@ -62,6 +75,8 @@ EighResult = collections.namedtuple("EighResult", ["eigenvalues", "eigenvectors"
 QRResult = collections.namedtuple("QRResult", ["Q", "R"])
 #: What ``svd`` returns, as NumPy's result.
 SVDResult = collections.namedtuple("SVDResult", ["U", "S", "Vh"])
+#: What ``eig`` returns, as NumPy's result.
+EigResult = collections.namedtuple("EigResult", ["eigenvalues", "eigenvectors"])
 
 
 def _record(primitive, operands, params=()):
@@ -262,6 +277,92 @@ def qr(a, mode="reduced"):
             "and the raw form have no derivative here)")
     r = _record(L.qr_r_p, (a,))
     return r if mode == "r" else QRResult(_record(L.qr_q_p, (a,)), r)
+
+
+@numpy_when_concrete(_np.linalg.eig)
+def eig(a):
+    """``(eigenvalues, eigenvectors)`` of a general square matrix (or a stack), NumPy's values,
+    always complex (as JAX's: NumPy gives real arrays when every eigenvalue of a real matrix
+    is real; a traced value's type cannot depend on the values).
+
+    Two nodes (LAPACK's geev runs once for each). The derivative is JAX's: with
+    ``G = V^-1 dA V``, ``dw = diag(G)`` and ``dV = V (F * G)`` with ``F[i, j] = 1 / (w[j] -
+    w[i])``, less each column's change of norm, so columns stay unit vectors. An
+    eigenvector's phase is arbitrary (LAPACK makes its largest component real; the
+    derivative does not follow that choice): differentiate quantities that do not depend on
+    it, such as ``abs(v)`` or ``v v^H``. Not finite where eigenvalues repeat.
+
+    >>> import numpy as np, symad as sd
+    >>> a = np.array([[2.0, 1.0], [0.0, 3.0]])
+    >>> sd.grad(lambda a: np.real(np.linalg.eig(a)[0][1]))(a)   # w = (2, 3): u v^T / (u^T v)
+    array([[0., 0.],
+           [1., 1.]])
+    """
+    _check_matrix(a, "numpy.linalg.eig")
+    note_complex()  # eig makes complex values: nodes from here on ask about them
+    return EigResult(_record(L.eig_values_p, (a,)), _record(L.eig_vectors_p, (a,)))
+
+
+@numpy_when_concrete(_np.linalg.eigvals)
+def eigvals(a):
+    """The eigenvalues of a general square matrix, complex, in ``eig``'s order; their
+    derivative is ``diag(V^-1 dA V)``.
+
+    >>> import numpy as np, symad as sd
+    >>> rotation = np.array([[0.0, -1.0], [1.0, 0.0]])   # eigenvalues +i and -i
+    >>> sd.trace(np.linalg.eigvals, rotation)(rotation)
+    array([0.+1.j, 0.-1.j])
+    """
+    _check_matrix(a, "numpy.linalg.eigvals")
+    note_complex()
+    return _record(L.eig_values_p, (a,))
+
+
+@numpy_when_concrete(_np.linalg.lstsq)
+def lstsq(a, b, rcond=None):
+    """``(x, residuals, rank, s)`` as ``numpy.linalg.lstsq``: ``x`` minimises ``|a x - b|``
+    (of least norm), one node, NumPy's value.
+
+    ``x``'s derivative is that of ``pinv(a) @ b`` at constant rank (singular values at most
+    ``rcond`` times the largest count as zero, as NumPy's cutoff): for a matrix of full
+    column rank the derivative of the normal equations' solution; for a rank-deficient one,
+    of the minimum-norm solution along perturbations that keep the rank (JAX's lstsq, by
+    SVD, gives the same where it is finite). ``residuals`` are the squared norms of
+    ``b - a x`` per column, shape ``(k,)`` (``(1,)`` for a vector ``b``), when ``a`` has more
+    rows than columns, else empty, as NumPy decides from the shape (NumPy also returns
+    them empty for a rank-deficient ``a``, a decision on values a traced shape cannot make);
+    ``rank`` is the count of singular values above the cutoff, a traced number (a float, as
+    traced values are); ``s`` the singular values, with ``svd``'s derivative.
+
+    >>> import numpy as np, symad as sd
+    >>> a = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    >>> x, residuals, rank, s = sd.trace(lambda b: np.linalg.lstsq(a, b), np.ones(3))(np.array([1.0, 2.0, 0.0]))
+    >>> bool(np.allclose(x, [0.0, 1.0])), residuals, int(rank)
+    (True, array([3.]), 2)
+    """
+    _check_matrix_shape(a, b, "numpy.linalg.lstsq")
+    vector = ndim(b) == 1
+    x = _record(L.lstsq_p, (a, b), (("vector", vector), ("rcond", None if rcond is None else float(rcond))))
+    m, n = shape(a)
+    s = svd(a, compute_uv=False)
+    if m > n:
+        squares = _squared_magnitude(subtract(b, matmul(a, x)))
+        residuals = reshape(sum(squares), (1,)) if vector else sum(squares, axis=0)
+    else:
+        residuals = _np.zeros((0,))
+    cutoff = (_np.finfo(float).eps * builtins.max(m, n) if rcond is None
+              else _np.finfo(float).eps if rcond < 0 else float(rcond))
+    rank = sum(where(greater(s, multiply(max(s), cutoff)), 1.0, 0.0))
+    return x, residuals, rank, s
+
+
+def _check_matrix_shape(a, b, what: str) -> None:
+    """NumPy's lstsq takes one matrix ``a`` (M, N) and ``b`` (M,) or (M, K)."""
+    a_shape, b_shape = shape(a), shape(b)
+    if len(a_shape) != 2 or len(b_shape) not in (1, 2) or b_shape[0] != a_shape[0]:
+        raise TracingError(f"{what} in function {traced_function_name()!r}: 'a' must be a matrix "
+                           f"(M, N) and 'b' of shape (M,) or (M, K), as NumPy's; got shapes "
+                           f"{a_shape} and {b_shape}")
 
 
 def svdvals(x):
@@ -484,6 +585,7 @@ NUMPY_FUNCTIONS = {
     _np.linalg.eigvalsh: eigvalsh, _np.linalg.svd: svd, _np.linalg.svdvals: svdvals,
     _np.linalg.pinv: pinv, _np.linalg.qr: qr,
 }
+NUMPY_FUNCTIONS.update({_np.linalg.eig: eig, _np.linalg.eigvals: eigvals, _np.linalg.lstsq: lstsq})
 
 
 def scipy_functions() -> dict:

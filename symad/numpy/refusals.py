@@ -42,16 +42,14 @@ _REWRITES = {
 }
 # numpy.linalg (and scipy.linalg): near names (np.invert for inv) would mislead; the refusal
 # says what of linear algebra is traced instead.
-_LINALG_TRACED = ("numpy.linalg's solve, inv, det, slogdet, cholesky, eigh, eigvalsh, svd, svdvals, "
-                  "qr, pinv, matrix_power, multi_dot and norm (every ord), and scipy.linalg's "
-                  "solve_triangular, cho_factor, cho_solve and expm (as snp.linalg.*)")
-for _decomposition in ("eig", "eigvals",
-                       "lstsq", "matrix_rank", "cond", "tensorinv", "tensorsolve", "lu"):
+_LINALG_TRACED = ("numpy.linalg's solve, inv, det, slogdet, cholesky, eigh, eigvalsh, eig, eigvals, "
+                  "svd, svdvals, qr, pinv, lstsq, matrix_power, multi_dot and norm (every ord), and "
+                  "scipy.linalg's solve_triangular, cho_factor, cho_solve and expm (as snp.linalg.*)")
+for _decomposition in ("matrix_rank", "cond", "tensorinv", "tensorsolve", "lu"):
     _REWRITES[_decomposition] = (
-        f"It is not traced yet (the non-symmetric eigendecomposition, least squares); "
-        f"symad traces {_LINALG_TRACED}. For least squares of full column rank, "
-        "np.linalg.pinv(a) @ b is traced. Write the formula out for a small fixed size, or "
-        "wrap a numeric implementation with @sd.primitive and give its partials")
+        f"It is not traced yet; symad traces {_LINALG_TRACED}. Write it with those (cond: the "
+        "ratio of svd's extreme singular values), or wrap a numeric implementation with "
+        "@sd.primitive and give its partials")
 _REWRITES.update({
     "allclose": "a condition for snp.where: np.max(np.abs(a - b)) <= tol",
 })

@@ -25,6 +25,11 @@ primitive             tangent                              cotangent of the oper
 ``qr`` (Q, R)         JAX's, with ``Y = dA R^-1``          its transpose (rows >= columns)
 ``pinv`` (P)          ``-P dA P + P P^T dA^T (I - A P)``   the transpose of the tangent map
                       ``+ (I - P A) dA^T P^T P``
+``eig`` (values w)    ``diag(V^-1 dA V)``                  ``V^-T diag(c) V^T``
+``eig`` (vectors V)   ``D - V Re diag(V^H D)``,            its transpose (complex: under the
+                      ``D = V (F ∘ V^-1 dA V)``            pairing ``Re(ct * t)``)
+``lstsq`` (x = P b)   ``P (db - dA x) + P P^T dA^T r``     ``b̄ = P^T c``; ``Ā = -b̄ x^T``
+                      ``+ (I - P A) dA^T P^T x``           ``+ r (P b̄)^T + P^T x (c - A^T b̄)^T``
 ====================  ===================================  ======================================
 
 ``Φ`` keeps the lower triangle and halves the diagonal; ``sym(M) = (M + M^T) / 2``;
@@ -498,6 +503,117 @@ def _qr_cotangent(builder, ct, node, index, lead):
     if node.primitive is L.qr_q_p:
         y_bar = builder.record(P.add_p, (ct, y_bar))
     return _t(builder, _triangular(builder, r, _t(builder, y_bar), trans=0, lower=False))
+
+
+# ---------------------------------------------------------------------------
+# The general eigendecomposition (complex values) and least squares
+# ---------------------------------------------------------------------------
+
+
+def _eig_parts(builder, node):
+    """``(w, V, V^{-1})`` of the operand of a general eigen node (the others recorded too)."""
+    a = node.args[0]
+    return tuple(node if node.primitive is p else builder.record(p, (a,))
+                 for p in (L.eig_values_p, L.eig_vectors_p, L.eig_vectors_inv_p))
+
+
+def _row_of(builder, values, lead: int):
+    """Values per column ``(..., n)`` as ``(..., 1, n)``, behind ``lead`` seeds."""
+    core = atom_shape(values)[lead:]
+    return A.record_reshape(builder, values, core[:-1] + (1, core[-1]), lead)
+
+
+def _column_real_part(builder, x, y, lead: int):
+    """``Re(sum_i x[i, j] y[i, j])`` per column ``j``, as a row ``(..., 1, n)``."""
+    return _row_of(builder, builder.record(A.real_p, (_mm(builder, "ij,ij->j", x, y),)), lead)
+
+
+@TANGENT.register(L.eig_values_p, L.eig_vectors_p, L.eig_vectors_inv_p)
+def _eig_tangent(builder, node, tangents, lead):
+    # JAX's (eig_jvp): with G = V^-1 dA V, dw = diag(G); dV = V (F o G), then each column's
+    # change of norm removed, dV - V Re(diag(V^H dV)), so the columns stay unit vectors
+    # (their phase's derivative is this rule's, not LAPACK's "largest component real").
+    w, v, v_inv = _eig_parts(builder, node)
+    da = _aligned(builder, tangents[0], node, 2, lead)
+    da_v = _mm(builder, "ij,jk->ik", da, v)
+    if node.primitive is L.eig_values_p:
+        return _mm(builder, "ij,ji->i", v_inv, da_v)
+    g = _mm(builder, "ij,jk->ik", v_inv, da_v)
+    dv = _mm(builder, "ij,jk->ik", v, _mul(builder, _gaps(builder, w), g))
+    conj_v = builder.record(A.conj_p, (v,))
+    dv = builder.record(P.sub_p, (dv, _mul(builder, v, _column_real_part(builder, conj_v, dv, lead))))
+    if node.primitive is L.eig_vectors_p:
+        return dv
+    return _neg(builder, _mm(builder, "ij,jk->ik", v_inv, _mm(builder, "ij,jk->ik", dv, v_inv)))
+
+
+@TRANSPOSE.register(L.eig_values_p, L.eig_vectors_p, L.eig_vectors_inv_p)
+def _eig_cotangent(builder, ct, node, index, lead):
+    # The tangent map's transpose under the pairing Re(sum ct * t) (no conjugation):
+    # G-bar = diag(w-bar) or F o (V^T C1) with C1 = C - conj(V) Re(diag(V^T C)), and
+    # A-bar = V^-T G-bar V^T; the inverse's cotangent C' enters as C = -V^-T C' V^-T.
+    w, v, v_inv = _eig_parts(builder, node)
+    if node.primitive is L.eig_values_p:  # V^-T diag(w-bar) V^T
+        core = atom_shape(ct)[lead:]
+        scaled = _mul(builder, v_inv, A.record_reshape(builder, ct, core[:-1] + (core[-1], 1), lead))
+        return _mm(builder, "ki,jk->ij", scaled, v)
+    if node.primitive is L.eig_vectors_inv_p:
+        ct = _neg(builder, _mm(builder, "ik,jk->ij", _mm(builder, "ji,jk->ik", v_inv, ct), v_inv))
+    conj_v = builder.record(A.conj_p, (v,))
+    ct = builder.record(P.sub_p, (ct, _mul(builder, conj_v, _column_real_part(builder, ct, v, lead))))
+    g_bar = _mul(builder, _gaps(builder, w), _mm(builder, "ji,jk->ik", v, ct))
+    return _mm(builder, "ik,jk->ij", _mm(builder, "ji,jk->ik", v_inv, g_bar), v)
+
+
+def _lstsq_parts(builder, node):
+    """``(P, r, y)``: ``P = pinv(A)`` at lstsq's cutoff, the residual ``r = b - A x`` and
+    ``y = P^T x``, for the solution node ``x``."""
+    a, b = node.args
+    params = dict(node.params)
+    vector, rcond = params["vector"], params["rcond"]
+    m, n = atom_shape(a)[-2:]
+    cutoff = rcond if rcond is not None and rcond >= 0 else float(np.finfo(float).eps) * (
+        max(m, n) if rcond is None else 1)
+    pinv = builder.record(L.pinv_p, (a,), (("rcond", None), ("rtol", cutoff)))
+    residual = builder.record(P.sub_p, (b, _mm(builder, _product_subscripts(vector), a, node)))
+    return pinv, residual, _mm(builder, _product_subscripts(vector, True), pinv, node)
+
+
+@TANGENT.register(L.lstsq_p)
+def _lstsq_tangent(builder, node, tangents, lead):
+    # x = P b at constant rank: dx = P (db - dA x) + P P^T dA^T r + (I - P A) dA^T y.
+    vector = dict(node.params)["vector"]
+    a = node.args[0]
+    pinv, residual, y = _lstsq_parts(builder, node)
+    da = _aligned(builder, tangents[0], node, 2, lead)
+    db = _aligned(builder, tangents[1], node, 1 if vector else 2, lead)
+    times, times_transposed = _product_subscripts(vector), _product_subscripts(vector, True)
+    rhs = None if da is None else _neg(builder, _mm(builder, times, da, node))
+    rhs = db if rhs is None else rhs if db is None else builder.record(P.add_p, (db, rhs))
+    dx = _mm(builder, times, pinv, rhs)
+    if da is None:
+        return dx
+    back = _mm(builder, times_transposed, pinv, _mm(builder, times_transposed, da, residual))
+    z = _mm(builder, times_transposed, da, y)
+    off_range = builder.record(P.sub_p, (z, _mm(builder, times, pinv, _mm(builder, times, a, z))))
+    return builder.record(P.add_p, (dx, _mm(builder, times, pinv, back), off_range))
+
+
+@TRANSPOSE.register(L.lstsq_p)
+def _lstsq_cotangent(builder, ct, node, index, lead):
+    # b-bar = P^T c; A-bar = -b-bar x^T + r (P b-bar)^T + y (c - A^T b-bar)^T.
+    vector = dict(node.params)["vector"]
+    a = node.args[0]
+    pinv, residual, y = _lstsq_parts(builder, node)
+    times, times_transposed = _product_subscripts(vector), _product_subscripts(vector, True)
+    b_bar = _mm(builder, times_transposed, pinv, ct)
+    if index == 1:
+        return b_bar
+    outer = _outer_subscripts(vector)
+    first = _mm(builder, outer, _neg(builder, b_bar), node)
+    second = _mm(builder, outer, residual, _mm(builder, times, pinv, b_bar))
+    off_range = builder.record(P.sub_p, (ct, _mm(builder, times_transposed, a, b_bar)))
+    return builder.record(P.add_p, (first, second, _mm(builder, outer, y, off_range)))
 
 
 # ---------------------------------------------------------------------------
