@@ -19,15 +19,17 @@ import sympy
 
 from symad.errors import ExportError
 from symad.graph import Node, sympy_form
+from symad.loops.spec import LoopSpec
 
 __all__ = ["loop_latex_lines", "Recurrence", "recurrence", "recurrence_text", "loop_head", "LoopLeaf",
            "loop_element"]
 
 
 def _loops(function) -> list:
-    from symad.loops.nodes import loop_p, while_p
-
-    return [node for node in function.graph.nodes if node.primitive in (loop_p, while_p)]
+    # A loop node is the one whose parameter is a loop (symad.loops.nodes imports this
+    # module for its formula heads, so the stanzas are not imported here).
+    return [node for node in function.graph.nodes
+            if node.params and isinstance(dict(node.params).get("loop"), LoopSpec)]
 
 
 def _printed_operand(atom):
