@@ -494,8 +494,11 @@ def test_norms_of_complex_arrays_are_real_with_jaxs_gradient_and_factorisations_
     assert np.allclose(sd.grad(np.linalg.norm)(a), np.conj(a) / np.linalg.norm(a), rtol=1e-14)
     assert np.allclose(sd.grad(lambda v: np.linalg.norm(v, axis=1).sum())(a),
                        np.conj(a) / np.linalg.norm(a, axis=1, keepdims=True), rtol=1e-14)
-    # Linear algebra has real rules only: a complex matrix is refused, not differentiated wrongly.
-    for call in (lambda m: np.linalg.norm(m, "nuc"), lambda m: np.linalg.det(m).real,
-                 lambda m: np.linalg.inv(m).sum().real):
+    # The nuclear norm of a complex matrix: its gradient is conj(U Vh) (tests/test_linalg_complex.py).
+    u, _, vh = np.linalg.svd(a)
+    assert np.allclose(sd.grad(lambda m: np.linalg.norm(m, "nuc"))(a), np.conj(u @ vh), rtol=1e-13)
+    # The factorisations without complex rules refuse a complex matrix, not differentiate it wrongly.
+    for call in (lambda m: np.linalg.cholesky(m).sum().real, lambda m: np.linalg.qr(m)[1].sum().real,
+                 lambda m: np.linalg.pinv(m).sum().real):
         with pytest.raises(sd.TracingError, match="complex value"):
             sd.grad(call)(a)

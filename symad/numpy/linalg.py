@@ -147,12 +147,15 @@ def cholesky(a, upper=False):
 
 
 def _lower_triangle_read(a, UPLO: str, what: str):  # noqa: N803 - NumPy's name
-    """``a``, or its transpose for ``UPLO='U'``: the primitives read the lower triangle."""
+    """``a``, or for ``UPLO='U'`` its transpose (of a complex matrix the conjugate transpose:
+    the Hermitian matrix its upper triangle stands for): the primitives read the lower triangle."""
     if UPLO not in ("L", "U"):
         raise TracingError(f"{what} in function {traced_function_name()!r}: UPLO must be 'L' or 'U', "
                            f"got {UPLO!r}")
     _check_matrix(a, what)
-    return swapaxes(a, -1, -2) if UPLO == "U" else a
+    if UPLO == "L":
+        return a
+    return conjugate(swapaxes(a, -1, -2)) if is_complex_value(a) else swapaxes(a, -1, -2)
 
 
 @numpy_when_concrete(_np.linalg.eigvalsh)
