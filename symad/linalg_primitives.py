@@ -262,7 +262,7 @@ def _solve_triangular(a, b, *, lower, trans, unit_diagonal, vector):
         lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
         a = np.broadcast_to(a, lead + a.shape[-2:])
         b = np.broadcast_to(b, lead + b.shape[-2:])
-        x = np.empty(lead + b.shape[-2:])
+        x = np.empty(lead + b.shape[-2:], np.result_type(a, b, 1.0))
         for index in np.ndindex(*lead):
             x[index] = scipy.linalg.solve_triangular(a[index], b[index], trans=trans, lower=lower,
                                                      unit_diagonal=unit_diagonal)
@@ -354,13 +354,13 @@ logabsdet_p = array_primitive("logabsdet", _logabsdet, _scalar_per_matrix("slogd
 #: The sign of ``det A``, ``numpy.linalg.slogdet(A)[0]``: piecewise constant.
 det_sign_p = array_primitive("det_sign", _det_sign, _scalar_per_matrix("slogdet"), kind="array", complex_values="follow")
 #: ``cholesky(A)``: lower ``L`` with ``L L^T = A``, from ``A``'s lower triangle (``numpy.linalg.cholesky``).
-cholesky_p = array_primitive("cholesky", np.linalg.cholesky, _same_shape("cholesky"), kind="array", complex_values="refuse",
+cholesky_p = array_primitive("cholesky", np.linalg.cholesky, _same_shape("cholesky"), kind="array", complex_values="follow",
                              finite=False)
 #: ``solve_triangular(T, b)``: ``T^{-1} b`` (``trans=1``: ``T^{-T} b``) from the ``lower`` or
 #: upper triangle of ``T`` (its diagonal taken as ones if ``unit_diagonal``), as
 #: ``scipy.linalg.solve_triangular``.
 solve_triangular_p = array_primitive("solve_triangular", _solve_triangular, _solved_shape("solve_triangular"),
-                                     kind="array", complex_values="refuse", arity=2, finite=False)
+                                     kind="array", complex_values="follow", arity=2, finite=False)
 #: The eigenvalues of a symmetric matrix, ascending, from its lower triangle (``numpy.linalg.eigvalsh``).
 eigh_values_p = array_primitive("eigh_values", np.linalg.eigvalsh,
                                 lambda shapes, params: _same_shape("eigvalsh")(shapes, params)[:-1],
@@ -377,13 +377,13 @@ svd_u_p = array_primitive("svd_u", _svd_u, _thin_shape("u"), kind="array", compl
 svd_vh_p = array_primitive("svd_vh", _svd_vh, _thin_shape("vh"), kind="array", complex_values="follow")
 #: The pseudo-inverse (``numpy.linalg.pinv``: by SVD, singular values below the cutoff
 #: ``rcond``/``rtol`` dropped); its derivative is that at constant rank (JAX's).
-pinv_p = array_primitive("pinv", _pinv, _pinv_shape, kind="array", complex_values="refuse")
+pinv_p = array_primitive("pinv", _pinv, _pinv_shape, kind="array", complex_values="follow")
 #: The matrix exponential (``scipy.linalg.expm``: scaling and squaring with Padé).
 expm_p = array_primitive("expm", _expm, _same_shape("expm"), kind="array", complex_values="follow")
 #: The reduced QR factors of a matrix with at least as many rows as columns
 #: (``numpy.linalg.qr(a)``, Householder's through LAPACK): ``Q`` and ``R``.
-qr_q_p = array_primitive("qr_q", lambda a: np.linalg.qr(a)[0], _qr_shape("q"), kind="array", complex_values="refuse")
-qr_r_p = array_primitive("qr_r", lambda a: np.linalg.qr(a)[1], _qr_shape("r"), kind="array", complex_values="refuse")
+qr_q_p = array_primitive("qr_q", lambda a: np.linalg.qr(a)[0], _qr_shape("q"), kind="array", complex_values="follow")
+qr_r_p = array_primitive("qr_r", lambda a: np.linalg.qr(a)[1], _qr_shape("r"), kind="array", complex_values="follow")
 
 #: The primitives of this family, and the head each prints with.
 LINALG_PRIMITIVES = {inv_p: Inv, solve_p: Solve, det_p: Det, logabsdet_p: LogAbsDet,

@@ -1,5 +1,6 @@
-"""Complex linear algebra (issue 29, items 1 x 2): svd, eigh, inv, solve, det, slogdet, expm
-of complex matrices, with JAX's conventions (the pairing Re(ct * t), no conjugation).
+"""Complex linear algebra (issue 29, items 1 x 2): svd, eigh, inv, solve, det, slogdet, expm,
+cholesky, solve_triangular, cho_solve, qr and pinv of complex matrices, with JAX's
+conventions (the pairing Re(ct * t), no conjugation).
 
 Table-driven: each function of the table is checked at random complex matrices (square,
 wide, tall, size-1 axes, stacks), its forward tangent against central differences along
@@ -16,6 +17,8 @@ import zlib
 
 import numpy as np
 import pytest
+
+import scipy.linalg
 
 import symad as sd
 import symad.numpy as snp
@@ -62,40 +65,73 @@ def _first_eigen_projector(a):
 
 B = np.array([1.0 + 0.5j, -2.0, 0.25j, 1.5, -1j, 0.5])
 
-# name: (function of a complex matrix, Hermitian input and directions (eigh reads one
-# triangle: its derivative is taken along Hermitian directions, as JAX's), shapes)
+
+def _solve_triangular(trans, lower, unit_diagonal):
+    def f(a):
+        return snp.linalg.solve_triangular(a, B[: a.shape[-1]], trans=trans, lower=lower,
+                                           unit_diagonal=unit_diagonal)
+    return f
+
+
+# name: (function of a complex matrix, the matrix ("general"; "hermitian" or "hpd", with
+# Hermitian directions: eigh and cholesky read one triangle, and their derivative is taken
+# along Hermitian directions, as JAX's), shapes)
 SQUARE = [(1, 1), (3, 3), (2, 3, 3), (1, 2, 2)]
 RECTANGULAR = [(1, 1), (1, 3), (3, 1), (3, 5), (5, 3), (4, 4), (2, 3, 5), (2, 5, 3)]
+TALL = [(1, 1), (3, 1), (3, 3), (5, 3), (2, 4, 3)]
 TABLE = {
-    "svdvals": (lambda a: np.linalg.svd(a, compute_uv=False), False, RECTANGULAR),
-    "svd-abs-u": (lambda a: np.abs(np.linalg.svd(a, full_matrices=False)[0]), False, RECTANGULAR),
-    "svd-abs-vh": (lambda a: np.abs(np.linalg.svd(a, full_matrices=False)[2]), False, RECTANGULAR),
-    "svd-usv": (_usv, False, RECTANGULAR),
-    "svd-projector": (_first_singular_projector, False, RECTANGULAR),
-    "norm-nuc": (lambda a: np.linalg.norm(a, "nuc", axis=(-2, -1)), False, RECTANGULAR),
-    "norm-2": (lambda a: np.linalg.norm(a, 2, axis=(-2, -1)), False, RECTANGULAR),
-    "eigvalsh": (np.linalg.eigvalsh, True, SQUARE),
-    "eigvalsh-upper": (lambda a: np.linalg.eigvalsh(a, UPLO="U"), True, SQUARE),
-    "eigh-abs-v": (lambda a: np.abs(np.linalg.eigh(a)[1]), True, SQUARE),
-    "eigh-abs-v-upper": (lambda a: np.abs(np.linalg.eigh(a, UPLO="U")[1]), True, SQUARE),
-    "eigh-projector": (_first_eigen_projector, True, SQUARE),
-    "inv": (np.linalg.inv, False, SQUARE),
-    "det": (np.linalg.det, False, SQUARE),
-    "slogdet-logabsdet": (lambda a: np.linalg.slogdet(a)[1], False, SQUARE),
-    "slogdet-sign": (lambda a: np.linalg.slogdet(a)[0], False, SQUARE),
-    "solve-vector": (lambda a: np.linalg.solve(a, B[: a.shape[-1]]), False, SQUARE),
-    "solve-matrix": (lambda a: np.linalg.solve(a, conj_t(a) * 2), False, SQUARE),
-    "expm": (lambda a: snp.linalg.expm(a * 0.3), False, [(1, 1), (3, 3)]),
+    "svdvals": (lambda a: np.linalg.svd(a, compute_uv=False), "general", RECTANGULAR),
+    "svd-abs-u": (lambda a: np.abs(np.linalg.svd(a, full_matrices=False)[0]), "general", RECTANGULAR),
+    "svd-abs-vh": (lambda a: np.abs(np.linalg.svd(a, full_matrices=False)[2]), "general", RECTANGULAR),
+    "svd-usv": (_usv, "general", RECTANGULAR),
+    "svd-projector": (_first_singular_projector, "general", RECTANGULAR),
+    "norm-nuc": (lambda a: np.linalg.norm(a, "nuc", axis=(-2, -1)), "general", RECTANGULAR),
+    "norm-2": (lambda a: np.linalg.norm(a, 2, axis=(-2, -1)), "general", RECTANGULAR),
+    "eigvalsh": (np.linalg.eigvalsh, "hermitian", SQUARE),
+    "eigvalsh-upper": (lambda a: np.linalg.eigvalsh(a, UPLO="U"), "hermitian", SQUARE),
+    "eigh-abs-v": (lambda a: np.abs(np.linalg.eigh(a)[1]), "hermitian", SQUARE),
+    "eigh-abs-v-upper": (lambda a: np.abs(np.linalg.eigh(a, UPLO="U")[1]), "hermitian", SQUARE),
+    "eigh-projector": (_first_eigen_projector, "hermitian", SQUARE),
+    "inv": (np.linalg.inv, "general", SQUARE),
+    "det": (np.linalg.det, "general", SQUARE),
+    "slogdet-logabsdet": (lambda a: np.linalg.slogdet(a)[1], "general", SQUARE),
+    "slogdet-sign": (lambda a: np.linalg.slogdet(a)[0], "general", SQUARE),
+    "solve-vector": (lambda a: np.linalg.solve(a, B[: a.shape[-1]]), "general", SQUARE),
+    "solve-matrix": (lambda a: np.linalg.solve(a, conj_t(a) * 2), "general", SQUARE),
+    "expm": (lambda a: snp.linalg.expm(a * 0.3), "general", [(1, 1), (3, 3)]),
+    "cholesky": (np.linalg.cholesky, "hpd", SQUARE),
+    "cholesky-upper": (lambda a: np.linalg.cholesky(a, upper=True), "hpd", SQUARE),
+    "cho_solve-lower": (lambda a: snp.linalg.cho_solve(snp.linalg.cho_factor(a, lower=True), B[: a.shape[-1]]),
+                        "hpd", SQUARE[:2]),
+    "cho_solve-upper": (lambda a: snp.linalg.cho_solve(snp.linalg.cho_factor(a), B[: a.shape[-1]]),
+                        "hpd", SQUARE[:2]),
+    "qr-q": (lambda a: np.linalg.qr(a)[0], "general", TALL),
+    "qr-r": (lambda a: np.linalg.qr(a)[1], "general", TALL),
+    "pinv": (np.linalg.pinv, "general", RECTANGULAR),
 }
+# Where the traced function's value is checked against another spelling of it.
+REFERENCES = {
+    "cho_solve-lower": lambda a: np.linalg.solve(a, B[: a.shape[-1]]),
+    "cho_solve-upper": lambda a: np.linalg.solve(a, B[: a.shape[-1]]),
+}
+for _trans in (0, 1, "C"):
+    for _lower in (True, False):
+        for _unit in (False, True):
+            _name = f"solve_triangular-{_trans}-{'lower' if _lower else 'upper'}{'-unit' if _unit else ''}"
+            TABLE[_name] = (_solve_triangular(_trans, _lower, _unit), "general", [(1, 1), (3, 3)])
+            REFERENCES[_name] = (lambda trans, lower, unit: lambda a: scipy.linalg.solve_triangular(
+                a, B[: a.shape[-1]], trans=trans, lower=lower, unit_diagonal=unit))(_trans, _lower, _unit)
 CASES = [(name, shape) for name, (_, _, shapes) in TABLE.items() for shape in shapes]
 
 
 def _point_and_directions(name, shape):
-    """The matrix, and a real and an imaginary direction (Hermitian ones for eigh)."""
-    _, is_hermitian, _ = TABLE[name]
+    """The matrix, and a real and an imaginary direction (Hermitian ones for eigh, cholesky)."""
+    _, kind, _ = TABLE[name]
     r = rng(f"{name}{shape}")
-    if is_hermitian:
+    if kind != "general":
         x = hermitian(complex_normal(r, shape))
+        if kind == "hpd":
+            x = x @ conj_t(x) + shape[-1] * np.eye(shape[-1])
         real_part = r.normal(size=shape)
         return x, [real_part + np.swapaxes(real_part, -1, -2),   # symmetric: Hermitian
                    1j * (real_part - np.swapaxes(real_part, -1, -2))]   # i antisymmetric
@@ -111,7 +147,7 @@ def test_tangents_and_cotangents_match_central_differences(name, shape):
     f = TABLE[name][0]
     x, directions = _point_and_directions(name, shape)
     value = np.asarray(f(x))
-    np.testing.assert_allclose(sd.trace(f, x)(x), value, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(sd.trace(f, x)(x), REFERENCES.get(name, f)(x), rtol=1e-12, atol=1e-12)
     r = rng(name)
     cotangent = (complex_normal(r, value.shape) if np.iscomplexobj(value)
                  else r.normal(size=value.shape))
@@ -190,7 +226,8 @@ def test_exact_gradients(shape):
                                np.broadcast_to(np.eye(shape[-1]), shape), atol=1e-12)
 
 
-@pytest.mark.parametrize("name", ["norm-nuc", "svd-usv", "eigh-projector", "slogdet-logabsdet", "inv"])
+@pytest.mark.parametrize("name", ["norm-nuc", "svd-usv", "eigh-projector", "slogdet-logabsdet", "inv",
+                                  "cholesky", "qr-q", "pinv", "solve_triangular-C-lower"])
 def test_second_order_forward_over_reverse(name):
     # A Hessian-vector product of a real function: the tangent of its gradient, against
     # central differences of the gradient.
@@ -216,7 +253,9 @@ def test_real_matrices_record_no_complex_node():
         u, s, vh = np.linalg.svd(a)
         w, v = np.linalg.eigh(a)
         sign, logdet = np.linalg.slogdet(a)
-        return np.sum(u * vh) + np.sum(s) + np.sum(w) + np.sum(v) + sign * logdet
+        q, r = np.linalg.qr(a)
+        factors = np.linalg.cholesky(a @ a.T) + np.linalg.pinv(a) + q * r
+        return np.sum(u * vh) + np.sum(s) + np.sum(w) + np.sum(v) + sign * logdet + np.sum(factors)
 
     graph = sd.grad(f).trace(a).graph
     assert all(node.primitive.name not in ("real", "imag", "conj") for node in graph.nodes)

@@ -141,9 +141,14 @@ def cholesky(a, upper=False):
     0.25
     """
     _check_matrix(a, "numpy.linalg.cholesky")
-    if upper:
-        return swapaxes(_record(L.cholesky_p, (swapaxes(a, -1, -2),)), -1, -2)
+    if upper:  # U = L^H of the Hermitian matrix the upper triangle stands for
+        return _adjoint(_record(L.cholesky_p, (_adjoint(a),)))
     return _record(L.cholesky_p, (a,))
+
+
+def _adjoint(a):
+    """The conjugate transpose of the last two axes (of a real matrix the transpose)."""
+    return conjugate(swapaxes(a, -1, -2)) if is_complex_value(a) else swapaxes(a, -1, -2)
 
 
 def _lower_triangle_read(a, UPLO: str, what: str):  # noqa: N803 - NumPy's name
@@ -153,9 +158,7 @@ def _lower_triangle_read(a, UPLO: str, what: str):  # noqa: N803 - NumPy's name
         raise TracingError(f"{what} in function {traced_function_name()!r}: UPLO must be 'L' or 'U', "
                            f"got {UPLO!r}")
     _check_matrix(a, what)
-    if UPLO == "L":
-        return a
-    return conjugate(swapaxes(a, -1, -2)) if is_complex_value(a) else swapaxes(a, -1, -2)
+    return a if UPLO == "L" else _adjoint(a)
 
 
 @numpy_when_concrete(_np.linalg.eigvalsh)
@@ -415,6 +418,7 @@ def _scipy(name: str):
 
 
 _TRANS = {0: 0, 1: 1, 2: 1, "N": 0, "T": 1, "C": 1}  # real matrices: 'C' is 'T'
+_CONJUGATE_TRANS = (2, "C")  # a complex matrix: T^-H b = conj(T)^-T b
 
 
 @numpy_when_concrete(_scipy("solve_triangular"))
@@ -434,6 +438,8 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
         raise TracingError(f"scipy.linalg.solve_triangular in function {traced_function_name()!r}: "
                            f"trans must be 0, 1, 2, 'N', 'T' or 'C', got {trans!r}")
     _check_matrix(a, "scipy.linalg.solve_triangular")
+    if trans in _CONJUGATE_TRANS and is_complex_value(a):
+        a = conjugate(a)
     params = (("lower", builtins.bool(lower)), ("trans", _TRANS[trans]),
               ("unit_diagonal", builtins.bool(unit_diagonal)), ("vector", ndim(b) < ndim(a)))
     return _record(L.solve_triangular_p, (a, b), params)
@@ -460,10 +466,10 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     >>> bool(np.allclose(sd.grad(f, argnums=1)(A, np.ones(2)), np.linalg.solve(A, np.ones(2))))
     True
     """
-    c, lower = c_and_lower
+    c, lower = c_and_lower  # a = c c^H (lower) or c^H c: 'C' solves with c^H (c^T if real)
     if lower:
-        return solve_triangular(c, solve_triangular(c, b, lower=True), trans=1, lower=True)
-    return solve_triangular(c, solve_triangular(c, b, trans=1), trans=0)
+        return solve_triangular(c, solve_triangular(c, b, lower=True), trans="C", lower=True)
+    return solve_triangular(c, solve_triangular(c, b, trans="C"), trans=0)
 
 
 @numpy_when_concrete(_scipy("expm"))

@@ -263,20 +263,25 @@ def _triangular(builder, lower_factor, b, *, trans: int, lower: bool = True, vec
 
 @TANGENT.register(L.cholesky_p)
 def _cholesky_tangent(builder, node, tangents, lead):
+    # A complex (Hermitian) matrix, L L^H = A: L Φ(L^-1 dA L^-H), conjugate transposes
+    # where a real matrix's rule has transposes (JAX's).
     n = node.shape[-1]
-    da = _sym(builder, _aligned(builder, tangents[0], node, 2, lead))
+    complex_ = _is_complex(node.args[0])
+    da = _hermitian_part(builder, _aligned(builder, tangents[0], node, 2, lead), complex_)
     inner = _triangular(builder, node, da, trans=0)  # L^-1 dA
-    inner = _triangular(builder, node, _t(builder, inner), trans=0)  # L^-1 dA L^-T
+    inner = _triangular(builder, node, _ct(builder, inner, complex_), trans=0)  # L^-1 dA L^-H
     return _mm(builder, "ij,jk->ik", node, _mul(builder, inner, _mask(builder, n, True, 0.5)))
 
 
 @TRANSPOSE.register(L.cholesky_p)
 def _cholesky_cotangent(builder, ct, node, index, lead):
+    # Complex: the Hermitian part of L^-T Φ(L^T C) conj(L^-1), the transpose for Re(ct * t).
     n = node.shape[-1]
+    complex_ = _is_complex(node.args[0])
     phi = _mul(builder, _mm(builder, "ji,jk->ik", node, ct), _mask(builder, n, True, 0.5))
     left = _triangular(builder, node, phi, trans=1)  # L^-T Φ
-    both = _t(builder, _triangular(builder, node, _t(builder, left), trans=1))  # L^-T Φ L^-1
-    return _sym(builder, both)
+    both = _ct(builder, _triangular(builder, node, _ct(builder, left, complex_), trans=1), complex_)
+    return _hermitian_part(builder, both, complex_)
 
 
 def _triangle_read(builder, node):
@@ -422,14 +427,19 @@ def _svd_tangent(builder, node, tangents, lead):
     return dvh
 
 
-def _phase_term(builder, x, s):
-    """``diag(i Im(x_ii) / s_i)`` = ``I o (x - x^H) / 2 S^-1``: the diagonal of ``U^H dU``
-    that JAX's SVD tangent gives to ``U`` for a complex matrix (the phases of a singular
-    pair are free; only ``U``'s move), and the same map's transpose (it is its own)."""
-    k = atom_shape(s)[-1]
+def _imaginary_diagonal(builder, x):
+    """``diag(i Im(x_ii))`` = ``I o (x - x^H) / 2`` of a square complex matrix: a map that
+    is its own transpose for the pairing Re(ct * t)."""
+    k = atom_shape(x)[-1]
     half_identity = builder.record(A.constant_p, (), (("value", A.ConstantArray(np.eye(k) / 2)),))
-    skew = builder.record(P.sub_p, (x, _ct(builder, x, True)))
-    return _mul(builder, _mul(builder, skew, half_identity), _as_row(builder, s, True))
+    return _mul(builder, builder.record(P.sub_p, (x, _ct(builder, x, True))), half_identity)
+
+
+def _phase_term(builder, x, s):
+    """``diag(i Im(x_ii) / s_i)``: the diagonal of ``U^H dU`` that JAX's SVD tangent gives
+    to ``U`` for a complex matrix (the phases of a singular pair are free; only ``U``'s
+    move), and the same map's transpose (it is its own)."""
+    return _mul(builder, _imaginary_diagonal(builder, x), _as_row(builder, s, True))
 
 
 @TRANSPOSE.register(L.svd_values_p, L.svd_u_p, L.svd_vh_p)
@@ -483,26 +493,32 @@ def _pinv_complements(builder, node):
 
 @TANGENT.register(L.pinv_p)
 def _pinv_tangent(builder, node, tangents, lead):
-    # dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P, at constant rank.
+    # dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P, at constant rank (for a
+    # complex matrix P^H, dA^H where a real one has transposes).
+    complex_ = _is_complex(node.args[0])
     da = _aligned(builder, tangents[0], node, 2, lead)
+    da_bar, p_bar = _conj(builder, da, complex_), _conj(builder, node, complex_)
     off_left, off_right = _pinv_complements(builder, node)
     first = _neg(builder, _mm(builder, "ij,jk->ik", _mm(builder, "ij,jk->ik", node, da), node))
-    ppt = _mm(builder, "ik,jk->ij", node, node)
-    second = _mm(builder, "ij,jk->ik", _mm(builder, "ij,kj->ik", ppt, da), off_left)
-    ptp = _mm(builder, "ji,jk->ik", node, node)
-    third = _mm(builder, "ij,jk->ik", off_right, _mm(builder, "ji,jk->ik", da, ptp))
+    ppt = _mm(builder, "ik,jk->ij", node, p_bar)
+    second = _mm(builder, "ij,jk->ik", _mm(builder, "ij,kj->ik", ppt, da_bar), off_left)
+    ptp = _mm(builder, "ji,jk->ik", p_bar, node)
+    third = _mm(builder, "ij,jk->ik", off_right, _mm(builder, "ji,jk->ik", da_bar, ptp))
     return builder.record(P.add_p, (first, second, third))
 
 
 @TRANSPOSE.register(L.pinv_p)
 def _pinv_cotangent(builder, ct, node, index, lead):
-    # Ā = -P^T C P^T + (I - A P) C^T P P^T + P^T P C^T (I - P A).
+    # Ā = -P^T C P^T + (I - A P) C^T P P^T + P^T P C^T (I - P A); for a complex matrix the
+    # last two conjugated, with P P^H and P^H P (the transpose of X dA^H Y is conj(Y C^T X)).
+    complex_ = _is_complex(node.args[0])
+    p_bar = _conj(builder, node, complex_)
     off_left, off_right = _pinv_complements(builder, node)
     first = _neg(builder, _mm(builder, "ik,lk->il", _mm(builder, "ji,jk->ik", node, ct), node))
-    ppt = _mm(builder, "ik,jk->ij", node, node)
-    second = _mm(builder, "ij,jk->ik", _mm(builder, "ij,kj->ik", off_left, ct), ppt)
-    ptp = _mm(builder, "ji,jk->ik", node, node)
-    third = _mm(builder, "ij,jk->ik", _mm(builder, "ij,kj->ik", ptp, ct), off_right)
+    ppt = _mm(builder, "ik,jk->ij", node, p_bar)
+    second = _conj(builder, _mm(builder, "ij,jk->ik", _mm(builder, "ij,kj->ik", off_left, ct), ppt), complex_)
+    ptp = _mm(builder, "ji,jk->ik", p_bar, node)
+    third = _conj(builder, _mm(builder, "ij,jk->ik", _mm(builder, "ij,kj->ik", ptp, ct), off_right), complex_)
     return builder.record(P.add_p, (first, second, third))
 
 
@@ -546,12 +562,17 @@ def _strictly_lower(builder, x):
 @TANGENT.register(L.qr_q_p, L.qr_r_p)
 def _qr_tangent(builder, node, tangents, lead):
     # Y = dA R^-1, Z = Q^T Y, W = tril(Z, -1) - tril(Z, -1)^T: dQ = Q (W - Z) + Y, dR = (Z - W) R.
+    # A complex matrix (JAX's): Z = Q^H Y, W = tril(Z, -1) - tril(Z, -1)^H + i Im diag(Z), so
+    # that R's diagonal stays real, as LAPACK makes it.
     q, r = _qr_parts(builder, node)
+    complex_ = _is_complex(node.args[0])
     da = _aligned(builder, tangents[0], node, 2, lead)
     y = _t(builder, _triangular(builder, r, _t(builder, da), trans=1, lower=False))
-    z = _mm(builder, "ji,jk->ik", q, y)
+    z = _mm(builder, "ji,jk->ik", _conj(builder, q, complex_), y)
     low = _strictly_lower(builder, z)
-    w = builder.record(P.sub_p, (low, _t(builder, low)))
+    w = builder.record(P.sub_p, (low, _ct(builder, low, complex_)))
+    if complex_:
+        w = builder.record(P.add_p, (w, _imaginary_diagonal(builder, z)))
     if node.primitive is L.qr_q_p:
         return builder.record(P.add_p, (_mm(builder, "ij,jk->ik", q, builder.record(P.sub_p, (w, z))), y))
     return _mm(builder, "ij,jk->ik", builder.record(P.sub_p, (z, w)), r)
@@ -559,14 +580,19 @@ def _qr_tangent(builder, node, tangents, lead):
 
 @TRANSPOSE.register(L.qr_q_p, L.qr_r_p)
 def _qr_cotangent(builder, ct, node, index, lead):
-    # With M = Q^T Q̄ - R̄ R^T: Ȳ = Q̄ + Q (tril(M - M^T, -1) - M) and Ā = Ȳ R^-T.
+    # With M = Q^T Q̄ - R̄ R^T: Ȳ = Q̄ + Q (tril(M - M^T, -1) - M) and Ā = Ȳ R^-T; for a
+    # complex matrix Ȳ = Q̄ + conj(Q) (tril(M - M^H, -1) + i Im diag(M) - M).
     q, r = _qr_parts(builder, node)
+    complex_ = _is_complex(node.args[0])
     if node.primitive is L.qr_q_p:
         m = _mm(builder, "ji,jk->ik", q, ct)
     else:
         m = _neg(builder, _mm(builder, "ij,kj->ik", ct, r))
-    inner = builder.record(P.sub_p, (_strictly_lower(builder, builder.record(P.sub_p, (m, _t(builder, m)))), m))
-    y_bar = _mm(builder, "ij,jk->ik", q, inner)
+    inner = builder.record(P.sub_p, (_strictly_lower(builder, builder.record(P.sub_p, (m, _ct(builder, m, complex_)))),
+                                     m))
+    if complex_:
+        inner = builder.record(P.add_p, (inner, _imaginary_diagonal(builder, m)))
+    y_bar = _mm(builder, "ij,jk->ik", _conj(builder, q, complex_), inner)
     if node.primitive is L.qr_q_p:
         y_bar = builder.record(P.add_p, (ct, y_bar))
     return _t(builder, _triangular(builder, r, _t(builder, y_bar), trans=0, lower=False))
