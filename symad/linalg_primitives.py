@@ -353,7 +353,8 @@ logabsdet_p = array_primitive("logabsdet", _logabsdet, _scalar_per_matrix("slogd
                               finite=False)
 #: The sign of ``det A``, ``numpy.linalg.slogdet(A)[0]``: piecewise constant.
 det_sign_p = array_primitive("det_sign", _det_sign, _scalar_per_matrix("slogdet"), kind="array", complex_values="follow")
-#: ``cholesky(A)``: lower ``L`` with ``L L^T = A``, from ``A``'s lower triangle (``numpy.linalg.cholesky``).
+#: ``cholesky(A)``: lower ``L`` with ``L L^T = A`` (``L L^H`` for a complex ``A``), from ``A``'s
+#: lower triangle (``numpy.linalg.cholesky``).
 cholesky_p = array_primitive("cholesky", np.linalg.cholesky, _same_shape("cholesky"), kind="array", complex_values="follow",
                              finite=False)
 #: ``solve_triangular(T, b)``: ``T^{-1} b`` (``trans=1``: ``T^{-T} b``) from the ``lower`` or
@@ -361,14 +362,15 @@ cholesky_p = array_primitive("cholesky", np.linalg.cholesky, _same_shape("choles
 #: ``scipy.linalg.solve_triangular``.
 solve_triangular_p = array_primitive("solve_triangular", _solve_triangular, _solved_shape("solve_triangular"),
                                      kind="array", complex_values="follow", arity=2, finite=False)
-#: The eigenvalues of a symmetric matrix, ascending, from its lower triangle (``numpy.linalg.eigvalsh``).
+#: The eigenvalues of a symmetric (complex: Hermitian) matrix, ascending, real, from its lower
+#: triangle (``numpy.linalg.eigvalsh``).
 eigh_values_p = array_primitive("eigh_values", np.linalg.eigvalsh,
                                 lambda shapes, params: _same_shape("eigvalsh")(shapes, params)[:-1],
                                 kind="array", complex_values="real")
-#: Their eigenvectors, as the columns of an orthogonal matrix (``numpy.linalg.eigh(a)[1]``).
+#: Their eigenvectors, as the columns of an orthogonal (unitary) matrix (``numpy.linalg.eigh(a)[1]``).
 eigh_vectors_p = array_primitive("eigh_vectors", _eigenvectors, _same_shape("eigh"), kind="array",
                                  complex_values="follow")
-#: The singular values, descending (``numpy.linalg.svd(a, compute_uv=False)``).
+#: The singular values, descending, real for a complex matrix too (``numpy.linalg.svd(a, compute_uv=False)``).
 svd_values_p = array_primitive("svd_values", lambda a: np.linalg.svd(a, compute_uv=False),
                                _thin_shape("s"), kind="array", complex_values="real")
 #: The thin left singular vectors ``U`` (``numpy.linalg.svd(a, full_matrices=False)[0]``).

@@ -130,11 +130,13 @@ def slogdet(a):
 
 @numpy_when_concrete(_np.linalg.cholesky)
 def cholesky(a, upper=False):
-    """The Cholesky factor ``L`` (``L @ L.T = a``; ``upper``: ``U`` with ``U.T @ U = a``).
+    """The Cholesky factor ``L`` (``L @ L.T = a``; ``upper``: ``U`` with ``U.T @ U = a``;
+    for a complex ``a`` conjugate transposes).
 
     NumPy reads one triangle of ``a`` (the lower; the upper with ``upper=True``). The
-    derivative is that of ``cholesky((a + a.T) / 2)``, as JAX's: along symmetric
-    directions it is NumPy's function's, and gradients are symmetric matrices.
+    derivative is that of ``cholesky((a + a.T) / 2)`` (complex: ``(a + a^H) / 2``), as
+    JAX's: along symmetric (Hermitian) directions it is NumPy's function's, and gradients
+    are symmetric (Hermitian) matrices.
 
     >>> import numpy as np, symad as sd
     >>> float(sd.grad(lambda a: np.linalg.cholesky(a)[0, 0])(np.diag([4.0, 9.0]))[0, 0])
@@ -163,10 +165,12 @@ def _lower_triangle_read(a, UPLO: str, what: str):  # noqa: N803 - NumPy's name
 
 @numpy_when_concrete(_np.linalg.eigvalsh)
 def eigvalsh(a, UPLO="L"):  # noqa: N803 - NumPy's name
-    """The eigenvalues of a symmetric matrix, ascending, from one triangle (``UPLO``).
+    """The eigenvalues of a symmetric (complex: Hermitian) matrix, ascending, from one
+    triangle (``UPLO``).
 
-    The derivative is taken along symmetric directions, as JAX's (that of the function at
-    ``(a + a.T) / 2``); a repeated eigenvalue has one (the eigenvectors' is not finite).
+    The derivative is taken along symmetric (Hermitian) directions, as JAX's (that of the
+    function at ``(a + a.T) / 2``, ``(a + a^H) / 2``); a repeated eigenvalue has one (the
+    eigenvectors' is not finite).
 
     >>> import numpy as np, symad as sd
     >>> sd.grad(lambda a: np.linalg.eigvalsh(a)[1])(np.diag([1.0, 2.0]))
@@ -182,7 +186,9 @@ def eigh(a, UPLO="L"):  # noqa: N803 - NumPy's name
 
     Two nodes (LAPACK runs once for each). Along symmetric directions the eigenvectors'
     derivative is ``V (F * (V.T dA V))`` with ``F[i, j] = 1 / (w[j] - w[i])``: not finite
-    where eigenvalues repeat, as in JAX.
+    where eigenvalues repeat, as in JAX. A complex matrix is read as Hermitian (``V^H``
+    for ``V.T``, Hermitian directions); its eigenvectors' phases are LAPACK's, and the
+    derivative keeps ``V^H dV``'s diagonal zero (JAX's).
 
     >>> import numpy as np, symad as sd
     >>> w, v = sd.trace(lambda a: np.linalg.eigh(a), np.diag([2.0, 1.0]))(np.diag([2.0, 1.0]))
@@ -207,6 +213,8 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     values' is ``diag(U^T dA V)``; the vectors' (Townsend's formulas) is not finite where
     singular values repeat or vanish. A non-square matrix needs ``full_matrices=False`` for
     its vectors: the extra columns of a full ``U`` have no derivative (JAX refuses them too).
+    A complex matrix: ``Re diag(U^H dA V)``, and JAX's phase convention for the vectors
+    (only ``U``'s phases move); differentiate what does not depend on the phases.
 
     >>> import numpy as np, symad as sd
     >>> sd.grad(lambda a: np.linalg.svd(a, compute_uv=False)[0])(np.diag([3.0, 1.0]))
@@ -424,7 +432,8 @@ _CONJUGATE_TRANS = (2, "C")  # a complex matrix: T^-H b = conj(T)^-T b
 @numpy_when_concrete(_scipy("solve_triangular"))
 def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
                      check_finite=True):
-    """``scipy.linalg.solve_triangular``: ``a^{-1} b`` (``trans=1``: ``a^{-T} b``) from one triangle.
+    """``scipy.linalg.solve_triangular``: ``a^{-1} b`` (``trans=1``: ``a^{-T} b``; ``trans=2`` or
+    ``'C'``: ``a^{-H} b``) from one triangle.
 
     Only the triangle SciPy reads (without the diagonal if ``unit_diagonal``) has a
     derivative; the other elements do not change the value.

@@ -38,6 +38,16 @@ reads one triangle (without the diagonal if ``unit_diagonal``), and its derivati
 along that triangle only (``tri`` masks the others): the other elements do not change its
 value.
 
+**Complex matrices** (JAX's conventions: a cotangent pairs with a tangent as
+``Re(sum(ct * t))``, no conjugation). ``inv``, ``solve``, ``det`` and ``expm`` are
+holomorphic: their rules above hold as written, plain transposes included. The others
+take conjugate transposes where a real matrix has transposes (``U^H dA V``, ``V^H dA V``,
+``L L^H``, ``P^H``, ``sym`` becomes the Hermitian part), a real part where the value is
+real (``s``, ``w``, ``log|det A|``), and JAX's phase terms (``svd``'s ``U``, ``qr``'s ``W``;
+the phase of ``det``); each cotangent is the transpose of its tangent for that pairing.
+A rule takes its complex branch only for a complex operand (:func:`_is_complex`), so a
+real matrix's graph is what it was.
+
 The unroll and Taylor tables name their reasons here; the sparsity pattern (dense within
 each matrix) is :mod:`symad.transforms.sparsity`'s, the index notation (an element of
 ``inv(A)``, ``{A^{-1}}_{i j}``) :mod:`symad.export.index_rules`'s.
