@@ -104,7 +104,8 @@ def _sym(builder, x):
 
 
 def _is_complex(atom) -> bool:
-    """True for a complex operand: its rules conjugate where a real one's transpose."""
+    """True for a complex operand: its rules take conjugate transposes where a real
+    operand's take transposes."""
     return COMPLEX_SEEN[0] and is_complex_atom(atom)
 
 
@@ -346,7 +347,7 @@ def _gaps(builder, values):
 
 
 def _projected(builder, vectors, da, conjugated=None):
-    """``V^T dA V`` (``conjugated`` given: ``conjugated^T dA V``, with ``conj(V)`` ``V^H dA V``)."""
+    """``V^T dA V``; with ``conjugated = conj(V)``, ``V^H dA V``."""
     left = vectors if conjugated is None else conjugated
     return _mm(builder, "ji,jk->ik", left, _mm(builder, "ij,jk->ik", da, vectors))
 
