@@ -75,6 +75,9 @@ CONVENTIONS.update({name: "eigh of a non-symmetric matrix: the gradient along sy
                     for name in ("test_eigvalh_lower", "test_eigvalh_upper",
                                  "test_eigvalh_lower_broadcasting",
                                  "test_eigvalh_upper_broadcasting")})
+CONVENTIONS.update({name: "eigh of a non-Hermitian complex matrix: the gradient along Hermitian "
+                          "directions (JAX's), not along the triangle NumPy reads"
+                    for name in ("test_eigvalh_lower_complex", "test_eigvalh_upper_complex")})
 
 # ---------------------------------------------------------------------------
 # The generated autograd package: thin modules that import benchmarks.foreign_checks

@@ -216,14 +216,16 @@ def _lu_factor(a):
     stack) is faster there than a Python loop of factorisations, and :func:`_solve` uses it."""
     a = np.asarray(a)
     n, lead = a.shape[-1], a.shape[:-2]
+    dtype = np.complex128 if np.iscomplexobj(a) else np.float64  # (pivots: a complex column then)
     if math.prod(lead) != 1:
-        return np.broadcast_to(np.zeros(()), lead + (n, n + 1))
+        return np.broadcast_to(np.zeros((), dtype), lead + (n, n + 1))
     from scipy.linalg import lapack
 
     # One matrix (in front of it at most size-1 axes: the compiler's axis of one point).
-    packed = np.empty((n, n + 1), order="F")  # LAPACK's column order: no copy either way
+    packed = np.empty((n, n + 1), dtype, order="F")  # LAPACK's column order: no copy either way
     packed[:, :n] = a.reshape(n, n)
-    lu, pivots, info = lapack.dgetrf(packed[:, :n], overwrite_a=True)
+    getrf = lapack.zgetrf if dtype is np.complex128 else lapack.dgetrf
+    lu, pivots, info = getrf(packed[:, :n], overwrite_a=True)
     if info > 0:  # an exact zero pivot: NumPy's solve raises, so does this
         raise np.linalg.LinAlgError("Singular matrix")
     if not np.shares_memory(lu, packed):  # SciPy copied after all
@@ -242,7 +244,7 @@ def _solve(a, b, lu, *, vector, trans):
         n, lead, k = lu.shape[-2], b.shape[:-2], b.shape[-1]
         lu = lu.reshape(n, n + 1)
         columns = np.moveaxis(b, -2, 0).reshape(n, -1)
-        x = scipy.linalg.lu_solve((lu[:, :n], lu[:, n].astype(np.intc)), columns, trans=trans,
+        x = scipy.linalg.lu_solve((lu[:, :n], lu[:, n].real.astype(np.intc)), columns, trans=trans,
                                   check_finite=False)
         x = np.moveaxis(x.reshape((n,) + lead + (k,)), 0, -2)
         x = x.reshape(np.broadcast_shapes(a.shape[:-2], lead) + x.shape[-2:])
@@ -263,7 +265,7 @@ def _solve_triangular(a, b, *, lower, trans, unit_diagonal, vector):
         lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
         a = np.broadcast_to(a, lead + a.shape[-2:])
         b = np.broadcast_to(b, lead + b.shape[-2:])
-        x = np.empty(lead + b.shape[-2:])
+        x = np.empty(lead + b.shape[-2:], np.result_type(a, b, 1.0))
         for index in np.ndindex(*lead):
             x[index] = scipy.linalg.solve_triangular(a[index], b[index], trans=trans, lower=lower,
                                                      unit_diagonal=unit_diagonal)
@@ -337,53 +339,56 @@ def _det_sign(a):
 # ---------------------------------------------------------------------------
 
 #: ``inv(A)``: LAPACK's LU inverse (``numpy.linalg.inv``).
-inv_p = array_primitive("inv", np.linalg.inv, _same_shape("inv"), kind="array", complex_values="refuse", finite=False)
+inv_p = array_primitive("inv", np.linalg.inv, _same_shape("inv"), kind="array", complex_values="follow", finite=False)
 #: ``lu_factor(A)``: LAPACK's LU factorisation of ``A`` (getrf), packed with its pivots, for
 #: ``solve`` to read: reverse mode solves with the transposed matrix from the same factors.
 lu_factor_p = array_primitive("lu_factor", _lu_factor,
                               lambda shapes, params: _same_shape("solve")(shapes, params)[:-1]
-                              + (shapes[0][-1] + 1,), kind="array", complex_values="refuse")
+                              + (shapes[0][-1] + 1,), kind="array", complex_values="follow")
 #: ``solve(A, b, lu_factor(A))``: ``A^{-1} b`` (``trans=1``: ``A^{-T} b``) from the factors, as
 #: ``numpy.linalg.solve`` computes it (getrf then getrs); ``vector``: ``b`` is a vector. The
 #: derivative is taken through ``A``; the factors are how the value is computed.
-solve_p = array_primitive("solve", _solve, _solved_shape("solve"), kind="array", complex_values="refuse", arity=3, finite=False)
+solve_p = array_primitive("solve", _solve, _solved_shape("solve"), kind="array", complex_values="follow", arity=3, finite=False)
 #: ``det(A)`` (``numpy.linalg.det``).
-det_p = array_primitive("det", np.linalg.det, _scalar_per_matrix("det"), kind="array", complex_values="refuse")
+det_p = array_primitive("det", np.linalg.det, _scalar_per_matrix("det"), kind="array", complex_values="follow")
 #: ``log |det A|``, ``numpy.linalg.slogdet(A)[1]`` (-inf for a singular matrix).
-logabsdet_p = array_primitive("logabsdet", _logabsdet, _scalar_per_matrix("slogdet"), kind="array", complex_values="refuse",
+logabsdet_p = array_primitive("logabsdet", _logabsdet, _scalar_per_matrix("slogdet"), kind="array", complex_values="real",
                               finite=False)
 #: The sign of ``det A``, ``numpy.linalg.slogdet(A)[0]``: piecewise constant.
-det_sign_p = array_primitive("det_sign", _det_sign, _scalar_per_matrix("slogdet"), kind="array", complex_values="refuse")
-#: ``cholesky(A)``: lower ``L`` with ``L L^T = A``, from ``A``'s lower triangle (``numpy.linalg.cholesky``).
-cholesky_p = array_primitive("cholesky", np.linalg.cholesky, _same_shape("cholesky"), kind="array", complex_values="refuse",
+det_sign_p = array_primitive("det_sign", _det_sign, _scalar_per_matrix("slogdet"), kind="array", complex_values="follow")
+#: ``cholesky(A)``: lower ``L`` with ``L L^T = A`` (``L L^H`` for a complex ``A``), from ``A``'s
+#: lower triangle (``numpy.linalg.cholesky``).
+cholesky_p = array_primitive("cholesky", np.linalg.cholesky, _same_shape("cholesky"), kind="array", complex_values="follow",
                              finite=False)
 #: ``solve_triangular(T, b)``: ``T^{-1} b`` (``trans=1``: ``T^{-T} b``) from the ``lower`` or
 #: upper triangle of ``T`` (its diagonal taken as ones if ``unit_diagonal``), as
 #: ``scipy.linalg.solve_triangular``.
 solve_triangular_p = array_primitive("solve_triangular", _solve_triangular, _solved_shape("solve_triangular"),
-                                     kind="array", complex_values="refuse", arity=2, finite=False)
-#: The eigenvalues of a symmetric matrix, ascending, from its lower triangle (``numpy.linalg.eigvalsh``).
+                                     kind="array", complex_values="follow", arity=2, finite=False)
+#: The eigenvalues of a symmetric (complex: Hermitian) matrix, ascending, real, from its lower
+#: triangle (``numpy.linalg.eigvalsh``).
 eigh_values_p = array_primitive("eigh_values", np.linalg.eigvalsh,
                                 lambda shapes, params: _same_shape("eigvalsh")(shapes, params)[:-1],
-                                kind="array", complex_values="refuse")
-#: Their eigenvectors, as the columns of an orthogonal matrix (``numpy.linalg.eigh(a)[1]``).
-eigh_vectors_p = array_primitive("eigh_vectors", _eigenvectors, _same_shape("eigh"), kind="array", complex_values="refuse")
-#: The singular values, descending (``numpy.linalg.svd(a, compute_uv=False)``).
+                                kind="array", complex_values="real")
+#: Their eigenvectors, as the columns of an orthogonal (unitary) matrix (``numpy.linalg.eigh(a)[1]``).
+eigh_vectors_p = array_primitive("eigh_vectors", _eigenvectors, _same_shape("eigh"), kind="array",
+                                 complex_values="follow")
+#: The singular values, descending, real for a complex matrix too (``numpy.linalg.svd(a, compute_uv=False)``).
 svd_values_p = array_primitive("svd_values", lambda a: np.linalg.svd(a, compute_uv=False),
-                               _thin_shape("s"), kind="array", complex_values="refuse")
+                               _thin_shape("s"), kind="array", complex_values="real")
 #: The thin left singular vectors ``U`` (``numpy.linalg.svd(a, full_matrices=False)[0]``).
-svd_u_p = array_primitive("svd_u", _svd_u, _thin_shape("u"), kind="array", complex_values="refuse")
+svd_u_p = array_primitive("svd_u", _svd_u, _thin_shape("u"), kind="array", complex_values="follow")
 #: The thin right singular vectors ``Vh`` (``numpy.linalg.svd(a, full_matrices=False)[2]``).
-svd_vh_p = array_primitive("svd_vh", _svd_vh, _thin_shape("vh"), kind="array", complex_values="refuse")
+svd_vh_p = array_primitive("svd_vh", _svd_vh, _thin_shape("vh"), kind="array", complex_values="follow")
 #: The pseudo-inverse (``numpy.linalg.pinv``: by SVD, singular values below the cutoff
 #: ``rcond``/``rtol`` dropped); its derivative is that at constant rank (JAX's).
-pinv_p = array_primitive("pinv", _pinv, _pinv_shape, kind="array", complex_values="refuse")
+pinv_p = array_primitive("pinv", _pinv, _pinv_shape, kind="array", complex_values="follow")
 #: The matrix exponential (``scipy.linalg.expm``: scaling and squaring with Padé).
-expm_p = array_primitive("expm", _expm, _same_shape("expm"), kind="array", complex_values="refuse")
+expm_p = array_primitive("expm", _expm, _same_shape("expm"), kind="array", complex_values="follow")
 #: The reduced QR factors of a matrix with at least as many rows as columns
 #: (``numpy.linalg.qr(a)``, Householder's through LAPACK): ``Q`` and ``R``.
-qr_q_p = array_primitive("qr_q", lambda a: np.linalg.qr(a)[0], _qr_shape("q"), kind="array", complex_values="refuse")
-qr_r_p = array_primitive("qr_r", lambda a: np.linalg.qr(a)[1], _qr_shape("r"), kind="array", complex_values="refuse")
+qr_q_p = array_primitive("qr_q", lambda a: np.linalg.qr(a)[0], _qr_shape("q"), kind="array", complex_values="follow")
+qr_r_p = array_primitive("qr_r", lambda a: np.linalg.qr(a)[1], _qr_shape("r"), kind="array", complex_values="follow")
 
 #: The primitives of this family, and the head each prints with.
 LINALG_PRIMITIVES = {inv_p: Inv, solve_p: Solve, det_p: Det, logabsdet_p: LogAbsDet,

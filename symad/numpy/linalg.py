@@ -145,37 +145,47 @@ def slogdet(a):
 
 @numpy_when_concrete(_np.linalg.cholesky)
 def cholesky(a, upper=False):
-    """The Cholesky factor ``L`` (``L @ L.T = a``; ``upper``: ``U`` with ``U.T @ U = a``).
+    """The Cholesky factor ``L`` (``L @ L.T = a``; ``upper``: ``U`` with ``U.T @ U = a``;
+    for a complex ``a`` conjugate transposes).
 
     NumPy reads one triangle of ``a`` (the lower; the upper with ``upper=True``). The
-    derivative is that of ``cholesky((a + a.T) / 2)``, as JAX's: along symmetric
-    directions it is NumPy's function's, and gradients are symmetric matrices.
+    derivative is that of ``cholesky((a + a.T) / 2)`` (complex: ``(a + a^H) / 2``), as
+    JAX's: along symmetric (Hermitian) directions it is NumPy's function's, and gradients
+    are symmetric (Hermitian) matrices.
 
     >>> import numpy as np, symad as sd
     >>> float(sd.grad(lambda a: np.linalg.cholesky(a)[0, 0])(np.diag([4.0, 9.0]))[0, 0])
     0.25
     """
     _check_matrix(a, "numpy.linalg.cholesky")
-    if upper:
-        return swapaxes(_record(L.cholesky_p, (swapaxes(a, -1, -2),)), -1, -2)
+    if upper:  # U = L^H of the Hermitian matrix the upper triangle stands for
+        return _adjoint(_record(L.cholesky_p, (_adjoint(a),)))
     return _record(L.cholesky_p, (a,))
 
 
+def _adjoint(a):
+    """The conjugate transpose of the last two axes (of a real matrix the transpose)."""
+    return conjugate(swapaxes(a, -1, -2)) if is_complex_value(a) else swapaxes(a, -1, -2)
+
+
 def _lower_triangle_read(a, UPLO: str, what: str):  # noqa: N803 - NumPy's name
-    """``a``, or its transpose for ``UPLO='U'``: the primitives read the lower triangle."""
+    """``a``, or for ``UPLO='U'`` its transpose (of a complex matrix the conjugate transpose:
+    the Hermitian matrix its upper triangle stands for): the primitives read the lower triangle."""
     if UPLO not in ("L", "U"):
         raise TracingError(f"{what} in function {traced_function_name()!r}: UPLO must be 'L' or 'U', "
                            f"got {UPLO!r}")
     _check_matrix(a, what)
-    return swapaxes(a, -1, -2) if UPLO == "U" else a
+    return a if UPLO == "L" else _adjoint(a)
 
 
 @numpy_when_concrete(_np.linalg.eigvalsh)
 def eigvalsh(a, UPLO="L"):  # noqa: N803 - NumPy's name
-    """The eigenvalues of a symmetric matrix, ascending, from one triangle (``UPLO``).
+    """The eigenvalues of a symmetric (complex: Hermitian) matrix, ascending, from one
+    triangle (``UPLO``).
 
-    The derivative is taken along symmetric directions, as JAX's (that of the function at
-    ``(a + a.T) / 2``); a repeated eigenvalue has one (the eigenvectors' is not finite).
+    The derivative is taken along symmetric (Hermitian) directions, as JAX's (that of the
+    function at ``(a + a.T) / 2``, ``(a + a^H) / 2``); a repeated eigenvalue has one (the
+    eigenvectors' is not finite).
 
     >>> import numpy as np, symad as sd
     >>> sd.grad(lambda a: np.linalg.eigvalsh(a)[1])(np.diag([1.0, 2.0]))
@@ -191,7 +201,9 @@ def eigh(a, UPLO="L"):  # noqa: N803 - NumPy's name
 
     Two nodes (LAPACK runs once for each). Along symmetric directions the eigenvectors'
     derivative is ``V (F * (V.T dA V))`` with ``F[i, j] = 1 / (w[j] - w[i])``: not finite
-    where eigenvalues repeat, as in JAX.
+    where eigenvalues repeat, as in JAX. A complex matrix is read as Hermitian (``V^H``
+    for ``V.T``, Hermitian directions); its eigenvectors' phases are LAPACK's, and the
+    derivative keeps ``V^H dV``'s diagonal zero (JAX's).
 
     >>> import numpy as np, symad as sd
     >>> w, v = sd.trace(lambda a: np.linalg.eigh(a), np.diag([2.0, 1.0]))(np.diag([2.0, 1.0]))
@@ -216,6 +228,8 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     values' is ``diag(U^T dA V)``; the vectors' (Townsend's formulas) is not finite where
     singular values repeat or vanish. A non-square matrix needs ``full_matrices=False`` for
     its vectors: the extra columns of a full ``U`` have no derivative (JAX refuses them too).
+    A complex matrix: ``Re diag(U^H dA V)``, and JAX's phase convention for the vectors
+    (only ``U``'s phases move); differentiate what does not depend on the phases.
 
     >>> import numpy as np, symad as sd
     >>> sd.grad(lambda a: np.linalg.svd(a, compute_uv=False)[0])(np.diag([3.0, 1.0]))
@@ -513,12 +527,14 @@ def _scipy(name: str):
 
 
 _TRANS = {0: 0, 1: 1, 2: 1, "N": 0, "T": 1, "C": 1}  # real matrices: 'C' is 'T'
+_CONJUGATE_TRANS = (2, "C")  # a complex matrix: T^-H b = conj(T)^-T b
 
 
 @numpy_when_concrete(_scipy("solve_triangular"))
 def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
                      check_finite=True):
-    """``scipy.linalg.solve_triangular``: ``a^{-1} b`` (``trans=1``: ``a^{-T} b``) from one triangle.
+    """``scipy.linalg.solve_triangular``: ``a^{-1} b`` (``trans=1``: ``a^{-T} b``; ``trans=2`` or
+    ``'C'``: ``a^{-H} b``) from one triangle.
 
     Only the triangle SciPy reads (without the diagonal if ``unit_diagonal``) has a
     derivative; the other elements do not change the value.
@@ -532,6 +548,8 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
         raise TracingError(f"scipy.linalg.solve_triangular in function {traced_function_name()!r}: "
                            f"trans must be 0, 1, 2, 'N', 'T' or 'C', got {trans!r}")
     _check_matrix(a, "scipy.linalg.solve_triangular")
+    if trans in _CONJUGATE_TRANS and is_complex_value(a):
+        a = conjugate(a)
     params = (("lower", builtins.bool(lower)), ("trans", _TRANS[trans]),
               ("unit_diagonal", builtins.bool(unit_diagonal)), ("vector", ndim(b) < ndim(a)))
     return _record(L.solve_triangular_p, (a, b), params)
@@ -558,10 +576,10 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     >>> bool(np.allclose(sd.grad(f, argnums=1)(A, np.ones(2)), np.linalg.solve(A, np.ones(2))))
     True
     """
-    c, lower = c_and_lower
+    c, lower = c_and_lower  # a = c c^H (lower) or c^H c: 'C' solves with c^H (c^T if real)
     if lower:
-        return solve_triangular(c, solve_triangular(c, b, lower=True), trans=1, lower=True)
-    return solve_triangular(c, solve_triangular(c, b, trans=1), trans=0)
+        return solve_triangular(c, solve_triangular(c, b, lower=True), trans="C", lower=True)
+    return solve_triangular(c, solve_triangular(c, b, trans="C"), trans=0)
 
 
 @numpy_when_concrete(_scipy("expm"))

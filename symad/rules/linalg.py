@@ -43,6 +43,16 @@ reads one triangle (without the diagonal if ``unit_diagonal``), and its derivati
 along that triangle only (``tri`` masks the others): the other elements do not change its
 value.
 
+**Complex matrices** (JAX's conventions: a cotangent pairs with a tangent as
+``Re(sum(ct * t))``, no conjugation). ``inv``, ``solve``, ``det`` and ``expm`` are
+holomorphic: their rules above hold as written, plain transposes included. The others
+take conjugate transposes where a real matrix has transposes (``U^H dA V``, ``V^H dA V``,
+``L L^H``, ``P^H``, ``sym`` becomes the Hermitian part), a real part where the value is
+real (``s``, ``w``, ``log|det A|``), and JAX's phase terms (``svd``'s ``U``, ``qr``'s ``W``;
+the phase of ``det``); each cotangent is the transpose of its tangent for that pairing.
+A rule takes its complex branch only for a complex operand (:func:`_is_complex`), so a
+real matrix's graph is what it was.
+
 The unroll and Taylor tables name their reasons here; the sparsity pattern (dense within
 each matrix) is :mod:`symad.transforms.sparsity`'s, the index notation (an element of
 ``inv(A)``, ``{A^{-1}}_{i j}``) :mod:`symad.export.index_rules`'s.
@@ -60,6 +70,7 @@ import sympy
 from symad import array_primitives as A
 from symad import linalg_primitives as L
 from symad import primitives as P
+from symad.atoms import COMPLEX_SEEN, is_complex_atom
 from symad.graph import atom_shape
 from symad.rules.tangents import TANGENT, aligned
 from symad.rules.taylor import TAYLOR
@@ -95,6 +106,27 @@ def _mul(builder, a, b):
 
 def _sym(builder, x):
     return _mul(builder, builder.record(P.add_p, (x, _t(builder, x))), HALF)
+
+
+def _is_complex(atom) -> bool:
+    """True for a complex operand: its rules take conjugate transposes where a real
+    operand's take transposes."""
+    return COMPLEX_SEEN[0] and is_complex_atom(atom)
+
+
+def _conj(builder, x, complex_: bool):
+    """``conj(x)`` for a complex matrix, ``x`` itself for a real one (no node)."""
+    return builder.record(A.conj_p, (x,)) if complex_ else x
+
+
+def _ct(builder, x, complex_: bool):
+    """The conjugate transpose ``x^H`` (for a real matrix the transpose)."""
+    return _conj(builder, _t(builder, x), complex_)
+
+
+def _real(builder, x, complex_: bool):
+    """``Re(x)`` for a complex value, ``x`` itself for a real one."""
+    return builder.record(A.real_p, (x,)) if complex_ else x
 
 
 def _mask(builder, n: int, lower: bool, diagonal):
@@ -201,7 +233,9 @@ def _inverse_transpose_times(builder, scale, node, lead):
 
 @TANGENT.register(L.logabsdet_p)
 def _logabsdet_tangent(builder, node, tangents, lead):
-    return _trace_with_inverse(builder, node, tangents, lead)
+    # log |det A| = Re log det A: the real part of tr(A^-1 dA); its transpose is c A^-T
+    # for a complex matrix too (a real c pairs with the real part).
+    return _real(builder, _trace_with_inverse(builder, node, tangents, lead), _is_complex(node.args[0]))
 
 
 @TRANSPOSE.register(L.logabsdet_p)
@@ -221,12 +255,20 @@ def _det_cotangent(builder, ct, node, index, lead):
 
 @TANGENT.register(L.det_sign_p)
 def _det_sign_tangent(builder, node, tangents, lead):
-    return None  # piecewise constant: an exact zero
+    if not _is_complex(node.args[0]):
+        return None  # piecewise constant: an exact zero
+    # The phase det A / |det A| of a complex matrix: d sign = sign i Im tr(A^-1 dA).
+    phase = builder.record(A.imag_p, (_trace_with_inverse(builder, node, tangents, lead),))
+    return _mul(builder, node, _mul(builder, phase, sympy.I))
 
 
 @TRANSPOSE.register(L.det_sign_p)
 def _det_sign_cotangent(builder, ct, node, index, lead):
-    return None
+    if not _is_complex(node.args[0]):
+        return None
+    # Re(c sign i Im τ) = Re(i Im(c sign) τ): τ's cotangent i Im(c sign), then A^-T.
+    weight = _mul(builder, builder.record(A.imag_p, (_mul(builder, ct, node),)), sympy.I)
+    return _inverse_transpose_times(builder, weight, node, lead)
 
 
 def _triangular(builder, lower_factor, b, *, trans: int, lower: bool = True, vector: bool = False,
@@ -237,20 +279,25 @@ def _triangular(builder, lower_factor, b, *, trans: int, lower: bool = True, vec
 
 @TANGENT.register(L.cholesky_p)
 def _cholesky_tangent(builder, node, tangents, lead):
+    # A complex (Hermitian) matrix, L L^H = A: L Φ(L^-1 dA L^-H), conjugate transposes
+    # where a real matrix's rule has transposes (JAX's).
     n = node.shape[-1]
-    da = _sym(builder, _aligned(builder, tangents[0], node, 2, lead))
+    complex_ = _is_complex(node.args[0])
+    da = _hermitian_part(builder, _aligned(builder, tangents[0], node, 2, lead), complex_)
     inner = _triangular(builder, node, da, trans=0)  # L^-1 dA
-    inner = _triangular(builder, node, _t(builder, inner), trans=0)  # L^-1 dA L^-T
+    inner = _triangular(builder, node, _ct(builder, inner, complex_), trans=0)  # L^-1 dA L^-H
     return _mm(builder, "ij,jk->ik", node, _mul(builder, inner, _mask(builder, n, True, 0.5)))
 
 
 @TRANSPOSE.register(L.cholesky_p)
 def _cholesky_cotangent(builder, ct, node, index, lead):
+    # Complex: the Hermitian part of L^-T Φ(L^T C) conj(L^-1), the transpose for Re(ct * t).
     n = node.shape[-1]
+    complex_ = _is_complex(node.args[0])
     phi = _mul(builder, _mm(builder, "ji,jk->ik", node, ct), _mask(builder, n, True, 0.5))
     left = _triangular(builder, node, phi, trans=1)  # L^-T Φ
-    both = _t(builder, _triangular(builder, node, _t(builder, left), trans=1))  # L^-T Φ L^-1
-    return _sym(builder, both)
+    both = _ct(builder, _triangular(builder, node, _ct(builder, left, complex_), trans=1), complex_)
+    return _hermitian_part(builder, both, complex_)
 
 
 def _triangle_read(builder, node):
@@ -304,30 +351,47 @@ def _gaps(builder, values):
     return builder.record(P.sub_p, (builder.record(P.div_p, (sympy.Integer(1), shifted)), identity))
 
 
-def _projected(builder, vectors, da):
-    """``V^T dA V``."""
-    return _mm(builder, "ji,jk->ik", vectors, _mm(builder, "ij,jk->ik", da, vectors))
+def _projected(builder, vectors, da, conjugated=None):
+    """``V^T dA V``; with ``conjugated = conj(V)``, ``V^H dA V``."""
+    left = vectors if conjugated is None else conjugated
+    return _mm(builder, "ji,jk->ik", left, _mm(builder, "ij,jk->ik", da, vectors))
+
+
+def _hermitian_part(builder, x, complex_: bool):
+    """``(x + x^H) / 2`` (for a real matrix ``sym(x)``, the same nodes as before)."""
+    if not complex_:
+        return _sym(builder, x)
+    return _mul(builder, builder.record(P.add_p, (x, _ct(builder, x, True))), HALF)
 
 
 @TANGENT.register(L.eigh_values_p, L.eigh_vectors_p)
 def _eigh_tangent(builder, node, tangents, lead):
+    # A complex (Hermitian) matrix: V^H where a real one has V^T, JAX's (no phase term:
+    # F's diagonal is 0, so each eigenvector's derivative is orthogonal to it).
     values, vectors = _eigh_parts(builder, node)
-    da = _sym(builder, _aligned(builder, tangents[0], node, 2, lead))
-    if node.primitive is L.eigh_values_p:  # diag(V^T dA V)
-        return _mm(builder, "ji,ji->i", vectors, _mm(builder, "ij,jk->ik", da, vectors))
-    inner = _mul(builder, _gaps(builder, values), _projected(builder, vectors, da))
+    complex_ = _is_complex(node.args[0])
+    da = _hermitian_part(builder, _aligned(builder, tangents[0], node, 2, lead), complex_)
+    conjugated = _conj(builder, vectors, complex_)
+    if node.primitive is L.eigh_values_p:  # Re diag(V^H dA V)
+        return _real(builder, _mm(builder, "ji,ji->i", conjugated, _mm(builder, "ij,jk->ik", da, vectors)),
+                     complex_)
+    inner = _mul(builder, _gaps(builder, values), _projected(builder, vectors, da, conjugated))
     return _mm(builder, "ij,jk->ik", vectors, inner)
 
 
 @TRANSPOSE.register(L.eigh_values_p, L.eigh_vectors_p)
 def _eigh_cotangent(builder, ct, node, index, lead):
+    # Complex: conj(V) diag(w̄) V^T, and the Hermitian part of conj(V) (F o V^T V̄) V^T.
     values, vectors = _eigh_parts(builder, node)
+    complex_ = _is_complex(node.args[0])
+    conjugated = _conj(builder, vectors, complex_)
     if node.primitive is L.eigh_values_p:  # V diag(w̄) V^T
         core = atom_shape(ct)[lead:]
-        scaled = _mul(builder, vectors, A.record_reshape(builder, ct, core[:-1] + (1, core[-1]), lead))
+        scaled = _mul(builder, conjugated, A.record_reshape(builder, ct, core[:-1] + (1, core[-1]), lead))
         return _mm(builder, "ik,jk->ij", scaled, vectors)
     inner = _mul(builder, _gaps(builder, values), _mm(builder, "ji,jk->ik", vectors, ct))
-    return _sym(builder, _mm(builder, "ik,jk->ij", _mm(builder, "ij,jk->ik", vectors, inner), vectors))
+    product = _mm(builder, "ik,jk->ij", _mm(builder, "ij,jk->ik", conjugated, inner), vectors)
+    return _hermitian_part(builder, product, complex_)
 
 
 def _svd_parts(builder, node):
@@ -348,57 +412,86 @@ def _as_row(builder, values, reciprocal: bool = False, column: bool = False):
 
 @TANGENT.register(L.svd_values_p, L.svd_u_p, L.svd_vh_p)
 def _svd_tangent(builder, node, tangents, lead):
+    # A complex matrix: conjugate transposes where a real one has transposes (uc, vc are
+    # conj(U), conj(Vh); for a real matrix U and Vh themselves, and the graph is as before).
     s, u, vh = _svd_parts(builder, node)
+    complex_ = _is_complex(node.args[0])
+    uc, vc = _conj(builder, u, complex_), _conj(builder, vh, complex_)
     m, n = atom_shape(node.args[0])[-2:]
     da = _aligned(builder, tangents[0], node, 2, lead)
-    dav = _mm(builder, "ij,kj->ik", da, vh)  # dA V
-    if node.primitive is L.svd_values_p:  # diag(U^T dA V)
-        return _mm(builder, "ji,ji->i", u, dav)
-    ds = _mm(builder, "ji,jk->ik", u, dav)  # U^T dA V
+    dav = _mm(builder, "ij,kj->ik", da, vc)  # dA V
+    if node.primitive is L.svd_values_p:  # Re diag(U^H dA V)
+        return _real(builder, _mm(builder, "ji,ji->i", uc, dav), complex_)
+    ds = _mm(builder, "ji,jk->ik", uc, dav)  # U^H dA V
     gaps = _gaps(builder, _mul(builder, s, s))  # 1 / (s_j^2 - s_i^2)
     if node.primitive is L.svd_u_p:
         scaled = _mul(builder, ds, _as_row(builder, s))  # dS S
-        inner = _mul(builder, gaps, builder.record(P.add_p, (scaled, _t(builder, scaled))))
+        inner = _mul(builder, gaps, builder.record(P.add_p, (scaled, _ct(builder, scaled, complex_))))
+        if complex_:  # JAX's gauge: U's phases take i Im(dS_ii) / s_i
+            inner = builder.record(P.add_p, (inner, _phase_term(builder, ds, s)))
         du = _mm(builder, "ij,jk->ik", u, inner)
         if m > n:  # the part of dA V outside U's columns
             rest = builder.record(P.sub_p, (dav, _mm(builder, "ij,jk->ik", u, ds)))
             du = builder.record(P.add_p, (du, _mul(builder, rest, _as_row(builder, s, True))))
         return du
     scaled = _mul(builder, _as_row(builder, s, column=True), ds)  # S dS
-    inner = _mul(builder, gaps, builder.record(P.add_p, (scaled, _t(builder, scaled))))
-    dvh = _mm(builder, "ji,jk->ik", inner, vh)
-    if n > m:  # the part of U^T dA outside Vh's rows
-        rest = builder.record(P.sub_p, (_mm(builder, "ji,jk->ik", u, da), _mm(builder, "ij,jk->ik", ds, vh)))
+    inner = _mul(builder, gaps, builder.record(P.add_p, (scaled, _ct(builder, scaled, complex_))))
+    dvh = _mm(builder, "ji,jk->ik", _conj(builder, inner, complex_), vh)
+    if n > m:  # the part of U^H dA outside Vh's rows
+        rest = builder.record(P.sub_p, (_mm(builder, "ji,jk->ik", uc, da), _mm(builder, "ij,jk->ik", ds, vh)))
         dvh = builder.record(P.add_p, (dvh, _mul(builder, rest, _as_row(builder, s, True, column=True))))
     return dvh
 
 
+def _imaginary_diagonal(builder, x):
+    """``diag(i Im(x_ii))`` = ``I o (x - x^H) / 2`` of a square complex matrix: a map that
+    is its own transpose for the pairing Re(ct * t)."""
+    k = atom_shape(x)[-1]
+    half_identity = builder.record(A.constant_p, (), (("value", A.ConstantArray(np.eye(k) / 2)),))
+    return _mul(builder, builder.record(P.sub_p, (x, _ct(builder, x, True))), half_identity)
+
+
+def _phase_term(builder, x, s):
+    """``diag(i Im(x_ii) / s_i)``: the diagonal of ``U^H dU`` that JAX's SVD tangent gives
+    to ``U`` for a complex matrix (the phases of a singular pair are free; only ``U``'s
+    move), and the same map's transpose (it is its own)."""
+    return _mul(builder, _imaginary_diagonal(builder, x), _as_row(builder, s, True))
+
+
 @TRANSPOSE.register(L.svd_values_p, L.svd_u_p, L.svd_vh_p)
 def _svd_cotangent(builder, ct, node, index, lead):
+    # The transposes of the tangents above for the pairing Re(ct * t): a complex matrix's
+    # cotangent is conj(U) (...) conj(Vh), where a real one's is U (...) Vh.
     s, u, vh = _svd_parts(builder, node)
+    complex_ = _is_complex(node.args[0])
+    uc, vc = _conj(builder, u, complex_), _conj(builder, vh, complex_)
     m, n = atom_shape(node.args[0])[-2:]
-    if node.primitive is L.svd_values_p:  # U diag(c) Vh
+    if node.primitive is L.svd_values_p:  # conj(U diag(c) Vh)
         core = atom_shape(ct)[lead:]
-        scaled = _mul(builder, u, A.record_reshape(builder, ct, core[:-1] + (1, core[-1]), lead))
-        return _mm(builder, "ik,kj->ij", scaled, vh)
+        scaled = _mul(builder, uc, A.record_reshape(builder, ct, core[:-1] + (1, core[-1]), lead))
+        return _mm(builder, "ik,kj->ij", scaled, vc)
     gaps = _gaps(builder, _mul(builder, s, s))
     if node.primitive is L.svd_u_p:
         projected = _mm(builder, "ji,jk->ik", u, ct)  # U^T Ū
         g = _mul(builder, gaps, projected)
-        left = _mm(builder, "ij,jk->ik", u, _mul(builder, builder.record(P.add_p, (g, _t(builder, g))),
-                                                 _as_row(builder, s)))
+        inner = _mul(builder, builder.record(P.add_p, (g, _ct(builder, g, complex_))), _as_row(builder, s))
+        if complex_:
+            inner = builder.record(P.add_p, (inner, _phase_term(builder, projected, s)))
+        left = _mm(builder, "ij,jk->ik", uc, inner)
         if m > n:
-            rest = builder.record(P.sub_p, (ct, _mm(builder, "ij,jk->ik", u, projected)))
+            rest = builder.record(P.sub_p, (ct, _mm(builder, "ij,jk->ik", uc, projected)))
             left = builder.record(P.add_p, (left, _mul(builder, rest, _as_row(builder, s, True))))
-        return _mm(builder, "ik,kj->ij", left, vh)
-    projected = _mm(builder, "ik,jk->ij", vh, ct)  # V^T V̄ = Vh (Vh̄)^T
+        return _mm(builder, "ik,kj->ij", left, vc)
+    projected = _mm(builder, "ik,jk->ij", vh, ct)  # Vh (Vh̄)^T
     h = _mul(builder, gaps, projected)
+    # S (h^T + conj(h)): for a real matrix S (h + h^T)
+    both = builder.record(P.add_p, (h, _ct(builder, h, complex_)))
     right = _mm(builder, "ij,jk->ik", _mul(builder, _as_row(builder, s, column=True),
-                                           builder.record(P.add_p, (h, _t(builder, h)))), vh)
+                                           _t(builder, both) if complex_ else both), vc)
     if n > m:
-        rest = builder.record(P.sub_p, (ct, _mm(builder, "ji,jk->ik", projected, vh)))
+        rest = builder.record(P.sub_p, (ct, _mm(builder, "ji,jk->ik", projected, vc)))
         right = builder.record(P.add_p, (right, _mul(builder, rest, _as_row(builder, s, True, column=True))))
-    return _mm(builder, "ik,kj->ij", u, right)
+    return _mm(builder, "ik,kj->ij", uc, right)
 
 
 def _identity(builder, n: int):
@@ -416,26 +509,32 @@ def _pinv_complements(builder, node):
 
 @TANGENT.register(L.pinv_p)
 def _pinv_tangent(builder, node, tangents, lead):
-    # dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P, at constant rank.
+    # dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P, at constant rank (for a
+    # complex matrix P^H, dA^H where a real one has transposes).
+    complex_ = _is_complex(node.args[0])
     da = _aligned(builder, tangents[0], node, 2, lead)
+    da_bar, p_bar = _conj(builder, da, complex_), _conj(builder, node, complex_)
     off_left, off_right = _pinv_complements(builder, node)
     first = _neg(builder, _mm(builder, "ij,jk->ik", _mm(builder, "ij,jk->ik", node, da), node))
-    ppt = _mm(builder, "ik,jk->ij", node, node)
-    second = _mm(builder, "ij,jk->ik", _mm(builder, "ij,kj->ik", ppt, da), off_left)
-    ptp = _mm(builder, "ji,jk->ik", node, node)
-    third = _mm(builder, "ij,jk->ik", off_right, _mm(builder, "ji,jk->ik", da, ptp))
+    ppt = _mm(builder, "ik,jk->ij", node, p_bar)
+    second = _mm(builder, "ij,jk->ik", _mm(builder, "ij,kj->ik", ppt, da_bar), off_left)
+    ptp = _mm(builder, "ji,jk->ik", p_bar, node)
+    third = _mm(builder, "ij,jk->ik", off_right, _mm(builder, "ji,jk->ik", da_bar, ptp))
     return builder.record(P.add_p, (first, second, third))
 
 
 @TRANSPOSE.register(L.pinv_p)
 def _pinv_cotangent(builder, ct, node, index, lead):
-    # Ā = -P^T C P^T + (I - A P) C^T P P^T + P^T P C^T (I - P A).
+    # Ā = -P^T C P^T + (I - A P) C^T P P^T + P^T P C^T (I - P A); for a complex matrix the
+    # last two conjugated, with P P^H and P^H P (the transpose of X dA^H Y is conj(Y C^T X)).
+    complex_ = _is_complex(node.args[0])
+    p_bar = _conj(builder, node, complex_)
     off_left, off_right = _pinv_complements(builder, node)
     first = _neg(builder, _mm(builder, "ik,lk->il", _mm(builder, "ji,jk->ik", node, ct), node))
-    ppt = _mm(builder, "ik,jk->ij", node, node)
-    second = _mm(builder, "ij,jk->ik", _mm(builder, "ij,kj->ik", off_left, ct), ppt)
-    ptp = _mm(builder, "ji,jk->ik", node, node)
-    third = _mm(builder, "ij,jk->ik", _mm(builder, "ij,kj->ik", ptp, ct), off_right)
+    ppt = _mm(builder, "ik,jk->ij", node, p_bar)
+    second = _conj(builder, _mm(builder, "ij,jk->ik", _mm(builder, "ij,kj->ik", off_left, ct), ppt), complex_)
+    ptp = _mm(builder, "ji,jk->ik", p_bar, node)
+    third = _conj(builder, _mm(builder, "ij,jk->ik", _mm(builder, "ij,kj->ik", ptp, ct), off_right), complex_)
     return builder.record(P.add_p, (first, second, third))
 
 
@@ -479,12 +578,17 @@ def _strictly_lower(builder, x):
 @TANGENT.register(L.qr_q_p, L.qr_r_p)
 def _qr_tangent(builder, node, tangents, lead):
     # Y = dA R^-1, Z = Q^T Y, W = tril(Z, -1) - tril(Z, -1)^T: dQ = Q (W - Z) + Y, dR = (Z - W) R.
+    # A complex matrix (JAX's): Z = Q^H Y, W = tril(Z, -1) - tril(Z, -1)^H + i Im diag(Z), so
+    # that R's diagonal stays real, as LAPACK makes it.
     q, r = _qr_parts(builder, node)
+    complex_ = _is_complex(node.args[0])
     da = _aligned(builder, tangents[0], node, 2, lead)
     y = _t(builder, _triangular(builder, r, _t(builder, da), trans=1, lower=False))
-    z = _mm(builder, "ji,jk->ik", q, y)
+    z = _mm(builder, "ji,jk->ik", _conj(builder, q, complex_), y)
     low = _strictly_lower(builder, z)
-    w = builder.record(P.sub_p, (low, _t(builder, low)))
+    w = builder.record(P.sub_p, (low, _ct(builder, low, complex_)))
+    if complex_:
+        w = builder.record(P.add_p, (w, _imaginary_diagonal(builder, z)))
     if node.primitive is L.qr_q_p:
         return builder.record(P.add_p, (_mm(builder, "ij,jk->ik", q, builder.record(P.sub_p, (w, z))), y))
     return _mm(builder, "ij,jk->ik", builder.record(P.sub_p, (z, w)), r)
@@ -492,14 +596,19 @@ def _qr_tangent(builder, node, tangents, lead):
 
 @TRANSPOSE.register(L.qr_q_p, L.qr_r_p)
 def _qr_cotangent(builder, ct, node, index, lead):
-    # With M = Q^T Q̄ - R̄ R^T: Ȳ = Q̄ + Q (tril(M - M^T, -1) - M) and Ā = Ȳ R^-T.
+    # With M = Q^T Q̄ - R̄ R^T: Ȳ = Q̄ + Q (tril(M - M^T, -1) - M) and Ā = Ȳ R^-T; for a
+    # complex matrix Ȳ = Q̄ + conj(Q) (tril(M - M^H, -1) + i Im diag(M) - M).
     q, r = _qr_parts(builder, node)
+    complex_ = _is_complex(node.args[0])
     if node.primitive is L.qr_q_p:
         m = _mm(builder, "ji,jk->ik", q, ct)
     else:
         m = _neg(builder, _mm(builder, "ij,kj->ik", ct, r))
-    inner = builder.record(P.sub_p, (_strictly_lower(builder, builder.record(P.sub_p, (m, _t(builder, m)))), m))
-    y_bar = _mm(builder, "ij,jk->ik", q, inner)
+    inner = builder.record(P.sub_p, (_strictly_lower(builder, builder.record(P.sub_p, (m, _ct(builder, m, complex_)))),
+                                     m))
+    if complex_:
+        inner = builder.record(P.add_p, (inner, _imaginary_diagonal(builder, m)))
+    y_bar = _mm(builder, "ij,jk->ik", _conj(builder, q, complex_), inner)
     if node.primitive is L.qr_q_p:
         y_bar = builder.record(P.add_p, (ct, y_bar))
     return _t(builder, _triangular(builder, r, _t(builder, y_bar), trans=0, lower=False))
