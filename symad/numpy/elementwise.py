@@ -128,9 +128,39 @@ fmod = elementwise_function(
     P.fmod_p, "fmod",
     "Elementwise C ``fmod(a, b)``: the remainder with the sign of ``a``; its derivative is 1 in "
     "``a`` and ``-trunc(a / b)`` in ``b`` (JAX's).")
-logaddexp = elementwise_function(P.logaddexp_p, "logaddexp", "Elementwise ``log(exp(a) + exp(b))``, stably.")
-logaddexp2 = elementwise_function(P.logaddexp2_p, "logaddexp2",
-                                  "Elementwise ``log2(2**a + 2**b)``, stably.")
+_real_logaddexp = elementwise_function(P.logaddexp_p, "logaddexp",
+                                       "Elementwise ``log(exp(a) + exp(b))``, stably.")
+_real_logaddexp2 = elementwise_function(P.logaddexp2_p, "logaddexp2",
+                                        "Elementwise ``log2(2**a + 2**b)``, stably.")
+
+
+def _complex_capable(real_function, log_base):
+    """``real_function`` on real operands; on complex ones (which NumPy's ufunc refuses) JAX's
+    value, the principal ``log(b**x1 + b**x2) / log(b)``: holomorphic, so its derivatives
+    follow JAX's convention for complex functions. Large real parts overflow there."""
+    def function(x1, x2, /):
+        if not (is_complex_value(x1) or is_complex_value(x2)):
+            return real_function(x1, x2)
+        if log_base == 1:
+            return log(add(exp(x1), exp(x2)))
+        total = add(exp(multiply(x1, log_base)), exp(multiply(x2, log_base)))
+        return divide(log(total), log_base)
+    function.__name__ = function.__qualname__ = real_function.__name__
+    function.primitive = real_function.primitive
+    return function
+
+
+logaddexp = _complex_capable(_real_logaddexp, 1)
+logaddexp.__doc__ = """Elementwise ``log(exp(x1) + exp(x2))``, stably for real values; of complex
+values (NumPy's ufunc takes none) JAX's value, the principal ``log(exp(x1) + exp(x2))``.
+
+>>> import numpy as np, symad as sd, symad.numpy as snp
+>>> complex(sd.grad(lambda a: snp.logaddexp(a, 0.0), holomorphic=True)(1j))
+(0.5+0.27315124492189524j)
+"""
+logaddexp2 = _complex_capable(_real_logaddexp2, _np.log(2.0))
+logaddexp2.__doc__ = """Elementwise ``log2(2**x1 + 2**x2)``, stably for real values; of complex
+values JAX's value, the principal ``log2(2**x1 + 2**x2)`` (as :func:`logaddexp`)."""
 erf = elementwise_function(P.erf_p, "erf", "Elementwise error function.")
 erfc = elementwise_function(P.erfc_p, "erfc", "Elementwise complementary error function.")
 sigmoid = elementwise_function(P.sigmoid_p, "sigmoid", "Elementwise logistic function ``1/(1 + exp(-x))``.")
