@@ -103,3 +103,74 @@ def test_real_logaddexp_is_unchanged():
     z = np.array([0.2 + 1j, -0.3j])
     np.testing.assert_allclose(sd.jvp(lambda w: np.logaddexp(w, 1.0), (z,), (np.ones(2) + 0j,))[0],
                                np.log(np.exp(z) + np.e), rtol=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# interp with traced knots, or a period
+# ---------------------------------------------------------------------------
+
+def _knots(seed, n=6):
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.uniform(0.0, 5.0, n)), rng.normal(size=n)
+
+
+def _between_knots(xp, seed, shape):
+    """Points away from the knots (where interp has kinks), some outside [xp[0], xp[-1]]."""
+    x = np.random.default_rng(seed).uniform(-1.0, 6.0, shape)
+    return np.where(np.min(np.abs(x[..., None] - xp), axis=-1) < 1e-3, x + 2e-3, x)
+
+
+def _central_jacobian(f, point, h=1e-6):
+    columns = []
+    for k in range(point.size):
+        step = np.zeros(point.size)
+        step[k] = h
+        columns.append((f(point + step.reshape(point.shape)) - f(point - step.reshape(point.shape)))
+                       / (2 * h))
+    return np.stack(columns, axis=-1)
+
+
+INTERP_OPTIONS = [{}, {"left": -3.0, "right": 7.0}, {"period": 1.7}, {"period": -2.5}]
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (7,), (2, 3)])
+@pytest.mark.parametrize("options", INTERP_OPTIONS)
+def test_interp_with_traced_knots(options, shape):
+    xp, fp = _knots(10)
+    x = _between_knots(xp, 11, shape)
+    if "period" in options:  # no x may sit on a knot modulo the period either
+        x = _between_knots(np.mod(xp, abs(options["period"])), 11, shape)
+    function = lambda knots, values: snp.interp(x, knots, values, **options)
+    np.testing.assert_allclose(sd.trace(function, xp, fp)(xp, fp), np.interp(x, xp, fp, **options),
+                               rtol=1e-12, atol=1e-12)
+    by_knots, by_values = sd.jacobian(function, argnums=(0, 1))(xp, fp)
+    np.testing.assert_allclose(
+        by_knots, _central_jacobian(lambda k: np.interp(x, k, fp, **options), xp), atol=1e-6)
+    np.testing.assert_allclose(
+        by_values, _central_jacobian(lambda v: np.interp(x, xp, v, **options), fp), atol=1e-6)
+
+
+def test_interp_with_traced_knots_in_x_too():
+    xp, fp = _knots(12)
+    x = _between_knots(xp, 13, (9,))
+    by_x = sd.jacobian(lambda t, k: snp.interp(t, k, fp), argnums=0)(x, xp)
+    np.testing.assert_allclose(by_x, _central_jacobian(lambda t: np.interp(t, xp, fp), x), atol=1e-6)
+    # at a knot, the slope on its right (JAX's convention), as with knots that are numbers
+    at_knot = sd.grad(lambda t, k: snp.interp(t, k, fp))(xp[2], xp)
+    np.testing.assert_allclose(at_knot, (fp[3] - fp[2]) / (xp[3] - xp[2]), rtol=1e-12)
+
+
+def test_interp_at_knots_nearly_together_has_finite_gradients():
+    # JAX's testInterpGradNan: x and the knots the same tiny, close values
+    for dtype in (np.float32, np.float64):
+        z = np.exp(np.linspace(-90, -20, 200)).astype(dtype)
+        for options in ({}, {"period": 0.59}):
+            gradient = sd.grad(lambda w: snp.sum(snp.interp(w, w, snp.ones_like(w), **options)))(z)
+            assert np.all(np.isfinite(gradient)), (dtype, options)
+
+
+def test_interp_refuses_mismatched_knots_and_values():
+    from symad.errors import TracingError
+
+    with pytest.raises(TracingError, match="one value per knot"):
+        sd.grad(lambda k: snp.sum(snp.interp(0.5, k, np.ones(3))))(np.arange(4.0))

@@ -37,7 +37,7 @@ __all__ = [
     "not_equal", "logical_and", "logical_or", "logical_not", "stop_gradient", "positive",
     "square", "reciprocal", "where", "clip", "deg2rad", "rad2deg", "radians", "degrees",
     "fmax", "fmin", "floor", "ceil", "trunc", "fix", "rint", "round", "around", "mod",
-    "remainder", "fmod", "ldexp", "frexp", "interp", "real", "imag", "conj", "conjugate", "angle",
+    "remainder", "fmod", "ldexp", "frexp", "real", "imag", "conj", "conjugate", "angle",
     "real_if_close",
 ]
 
@@ -256,36 +256,6 @@ def frexp(x):
     return where(regular, mantissa, x), where(regular, exponent, 0.0)
 
 
-def interp(x, xp, fp, left=None, right=None, period=None):
-    """NumPy's piecewise linear interpolation at ``x`` of the points ``(xp, fp)``: ``x``,
-    ``fp``, ``left`` and ``right`` may be traced; the knots ``xp`` are numbers, increasing.
-
-    One ``where`` per interval, each the same ``slope * (x - xp[j]) + fp[j]`` NumPy computes.
-    At a knot the derivative in ``x`` is the slope on its right (JAX's convention, from its
-    ``searchsorted(side="right")``); below ``xp[0]`` and above ``xp[-1]`` it is zero.
-
-    >>> import symad as sd, numpy as np
-    >>> [float(sd.grad(lambda x: np.interp(x, [0.0, 1.0, 3.0], [0.0, 2.0, 3.0]))(t))
-    ...  for t in (0.5, 1.0, 2.0, 4.0)]
-    [2.0, 0.5, 0.5, 0.0]
-    """
-    if period is not None or contains_traced(xp):
-        raise TracingError(
-            f"function {traced_function_name()!r} calls interp with traced knots xp or a "
-            "period; symad traces interp with knots that are numbers and no period")
-    xp = _np.asarray(xp, dtype=float)
-    if xp.ndim != 1 or len(xp) == 0 or builtins.len(fp) != len(xp):
-        raise TracingError(f"function {traced_function_name()!r} calls interp with {len(xp)} "
-                           f"knots and {builtins.len(fp)} values; give one value per knot")
-    values = [fp[j] for j in range(len(xp))]
-    out = where(greater(x, xp[-1]), values[-1] if right is None else right, values[-1])
-    for j in range(len(xp) - 2, -1, -1):
-        slope = divide(subtract(values[j + 1], values[j]), xp[j + 1] - xp[j])
-        out = where(less(x, xp[j + 1]), add(multiply(slope, subtract(x, xp[j])), values[j]), out)
-    out = where(less(x, xp[0]), values[0] if left is None else left, out)
-    return where(_is_nan(x), x, out)
-
-
 def _is_nan(x):
     return not_equal(x, x)
 
@@ -501,7 +471,7 @@ NUMPY_UFUNCS = {
 }
 #: NumPy's array functions -> their traceable function.
 NUMPY_FUNCTIONS = {_np.where: where, _np.clip: clip, _np.round: round, _np.fix: fix,
-                   _np.interp: interp, _np.real: real, _np.imag: imag, _np.angle: angle,
+                   _np.real: real, _np.imag: imag, _np.angle: angle,
                    _np.real_if_close: real_if_close}
 if hasattr(_np, "around"):  # an alias of round, deprecated in NumPy 2
     NUMPY_FUNCTIONS[_np.around] = round
