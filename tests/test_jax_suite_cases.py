@@ -174,3 +174,21 @@ def test_interp_refuses_mismatched_knots_and_values():
 
     with pytest.raises(TracingError, match="one value per knot"):
         sd.grad(lambda k: snp.sum(snp.interp(0.5, k, np.ones(3))))(np.arange(4.0))
+
+
+# ---------------------------------------------------------------------------
+# snp.sinc: numpy.sinc, in the namespace too
+# ---------------------------------------------------------------------------
+
+def test_sinc_is_in_the_namespace_and_differentiates_at_zero():
+    x = np.array([-2.5, -1.0, -0.3, 0.0, 1e-9, 0.25, 3.0])
+    np.testing.assert_allclose(snp.sinc(x), np.sinc(x), rtol=1e-14, atol=1e-16)
+    assert "sinc" in snp.__all__
+    gradient = sd.grad(lambda v: snp.sum(snp.sinc(v)))(x)
+    h = 1e-6
+    np.testing.assert_allclose(gradient, (np.sinc(x + h) - np.sinc(x - h)) / (2 * h), atol=1e-8)
+    # JAX's testSincAtZero: the Maclaurin coefficients times k!, up to order 4
+    derivative = snp.sinc
+    for expected in (0.0, -np.pi**2 / 3, 0.0, np.pi**4 / 5):
+        derivative = sd.grad(derivative)
+        np.testing.assert_allclose(derivative(0.0), expected, atol=1e-12)
