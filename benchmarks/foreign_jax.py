@@ -133,7 +133,13 @@ def _to_numpy(value):
 
 
 def dispatching(name: str):
-    """``jnp.<name>`` that runs ``symad.numpy.<name>`` on traced arguments, JAX's otherwise."""
+    """``jnp.<name>`` that runs ``symad.numpy.<name>`` on traced arguments, JAX's otherwise.
+
+    >>> import numpy as np, symad as sd
+    >>> sin = dispatching("sin")
+    >>> float(sd.grad(sin)(0.0)), type(sin(np.zeros(2))).__name__
+    (1.0, 'ArrayImpl')
+    """
     import jax.numpy as jnp
 
     import symad.numpy as snp
@@ -170,9 +176,7 @@ def _on_numpy_inputs(transform):
     """A symad transform whose transformed function receives JAX arrays as NumPy arrays."""
     @functools.wraps(transform)
     def wrapped(fun, *args, **kwargs):
-        if fun is not None and not callable(fun):
-            raise TypeError(f"{transform.__name__}: the function to transform is not callable")
-        if transform.__name__ in ("jvp", "vjp"):
+        if transform.__name__ in ("jvp", "vjp"):  # these take the point itself
             return transform(_routed(fun), *_to_numpy(args), **kwargs)
         inner = transform(_routed(fun), *args, **kwargs)
         return lambda *xs, **kws: inner(*_to_numpy(xs), **_to_numpy(kws))
@@ -225,6 +229,9 @@ def check_grads(f, args, order, modes=("fwd", "rev"), atol=None, rtol=None, eps=
 
     JAX's ``check_jvp``/``check_vjp`` supply the central differences, the tolerances and the
     dtype checks; order 2 checks the JVP (and the VJP applied to the output) as functions.
+
+    >>> import numpy as np
+    >>> check_grads(lambda x: x ** 3, (np.array([0.5, 2.0]),), order=2)  # no AssertionError
     """
     from jax._src import public_test_util as ptu
 
@@ -253,8 +260,8 @@ def check_grads(f, args, order, modes=("fwd", "rev"), atol=None, rtol=None, eps=
 # Loading the module and running the cases (in a child process)
 # ---------------------------------------------------------------------------
 
-def load_module(path: Path):
-    """``(module, note)``: JAX's test file compiled (conflicts resolved), then re-routed."""
+def _load_module(path: Path):
+    """``(module, source, note)``: JAX's test file compiled (conflicts resolved), re-routed."""
     source, conflicts = resolve_conflicts(Path(path).read_text(encoding="utf-8"))
     sys.argv = [sys.argv[0]]  # absl parses the command line when the module loads
     module = types.ModuleType("lax_numpy_test")
@@ -301,7 +308,7 @@ def _cause(error: BaseException) -> str:
     return f"{type(error).__name__}: {line}"[:160]
 
 
-def run_cases(module, source: str, timeout: float) -> list[dict]:
+def _run_cases(module, source: str, timeout: float) -> list[dict]:
     """Every gradient case of ``module``, run once under ``timeout`` seconds, as records."""
     chosen, _ = gradient_methods(source)
     methods_in = {cls.name: [n.name for n in cls.body if isinstance(n, ast.FunctionDef)]
@@ -335,11 +342,24 @@ def run_cases(module, source: str, timeout: float) -> list[dict]:
 
 
 def run_child(path: str, output: str, timeout: float) -> int:
-    """In the child process: load JAX's file, run its gradient cases, write the records."""
+    """In the child process: load JAX's file, run its gradient cases, write the records.
+
+    >>> import json, pathlib, tempfile
+    >>> source = ("import unittest\\nimport jax.numpy as jnp\\n"
+    ...           "from jax.test_util import check_grads\\n"
+    ...           "class T(unittest.TestCase):\\n  def testSin(self):\\n"
+    ...           "    check_grads(jnp.sin, (0.5,), 2)\\n")
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     test, out = pathlib.Path(folder) / "t.py", pathlib.Path(folder) / "out.json"
+    ...     _ = test.write_text(source)
+    ...     _ = run_child(str(test), str(out), 60.0)
+    ...     [(r["test"], r["outcome"]) for r in json.loads(out.read_text())["records"]]
+    [('T.testSin', 'pass')]
+    """
     import json
 
-    module, source, note = load_module(Path(path))
-    records = run_cases(module, source, timeout)
+    module, source, note = _load_module(Path(path))
+    records = _run_cases(module, source, timeout)
     Path(output).write_text(json.dumps({"records": records, "note": note}))
     return 0
 

@@ -17,7 +17,8 @@ SHAPES = [(), (1,), (3,), (2, 1), (2, 3)]
 
 def _complex(shape, seed, dtype=np.complex128, scale=1.0):
     rng = np.random.default_rng(seed)
-    return (scale * (rng.uniform(0.2, 0.9, shape) + 1j * rng.uniform(-0.5, 0.5, shape))).astype(dtype)
+    values = rng.uniform(0.2, 0.9, shape) + 1j * rng.uniform(-0.5, 0.5, shape)
+    return (scale * values).astype(dtype)
 
 
 def _holomorphic_difference(f, z, direction, h=1e-6):
@@ -154,7 +155,8 @@ def test_interp_with_traced_knots_in_x_too():
     xp, fp = _knots(12)
     x = _between_knots(xp, 13, (9,))
     by_x = sd.jacobian(lambda t, k: snp.interp(t, k, fp), argnums=0)(x, xp)
-    np.testing.assert_allclose(by_x, _central_jacobian(lambda t: np.interp(t, xp, fp), x), atol=1e-6)
+    expected = _central_jacobian(lambda t: np.interp(t, xp, fp), x)
+    np.testing.assert_allclose(by_x, expected, atol=1e-6)
     # at a knot, the slope on its right (JAX's convention), as with knots that are numbers
     at_knot = sd.grad(lambda t, k: snp.interp(t, k, fp))(xp[2], xp)
     np.testing.assert_allclose(at_knot, (fp[3] - fp[2]) / (xp[3] - xp[2]), rtol=1e-12)
