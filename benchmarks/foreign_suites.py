@@ -15,9 +15,16 @@ not define (its ``random``, ``linalg``, ``fft`` are NumPy's, traced on symad's t
 ``jvp`` and ``vjp`` with central differences, forward and reverse, up to ``order``. No
 autograd code is kept in this repository, and none of autograd's differentiation runs.
 
-**JAX.** JAX's source distribution has no ``tests/``; ``tests/lax_numpy_test.py`` comes from
-the tag's GitHub tarball, when the network reaches GitHub (or ``--jax-tests FILE``). Where it
-cannot be fetched the line says so; nothing is counted.
+**JAX.** ``--suite jax`` (or the default, both) runs the gradient cases of JAX's
+``tests/lax_numpy_test.py`` through symad (``benchmarks/foreign_jax.py``: the definition of a
+gradient case, and how ``jnp``, ``jax.grad``... and ``check_grads`` are routed to symad).
+JAX's source distribution has no ``tests/`` and GitHub is out of reach from the benchmark
+machine, so the file is the stored copy of ``jax-ml/jax`` at commit
+``0001fb9b788442042ce11be7430ad3dad5b2ed4c``, assembled page by page into the cache directory
+as ``jax-0001fb9b-lax_numpy_test.py`` (258,783 characters; never into this repository), or
+any local copy given with ``--jax-tests FILE``. Without it the line says so and nothing is
+counted. JAX itself (the ``bench`` extra) builds the cases; ``absl-py``, which JAX's test
+utilities import, is installed into the cache directory with pip on first use.
 
 Each test is counted once: **pass**, **fail** (an assertion: a derivative or value that
 disagrees), **error** (an exception: a refusal or a crash) or **not applicable** -- a test
@@ -49,7 +56,6 @@ AUTOGRAD_VERSION = "1.9.1"
 AUTOGRAD_FILES = ["test_numpy.py", "test_scalar_ops.py", "test_systematic.py", "test_linalg.py",
                   "test_wrappers.py"]
 JAX_VERSION = "0.10.2"
-JAX_TARBALL = f"https://github.com/jax-ml/jax/archive/refs/tags/jax-v{JAX_VERSION}.tar.gz"
 
 #: Tests that check autograd itself, not derivatives: counted as not applicable, with why.
 NOT_APPLICABLE = {
@@ -170,27 +176,40 @@ def fetch_autograd(cache: Path) -> Path:
 
 
 def fetch_jax_tests(cache: Path, given: str | None) -> tuple[Path | None, str]:
-    """``(lax_numpy_test.py, "")``, or ``(None, why it could not be fetched)``."""
+    """``(lax_numpy_test.py, "")``, or ``(None, why there is none)``."""
+    from benchmarks.foreign_jax import JAX_COMMIT, JAX_FILE_CHARS, JAX_FILE_NAME
+
     if given:
         return Path(given), ""
-    target = cache / f"jax-{JAX_VERSION}-lax_numpy_test.py"
-    if target.exists():
-        return target, ""
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(JAX_TARBALL, timeout=30) as response, \
-                tempfile.TemporaryFile() as buffer:
-            shutil.copyfileobj(response, buffer)
-            buffer.seek(0)
-            with tarfile.open(fileobj=buffer) as archive:
-                member = next(m for m in archive.getmembers()
-                              if m.name.endswith("/tests/lax_numpy_test.py"))
-                target.write_bytes(archive.extractfile(member).read())
-    except Exception as error:  # noqa: BLE001 - any network failure is reported, not raised
-        return None, (f"blocked: JAX's sdist has no tests/, and {JAX_TARBALL} could not be "
-                      f"fetched ({type(error).__name__}: {error})")
+    target = cache / JAX_FILE_NAME
+    if not target.exists():
+        return None, (f"no copy: JAX's sdist has no tests/; assemble jax-ml/jax's "
+                      f"tests/lax_numpy_test.py at commit {JAX_COMMIT} into {target}, or pass "
+                      "--jax-tests FILE")
+    size = len(target.read_text(encoding="utf-8"))
+    if size != JAX_FILE_CHARS:
+        return None, f"{target} has {size:,} characters, not {JAX_FILE_CHARS:,}: assemble it again"
     return target, ""
+
+
+def run_jax(cache: Path, tests: Path, timeout: float) -> tuple[list[dict], str]:
+    """JAX's gradient cases through symad, in a child process: ``(records, note)``."""
+    site = cache / "site-absl"
+    if not (site / "absl").is_dir():
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--target", str(site),
+                        "absl-py"], check=True)
+    with tempfile.TemporaryDirectory(prefix="symad-jax-") as work:
+        output = Path(work) / "records.json"
+        env = dict(os.environ, SYMAD_PROMOTE=os.environ.get("SYMAD_PROMOTE", "0"),
+                   JAX_ENABLE_X64="1", JAX_PLATFORMS="cpu",
+                   PYTHONPATH=os.pathsep.join([str(site), str(ROOT)]))
+        subprocess.run([sys.executable, str(ROOT / "benchmarks" / "foreign_jax.py"), str(tests),
+                        str(output), str(timeout)], cwd=work, env=env, stdout=subprocess.DEVNULL,
+                       check=False)
+        if not output.exists():
+            return [], "the child process wrote no records (it crashed before the first case)"
+        saved = json.loads(output.read_text())
+        return saved["records"], saved["note"]
 
 
 def prepare_autograd(source: Path, work: Path, namespace: str) -> Path:
@@ -337,6 +356,8 @@ def _row(name: str, counts: collections.Counter) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--suite", choices=["autograd", "jax", "both"], default="both",
+                        help="whose tests to run (default: both)")
     parser.add_argument("--json", help="save the per-test records here")
     parser.add_argument("--show-failures", action="store_true", help="list every failing test")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per test")
@@ -352,22 +373,43 @@ def main(argv=None) -> int:
         return run_pytest_child(*arguments.child, arguments.timeout, arguments.files)
     if arguments.from_json:  # a saved run, reported again with today's tables
         saved = json.loads(Path(arguments.from_json).read_text())
-        print(report([classify(r) for r in saved["autograd"]], arguments.show_failures))
+        if saved.get("autograd"):
+            print(report([classify(r) for r in saved["autograd"]], arguments.show_failures))
+        if isinstance(saved.get("jax"), dict):
+            print(report(saved["jax"]["records"], arguments.show_failures))
         return 0
-    cache = cache_dir()
-    started = time.perf_counter()
-    records = run_autograd(cache, arguments.timeout, arguments.files, arguments.namespace)
-    print(f"autograd {AUTOGRAD_VERSION}'s NumPy gradient tests through symad, autograd.numpy "
-          f"as {'symad.numpy, then NumPy' if arguments.namespace == 'symad' else 'NumPy'} "
-          f"({time.perf_counter() - started:.0f} s):\n")
-    print(report(records, arguments.show_failures))
-    jax_file, why = fetch_jax_tests(cache, arguments.jax_tests)
-    print(f"\nJAX {JAX_VERSION}'s lax_numpy_test gradient cases: "
-          + (why or f"{jax_file} fetched; running it through symad is not written yet"))
+    cache, saved = cache_dir(), {}
+    if arguments.suite in ("autograd", "both"):
+        started = time.perf_counter()
+        saved["autograd"] = run_autograd(cache, arguments.timeout, arguments.files,
+                                         arguments.namespace)
+        print(f"autograd {AUTOGRAD_VERSION}'s NumPy gradient tests through symad, autograd.numpy "
+              f"as {'symad.numpy, then NumPy' if arguments.namespace == 'symad' else 'NumPy'} "
+              f"({time.perf_counter() - started:.0f} s):\n")
+        print(report(saved["autograd"], arguments.show_failures))
+    if arguments.suite in ("jax", "both"):
+        saved["jax"] = _jax_part(cache, arguments)
     if arguments.json:
-        Path(arguments.json).write_text(json.dumps({"autograd": records, "jax": why or None},
-                                                   indent=1))
+        Path(arguments.json).write_text(json.dumps(saved, indent=1))
     return 0
+
+
+def _jax_part(cache: Path, arguments) -> dict | str:
+    """Run and report JAX's gradient cases; what ``--json`` keeps of them."""
+    from benchmarks.foreign_jax import DEFINITION, JAX_COMMIT
+
+    tests, why = fetch_jax_tests(cache, arguments.jax_tests)
+    if tests is None:
+        print(f"\nJAX's lax_numpy_test gradient cases: {why}")
+        return why
+    started = time.perf_counter()
+    records, note = run_jax(cache, tests, arguments.timeout)
+    source = f"jax-ml/jax@{JAX_COMMIT[:8]}" if not arguments.jax_tests else str(tests)
+    print(f"\nJAX's lax_numpy_test gradient cases ({source}, JAX {JAX_VERSION} builds them) "
+          f"through symad ({time.perf_counter() - started:.0f} s):\n{DEFINITION}"
+          + (f"\nnote: {note}" if note else "") + "\n")
+    print(report(records, arguments.show_failures))
+    return {"file": str(tests), "commit": JAX_COMMIT, "note": note, "records": records}
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from symad.atom_arrays import (
 from symad.atoms import is_complex_atom
 from symad.compile import DEFAULT_BACKEND, PRECISION_BACKENDS, make_evaluator, make_precise_function
 from symad.compile.batch import batch_shape as _batch_shape
-from symad.compile.batch import common_batch, numeric_argument
+from symad.compile.batch import common_batch, numeric_argument, single_precision, to_single
 from symad.compile.dask_support import evaluate_dask, is_dask_array
 from symad.compile.memory import output_array
 from symad.compile.tiers import call_goes_to_tape
@@ -794,13 +794,12 @@ class Function:
             if parameter.shape != leaf_shape(symbols):
                 raise CompileError(
                     f"{self.name}: Parameter {parameter.name!r} now has shape {parameter.shape} "
-                    f"but was traced with shape {leaf_shape(symbols)}; trace the function again"
-                )
+                    f"but was traced with shape {leaf_shape(symbols)}; trace the function again")
             parameter_values.append(parameter.value)
         all_float32 = all(a.dtype == np.float32 for a in arrays + parameter_values)
         dtype = np.float32 if (arrays or parameter_values) and all_float32 else np.float64
-        if complex_program:
-            dtype = np.complex128
+        single = complex_program and single_precision(leaves, parameter_values)
+        dtype = np.complex128 if complex_program else dtype
         batch_shapes = [_batch_shape(array.shape, core_shape, self.name)
                         for array, core_shape in zip(arrays, self.in_shapes)]
         batch = common_batch(batch_shapes, arrays, self.in_shapes, self.name)
@@ -812,6 +811,7 @@ class Function:
             value = leaf.reshape(batch + tuple(shape))
             if not is_complex and value.dtype.kind == "c":  # a real output computed beside complex ones
                 value = value.real.copy()
+            value = to_single(value) if single else value  # NumPy's dtype
             results.append(value[()] if value.ndim == 0 else value)
         return tree_unflatten(self.out_treedef, results)
 

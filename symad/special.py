@@ -1015,6 +1015,11 @@ sinc = _define(
 
 #: NumPy array functions (``__array_function__``) that symad.special traces.
 ARRAY_FUNCTIONS: dict = {np.sinc: sinc}
+# numpy.sinc is also symad.numpy.sinc, as in NumPy's namespace; it is defined here, beside
+# the special functions it is made of, and symad.numpy cannot import this module (which
+# imports symad.numpy), so this module puts it there.
+snp.sinc = sinc
+snp.__all__.append("sinc")
 
 # -- zeta, Lambert W, elliptic integrals -------------------------------------------
 

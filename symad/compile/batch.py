@@ -26,6 +26,30 @@ def batch_shape(shape: tuple, core_shape: tuple, name: str) -> tuple:
     return tuple(shape[: len(shape) - core_rank])
 
 
+def single_precision(leaves: list, parameter_values: list) -> bool:
+    """True if every argument is float32 or complex64 (a Parameter by its value): NumPy then
+    gives single-precision results, and a complex program, computed in complex128, rounds
+    its outputs to them (``to_single``).
+
+    >>> single_precision([np.ones(2, np.complex64), np.float32(1)], [])
+    True
+    >>> single_precision([np.ones(2, np.complex64), 1.0], [])
+    False
+    """
+    given = [np.asarray(getattr(leaf, "value", leaf)).dtype for leaf in leaves]
+    given += [value.dtype for value in parameter_values]
+    return bool(given) and all(dtype in (np.float32, np.complex64) for dtype in given)
+
+
+def to_single(value: np.ndarray) -> np.ndarray:
+    """``value`` as complex64 (complex) or float32 (real).
+
+    >>> to_single(np.array([1j])).dtype, to_single(np.array([1.0])).dtype
+    (dtype('complex64'), dtype('float32'))
+    """
+    return value.astype(np.complex64 if value.dtype.kind == "c" else np.float32)
+
+
 def numeric_argument(value: Any, name: str, position: int = 0, complex: bool = False) -> np.ndarray:
     """An argument of a Function call as a NumPy array of its dtype: a Parameter's value, a
     complex array for an input traced complex (``complex``), else a real (float) array --

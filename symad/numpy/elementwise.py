@@ -37,7 +37,7 @@ __all__ = [
     "not_equal", "logical_and", "logical_or", "logical_not", "stop_gradient", "positive",
     "square", "reciprocal", "where", "clip", "deg2rad", "rad2deg", "radians", "degrees",
     "fmax", "fmin", "floor", "ceil", "trunc", "fix", "rint", "round", "around", "mod",
-    "remainder", "fmod", "ldexp", "frexp", "interp", "real", "imag", "conj", "conjugate", "angle",
+    "remainder", "fmod", "ldexp", "frexp", "real", "imag", "conj", "conjugate", "angle",
     "real_if_close",
 ]
 
@@ -128,9 +128,39 @@ fmod = elementwise_function(
     P.fmod_p, "fmod",
     "Elementwise C ``fmod(a, b)``: the remainder with the sign of ``a``; its derivative is 1 in "
     "``a`` and ``-trunc(a / b)`` in ``b`` (JAX's).")
-logaddexp = elementwise_function(P.logaddexp_p, "logaddexp", "Elementwise ``log(exp(a) + exp(b))``, stably.")
-logaddexp2 = elementwise_function(P.logaddexp2_p, "logaddexp2",
-                                  "Elementwise ``log2(2**a + 2**b)``, stably.")
+_real_logaddexp = elementwise_function(P.logaddexp_p, "logaddexp",
+                                       "Elementwise ``log(exp(a) + exp(b))``, stably.")
+_real_logaddexp2 = elementwise_function(P.logaddexp2_p, "logaddexp2",
+                                        "Elementwise ``log2(2**a + 2**b)``, stably.")
+
+
+def _complex_capable(real_function, log_base):
+    """``real_function`` on real operands; on complex ones (which NumPy's ufunc refuses) JAX's
+    value, the principal ``log(b**x1 + b**x2) / log(b)``: holomorphic, so its derivatives
+    follow JAX's convention for complex functions. Large real parts overflow there."""
+    def function(x1, x2, /):
+        if not (is_complex_value(x1) or is_complex_value(x2)):
+            return real_function(x1, x2)
+        if log_base == 1:
+            return log(add(exp(x1), exp(x2)))
+        total = add(exp(multiply(x1, log_base)), exp(multiply(x2, log_base)))
+        return divide(log(total), log_base)
+    function.__name__ = function.__qualname__ = real_function.__name__
+    function.primitive = real_function.primitive
+    return function
+
+
+logaddexp = _complex_capable(_real_logaddexp, 1)
+logaddexp.__doc__ = """Elementwise ``log(exp(x1) + exp(x2))``, stably for real values; of complex
+values (NumPy's ufunc takes none) JAX's value, the principal ``log(exp(x1) + exp(x2))``.
+
+>>> import numpy as np, symad as sd, symad.numpy as snp
+>>> complex(sd.grad(lambda a: snp.logaddexp(a, 0.0), holomorphic=True)(1j))
+(0.5+0.27315124492189524j)
+"""
+logaddexp2 = _complex_capable(_real_logaddexp2, _np.log(2.0))
+logaddexp2.__doc__ = """Elementwise ``log2(2**x1 + 2**x2)``, stably for real values; of complex
+values JAX's value, the principal ``log2(2**x1 + 2**x2)`` (as :func:`logaddexp`)."""
 erf = elementwise_function(P.erf_p, "erf", "Elementwise error function.")
 erfc = elementwise_function(P.erfc_p, "erfc", "Elementwise complementary error function.")
 sigmoid = elementwise_function(P.sigmoid_p, "sigmoid", "Elementwise logistic function ``1/(1 + exp(-x))``.")
@@ -224,36 +254,6 @@ def frexp(x):
     mantissa = where(low, multiply(mantissa, 2.0), where(high, multiply(mantissa, 0.5), mantissa))
     exponent = where(low, subtract(exponent, 1.0), where(high, add(exponent, 1.0), exponent))
     return where(regular, mantissa, x), where(regular, exponent, 0.0)
-
-
-def interp(x, xp, fp, left=None, right=None, period=None):
-    """NumPy's piecewise linear interpolation at ``x`` of the points ``(xp, fp)``: ``x``,
-    ``fp``, ``left`` and ``right`` may be traced; the knots ``xp`` are numbers, increasing.
-
-    One ``where`` per interval, each the same ``slope * (x - xp[j]) + fp[j]`` NumPy computes.
-    At a knot the derivative in ``x`` is the slope on its right (JAX's convention, from its
-    ``searchsorted(side="right")``); below ``xp[0]`` and above ``xp[-1]`` it is zero.
-
-    >>> import symad as sd, numpy as np
-    >>> [float(sd.grad(lambda x: np.interp(x, [0.0, 1.0, 3.0], [0.0, 2.0, 3.0]))(t))
-    ...  for t in (0.5, 1.0, 2.0, 4.0)]
-    [2.0, 0.5, 0.5, 0.0]
-    """
-    if period is not None or contains_traced(xp):
-        raise TracingError(
-            f"function {traced_function_name()!r} calls interp with traced knots xp or a "
-            "period; symad traces interp with knots that are numbers and no period")
-    xp = _np.asarray(xp, dtype=float)
-    if xp.ndim != 1 or len(xp) == 0 or builtins.len(fp) != len(xp):
-        raise TracingError(f"function {traced_function_name()!r} calls interp with {len(xp)} "
-                           f"knots and {builtins.len(fp)} values; give one value per knot")
-    values = [fp[j] for j in range(len(xp))]
-    out = where(greater(x, xp[-1]), values[-1] if right is None else right, values[-1])
-    for j in range(len(xp) - 2, -1, -1):
-        slope = divide(subtract(values[j + 1], values[j]), xp[j + 1] - xp[j])
-        out = where(less(x, xp[j + 1]), add(multiply(slope, subtract(x, xp[j])), values[j]), out)
-    out = where(less(x, xp[0]), values[0] if left is None else left, out)
-    return where(_is_nan(x), x, out)
 
 
 def _is_nan(x):
@@ -471,7 +471,7 @@ NUMPY_UFUNCS = {
 }
 #: NumPy's array functions -> their traceable function.
 NUMPY_FUNCTIONS = {_np.where: where, _np.clip: clip, _np.round: round, _np.fix: fix,
-                   _np.interp: interp, _np.real: real, _np.imag: imag, _np.angle: angle,
+                   _np.real: real, _np.imag: imag, _np.angle: angle,
                    _np.real_if_close: real_if_close}
 if hasattr(_np, "around"):  # an alias of round, deprecated in NumPy 2
     NUMPY_FUNCTIONS[_np.around] = round

@@ -24,6 +24,8 @@ n = 100,000 took 12.2 ms, NumPy's own (an argsort and a scatter) 10.4 ms (2-core
 
 from __future__ import annotations
 
+import builtins
+
 import numpy as _np
 
 from symad import array_primitives as A
@@ -33,18 +35,29 @@ from symad.graph import current_builder
 from symad.numpy.elementwise import (
     add,
     concrete,
+    divide,
     equal,
+    greater,
+    greater_equal,
+    less,
+    less_equal,
+    logical_and,
     logical_or,
+    mod,
     multiply,
     not_equal,
     subtract,
     where,
 )
+from symad.numpy.elementwise import abs as _abs
 from symad.numpy.reductions import max as _max
 from symad.numpy.reductions import min as _min
+from symad.numpy.reductions import sum as _sum
 from symad.numpy.shapes import (
     asarray,
     broadcast_to,
+    concatenate,
+    expand_dims,
     moveaxis,
     ndim,
     ravel,
@@ -52,11 +65,11 @@ from symad.numpy.shapes import (
     shape,
     traced_inputs,
 )
-from symad.tracer import TracedIndices, Tracer, as_atom
+from symad.tracer import TracedIndices, Tracer, as_atom, contains_traced
 
 #: The names symad.numpy re-exports from this family.
 __all__ = ["sort", "argsort", "median", "quantile", "percentile", "argmax", "argmin", "gather_along",
-           "gather_first"]
+           "gather_first", "interp"]
 
 
 def _sorted_axis(a, axis, name: str):
@@ -295,6 +308,79 @@ def gather_first(arr, indices):
     return reshape(gathered, shape(indices) + rest)
 
 
+# -- interpolation: a gather when the knots are traced and a period given ------------
+
+
+def interp(x, xp, fp, left=None, right=None, period=None):
+    """NumPy's piecewise linear interpolation at ``x`` of the points ``(xp, fp)``; any of
+    ``x``, ``xp``, ``fp``, ``left``, ``right`` may be traced, and a ``period`` given.
+
+    With knots that are numbers: one ``where`` per interval, each the same
+    ``slope * (x - xp[j]) + fp[j]`` NumPy computes. At a knot the derivative in ``x`` is the
+    slope on its right (JAX's convention, from its ``searchsorted(side="right")``); below
+    ``xp[0]`` and above ``xp[-1]`` it is zero. With traced knots or a period: one array
+    expression over all intervals (:func:`_interp_masked`).
+
+    >>> import symad as sd, numpy as np
+    >>> [float(sd.grad(lambda x: np.interp(x, [0.0, 1.0, 3.0], [0.0, 2.0, 3.0]))(t))
+    ...  for t in (0.5, 1.0, 2.0, 4.0)]
+    [2.0, 0.5, 0.5, 0.0]
+    >>> [float(round(g, 6)) for g in sd.grad(
+    ...     lambda xp: np.interp(1.5, xp, np.array([0.0, 2.0, 3.0])))(np.array([0.0, 1.0, 3.0]))]
+    [0.0, -0.375, -0.125]
+    """
+    if period is not None or contains_traced(xp):
+        return _interp_masked(x, xp, fp, left, right, period)
+    xp = _np.asarray(xp, dtype=float)
+    if xp.ndim != 1 or len(xp) == 0 or builtins.len(fp) != len(xp):
+        raise TracingError(f"function {traced_function_name()!r} calls interp with {len(xp)} "
+                           f"knots and {builtins.len(fp)} values; give one value per knot")
+    values = [fp[j] for j in range(len(xp))]
+    out = where(greater(x, xp[-1]), values[-1] if right is None else right, values[-1])
+    for j in range(len(xp) - 2, -1, -1):
+        slope = divide(subtract(values[j + 1], values[j]), xp[j + 1] - xp[j])
+        out = where(less(x, xp[j + 1]), add(multiply(slope, subtract(x, xp[j])), values[j]), out)
+    out = where(less(x, xp[0]), values[0] if left is None else left, out)
+    return where(not_equal(x, x), x, out)  # NaN stays NaN
+
+
+#: Intervals narrower than this are steps (JAX's ``spacing(eps)`` of float64): their slope,
+#: a difference over almost nothing, would overflow the derivative of the width.
+_NARROW = float(_np.spacing(_np.finfo(float).eps))
+
+
+def _interp_masked(x, xp, fp, left, right, period):
+    """``interp`` for traced knots or a ``period``: a mask per interval (``xp[j] <= x <
+    xp[j + 1]``) selects ``fp[j] + (x - xp[j]) / (xp[j + 1] - xp[j]) * (fp[j + 1] - fp[j])``,
+    summed over the intervals -- one array expression, ``len(x) * len(xp)`` work. With a
+    period, as NumPy: ``x`` and the knots are taken modulo it, the knots sorted (a gather
+    at traced indices), one knot copied past each end, and ``left``/``right`` ignored."""
+    xp, fp = asarray(xp), asarray(fp)
+    if xp.ndim != 1 or xp.shape[0] == 0 or fp.shape != xp.shape:
+        raise TracingError(f"function {traced_function_name()!r} calls interp with knots of shape "
+                           f"{xp.shape} and values of shape {fp.shape}; give one value per knot")
+    if period is not None:
+        period = abs(period)
+        x, xp = mod(x, period), mod(xp, period)
+        order = argsort(xp)
+        xp, fp = gather_along(xp, order, 0), gather_along(fp, order, 0)
+        xp = concatenate([subtract(xp[-1:], period), xp, add(xp[:1], period)])
+        fp = concatenate([fp[-1:], fp, fp[:1]])
+        left = right = None
+    low, width, rise = xp[:-1], subtract(xp[1:], xp[:-1]), subtract(fp[1:], fp[:-1])
+    narrow = less_equal(_abs(width), _NARROW)
+    # The double where: a narrow interval's line is built on width 1, so no 0/0 reaches
+    # the derivative even though its value is not used.
+    at = expand_dims(x, -1)
+    line = add(fp[:-1], multiply(divide(subtract(at, low), where(narrow, 1.0, width)), rise))
+    inside = logical_and(greater_equal(at, low), less(at, xp[1:]))
+    out = _sum(where(inside, where(narrow, fp[:-1], line), 0.0), axis=-1)
+    out = where(equal(x, xp[-1]), fp[-1], out)
+    out = where(greater(x, xp[-1]), fp[-1] if right is None else right, out)
+    out = where(less(x, xp[0]), fp[0] if left is None else left, out)
+    return where(not_equal(x, x), x, out)  # NaN stays NaN
+
+
 def _integer_positions(indices, name: str) -> None:
     if not isinstance(indices, TracedIndices):
         raise TracingError(
@@ -320,7 +406,7 @@ def partition_refusal(*args, **kwargs):
 
 
 #: NumPy's functions this family implements (symad.numpy dispatches them here).
-NUMPY_FUNCTIONS = {_np.sort: sort, _np.argsort: argsort, _np.median: median,
+NUMPY_FUNCTIONS = {_np.interp: interp, _np.sort: sort, _np.argsort: argsort, _np.median: median,
                    _np.quantile: quantile, _np.percentile: percentile, _np.argmax: argmax,
                    _np.argmin: argmin,
                    _np.partition: partition_refusal, _np.argpartition: partition_refusal}
