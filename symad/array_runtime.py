@@ -252,17 +252,14 @@ def rt_accumulate(base, parts, fresh=False):
     arrays of zeros around each."""
     base = np.asarray(base)
     shapes = [base.shape]
-    # complex if any part is: a real base (zeros, a real cotangent) meeting complex parts
-    dtype = np.result_type(base.dtype, np.float32)
     for value, in_shape, index, _ in parts:
         value = np.asarray(value)
         shapes.append(tuple(rt_lead(value, rt_part_ndim(in_shape, index))) + tuple(in_shape))
-        dtype = np.result_type(dtype, value.dtype)
     full = tuple(np.broadcast_shapes(*shapes))
-    if fresh and base.shape == full and base.flags.writeable and base.dtype == dtype:
+    if fresh and base.shape == full and base.flags.writeable:
         out = base
     else:
-        out = np.empty(full, dtype=dtype)
+        out = np.empty(full, dtype=np.result_type(base.dtype, np.float32))
         out[...] = base
     for value, _, index, sign in parts:
         if sign < 0:
