@@ -72,6 +72,10 @@ CONVENTIONS = {
     "test_absolute": "abs'(0) = 1, JAX's convention (autograd's central difference at 0 gives 0)",
     "test_std": "the standard deviation of one element: JAX's derivative, not the central "
                 "difference of a kink",
+    # Not JAX's convention (JAX keeps float16, as autograd does) but symad's contract,
+    # SPEC section 4: results are float64 unless every input is float32.
+    "test_dtypes": "float16 inputs give float64 gradients: SPEC section 4's contract, float64 "
+                   "unless every input is float32 (autograd and JAX keep float16)",
 }
 # eigh reads one triangle of the (non-symmetric) random matrix these tests pass: symad, as
 # JAX, differentiates along symmetric directions (docs/tutorials/linalg.md); autograd's

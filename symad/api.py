@@ -457,7 +457,11 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
             )
     _check_differentiable(primals, range(len(primals)), "jvp", fun)
     primal = trace(fun, *primals) if not isinstance(fun, Function) else fun
-    return jvp_function(primal, has_aux)(primals, tangents)
+    out, tangent, *aux = jvp_function(primal, has_aux)(primals, tangents)
+    # A tangent has its output's dtype, as JAX's: a complex output whose tangent came out
+    # real (a real cotangent pulled back to a complex input, then differentiated) is complex.
+    (tangent,) = _complex_where_primal_is((out,), (tangent,))
+    return (out, tangent, *aux)
 
 
 # ---------------------------------------------------------------------------

@@ -313,12 +313,14 @@ def _reduced_shape(shapes, params) -> tuple:
 
 reduce_sum_p = array_primitive(
     "reduce_sum", lambda x, *, axes: rt.rt_reduce_sum(x, axes), _reduced_shape, kind="linear")
+# max and min of complex values order them as NumPy does (real parts, then imaginary
+# parts) and, as in JAX, carry the tangent of the element chosen (shared at ties).
 amax_p = array_primitive(
     "amax", lambda x, *, axes: rt.rt_amax(x, axes), _reduced_shape, kind="array",
-    complex_values="refuse")
+    complex_values="follow")
 amin_p = array_primitive(
     "amin", lambda x, *, axes: rt.rt_amin(x, axes), _reduced_shape, kind="array",
-    complex_values="refuse")
+    complex_values="follow")
 reduce_logsumexp_p = array_primitive(
     "reduce_logsumexp", lambda x, *, axes: rt.rt_logsumexp(x, axes), _reduced_shape,
     kind="array", complex_values="refuse")

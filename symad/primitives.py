@@ -639,7 +639,8 @@ exp_p = register(Primitive(
     complex_values="follow"))
 exp2_p = register(Primitive(
     "exp2", lambda x: 2**x, np.exp2, numpy_name="exp2", numba="np.exp2({0})", c="exp2({0})",
-    mpmath=lambda x: mpmath.power(2, x), interval=("monotone", {}), finite=True))
+    mpmath=lambda x: mpmath.power(2, x), interval=("monotone", {}), finite=True,
+    complex_values="follow"))
 expm1_p = register(Primitive(
     "expm1", sympy_expm1, np.expm1, numpy_name="expm1",
     numexpr=("expm1", 0), numba="np.expm1({0})", c="expm1({0})",
@@ -737,7 +738,8 @@ sech_p = register(Primitive(
 arcsinh_p = register(Primitive(
     "arcsinh", sympy.asinh, np.arcsinh, numpy_name="arcsinh",
     numexpr=("arcsinh", 0), numba="np.arcsinh({0})", c="asinh({0})",
-    mpmath=mpmath.asinh, interval=("monotone", {}), cost_ns=(20.40, 2.08)))
+    mpmath=mpmath.asinh, interval=("monotone", {}), cost_ns=(20.40, 2.08),
+    complex_values="follow"))
 arccosh_p = register(Primitive(
     "arccosh", sympy.acosh, np.arccosh, numpy_name="arccosh",
     numexpr=("arccosh", 0), numba="np.arccosh({0})", c="acosh({0})",

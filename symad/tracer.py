@@ -517,7 +517,7 @@ class Tracer(CantSympify):
         return [element.tolist() for element in self]
 
     def __array__(self, dtype=None, copy=None):
-        raise TracingError(array_conversion_message(traced_function_name()))
+        raise TracingError(array_conversion_message(traced_function_name(), dtype))
 
     def __hash__(self):
         # ``==`` records a comparison instead of answering, so a traced value
@@ -741,17 +741,24 @@ class Tracer(CantSympify):
         return numpy_call(np.dot, self, other)
 
     def astype(self, dtype, *args, **kwargs):
-        """A copy; only float dtypes are accepted (a traced value is a real number).
+        """A copy; float dtypes keep the traced value, signed integer dtypes round it towards
+        zero (NumPy's cast) into indices with a zero derivative (JAX's), others are refused.
 
         >>> import symad as sd, numpy as np
         >>> sd.trace(lambda x: x.astype(np.float32) * 2, 1.0).formula()
         2*x
+        >>> sd.trace(lambda x: x[x.astype(int)], np.zeros(3))(np.array([2.7, -1.5, 0.2])).tolist()
+        [0.2, 0.2, 2.7]
         """
-        if np.dtype(dtype).kind != "f":
+        kind = np.dtype(dtype).kind
+        if kind == "i":  # (unsigned: NumPy casts negative floats as C does.) trunc: zero derivative
+            return TracedIndices.of(ARRAY_PROTOCOL.ufunc(np.trunc, "__call__", (self,), {}), np.dtype(dtype))
+        if kind != "f":
             raise TracingError(
                 f"function {traced_function_name()!r} calls astype({np.dtype(dtype).name}) on a "
-                "traced value; rounding to integers or booleans has no derivative and is not "
-                "traced. Keep float values, or compare (x > 0) to get a condition for snp.where"
+                "traced value; only float and signed integer dtypes are traced (an integer cast "
+                "has a zero derivative). Keep float values, or compare (x > 0) to get a condition "
+                "for snp.where"
             )
         return Tracer(self.atoms)
 
@@ -827,16 +834,22 @@ class TracedIndices(Tracer):
     [3.0, 2.0, 1.0]
     """
 
-    __slots__ = ()
+    __slots__ = ("_dtype",)
 
     @classmethod
-    def of(cls, tracer: Tracer) -> TracedIndices:
+    def of(cls, tracer: Tracer, dtype: np.dtype | None = None) -> TracedIndices:
         indices = cls.__new__(cls)
         indices._array, indices._atom, indices._private = tracer._array, tracer._atom, False
+        indices._dtype = np.dtype(np.intp) if dtype is None else dtype
         return indices
 
+    @property
+    def dtype(self) -> np.dtype:
+        """The integer dtype the indices stand for (NumPy's ``intp`` for argsort's)."""
+        return self._dtype
+
     def __getitem__(self, index) -> TracedIndices:
-        return TracedIndices.of(Tracer.__getitem__(self, index))
+        return TracedIndices.of(Tracer.__getitem__(self, index), self._dtype)
 
 
 #: The classes of traced values (``type(x) in TRACER_TYPES``: as fast as ``is``, subclass-aware).

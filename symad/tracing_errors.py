@@ -13,11 +13,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+import numpy as np
+
 from symad.errors import SymadError, TracingError
 from symad.pytree import TreeDef
 
 __all__ = ["explain_container_argument", "library_equivalent", "explain_library_error",
-           "describe_structure", "structure_mismatch_message", "array_conversion_message", "traced_index_message"]
+           "describe_structure", "structure_mismatch_message", "array_conversion_message",
+           "traced_index_message"]
 
 
 #: A container of more items than this is described by its first few and a count.
@@ -226,12 +229,17 @@ def explain_numpy_store(error: ValueError, function_name: str) -> TracingError |
     )
 
 
-def array_conversion_message(function_name: str) -> str:
-    """Why a traced value cannot become a NumPy array, and what to write instead.
+def array_conversion_message(function_name: str, dtype=None) -> str:
+    """Why a traced value cannot become a NumPy array (of ``dtype``, if NumPy asked for one),
+    and what to write instead.
 
     >>> "snp.stack" in array_conversion_message("f")
     True
+    >>> "snp.int64(x)" in array_conversion_message("f", np.int64)    # np.int64(x)
+    True
     """
+    if dtype is not None and np.dtype(dtype).kind == "i":
+        return _integer_conversion_message(function_name, np.dtype(dtype).name)
     return (
         f"function {function_name!r} converts a traced value to a NumPy array "
         "(np.asarray or np.array on it, or storing it into a NumPy array: out[i] = value "
@@ -243,6 +251,17 @@ def array_conversion_message(function_name: str) -> str:
         "np.arange with a traced endpoint is one such call: its length would depend on "
         "traced values, which no traced array can (as in JAX); write start + step * "
         "np.arange(n) with n a number, or np.linspace(start, stop, n), which traces"
+    )
+
+
+def _integer_conversion_message(function_name: str, dtype: str) -> str:
+    """Why ``np.int64(x)`` of a traced ``x`` fails, and the spellings that trace."""
+    return (
+        f"function {function_name!r} casts a traced value to {dtype} with NumPy "
+        f"(np.{dtype}(x) or np.asarray(x, dtype={dtype})), which makes a NumPy array of it "
+        f"before symad sees the call; write snp.{dtype}(x) (symad.numpy's {dtype}, as "
+        f"jax.numpy's) or x.astype(np.{dtype}), which trace: rounding towards zero, with a "
+        "zero derivative"
     )
 
 

@@ -12,13 +12,13 @@ from symad.errors import TracingError
 from symad.graph import current_builder
 from symad.numpy.elementwise import add, concrete, divide, multiply, subtract
 from symad.numpy.refusals import float_dtype_only
-from symad.numpy.shapes import any_whole, broadcast_to, concatenate, moveaxis, shape
+from symad.numpy.shapes import any_whole, asarray, broadcast_to, concatenate, moveaxis, shape
 from symad.tracer import Tracer, as_atoms, contains_traced
 
 #: The names symad.numpy re-exports from this family.
 __all__ = [
     "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "empty_like", "full_like",
-    "copy", "linspace", "arange",
+    "copy", "linspace", "arange", "int8", "int16", "int32", "int64", "intp",
 ]
 
 # ---------------------------------------------------------------------------
@@ -231,3 +231,42 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None, like=None):
             "np.linspace(start, stop, n), which traces")
     arguments = [a for a in (start, stop, step) if a is not None] if step is None else [start, stop, step]
     return _np.arange(*arguments, dtype=dtype)
+
+
+# ---------------------------------------------------------------------------
+# Integer scalar types that cast traced values (as jax.numpy's do): np.int64(x) on a
+# traced x cannot reach symad (NumPy builds an ndarray from it first), snp.int64(x) can.
+# ---------------------------------------------------------------------------
+
+
+class _IntegerType(type):
+    """The class of ``snp.int64`` and its kin: calling one casts (rounding towards zero, as
+    NumPy's cast does), a traced value into indices with a zero derivative, a number as
+    NumPy's type would; ``dtype=snp.int64`` and ``x.dtype == snp.int64`` read its ``dtype``.
+
+    >>> import symad as sd, symad.numpy as snp, numpy as np
+    >>> snp.int64(2.7), np.dtype(snp.int64), isinstance(np.int64(3), snp.int64)
+    (np.int64(2), dtype('int64'), True)
+    >>> f = lambda w: np.sum(w[snp.int64(w[-1:] * 2)])     # w[int(2 * w[-1])]
+    >>> sd.grad(f)(np.array([5.0, 7.0, 0.6])).tolist()     # no derivative through the index
+    [0.0, 1.0, 0.0]
+    """
+
+    def __call__(cls, value=0):
+        if contains_traced(value):
+            return asarray(value).astype(cls.dtype)
+        return cls.dtype.type(value)
+
+    def __instancecheck__(cls, instance) -> bool:
+        return isinstance(instance, cls.dtype.type)
+
+    def __repr__(cls) -> str:
+        return f"symad.numpy.{cls.__name__}"
+
+
+def _integer_type(name: str) -> _IntegerType:
+    return _IntegerType(name, (), {"dtype": _np.dtype(getattr(_np, name)),
+                                   "__doc__": f"NumPy's ``{name}``, casting traced values too."})
+
+
+int8, int16, int32, int64, intp = map(_integer_type, ("int8", "int16", "int32", "int64", "intp"))

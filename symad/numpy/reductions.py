@@ -17,7 +17,7 @@ from symad.atom_arrays import traced_function_name
 from symad.errors import TracingError
 from symad.graph import atom_shape, current_builder
 from symad.numpy.creation import full
-from symad.numpy.elementwise import multiply, sqrt, subtract
+from symad.numpy.elementwise import conjugate, multiply, real, sqrt, subtract
 from symad.numpy.refusals import float_dtype_only
 from symad.numpy.shapes import (
     active_builder,
@@ -31,7 +31,7 @@ from symad.numpy.shapes import (
     shape,
     wrap_atom,
 )
-from symad.tracer import Tracer, as_atom, as_atoms
+from symad.tracer import Tracer, as_atom, as_atoms, is_complex_value
 
 #: The names symad.numpy re-exports from this family.
 __all__ = [
@@ -127,11 +127,14 @@ def var(x, axis=None, dtype=None, keepdims=False, *, ddof=0):
     """Variance over ``axis``: the squared deviations from the mean over ``N - ddof``."""
     float_dtype_only({"dtype": dtype}, "var")
     deviation = subtract(x, mean(x, axis=axis, keepdims=True))
+    # |d|**2, real, as NumPy's var of complex values (and JAX's: Re(d * conj(d)))
+    square = (real(multiply(deviation, conjugate(deviation))) if is_complex_value(deviation)
+              else multiply(deviation, deviation))
     if ddof == 0:
-        return mean(multiply(deviation, deviation), axis=axis, keepdims=keepdims)
+        return mean(square, axis=axis, keepdims=keepdims)
     x_shape = shape(x)
     count = math.prod(x_shape[a] for a in _normalize_axes(axis, len(x_shape)))
-    squares = sum(multiply(deviation, deviation), axis=axis, keepdims=keepdims)
+    squares = sum(square, axis=axis, keepdims=keepdims)
     # N - ddof <= 0 gives inf or nan, as NumPy's does (with a warning there).
     return multiply(squares, sympy.Rational(1, count - ddof) if count > ddof else sympy.nan)
 

@@ -68,8 +68,8 @@ from symad.numpy.shapes import (
 from symad.tracer import TracedIndices, Tracer, as_atom, contains_traced
 
 #: The names symad.numpy re-exports from this family.
-__all__ = ["sort", "argsort", "median", "quantile", "percentile", "argmax", "argmin", "gather_along",
-           "gather_first", "interp"]
+__all__ = ["sort", "argsort", "partition", "argpartition", "median", "quantile", "percentile", "argmax",
+           "argmin", "gather_along", "gather_first", "interp"]
 
 
 def _sorted_axis(a, axis, name: str):
@@ -395,18 +395,54 @@ def _no_order(order, name: str) -> None:
                            "structured arrays by field; traced arrays have no fields")
 
 
-def partition_refusal(*args, **kwargs):
-    """``np.partition`` / ``np.argpartition`` on traced values: a TracingError saying why."""
-    raise TracingError(
-        f"function {traced_function_name()!r} calls numpy.partition (or argpartition) on traced "
-        "values, which symad does not trace: where NumPy leaves the elements other than the "
-        "kth is its selection algorithm's choice, which a traced graph cannot reproduce. "
-        "np.sort(x, axis) is a partition for every kth and traces (np.sort(x)[..., k] is the "
-        "kth smallest)")
+def _checked_kth(kth, size: int, name: str) -> None:
+    """NumPy's checks of ``kth``: integers within the axis (a TracingError naming the bad one)."""
+    for k in _np.atleast_1d(_np.asarray(kth)).reshape(-1).tolist():
+        if not isinstance(k, int) or not -size <= k < size:
+            raise TracingError(f"{name} in function {traced_function_name()!r}: kth={k!r} is not an "
+                             f"integer within the axis of length {size}; give kth in "
+                             f"[{-size}, {size})")
+
+
+def partition(a, kth, axis=-1, kind="introselect", order=None):
+    """NumPy's ``partition``, traced as a full sort: the kth elements are NumPy's, and so is
+    each side of them; where NumPy leaves the other elements unordered (its selection
+    algorithm's choice), they come in ascending order, as ``np.sort`` puts them -- a valid
+    partition for every ``kth`` at once. The derivative is sort's: the tangent permuted alike.
+
+    >>> import symad as sd, numpy as np
+    >>> F = sd.trace(lambda x: np.partition(x, 1), np.zeros(4))
+    >>> F(np.array([3.0, 1.0, 4.0, 2.0])).tolist()
+    [1.0, 2.0, 3.0, 4.0]
+    >>> sd.grad(lambda x: np.partition(x, 1)[1])(np.array([3.0, 1.0, 4.0, 2.0])).tolist()
+    [0.0, 0.0, 0.0, 1.0]
+    """
+    if not traced_inputs(a):
+        return _np.partition(concrete(a), kth, axis=axis, kind=kind, order=order)
+    _no_order(order, "partition")
+    x, along = _sorted_axis(a, axis, "partition")
+    _checked_kth(kth, shape(x)[along], "partition")
+    return _take_along(x, _argsort_along(x, along), along)
+
+
+def argpartition(a, kth, axis=-1, kind="introselect", order=None):
+    """NumPy's ``argpartition``, traced as :func:`argsort` (see :func:`partition`): indices
+    for gathers, with no derivative.
+
+    >>> import symad as sd, numpy as np
+    >>> sd.trace(lambda x: x[np.argpartition(x, 0)], np.zeros(3))(np.array([2.0, 3.0, 1.0])).tolist()
+    [1.0, 2.0, 3.0]
+    """
+    if not traced_inputs(a):
+        return _np.argpartition(concrete(a), kth, axis=axis, kind=kind, order=order)
+    _no_order(order, "argpartition")
+    x, along = _sorted_axis(a, axis, "argpartition")
+    _checked_kth(kth, shape(x)[along], "argpartition")
+    return _argsort_along(x, along)
 
 
 #: NumPy's functions this family implements (symad.numpy dispatches them here).
 NUMPY_FUNCTIONS = {_np.interp: interp, _np.sort: sort, _np.argsort: argsort, _np.median: median,
                    _np.quantile: quantile, _np.percentile: percentile, _np.argmax: argmax,
                    _np.argmin: argmin,
-                   _np.partition: partition_refusal, _np.argpartition: partition_refusal}
+                   _np.partition: partition, _np.argpartition: argpartition}

@@ -42,7 +42,7 @@ from symad import array_primitives as A
 from symad import numpy as snp
 from symad import primitives as P
 from symad.atoms import is_constant, is_zero_constant, same_atom
-from symad.tracer import as_atoms, scalar_atom
+from symad.tracer import as_atoms, is_complex_value, scalar_atom
 
 __all__ = ["ELEMENTARY_PARTIALS", "NONDIFFERENTIABLE"]
 
@@ -119,6 +119,15 @@ def _arctan2_partials(y, x):
     return (x / h) / h, (-y / h) / h
 
 
+def _arcsinh_partial(x):
+    # 1/hypot(x, 1) for real x: x**2 would overflow past 1e154. hypot has no complex
+    # form; of complex z, 1/sqrt(1 + z**2) with the principal root, whose branch cut (the
+    # imaginary axis beyond +-i) is arcsinh's own.
+    if is_complex_value(x):
+        return 1 / snp.sqrt(1 + x * x)
+    return 1 / snp.hypot(x, 1)
+
+
 def _max_partial(a, b):
     # JAX's convention: at a tie each operand gets half the derivative.
     return snp.where(a > b, 1, snp.where(a < b, 0, sympy.Rational(1, 2)))
@@ -164,7 +173,7 @@ ELEMENTARY_PARTIALS = {
     P.cosh_p: (lambda out, x: snp.sinh(x),),
     P.tanh_p: (lambda out, x: snp.apply(P.sech_p, x) ** 2,),
     P.sech_p: (lambda out, x: -out * snp.tanh(x),),
-    P.arcsinh_p: (lambda out, x: 1 / snp.hypot(x, 1),),
+    P.arcsinh_p: (lambda out, x: _arcsinh_partial(x),),
     # sqrt(x - 1) * sqrt(x + 1): the product under one root overflows past 1e154.
     P.arccosh_p: (lambda out, x: 1 / (snp.sqrt(x - 1) * snp.sqrt(x + 1)),),
     P.arctanh_p: (lambda out, x: 1 / _one_minus_square(x),),

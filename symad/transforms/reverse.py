@@ -138,6 +138,8 @@ def _input_cotangent(builder, atom, terms: dict, masks, lead: tuple = ()) -> obj
         value = masks.apply(combined, pending)
         if COMPLEX_SEEN[0] and is_complex_atom(atom) and not is_complex_atom(value):
             value = _as_complex(builder, value)
+    if value is None and COMPLEX_SEEN[0] and is_complex_atom(atom):
+        value = _as_complex(builder, ZERO)  # a complex zero: a cotangent has its input's dtype
     if atom.__class__ is not ArrayInput:
         return ZERO if value is None else value
     element_terms = {}

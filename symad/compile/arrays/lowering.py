@@ -50,6 +50,7 @@ import numpy as np
 
 from symad import array_primitives as A
 from symad.array_runtime import runtime_source
+from symad.atoms import is_complex_atom
 from symad.compile.modules import MAX_LITERAL_ELEMENTS, ArrayModule, is_builtin_primitive
 from symad.compile.scalar.program import MAX_FUSED_LEAVES, Constant, Instruction, safe_comment
 from symad.compile.scalar.source import (
@@ -276,6 +277,10 @@ class WholeArrayLowering:
             else:
                 base = " + ".join(self.aligned(a, len(node.shape)) for a in rest)
             fresh = True
+        if is_complex_atom(node) and not (rest and all(map(is_complex_atom, rest))):
+            # complex parts added into a real base (0.0, a real term): rt_accumulate's
+            # buffer takes the base's dtype, so the base is made complex first
+            base, fresh = f"({base}) + 0j", True
         pieces = []
         for part in parts:
             value, params = self.deferred.pop(part)
