@@ -213,7 +213,7 @@ def recurrence_text(loop: Recurrence) -> str:
     names = text_names(loop)
 
     def text(expression) -> str:
-        return str(sympy.sympify(expression).xreplace(names))
+        return str(expression.xreplace(names))
 
     if loop.steps is None:
         steps = f"{loop.index} = 0, 1, ..."
@@ -268,12 +268,17 @@ def loop_head(spec) -> type:
     return head
 
 
+def _position(position) -> sympy.Basic:
+    # A position is an int or an index expression: never a string, nothing is parsed.
+    return sympy.Integer(position) if isinstance(position, (int, np.integer)) else position
+
+
 def _leaf_of(spec, position) -> tuple | None:
     """``(leaf name, step)`` of the element at ``position`` of the loop's value: a carry
     leaf after the last step, or a stacked output at its step (``position`` may hold a free
     index: ``start + i`` is element ``i`` of the output that starts at ``start``); None for
     an array leaf, or a position this cannot place."""
-    position = sympy.sympify(position)
+    position = _position(position)
     first = position.xreplace({symbol: sympy.Integer(0) for symbol in position.free_symbols})
     if not first.is_Integer:
         return None
@@ -332,7 +337,7 @@ def loop_element(application, position):
     spec = application.loop
     if spec.size == 1 or spec.kind == "while_loop" or _leaf_of(spec, position) is None:
         return application
-    return LoopLeaf(application, sympy.sympify(position))
+    return LoopLeaf(application, _position(position))
 
 
 def _register() -> None:
