@@ -51,6 +51,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: benchmarks.foreign_jax is imported from here
+    sys.path.insert(0, str(ROOT))
 
 AUTOGRAD_VERSION = "1.9.1"
 AUTOGRAD_FILES = ["test_numpy.py", "test_scalar_ops.py", "test_systematic.py", "test_linalg.py",
