@@ -186,7 +186,7 @@ def test_every_transform_matches_the_unrolled_loop(name, transform):
 
 
 @pytest.mark.parametrize("transform", ["grad", "hessian"])
-@pytest.mark.parametrize("checkpoints", [2, "sqrt"], ids=str)
+@pytest.mark.parametrize("checkpoints", [2, "sqrt", ("levels", 3)], ids=str)
 @pytest.mark.parametrize("name,n", [(name, n) for name in PROGRAMS for n in (1, 7)])
 def test_checkpointed_reverse_mode_matches_the_unrolled_loop(name, n, checkpoints, transform):
     loop, unrolled, args = _both(name, n, checkpoints)
@@ -313,6 +313,7 @@ BAD_CALLS = [
     (lambda x: sd.scan(lambda c, v: (c, v), x, (np.zeros(2), np.zeros(3))), ValueError, "disagree"),
     (lambda x: sd.scan(lambda c, v: (c, v), x), ValueError, "length="),
     (lambda x: sd.fori_loop(0, 2, lambda i, c: c, x, checkpoints=0), ValueError, "checkpoints"),
+    (lambda x: sd.fori_loop(0, 2, lambda i, c: c, x, checkpoints=("levels", 1)), ValueError, "levels"),
     (lambda x: sd.while_loop(lambda c: c, lambda c: c, np.zeros(2) + x), TracingError, "one scalar"),
 ]
 
@@ -365,3 +366,37 @@ def test_formula_prints_each_output_as_its_leaf_of_the_recurrence():
     assert "s0bar[100] = 1, s1bar[100] = 0" in dk and dk.startswith("fori_loop(i = 99..0: ")
     ys = sd.trace(lambda a: sd.scan(lambda c, x: (c * a, c + x), 1.0, np.arange(3.0))[1], 2.0).formula()
     assert str(ys).endswith("; c[0] = 1)[y0[i]]")
+
+
+@pytest.mark.parametrize("levels", [3, 4])
+@pytest.mark.parametrize("n", [2, 30, 100])
+def test_nested_checkpoints_give_the_gradient_of_every_stored_carry(n, levels):
+    # ("levels", L): segments of about n^(1/L) steps within segments, L deep; the gradient is
+    # the one that stores every carry, to rounding, and so is a scan's with xs and ys.
+    def pendulum_end(k, c, checkpoints):
+        body = lambda i, s: (s[0] + 1e-3 * s[1], s[1] + 1e-3 * (-k * np.sin(s[0]) - c * s[1]))  # noqa: E731
+        return sd.fori_loop(0, n, body, (1.0, 0.0), checkpoints=checkpoints)[0]
+
+    stored = sd.grad(lambda k, c: pendulum_end(k, c, None), argnums=(0, 1))(2.0, 0.3)
+    nested = sd.grad(lambda k, c: pendulum_end(k, c, ("levels", levels)), argnums=(0, 1))(2.0, 0.3)
+    _close(nested, stored, 1e-13)
+
+    def scanned(a, checkpoints):
+        step = lambda c, x: (c * 0.9 + a * np.sin(x * c), c * x * a)  # noqa: E731
+        c, ys = sd.scan(step, 1.0, np.linspace(0, 1, n), checkpoints=checkpoints)
+        return c + np.sum(ys ** 2)
+
+    _close(sd.grad(lambda a: scanned(a, ("levels", levels)))(0.7),
+           sd.grad(lambda a: scanned(a, None))(0.7), 1e-12)
+
+
+def test_nested_checkpoints_segment_lengths():
+    from symad.loops.checkpoints import segment_length
+    from symad.loops.spec import LoopSpec
+
+    def m(n, checkpoints):
+        return segment_length(LoopSpec(None, n, 0, False, [()], [], [], [], "f", checkpoints=checkpoints))
+
+    assert [m(10 ** 6, ("levels", 2)), m(10 ** 6, "sqrt"), m(10 ** 6, ("levels", 3)), m(8, ("levels", 3))] \
+        == [1000, 1000, 100, 2]
+    assert m(10 ** 6 + 1, ("levels", 3)) == 101   # segments^L covers every step

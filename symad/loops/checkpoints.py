@@ -11,6 +11,11 @@ the two-level case of Griewank and Walther's binomial checkpointing.
 
 Both passes are loops whose bodies hold loops (a segment's steps), so they are
 differentiated again like any loop: a Hessian through a checkpointed loop works.
+
+``checkpoints=("levels", L)`` nests the scheme: segments of about ``n ** (1/L)`` steps,
+each segment's backward pass checkpointed again with ``("levels", L - 1)``, down to the
+two-level case: about ``L n^(1/L)`` carries stored, ``L - 1`` more forward passes
+(multi-level checkpointing with uniform segments; not the optimal binomial schedule).
 When ``m`` does not divide ``n``, the scanned arrays are padded to whole segments and
 a guard ``where(k < n, body(c), c)`` leaves the carry alone on the padded steps.
 """
@@ -28,7 +33,7 @@ from symad.loops.body import loop_results, record_loop
 from symad.loops.derived import adjoint_spec, derived_spec, split, trajectory_spec, zeros
 from symad.loops.nodes import loop_p
 from symad.loops.spec import LoopSpec
-from symad.tracer import Tracer
+from symad.tracer import Tracer, as_atom
 
 __all__ = ["segment_length", "checkpointed_cotangents"]
 
@@ -45,11 +50,26 @@ def segment_length(spec: LoopSpec) -> int:
     if checkpoints is None:
         return 1
     if checkpoints in (True, "sqrt"):
-        return max(1, math.isqrt(n - 1) + 1 if n > 1 else 1)
+        checkpoints = ("levels", 2)
+    if isinstance(checkpoints, tuple):  # ("levels", L): segments of about n ** (1/L) steps
+        levels = checkpoints[1]
+        m = max(1, round(n ** (1 / levels)))
+        while m ** levels < n:
+            m += 1
+        return m
     return max(1, -(-n // int(checkpoints)))
 
 
-def _guarded_spec(spec: LoopSpec, m: int) -> LoopSpec:
+def _inner_levels(spec: LoopSpec):
+    """What a segment's own reverse pass keeps: ``("levels", L - 1)`` of ``("levels", L)``
+    for L > 2 (the segment is checkpointed again), else None (it stores every carry)."""
+    checkpoints = spec.checkpoints
+    if isinstance(checkpoints, tuple) and checkpoints[1] > 2:
+        return ("levels", checkpoints[1] - 1)
+    return None
+
+
+def _guarded_spec(spec: LoopSpec, m: int, checkpoints=None) -> LoopSpec:
     """The body on a segment: step ``j`` of the segment starting at ``base`` (a const),
     the carry left alone past the loop's last step."""
     n_carry, n_x, n_q = spec.counts()
@@ -66,9 +86,9 @@ def _guarded_spec(spec: LoopSpec, m: int) -> LoopSpec:
             new = [np.where(k < end, a, b) for a, b in zip(new, carry)]
         return new, tuple(out[n_carry:])
 
-    return derived_spec(spec, ("segment", m), step, spec.carry_shapes, spec.x_shapes,
+    return derived_spec(spec, ("segment", m, checkpoints), step, spec.carry_shapes, spec.x_shapes,
                         spec.const_shapes + ((),), m, spec.reverse, f"segment({spec.name})",
-                        lower=0)
+                        lower=0, checkpoints=checkpoints)
 
 
 def _run(spec: LoopSpec, operands: list) -> list:
@@ -83,7 +103,7 @@ def _outer_specs(spec: LoopSpec, m: int) -> tuple[LoopSpec, LoopSpec]:
     n_carry, n_x, n_q = spec.counts()
     ny = len(spec.y_shapes)
     count = -(-spec.length // m)
-    segment = _guarded_spec(spec, m)
+    segment = _guarded_spec(spec, m, _inner_levels(spec))
     forward, backward = trajectory_spec(segment), adjoint_spec(segment)
 
     def base(s):  # the index of the segment's first step (segments run in the loop's order)
@@ -97,6 +117,12 @@ def _outer_specs(spec: LoopSpec, m: int) -> tuple[LoopSpec, LoopSpec]:
     def backward_step(s, carry, xq):
         cbar, qacc = carry[:n_carry], carry[n_carry:]
         starts, x, ybar, q = split(xq, n_carry, n_x, ny, n_q)
+        if segment.checkpoints is not None:  # the segment checkpointed again, one level down
+            atoms = [as_atom(v) for v in starts + x + q + [base(s)] + cbar + ybar]
+            c0_, x_, q_, cbar_, ybar_ = split(atoms, n_carry, n_x, n_q + 1, n_carry, ny)
+            found = checkpointed_cotangents(current_builder(), segment, c0_, x_, q_, cbar_, ybar_)
+            c_prev, x_bar, q_bar = split([Tracer.of_atom(a) for a in found], n_carry, n_x, n_q + 1)
+            return c_prev + [a + b for a, b in zip(qacc, q_bar)], tuple(x_bar)
         carries = _run(forward, starts + x + q + [base(s)])[n_carry:]
         results = _run(backward, cbar + [zeros(s_) for s_ in segment.const_shapes] + carries + x
                        + ybar + q + [base(s)])
@@ -104,11 +130,12 @@ def _outer_specs(spec: LoopSpec, m: int) -> tuple[LoopSpec, LoopSpec]:
         return c_prev + [a + b for a, b in zip(qacc, q_bar)], tuple(x_bar)
 
     stacked = tuple((m,) + s for s in spec.x_shapes)
-    outer_forward = derived_spec(spec, ("checkpointed forward", m), forward_step, spec.carry_shapes,
+    levels = _inner_levels(spec)
+    outer_forward = derived_spec(spec, ("checkpointed forward", m, levels), forward_step, spec.carry_shapes,
                                  stacked, spec.const_shapes, count, spec.reverse,
                                  f"checkpoints({spec.name})", kind="scan", lower=0)
     outer_backward = derived_spec(
-        spec, ("checkpointed adjoint", m), backward_step, spec.carry_shapes + spec.const_shapes,
+        spec, ("checkpointed adjoint", m, levels), backward_step, spec.carry_shapes + spec.const_shapes,
         spec.carry_shapes + stacked + tuple((m,) + s for s in spec.y_shapes), spec.const_shapes,
         count, not spec.reverse, f"adjoint({spec.name})", kind="scan", lower=0)
     return outer_forward, outer_backward
