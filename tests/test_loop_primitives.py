@@ -17,6 +17,7 @@ import pytest
 
 import symad as sd
 from symad.compile.registry import numba_available
+from symad.compile.scalar.tape_c import c_compiler
 from symad.errors import DifferentiationError, TracingError
 
 
@@ -286,14 +287,29 @@ def test_while_loop_forward_mode_and_its_refusal_in_reverse():
         sd.grad(f)(1.1)
 
 
-@pytest.mark.skipif(not numba_available(), reason="numba is not installed")
-def test_numba_and_numpy_step_by_step_agree(monkeypatch):
-    from symad.loops import evaluation
+@pytest.mark.parametrize("language", [
+    pytest.param("c", marks=pytest.mark.skipif(c_compiler() is None, reason="no C compiler")),
+    pytest.param("numba", marks=pytest.mark.skipif(not numba_available(), reason="no numba"))])
+@pytest.mark.parametrize("name", ["pendulum", "scan_reverse_no_xs"])
+def test_compiled_kernels_and_numpy_step_by_step_agree(monkeypatch, language, name):
+    # The kernel in C (where there is a compiler) or numba against the body's NumPy
+    # evaluator run step by step, values and gradients, on a batch of points.
+    from symad.compile.scalar import tape_c
+    from symad.loops import compiled, evaluation
 
-    loop, _, args = _both("pendulum", 500)
-    compiled = sd.grad(loop, argnums=(0, 1))(*args)
+    if language == "numba":
+        monkeypatch.setattr(tape_c, "c_compiler", lambda: None)
+    loop, _, args = _both(name, 500)
+    batch = [np.asarray(a, float) * np.array([1.0, 0.9, 1.1]) for a in args]
+    F, G = sd.trace(loop, *args), sd.grad(loop, argnums=(0, 1)).trace(*args)
+    values, gradient = F(*batch), G(*batch)
+    spec = next(dict(n.params)["loop"] for n in F.graph.nodes if n.primitive.name == "loop")
+    kernel = compiled._kernel(spec)
+    assert kernel is not None and (kernel.__module__ == compiled.__name__) == (language == "c")
     monkeypatch.setattr(evaluation, "run_compiled", lambda spec, arrays, batch: None)
-    _close(sd.grad(lambda *a: loop(*a), argnums=(0, 1))(*args), compiled, 1e-14)
+    F, G = sd.trace(loop, *args), sd.grad(loop, argnums=(0, 1)).trace(*args)
+    _close(F(*batch), values, 1e-14)
+    _close(G(*batch), gradient, 1e-14)
 
 
 def test_batches_of_points_run_inside_the_loop():

@@ -291,8 +291,8 @@ def test_a_compiler_that_fails_hands_the_tape_to_numba_then_numexpr(monkeypatch,
     with caplog.at_level(logging.INFO, logger="symad"):
         C = sd.trace(lambda x: np.cos(x) * x, 0.5).compile("tape")
     assert C(0.5) == pytest.approx(np.cos(0.5) * 0.5, rel=1e-15)
-    assert "the C interpreter did not compile" in caplog.text
+    assert "the C source did not compile" in caplog.text
     if numba_available():
         assert C.note == "" and T.interpreter()[1].__module__ != "symad.compile.scalar.tape_c"
     else:
-        assert "the C interpreter did not compile" in C.note and C.note.endswith("numexpr instead")
+        assert "the C source did not compile" in C.note and C.note.endswith("numexpr instead")

@@ -1,41 +1,62 @@
-"""Loops iterated inside compiled code: the body's scalar kernel in a numba ``for`` loop.
+"""Loops iterated inside compiled code: the body's scalar kernel in a C or numba ``for`` loop.
 
 For a body of scalars (every carry leaf, slice, const and ``y`` a scalar, no array
 node), the body's program is lowered by the scalar compiler's passes
-(:func:`symad.compile.scalar.program.compile_program`) and spelled with the numba
-backend's scalar forms (:func:`symad.compile.scalar.numba_backend.scalar_form`), one
-statement per instruction, as the numba backend writes its kernels; around those
-statements go a loop over the steps, holding the carry in local variables, and a loop
-over the points of the batch. Python then runs once per loop, not once per step: the
-pendulum's 10^4 Euler steps and their gradient take tens of microseconds.
+(:func:`symad.compile.scalar.program.compile_program`) and spelled one statement per
+instruction; around those statements go a loop over the steps, holding the carry in
+local variables, and a loop over the points of the batch. Python then runs once per
+loop, not once per step: the pendulum's 10^4 Euler steps and their gradient take tens of
+microseconds.
 
-The module is written under symad's cache directory and numba keeps its machine code
-beside it (``cache=True``), so another process loads it instead of compiling
-(``SYMAD_CACHE=0``: compiled in memory, not kept). Where numba is missing or the
-body is not a program of scalars, :func:`run_compiled` returns None and the loop runs
-one call of the body's NumPy evaluator per step (:mod:`symad.loops.evaluation`).
+Where the machine has a C compiler the kernel is C (:func:`loop_kernel_c_source`: each
+statement the primitive's ``"c"`` spelling, as ``F.to_c`` writes it), built by
+:func:`symad.compile.scalar.tape_c.build_library` and called through ctypes: 0.1 s to
+build, where numba's import and compile of the same kernel take about a second. Else it
+is numba's (:func:`loop_kernel_source`, the numba backend's scalar forms), whose machine
+code numba keeps beside the module (``cache=True``). Either is kept under symad's cache
+directory, so another process loads it (``SYMAD_CACHE=0``: built, not kept). Where
+neither takes the body, :func:`run_compiled` returns None and the loop runs one call of
+the body's NumPy evaluator per step (:mod:`symad.loops.evaluation`).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
 
 from symad.loops.spec import pack_results
 
-__all__ = ["run_compiled", "loop_kernel_source", "MAX_BODY_INSTRUCTIONS"]
+__all__ = ["run_compiled", "loop_kernel_source", "loop_kernel_c_source", "MAX_BODY_INSTRUCTIONS"]
 
 #: Bodies of more instructions than this run step by step in NumPy (LLVM's time grows
 #: faster than linearly with the statements of one function).
 MAX_BODY_INSTRUCTIONS = 2_000
 
 _UNSUPPORTED = object()
+_LOG = logging.getLogger(__name__)
 
 
 def _scalar_body(spec) -> bool:
     shapes = spec.carry_shapes + spec.x_shapes + spec.const_shapes + spec.y_shapes
     return all(shape == () for shape in shapes) and not spec.body.is_array_program
+
+
+def _scalar_program(spec):
+    """The body's program of scalars (the scalar compiler's), or None where the loop's body
+    is not one a kernel runs (a while_loop, array leaves, too many instructions)."""
+    from symad.compile.scalar.program import compile_program
+
+    if spec.kind == "while_loop" or not _scalar_body(spec):
+        return None
+    n_carry, n_x, n_q = spec.counts()
+    program = compile_program(spec.body.graph, lambda instruction: False, spec.name)
+    if (len(program.instructions) > MAX_BODY_INSTRUCTIONS
+            or program.input_count != 1 + n_carry + n_x + n_q
+            or len(program.outputs) != n_carry + len(spec.y_shapes)):
+        return None
+    return program
 
 
 def loop_kernel_source(spec) -> str | None:
@@ -56,17 +77,13 @@ def loop_kernel_source(spec) -> str | None:
                 a0 = s4
     """
     from symad.compile.scalar.numba_backend import scalar_form
-    from symad.compile.scalar.program import compile_program
 
-    if spec.kind == "while_loop" or not _scalar_body(spec):
+    program = _scalar_program(spec)
+    if program is None:
         return None
     n_carry, n_x, n_q = spec.counts()
-    n_y = len(spec.y_shapes)
-    program = compile_program(spec.body.graph, lambda instruction: False, spec.name)
     forms = [scalar_form(instruction) for instruction in program.instructions]
-    if (any(form is None for form in forms) or len(forms) > MAX_BODY_INSTRUCTIONS
-            or program.input_count != 1 + n_carry + n_x + n_q
-            or len(program.outputs) != n_carry + n_y):
+    if any(form is None for form in forms):
         return None
     inner = " " * 12
     lines = [
@@ -106,12 +123,98 @@ def _operand(operand) -> str:
     return literal(operand.value) if isinstance(operand, Constant) else f"s{operand}"
 
 
+def loop_kernel_c_source(spec) -> str | None:
+    """The C translation unit of the loop's kernel (``symad_loop``), or None if the body is
+    not a program of scalars whose every primitive has a C spelling.
+
+    >>> import numpy as np, symad as sd
+    >>> F = sd.trace(lambda a: sd.fori_loop(0, 3, lambda i, c: c * a + i, 1.0), 2.0)
+    >>> spec = next(dict(n.params)["loop"] for n in F.graph.nodes if n.primitive.name == "loop")
+    >>> print("\\n".join(loop_kernel_c_source(spec).splitlines()[-9:-4]))
+                const double s1 = a0;
+                const double s2 = q0;
+                const double s3 = s1 * s2;
+                const double s4 = s0 + s3;
+                a0 = s4;
+    """
+    from symad.compile.scalar.program import Constant
+    from symad.export.c import c_number, c_operation, c_spellable
+
+    program = _scalar_program(spec)
+    if program is None or not all(c_spellable(i.primitive) and not i.params
+                                   for i in program.instructions):
+        return None
+    n_carry, n_x, n_q = spec.counts()
+
+    def operand(o):
+        return c_number(o.value) if isinstance(o, Constant) else f"s{o}"
+
+    helpers: set = set()
+    body = [f"const double s{position + 1} = {source};" for position, source in enumerate(
+        [f"a{i}" for i in range(n_carry)] + [f"xs[((int64_t){i} * points + p) * n + k]" for i in range(n_x)]
+        + [f"q{i}" for i in range(n_q)])]
+    for instruction in program.instructions:
+        constants = [o.value if isinstance(o, Constant) else None for o in instruction.operands]
+        text = c_operation(instruction.primitive, [operand(o) for o in instruction.operands],
+                           constants, spec.name, helpers)
+        body.append(f"const double s{instruction.result} = {text};")
+    outputs = [operand(o) for o in program.outputs]
+    body += [f"out_y[((int64_t){i} * points + p) * n + k] = {text};"
+             for i, text in enumerate(outputs[n_carry:])]
+    body += [f"a{i} = {text};" for i, text in enumerate(outputs[:n_carry])]
+    lines = ["/* Generated by symad: a loop's kernel (symad.loops.compiled). */",
+             "#include <math.h>", "#include <stdint.h>", "", *sorted(helpers), "",
+             "void symad_loop(const double *carry, const double *xs, const double *consts, "
+             "double *out_carry, double *out_y, double lower, int64_t n, int64_t reverse, "
+             "int64_t points)", "{", "    for (int64_t p = 0; p < points; p++) {"]
+    lines += [f"        double a{i} = carry[(int64_t){i} * points + p];" for i in range(n_carry)]
+    lines += [f"        const double q{i} = consts[(int64_t){i} * points + p];" for i in range(n_q)]
+    lines += ["        for (int64_t j = 0; j < n; j++) {",
+              "            const int64_t k = reverse ? n - 1 - j : j;",
+              "            const double s0 = lower + (double)k;"]
+    lines += [f"            {line}" for line in body]
+    lines += ["        }"]
+    lines += [f"        out_carry[(int64_t){i} * points + p] = a{i};" for i in range(n_carry)]
+    lines += ["    }", "}", ""]
+    return "\n".join(lines)
+
+
+def _c_kernel(spec):
+    """The loop's kernel in C, called as numba's is; None where there is no C compiler, the
+    body has no C form, or the build fails (then numba's, or NumPy step by step)."""
+    import ctypes
+
+    from symad import config
+    from symad.compile.registry import BackendUnsupported
+    from symad.compile.scalar.tape_c import build_library, c_compiler
+
+    source = c_compiler() is not None and loop_kernel_c_source(spec)
+    if not source:
+        return None
+    try:
+        function = build_library(source, "loops", keep=config.cache_enabled()).symad_loop
+    except BackendUnsupported as error:
+        _LOG.info("symad: %s: %s; numba's kernel instead", spec.name, error)
+        return None
+    function.restype = None
+    function.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_double] + [ctypes.c_int64] * 3
+
+    def kernel(carry, xs, consts, out_carry, out_y, lower, n, reverse):
+        arrays = [np.ascontiguousarray(a, np.float64) for a in (carry, xs, consts)]
+        function(*(a.ctypes.data for a in arrays), out_carry.ctypes.data, out_y.ctypes.data,
+                 lower, n, int(reverse), carry.shape[1])
+        return 0
+
+    return kernel
+
+
 def _kernel(spec):
-    """The loaded kernel of ``spec`` (made once per loop), or None."""
+    """The loaded kernel of ``spec`` (made once per loop): C where there is a compiler, else
+    numba's; None where neither takes the body."""
     kernel = spec.derived.get("numba kernel")
     if kernel is None:
-        kernel = _UNSUPPORTED
-        source = _available() and loop_kernel_source(spec)
+        kernel = _c_kernel(spec) or _UNSUPPORTED
+        source = kernel is _UNSUPPORTED and _available() and loop_kernel_source(spec)
         if source:
             from symad import config
             from symad.compile.evaluator import load_module
