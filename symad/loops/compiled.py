@@ -1,7 +1,9 @@
 """Loops iterated inside compiled code: the body's scalar kernel in a C or numba ``for`` loop.
 
 For a body of scalars (every carry leaf, slice, const and ``y`` a scalar, no array
-node), the body's program is lowered by the scalar compiler's passes
+node), or a small body of arrays (at most :data:`MAX_KERNEL_ELEMENTS` elements in all,
+expanded into one scalar per element: a Lorenz system's state vector), the body's
+program is lowered by the scalar compiler's passes
 (:func:`symad.compile.scalar.program.compile_program`) and spelled one statement per
 instruction; around those statements go a loop over the steps, holding the carry in
 local variables, and a loop over the points of the batch. Python then runs once per
@@ -39,9 +41,33 @@ _UNSUPPORTED = object()
 _LOG = logging.getLogger(__name__)
 
 
-def _scalar_body(spec) -> bool:
+#: A body of arrays of at most this many elements in all (carry, slices, consts and ys
+#: together) runs in a kernel too, expanded into one scalar per element: a state vector
+#: (a Lorenz system's three coordinates, a small ODE system's) stays in local variables.
+MAX_KERNEL_ELEMENTS = 256
+
+
+def slots(spec) -> tuple[int, int, int, int]:
+    """The kernel's scalar slots: the elements of the carry, of one step's slices, of the
+    consts and of one step's ys (each leaf row-major, leaf after leaf)."""
+    return tuple(sum(math.prod(shape) for shape in shapes) for shapes in (
+        spec.carry_shapes, spec.x_shapes, spec.const_shapes, spec.y_shapes))
+
+
+def _scalar_graph(spec):
+    """The body's graph of scalars: itself for a body of scalars, its expansion into one
+    scalar per element for a small body of arrays; None for a larger one."""
     shapes = spec.carry_shapes + spec.x_shapes + spec.const_shapes + spec.y_shapes
-    return all(shape == () for shape in shapes) and not spec.body.is_array_program
+    if all(shape == () for shape in shapes) and not spec.body.is_array_program:
+        return spec.body.graph
+    if sum(slots(spec)) > MAX_KERNEL_ELEMENTS:
+        return None
+    from symad.errors import ExportError
+
+    try:
+        return spec.body.expand().graph
+    except ExportError:  # a primitive with no per-element form (a factorisation, a loop)
+        return None
 
 
 def _scalar_program(spec):
@@ -49,13 +75,14 @@ def _scalar_program(spec):
     is not one a kernel runs (a while_loop, array leaves, too many instructions)."""
     from symad.compile.scalar.program import compile_program
 
-    if spec.kind == "while_loop" or not _scalar_body(spec):
+    graph = None if spec.kind == "while_loop" else _scalar_graph(spec)
+    if graph is None:
         return None
-    n_carry, n_x, n_q = spec.counts()
-    program = compile_program(spec.body.graph, lambda instruction: False, spec.name)
+    n_carry, n_x, n_q, n_y = slots(spec)
+    program = compile_program(graph, lambda instruction: False, spec.name)
     if (len(program.instructions) > MAX_BODY_INSTRUCTIONS
             or program.input_count != 1 + n_carry + n_x + n_q
-            or len(program.outputs) != n_carry + len(spec.y_shapes)):
+            or len(program.outputs) != n_carry + n_y):
         return None
     return program
 
@@ -82,10 +109,10 @@ def loop_kernel_source(spec) -> str | None:
     program = _scalar_program(spec)
     if program is None:
         return None
-    n_carry, n_x, n_q = spec.counts()
     forms = [scalar_form(instruction) for instruction in program.instructions]
     if any(form is None for form in forms):
         return None
+    n_carry, n_x, n_q, _ = slots(spec)
     inner = " " * 12
     lines = [
         "import math", "", "import numpy as np", "import numba", "from scipy import special", "",
@@ -145,7 +172,7 @@ def loop_kernel_c_source(spec) -> str | None:
     if program is None or not all(c_spellable(i.primitive) and not i.params
                                    for i in program.instructions):
         return None
-    n_carry, n_x, n_q = spec.counts()
+    n_carry, n_x, n_q, _ = slots(spec)
 
     def operand(o):
         return c_number(o.value) if isinstance(o, Constant) else f"s{o}"
@@ -234,24 +261,38 @@ def _available() -> bool:
 
 
 def run_compiled(spec, arrays: list, batch: tuple):
-    """The loop's value by its numba kernel, or None where there is none (see the module)."""
+    """The loop's value by its compiled kernel, or None where there is none (see the module)."""
     kernel = _kernel(spec)
     if kernel is None:
         return None
     n_carry, n_x, _ = spec.counts()
     points = math.prod(batch)
 
-    def rows(values, tail=()):
-        out = np.empty((len(values), points) + tail)
-        for row, value in zip(out, values):
-            row[...] = np.reshape(value, (points,) + tail)
+    def rows(values, shapes, steps=()):
+        # Each leaf (batch + steps + its shape) as one row per element: (elements, points) + steps.
+        parts = [np.moveaxis(np.reshape(np.broadcast_to(value, batch + steps + shape),
+                                        (points,) + steps + (math.prod(shape),)), -1, 0)
+                 for value, shape in zip(values, shapes)]
+        return np.ascontiguousarray(np.concatenate(parts) if parts else
+                                    np.empty((0, points) + steps), np.float64)
+
+    def leaves(block, shapes, steps=()):
+        # The inverse of rows(): each leaf as batch + steps + its shape.
+        out, start = [], 0
+        for shape in shapes:
+            size = math.prod(shape)
+            part = np.moveaxis(block[start:start + size], 0, -1)
+            out.append(part.reshape(batch + steps + shape))
+            start += size
         return out
 
-    carry = rows(arrays[:n_carry])
-    xs = rows(arrays[n_carry:n_carry + n_x], (spec.length,))
-    consts = rows(arrays[n_carry + n_x:])
-    out_carry = np.empty((n_carry, points))
-    out_y = np.empty((len(spec.y_shapes), points, spec.length))
+    steps = (spec.length,)
+    carry = rows(arrays[:n_carry], spec.carry_shapes)
+    xs = rows(arrays[n_carry:n_carry + n_x], spec.x_shapes, steps)
+    consts = rows(arrays[n_carry + n_x:], spec.const_shapes)
+    n_carry_slots, _, _, n_y_slots = slots(spec)
+    out_carry = np.empty((n_carry_slots, points))
+    out_y = np.empty((n_y_slots, points, spec.length))
     kernel(carry, xs, consts, out_carry, out_y, float(spec.lower), spec.length, spec.reverse)
-    return pack_results(spec, batch, [c.reshape(batch) for c in out_carry],
-                        [y.reshape(batch + (spec.length,)) for y in out_y])
+    return pack_results(spec, batch, leaves(out_carry, spec.carry_shapes),
+                        leaves(out_y, spec.y_shapes, steps))
