@@ -417,3 +417,35 @@ def test_nested_checkpoints_segment_lengths():
     assert [m(10 ** 6, ("levels", 2)), m(10 ** 6, "sqrt"), m(10 ** 6, ("levels", 3)), m(8, ("levels", 3))] \
         == [1000, 1000, 100, 2]
     assert m(10 ** 6 + 1, ("levels", 3)) == 101   # segments^L covers every step
+
+
+@pytest.mark.skipif(c_compiler() is None, reason="no C compiler")
+@pytest.mark.parametrize("reverse", [False, True])
+def test_a_large_body_of_arrays_runs_its_own_c_function_each_step(monkeypatch, reverse):
+    # Past MAX_KERNEL_ELEMENTS the body is not expanded: the kernel calls the body's F.to_c
+    # function once per step (loop nests over a 300-point grid, scanned rows of 300, stacked
+    # outputs of 300). Values and gradients against the body's NumPy evaluator per step.
+    from symad.loops import compiled, evaluation
+
+    grid = np.linspace(0.0, np.pi, 300)
+    forcing = np.sin(np.outer(np.arange(12.0), grid) * 0.01)
+
+    def heat(alpha):
+        def step(u, f):
+            lap = np.concatenate([u[:1] * 0, u[2:] - 2 * u[1:-1] + u[:-2], u[:1] * 0])
+            new = u + alpha * 0.1 * lap + 1e-3 * f
+            return new, new * f
+        u, ys = sd.scan(step, np.sin(grid), forcing, reverse=reverse)
+        return np.sum(u ** 2) + np.sum(ys)
+
+    F, G = sd.trace(heat, 0.5), sd.grad(heat).trace(0.5)
+    points = np.array([0.5, 0.3, 0.7])
+    values, gradients = F(points), G(points)
+    spec = next(dict(n.params)["loop"] for n in F.graph.nodes if n.primitive.name == "loop")
+    assert sum(compiled.slots(spec)) > compiled.MAX_KERNEL_ELEMENTS
+    assert compiled.loop_kernel_c_source(spec) is None and "symad_body(in, out);" in compiled.loop_body_c_source(spec)
+    assert compiled._kernel(spec).__module__ == compiled.__name__
+    monkeypatch.setattr(evaluation, "run_compiled", lambda spec, arrays, batch: None)
+    F, G = sd.trace(heat, 0.5), sd.grad(heat).trace(0.5)
+    _close(F(points), values, 1e-13)
+    _close(G(points), gradients, 1e-12)
