@@ -289,7 +289,7 @@ def _c_kernel(spec):
 def _kernel(spec):
     """The loaded kernel of ``spec`` (made once per loop): C where there is a compiler, else
     numba's; None where neither takes the body."""
-    kernel = spec.derived.get("numba kernel")
+    kernel = spec.derived.get("kernel")
     if kernel is None:
         kernel = _c_kernel(spec) or _UNSUPPORTED
         source = kernel is _UNSUPPORTED and _available() and loop_kernel_source(spec)
@@ -300,7 +300,7 @@ def _kernel(spec):
 
             module = GeneratedModule(source, [], "numba", "float64", None, None)
             kernel = load_module(module, on_disk=config.cache_enabled())["loop"]
-        spec.derived["numba kernel"] = kernel
+        spec.derived["kernel"] = kernel
     return None if kernel is _UNSUPPORTED else kernel
 
 

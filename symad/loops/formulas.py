@@ -243,8 +243,14 @@ class LoopApplication(sympy.Function):
         return recurrence_text(self.recurrence())
 
     def recurrence(self) -> Recurrence:
-        """This loop's :class:`Recurrence`, its operands printed where they are inputs or numbers."""
-        return recurrence(self.loop, [_printed_value(a) for a in self.args])
+        """This loop's :class:`Recurrence`, its operands printed where they are inputs or numbers
+        (worked out once per loop and operands: each output of the loop prints it)."""
+        operands = tuple(_printed_value(a) for a in self.args)
+        key = ("recurrence", operands)
+        found = self.loop.derived.get(key)
+        if found is None:
+            found = self.loop.derived.setdefault(key, recurrence(self.loop, list(operands)))
+        return found
 
     def _latex(self, printer, exp=None):
         # As an undefined function of the loop's kind prints (\operatorname{fori\_loop}).
