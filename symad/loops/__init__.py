@@ -61,13 +61,20 @@ def _check_checkpoints(checkpoints, name: str):
     if isinstance(checkpoints, numbers.Integral) and not isinstance(checkpoints, bool) \
             and checkpoints >= 1:
         return int(checkpoints)
-    if (isinstance(checkpoints, tuple) and len(checkpoints) == 2 and checkpoints[0] == "levels"
-            and isinstance(checkpoints[1], numbers.Integral) and not isinstance(checkpoints[1], bool)
-            and checkpoints[1] >= 2):
+    def count(value, least: int) -> bool:
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= least
+
+    if isinstance(checkpoints, tuple) and len(checkpoints) == 2 and checkpoints[0] == "levels" \
+            and count(checkpoints[1], 2):
         return ("levels", int(checkpoints[1]))
+    if isinstance(checkpoints, tuple) and len(checkpoints) in (2, 3) \
+            and checkpoints[0] == "binomial" and all(count(v, 1) for v in checkpoints[1:]):
+        return ("binomial",) + tuple(int(v) for v in checkpoints[1:])
     raise ValueError(f"{name}: checkpoints={checkpoints!r}; give None (store every carry), "
-                     "'sqrt' (about sqrt(n) stored carries), a positive int (that many), or "
-                     "('levels', L) with L >= 2 (segments within segments, L deep)")
+                     "'sqrt' (about sqrt(n) stored carries), a positive int (that many), "
+                     "('levels', L) with L >= 2 (segments within segments, L deep), or "
+                     "('binomial', s) or ('binomial', s, block) with s >= 1 (at most s carries "
+                     "kept, the binomial schedule over blocks of steps)")
 
 
 def fori_loop(lower, upper, body_fun, init_val, *, checkpoints=None):
@@ -76,9 +83,12 @@ def fori_loop(lower, upper, body_fun, init_val, *, checkpoints=None):
     As ``jax.lax.fori_loop``. The bounds are Python ints; ``i`` is a traced scalar
     (a float: use it in arithmetic, not as an index). ``checkpoints`` bounds the memory
     of reverse mode: None stores every carry, ``"sqrt"`` about ``2 sqrt(n)`` of them,
-    an int ``m`` that many (the others are recomputed from the nearest one kept), and
+    an int ``m`` that many (the others are recomputed from the nearest one kept),
     ``("levels", L)`` about ``L n^(1/L)`` (segments of segments, ``L`` deep: each level
-    recomputes its segment once more; ``("levels", 2)`` is ``"sqrt"``).
+    recomputes its segment once more; ``("levels", 2)`` is ``"sqrt"``), and
+    ``("binomial", s)`` at most ``s`` and one block's (the binomial schedule over at most
+    1,024 blocks of steps, :mod:`symad.loops.binomial`; ``("binomial", s, block)`` sets the
+    block's length).
 
     >>> import numpy as np, symad as sd
     >>> def euler(k):   # x' = -k x by explicit Euler, 1000 steps

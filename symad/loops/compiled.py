@@ -33,7 +33,7 @@ import numpy as np
 
 from symad.loops.spec import pack_results
 
-__all__ = ["run_compiled", "loop_kernel_source", "loop_kernel_c_source", "loop_body_c_source",
+__all__ = ["run_compiled", "compiled_window", "loop_kernel_source", "loop_kernel_c_source", "loop_body_c_source",
            "MAX_BODY_INSTRUCTIONS", "MAX_KERNEL_ELEMENTS", "slots"]
 
 #: Bodies of more instructions than this run step by step in NumPy (LLVM's time grows
@@ -312,6 +312,15 @@ def _available() -> bool:
 
 def run_compiled(spec, arrays: list, batch: tuple):
     """The loop's value by its compiled kernel, or None where there is none (see the module)."""
+    found = compiled_window(spec, arrays, batch, 0, spec.length)
+    return None if found is None else pack_results(spec, batch, *found)
+
+
+def compiled_window(spec, arrays: list, batch: tuple, start: int, count: int):
+    """Steps ``start .. start + count - 1`` of the loop by its compiled kernel, from the carry
+    in ``arrays`` (the scanned arrays cut to those steps): ``(carry leaves, stacked ys of the
+    window)``, or None where there is no kernel. Binomial checkpointing runs windows of a
+    loop (:mod:`symad.loops.binomial`); the whole loop is the window ``(0, length)``."""
     kernel = _kernel(spec)
     if kernel is None:
         return None
@@ -320,29 +329,36 @@ def run_compiled(spec, arrays: list, batch: tuple):
 
     def rows(values, shapes, steps=()):
         # Each leaf (batch + steps + its shape) as one row per element: (elements, points) + steps.
-        parts = [np.moveaxis(np.reshape(np.broadcast_to(value, batch + steps + shape),
-                                        (points,) + steps + (math.prod(shape),)), -1, 0)
-                 for value, shape in zip(values, shapes)]
-        return np.ascontiguousarray(np.concatenate(parts) if parts else
-                                    np.empty((0, points) + steps), np.float64)
+        # (transpose, not np.moveaxis: binomial checkpointing makes thousands of these calls)
+        front = (len(steps) + 1,) + tuple(range(len(steps) + 1))
+        parts = []
+        for value, shape in zip(values, shapes):
+            value = np.asarray(value)
+            if value.shape != batch + steps + shape:
+                value = np.broadcast_to(value, batch + steps + shape)
+            parts.append(value.reshape((points,) + steps + (math.prod(shape),)).transpose(front))
+        if not parts:
+            return np.empty((0, points) + steps)
+        block = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        return np.ascontiguousarray(block, np.float64)
 
     def leaves(block, shapes, steps=()):
         # The inverse of rows(): each leaf as batch + steps + its shape.
-        out, start = [], 0
+        back = tuple(range(1, block.ndim)) + (0,)
+        out, start_row = [], 0
         for shape in shapes:
             size = math.prod(shape)
-            part = np.moveaxis(block[start:start + size], 0, -1)
+            part = block[start_row:start_row + size].transpose(back)
             out.append(part.reshape(batch + steps + shape))
-            start += size
+            start_row += size
         return out
 
-    steps = (spec.length,)
+    steps = (count,)
     carry = rows(arrays[:n_carry], spec.carry_shapes)
     xs = rows(arrays[n_carry:n_carry + n_x], spec.x_shapes, steps)
     consts = rows(arrays[n_carry + n_x:], spec.const_shapes)
     n_carry_slots, _, _, n_y_slots = slots(spec)
     out_carry = np.empty((n_carry_slots, points))
-    out_y = np.empty((n_y_slots, points, spec.length))
-    kernel(carry, xs, consts, out_carry, out_y, float(spec.lower), spec.length, spec.reverse)
-    return pack_results(spec, batch, leaves(out_carry, spec.carry_shapes),
-                        leaves(out_y, spec.y_shapes, steps))
+    out_y = np.empty((n_y_slots, points, count))
+    kernel(carry, xs, consts, out_carry, out_y, float(spec.lower + start), count, spec.reverse)
+    return leaves(out_carry, spec.carry_shapes), leaves(out_y, spec.y_shapes, steps)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from symad.loops.compiled import run_compiled
+from symad.loops.compiled import compiled_window
 from symad.loops.spec import pack_results
 
-__all__ = ["run_loop", "run_while", "broadcast_operands"]
+__all__ = ["run_loop", "run_window", "run_while", "broadcast_operands"]
 
 
 def broadcast_operands(spec, in_shapes, operands) -> tuple[list, tuple]:
@@ -47,10 +47,15 @@ def broadcast_operands(spec, in_shapes, operands) -> tuple[list, tuple]:
 def run_loop(spec, in_shapes, operands) -> np.ndarray:
     """Run the loop ``spec`` on ``operands`` (NumPy arrays); the node's value."""
     arrays, batch = broadcast_operands(spec, in_shapes, operands)
-    value = run_compiled(spec, arrays, batch)
-    if value is not None:
-        return value
-    return _run_steps(spec, arrays, batch)
+    return pack_results(spec, batch, *run_window(spec, arrays, batch, 0, spec.length))
+
+
+def run_window(spec, arrays: list, batch: tuple, start: int, count: int) -> tuple[list, list]:
+    """Steps ``start .. start + count - 1`` of the loop (indices counted from 0, taken in the
+    loop's order) from the carry in ``arrays``, whose scanned arrays are cut to those steps:
+    ``(carry leaves, stacked ys of the window)``, each leaf with the batch in front."""
+    found = compiled_window(spec, arrays, batch, start, count)
+    return found if found is not None else _run_steps(spec, arrays, batch, start, count)
 
 
 def body_evaluator(spec):
@@ -61,25 +66,25 @@ def body_evaluator(spec):
     return evaluator
 
 
-def _run_steps(spec, arrays: list, batch: tuple) -> np.ndarray:
+def _run_steps(spec, arrays: list, batch: tuple, start: int, count: int) -> tuple[list, list]:
     """One call of the body's compiled evaluator per step, on the whole batch."""
     n_carry, n_x, _ = spec.counts()
     carry = [np.array(a) for a in arrays[:n_carry]]
     xs = arrays[n_carry:n_carry + n_x]
     consts = arrays[n_carry + n_x:]
-    ys = [np.empty(batch + (spec.length,) + shape) for shape in spec.y_shapes]
+    ys = [np.empty(batch + (count,) + shape) for shape in spec.y_shapes]
     evaluate = body_evaluator(spec)
     axis = len(batch)
-    for k in spec.steps():
+    steps = range(count - 1, -1, -1) if spec.reverse else range(count)
+    for k in steps:
         step = [x[(slice(None),) * axis + (k,)] for x in xs]
-        results = evaluate(np.float64(spec.lower + k), *carry, *step, *consts)
+        results = evaluate(np.float64(spec.lower + start + k), *carry, *step, *consts)
         if not isinstance(results, tuple):
             results = (results,)
         carry = [np.asarray(r) for r in results[:n_carry]]
         for y, value in zip(ys, results[n_carry:]):
             y[(slice(None),) * axis + (k,)] = value
-    return pack_results(spec, batch, carry, ys)
-
+    return carry, ys
 
 
 def run_while(spec, in_shapes, operands) -> np.ndarray:

@@ -19,7 +19,7 @@ import sympy
 
 from symad.errors import ExportError
 from symad.graph import Node, sympy_form
-from symad.loops.spec import LoopSpec
+from symad.loops.spec import BinomialSpec, LoopSpec
 
 __all__ = ["loop_latex_lines", "Recurrence", "recurrence", "recurrence_text", "loop_head", "LoopLeaf",
            "loop_element"]
@@ -29,7 +29,7 @@ def _loops(function) -> list:
     # A loop node is the one whose parameter is a loop (symad.loops.nodes imports this
     # module for its formula heads, so the stanzas are not imported here).
     return [node for node in function.graph.nodes
-            if node.params and isinstance(dict(node.params).get("loop"), LoopSpec)]
+            if node.params and isinstance(dict(node.params).get("loop"), (LoopSpec, BinomialSpec))]
 
 
 def _printed_operand(atom):
@@ -59,12 +59,12 @@ def loop_latex_lines(function, printer) -> list[str]:
     lines = []
     seen = set()
     for node in _loops(function):
-        spec = dict(node.params)["loop"]
-        if spec in seen:
-            continue
-        seen.add(spec)
         operands = [_printed_operand(atom) for atom in node.args]
-        lines += _latex_lines(recurrence(spec, operands), printer)
+        for spec, printed in dict(node.params)["loop"].printed_loops(operands):
+            if spec in seen:
+                continue
+            seen.add(spec)
+            lines += _latex_lines(recurrence(spec, printed), printer)
     return lines
 
 

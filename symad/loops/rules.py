@@ -11,7 +11,9 @@ By recursion on the body, as JAX differentiates ``scan``:
   cotangents of the consts in its carry and stacking those of the scanned slices.
   With ``checkpoints=m`` the trajectory keeps one carry in ``ceil(n/m)`` and the
   backward loop's body recomputes each segment's carries from it (a loop in the
-  loop), so memory is ``m + n/m`` carries instead of ``n``.
+  loop), so memory is ``m + n/m`` carries instead of ``n``. With
+  ``checkpoints=("binomial", s)`` the reverse pass is one ``binomial_adjoint`` node
+  (:mod:`symad.loops.binomial`) whose own rules differentiate the store-all form.
 * ``while_loop`` has a tangent only: reverse mode raises, as JAX does.
 
 Derived loops are made once per loop (cached on its :class:`~symad.loops.spec.LoopSpec`),
@@ -25,7 +27,8 @@ import sympy
 from symad.array_primitives import record_concatenate, record_slice
 from symad.errors import DifferentiationError
 from symad.export.index_rules import INDEX_RULES, elementwise_rule
-from symad.graph import atom_shape
+from symad.graph import Node, atom_shape
+from symad.loops.binomial import binomial_cotangents, binomial_p, is_binomial
 from symad.loops.body import loop_results, record_loop
 from symad.loops.checkpoints import checkpointed_cotangents, segment_length
 from symad.loops.derived import (
@@ -44,6 +47,8 @@ from symad.rules.tangents import TANGENT
 from symad.rules.taylor import TAYLOR
 from symad.rules.transposes import TRANSPOSE
 from symad.rules.unroll import UNROLL
+from symad.transforms.forward import push_forward
+from symad.transforms.reverse import backpropagate
 from symad.transforms.series import SERIES
 from symad.transforms.sparsity import PATTERN
 
@@ -133,23 +138,83 @@ def loop_cotangents(builder, cotangent, node) -> list:
     c0, xs, q = split(node.args, n_carry, n_x, n_q)
     pieces = loop_results(builder, cotangent, spec, _lead(cotangent))
     cbar, ybar = pieces[:n_carry], pieces[n_carry:]
-    if segment_length(spec) > 1:
+    if is_binomial(spec):
+        found = binomial_cotangents(builder, spec, c0, xs, q, cbar, ybar)
+    elif segment_length(spec) > 1:
         found = checkpointed_cotangents(builder, spec, c0, xs, q, cbar, ybar)
-        with spec.lock:
-            spec.derived[key] = found
-        return found
-    trajectory = trajectory_spec(spec)
-    tnode = record_loop(loop_p, trajectory, c0 + xs + q)
-    carries = loop_results(builder, tnode, trajectory, _lead(tnode))[n_carry:]
-    adjoint = adjoint_spec(spec)
-    operands = cbar + [zeros(s) for s in spec.const_shapes] + carries + xs + ybar + q
-    anode = record_loop(loop_p, adjoint, operands)
-    results = loop_results(builder, anode, adjoint, _lead(anode))
-    c_bar, q_bar, x_bar = split(results, n_carry, n_q, n_x)
-    found = c_bar + x_bar + q_bar
+    else:
+        adjoint = adjoint_spec(spec)
+        operands = cbar + [zeros(s) for s in spec.const_shapes] + c0 + xs + ybar + q
+        anode = _stored_adjoint(builder, spec, operands)
+        results = loop_results(builder, anode, adjoint, _lead(anode))
+        c_bar, q_bar, x_bar = split(results, n_carry, n_q, n_x)
+        found = c_bar + x_bar + q_bar
     with spec.lock:
         spec.derived[key] = found
     return found
+
+
+def _stored_adjoint(builder, spec: LoopSpec, operands: list):
+    """The adjoint loop's node over the stored trajectory, from the operands of a
+    ``binomial_adjoint`` node (:class:`~symad.loops.spec.BinomialSpec`'s layout)."""
+    n_carry, n_x, n_q = spec.counts()
+    cbar, qacc, c0, xs, ybar, q = split(operands, n_carry, n_q, n_carry, n_x, len(spec.y_shapes), n_q)
+    trajectory = trajectory_spec(spec)
+    tnode = record_loop(loop_p, trajectory, c0 + xs + q)
+    carries = loop_results(builder, tnode, trajectory, _lead(tnode))[n_carry:]
+    return record_loop(loop_p, adjoint_spec(spec), cbar + qacc + carries + xs + ybar + q)
+
+
+def _expansion(builder, node):
+    """The store-all form of a ``binomial_adjoint`` node, recorded (made once per node): its
+    value atom, which equals the node's, and the nodes between the node's operands and it."""
+    binomial = dict(node.params)["loop"]
+    key = ("expansion", node)
+    with binomial.lock:
+        found = binomial.derived.get(key)
+    if found is None:
+        value = _stored_adjoint(builder, binomial.loop, list(node.args))
+        found = (value, _nodes_between(value, node.args))
+        with binomial.lock:
+            found = binomial.derived.setdefault(key, found)
+    return found
+
+
+def _nodes_between(output, inputs) -> list:
+    """The nodes ``output`` is computed by from ``inputs``, in the order they were recorded."""
+    stop, seen, pending = set(inputs), set(), [output]
+    while pending:
+        atom = pending.pop()
+        if atom in stop or atom in seen or not isinstance(atom, Node):
+            continue
+        seen.add(atom)
+        pending.extend(atom.args)
+    return sorted(seen, key=lambda node: node.position)
+
+
+def _binomial_tangent(builder, node, tangents, lead):
+    # A second order through binomial checkpointing differentiates the store-all form.
+    value, nodes = _expansion(builder, node)
+    seeds = {arg: t for arg, t in zip(node.args, tangents) if t is not None}
+    return push_forward(builder, nodes, seeds, node.primitive.name, lead=lead).get(value)
+
+
+def _binomial_transpose(builder, cotangent, node, index, lead):
+    value, nodes = _expansion(builder, node)
+    key = ("cotangents", node, cotangent)
+    binomial = dict(node.params)["loop"]
+    with binomial.lock:
+        found = binomial.derived.get(key)
+    if found is None:
+        found = backpropagate(builder, nodes, [(value, cotangent)], list(node.args),
+                              node.primitive.name, lead=tuple(atom_shape(cotangent)[:lead]))
+        with binomial.lock:
+            found = binomial.derived.setdefault(key, found)
+    return found[index]
+
+
+TANGENT.register(binomial_p)(_binomial_tangent)
+TRANSPOSE.register(binomial_p)(_binomial_transpose)
 
 
 def _loop_transpose(builder, cotangent, node, index, lead):
@@ -170,9 +235,9 @@ TRANSPOSE.register(while_p)(_while_transpose)
 # The tables a loop has no rule in, and why.
 _WHOLE = "a loop: its value comes from running its body, not from its elements"
 PATTERN.no_rule("a loop: the sparsity of its steps' composition is not computed; F.sparsity() "
-                "and sparse Jacobians refuse it", loop_p, while_p)
-UNROLL.no_rule(_WHOLE, loop_p, while_p)
-@INDEX_RULES.register(loop_p, while_p)
+                "and sparse Jacobians refuse it", loop_p, while_p, binomial_p)
+UNROLL.no_rule(_WHOLE, loop_p, while_p, binomial_p)
+@INDEX_RULES.register(loop_p, while_p, binomial_p)
 def _loop_element(nb, node, index: tuple, scope: tuple):
     # The loop's application (its operands as the elementwise rule reads them), and of it
     # the element at ``index``: the leaf it is (symad.loops.formulas.loop_element).
@@ -181,5 +246,5 @@ def _loop_element(nb, node, index: tuple, scope: tuple):
 _SERIES = ("Taylor mode through a loop goes by nested forward mode (sd.derivative and "
            "sd.taylor of one argument, orders up to 8: symad.loops.series); multivariate series, "
            "directions and the numeric series of high orders do not go through loops")
-TAYLOR.no_rule(_SERIES, loop_p, while_p)
-SERIES.no_rule(_SERIES, loop_p, while_p)
+TAYLOR.no_rule(_SERIES, loop_p, while_p, binomial_p)
+SERIES.no_rule(_SERIES, loop_p, while_p, binomial_p)

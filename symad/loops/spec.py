@@ -32,7 +32,7 @@ import numpy as np
 
 from symad.errors import TracingError
 
-__all__ = ["LoopSpec", "loop_shape", "pack_results"]
+__all__ = ["LoopSpec", "BinomialSpec", "loop_shape", "pack_results"]
 
 
 class LoopSpec:
@@ -112,8 +112,73 @@ class LoopSpec:
                                self.checkpoints)
 
 
+    def printed_loops(self, operands: list) -> list:
+        """The loops a formula prints for this node, each with its printed operands."""
+        return [(self, operands)]
+
+
 def _restore_spec(*fields) -> LoopSpec:
     return LoopSpec(*fields)
+
+
+class BinomialSpec:
+    """What a loop's reverse pass by binomial checkpointing computes (:mod:`symad.loops.binomial`).
+
+    The node's operands are the adjoint's initial carry (the final carry's cotangent, then a
+    zero accumulator per const), the loop's initial carry, its scanned arrays, the stacked
+    outputs' cotangents and its consts; its value is the store-all adjoint loop's
+    (``adjoint``): the initial carry's and the consts' cotangents, then the scanned slices'.
+
+    Args:
+        loop: the loop differentiated.
+        trajectory, adjoint: its derived loops (the carry stacked per step; the body's vjp
+            run backwards), run here a window of steps at a time.
+        snapshots: how many carries the schedule keeps at once, besides the initial one.
+        block: steps per unit of the schedule (a unit is reversed from its stored carries).
+    """
+
+    kind = "binomial"
+
+    def __init__(self, loop: LoopSpec, trajectory: LoopSpec, adjoint: LoopSpec, snapshots: int,
+                 block: int):
+        self.loop, self.trajectory, self.adjoint = loop, trajectory, adjoint
+        self.snapshots, self.block = int(snapshots), int(block)
+        self.name = adjoint.name
+        self.derived: dict = {}
+        self.lock = threading.Lock()
+
+    @property
+    def operand_shapes(self) -> tuple:
+        loop = self.loop
+        n = loop.length
+        return (self.adjoint.carry_shapes + loop.carry_shapes + tuple((n,) + s for s in loop.x_shapes)
+                + tuple((n,) + s for s in loop.y_shapes) + loop.const_shapes)
+
+    @property
+    def result_shapes(self) -> tuple:
+        return self.adjoint.result_shapes
+
+    @property
+    def size(self) -> int:
+        return self.adjoint.size
+
+    def result_offsets(self) -> list[int]:
+        return self.adjoint.result_offsets()
+
+    def printed_loops(self, operands: list) -> list:
+        """The forward recurrence the adjoint reads, then the adjoint recurrence: the
+        schedule changes which carries are kept, not the equations."""
+        n_carry, n_x, n_q = self.loop.counts()
+        start = n_carry + n_q
+        forward = operands[start:start + n_carry + n_x] + operands[len(operands) - n_q:]
+        return [(self.trajectory, forward), (self.adjoint, operands)]
+
+    def __repr__(self) -> str:
+        return (f"<binomial {self.name}: {self.loop.length} steps, {self.snapshots} snapshots, "
+                f"blocks of {self.block}>")
+
+    def __reduce__(self):
+        return BinomialSpec, (self.loop, self.trajectory, self.adjoint, self.snapshots, self.block)
 
 
 def loop_shape(shapes, params) -> tuple:
