@@ -11,8 +11,9 @@ calls it. Side by side in one run:
 Figures: the first call (trace or build + differentiate + compile + one evaluation, in a
 fresh process each, imports excluded, symad with an empty cache directory), the call
 again (median of interleaved rounds), the graph's size at 10 and 10^6 steps, the peak
-memory of a 10^6-step gradient with and without checkpointing (tracemalloc, in a fresh
-process each), a batch of 1,000 points (symad's batch against ``jit(vmap(grad))``), and
+memory and time of a gradient under each reverse-mode schedule (every carry stored,
+``"sqrt"``, binomial with 10 and 30 snapshots; tracemalloc, in a fresh process each) for
+the pendulum at 10^6 steps and for a heat equation's 10^4 steps on 1,000 points, a batch of 1,000 points (symad's batch against ``jit(vmap(grad))``), and
 the size of the gradient's LaTeX. Run from the project root::
 
     python benchmarks/loop_primitives.py              # about a minute
@@ -122,16 +123,46 @@ def _child(task: str) -> dict:
         start = time.perf_counter()
         SYSTEMS[name]()(*POINT)
         return {"seconds": time.perf_counter() - start}
-    checkpoints = {"memory:none": None, "memory:sqrt": "sqrt"}[task]
-    gradient = symad_fori(10 ** 6, checkpoints)[0]
-    gradient(*POINT)  # traced and compiled: the evaluation's time and memory are measured
+    _, program, schedule = task.split(":")
+    checkpoints = SCHEDULES[schedule]
+    if program == "pendulum":
+        gradient, point = symad_fori(10 ** 6, checkpoints)[0], POINT
+    else:
+        gradient, point = heat_gradient(checkpoints), (0.2,)
     start = time.perf_counter()
-    gradient(*POINT)
+    gradient(*point)  # traced and compiled: the evaluation's time and memory are measured
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    gradient(*point)
     seconds = time.perf_counter() - start  # without tracemalloc, which slows allocations
     tracemalloc.start()
-    gradient(*POINT)
+    value = gradient(*point)
     peak = tracemalloc.get_traced_memory()[1]
-    return {"peak_mb": peak / 1e6, "seconds": seconds}
+    return {"peak_mb": peak / 1e6, "seconds": seconds, "first": first,
+            "value": np.asarray(value, dtype=float).reshape(-1).tolist()}
+
+
+#: The reverse-mode schedules the memory figures compare, by name (a child process is told
+#: a name, never an expression).
+SCHEDULES = {"none": None, "sqrt": "sqrt", "binomial10": ("binomial", 10),
+             "binomial30": ("binomial", 30)}
+
+
+def heat_gradient(checkpoints, n=10_000, points=1000):
+    """d/dkappa of sum(u_n^2), u the explicit heat equation on ``points`` grid points (reflecting
+    ends) for ``n`` steps: a state of 1,000 numbers, whose trajectory takes 80 MB."""
+    import symad as sd
+
+    x = np.linspace(0.0, 1.0, points)
+    u0 = np.exp(-100.0 * (x - 0.5) ** 2)
+
+    def energy(kappa):
+        def body(i, u):
+            laplacian = np.concatenate([u[1:2] - u[:1], u[2:] - 2.0 * u[1:-1] + u[:-2],
+                                        u[-2:-1] - u[-1:]])
+            return u + kappa * laplacian
+        return np.sum(sd.fori_loop(0, n, body, u0, checkpoints=checkpoints) ** 2)
+    return sd.grad(energy)
 
 
 def in_fresh_process(task: str, cache: str | None = None) -> dict:
@@ -180,6 +211,28 @@ def _jax_pendulum(params, jnp, jax):
     return jax.lax.fori_loop(0, STEPS, body, (1.0, 0.0))[0]
 
 
+def _memory_figures() -> None:
+    """Peak memory and time of a gradient under each schedule, each in a fresh process: the
+    pendulum at 10^6 steps (a state of two numbers) and a heat equation's 10^4 steps on
+    1,000 points."""
+    from benchmarks.harness import format_table
+
+    for program, title in (("pendulum", "pendulum, 10^6 steps"),
+                           ("heat", "heat equation, 1,000 points, 10^4 steps")):
+        rows, reference = [], None
+        for name, checkpoints in SCHEDULES.items():
+            figures = in_fresh_process(f"memory:{program}:{name}")
+            reference = reference or figures["value"]
+            difference = max(abs(a - b) / max(abs(b), 1e-300)
+                             for a, b in zip(figures["value"], reference))
+            rows.append([repr(checkpoints), f"{figures['peak_mb']:.2f} MB",
+                         f"{figures['first']:.2f} s", f"{figures['seconds'] * 1e3:.0f} ms",
+                         f"{difference:.0e}"])
+        print(f"gradient of the {title}, by schedule:")
+        print(format_table(["checkpoints=", "peak (tracemalloc)", "first call", "again",
+                            "rel. difference to stored"], rows))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=30, help="rounds of calls (default 30)")
@@ -213,10 +266,7 @@ def main() -> None:
     print(f"largest difference between the systems' gradients: {spread:.1e}")
     sizes = {n: symad_fori(n)[0].trace(*POINT).stats()["nodes"] for n in (10, 10 ** 6)}
     print(f"symad gradient graph: {sizes[10]} nodes at 10 steps, {sizes[10 ** 6]} at 10^6 steps")
-    for task, label in (("memory:none", "every carry stored"), ("memory:sqrt", "checkpoints='sqrt'")):
-        figures = in_fresh_process(task)
-        print(f"10^6-step gradient, {label}: peak {figures['peak_mb']:.1f} MB (tracemalloc), "
-              f"{figures['seconds'] * 1e3:.0f} ms")
+    _memory_figures()
     symad_batch, jax_batch = _batch_figures(options.rounds)
     print(f"1,000 points at once: symad {symad_batch * 1e3:.1f} ms, JAX jit(vmap(grad)) "
           f"{jax_batch * 1e3:.1f} ms ({symad_batch / jax_batch:.2f}x)")
