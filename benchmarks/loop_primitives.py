@@ -13,7 +13,8 @@ fresh process each, imports excluded, symad with an empty cache directory), the 
 again (median of interleaved rounds), the graph's size at 10 and 10^6 steps, the peak
 memory and time of a gradient under each reverse-mode schedule (every carry stored,
 ``"sqrt"``, binomial with 10 and 30 snapshots; tracemalloc, in a fresh process each) for
-the pendulum at 10^6 steps and for a heat equation's 10^4 steps on 1,000 points, a batch of 1,000 points (symad's batch against ``jit(vmap(grad))``), and
+the pendulum at 10^6 steps and for a heat equation's 10^4 steps on 1,000 points, the
+pendulum by ``sd.while_loop`` (its kernel, NumPy per step, JAX), a batch of 1,000 points (symad's batch against ``jit(vmap(grad))``), and
 the size of the gradient's LaTeX. Run from the project root::
 
     python benchmarks/loop_primitives.py              # about a minute
@@ -211,6 +212,54 @@ def _jax_pendulum(params, jnp, jax):
     return jax.lax.fori_loop(0, STEPS, body, (1.0, 0.0))[0]
 
 
+def _while_figures(rounds: int) -> None:
+    """The pendulum integrated until t = 10 by ``sd.while_loop`` (10^4 steps), its value and
+    its forward-mode derivative in k: the compiled kernel, the body's NumPy evaluator once per
+    step, and JAX's ``jit`` over ``lax.while_loop``, side by side."""
+    import jax
+    import jax.numpy as jnp
+
+    import symad as sd
+    from benchmarks.harness import format_table
+    from symad.loops import evaluation
+
+    def pendulum(k, np_=np, loop=None):
+        def body(s):
+            t, theta, omega = s
+            return (t + DT, theta + DT * omega, omega + DT * (-k * np_.sin(theta) - 0.3 * omega))
+        return (loop or sd.while_loop)(lambda s: s[0] < 10.0, body, (0.0, 1.0, 0.0))[1]
+
+    made = {"symad, compiled kernel": (sd.trace(pendulum, 2.0), sd.jacfwd(pendulum).trace(2.0))}
+    jax_value = jax.jit(lambda k: pendulum(k, jnp, jax.lax.while_loop))
+    jax_tangent = jax.jit(jax.jacfwd(lambda k: pendulum(k, jnp, jax.lax.while_loop)))
+    made["JAX jit, lax.while_loop"] = (lambda k: jax_value(k).block_until_ready(),
+                                       lambda k: jax_tangent(k).block_until_ready())
+    calls = {}
+    for name, (value, tangent) in made.items():
+        value(2.0), tangent(2.0)
+        calls[f"{name}|value"] = functools.partial(value, 2.0)
+        calls[f"{name}|tangent"] = functools.partial(tangent, 2.0)
+    times = interleaved(calls, max(3, rounds // 10))
+    # The evaluation the kernels replace (the body's NumPy evaluator once per step), timed
+    # apart: a call takes about a second.
+    kept, evaluation.compiled_while = evaluation.compiled_while, lambda *arguments: None
+    try:
+        slow = "symad, NumPy per step"
+        for which, function in (("value", made["symad, compiled kernel"][0]),
+                                ("tangent", made["symad, compiled kernel"][1])):
+            start = time.perf_counter()
+            function(2.0)
+            times[f"{slow}|{which}"] = time.perf_counter() - start
+        made[slow] = None
+    finally:
+        evaluation.compiled_while = kept
+    jax_name = "JAX jit, lax.while_loop"
+    rows = [[name, f"{times[name + '|value'] * 1e3:.3f} ms", f"{times[name + '|tangent'] * 1e3:.3f} ms",
+             f"{times[name + '|tangent'] / times[jax_name + '|tangent']:.2f}x"] for name in made]
+    print("pendulum until t = 10 by while_loop (10^4 steps), at one point:")
+    print(format_table(["", "value", "d/dk (jacfwd)", "d/dk / JAX"], rows))
+
+
 def _memory_figures() -> None:
     """Peak memory and time of a gradient under each schedule, each in a fresh process: the
     pendulum at 10^6 steps (a state of two numbers) and a heat equation's 10^4 steps on
@@ -267,6 +316,7 @@ def main() -> None:
     sizes = {n: symad_fori(n)[0].trace(*POINT).stats()["nodes"] for n in (10, 10 ** 6)}
     print(f"symad gradient graph: {sizes[10]} nodes at 10 steps, {sizes[10 ** 6]} at 10^6 steps")
     _memory_figures()
+    _while_figures(options.rounds)
     symad_batch, jax_batch = _batch_figures(options.rounds)
     print(f"1,000 points at once: symad {symad_batch * 1e3:.1f} ms, JAX jit(vmap(grad)) "
           f"{jax_batch * 1e3:.1f} ms ({symad_batch / jax_batch:.2f}x)")

@@ -449,3 +449,61 @@ def test_a_large_body_of_arrays_runs_its_own_c_function_each_step(monkeypatch, r
     F, G = sd.trace(heat, 0.5), sd.grad(heat).trace(0.5)
     _close(F(points), values, 1e-13)
     _close(G(points), gradients, 1e-12)
+
+
+# -- while_loop in compiled kernels ----------------------------------------------------------
+
+WHILE_PROGRAMS = {
+    # Newton's iteration for sqrt(a): a body of scalars; the points stop at different steps.
+    "scalars": (lambda a: sd.while_loop(lambda s: np.abs(s[0] * s[0] - a) > 1e-12,
+                                        lambda s: (0.5 * (s[0] + a / s[0]), s[1] + 1.0),
+                                        (a + 1.0, 0.0)),
+                np.array([2.0, 9.0, 1e6])),
+    # A 3-vector state, expanded into scalars in the kernel; the condition reads all of it.
+    "small array": (lambda a: sd.while_loop(lambda v: np.sum(v ** 2) < 50.0 * a,
+                                            lambda v: v * 1.1 + np.array([0.1, -0.2, 0.3]) * a,
+                                            np.ones(3) * 0.5),
+                    np.array([0.5, 1.0, 3.0])),
+    # 300 values: the kernel calls the body's own C function once per step.
+    "large array": (lambda a: sd.while_loop(lambda u: np.max(u) < a,
+                                            lambda u: u + 0.01 * np.roll(u, 1) + 0.001,
+                                            np.linspace(0.0, 1.0, 300)),
+                    np.array([1.5, 2.0, 1.0])),
+}
+
+
+@pytest.mark.parametrize("language", [
+    pytest.param("c", marks=pytest.mark.skipif(c_compiler() is None, reason="no C compiler")),
+    pytest.param("numba", marks=pytest.mark.skipif(not numba_available(), reason="no numba"))])
+@pytest.mark.parametrize("name", list(WHILE_PROGRAMS))
+def test_while_loops_run_in_compiled_kernels(monkeypatch, language, name):
+    # Against the body's NumPy evaluator step by step: values and forward-mode tangents on a
+    # batch whose points take different numbers of steps, and a kernel that returns to Python
+    # every 3 steps (WHILE_STEPS_PER_CALL) and is called on.
+    from symad.compile.scalar import tape_c
+    from symad.loops import compiled, evaluation
+
+    if name == "large array" and language == "numba":
+        pytest.skip("numba's kernels take bodies of scalars and small arrays only")
+    if language == "numba":
+        monkeypatch.setattr(tape_c, "c_compiler", lambda: None)
+    f, points = WHILE_PROGRAMS[name]
+    F = sd.trace(f, points[0])
+    J = sd.jacfwd(f).trace(points[0])
+    spec = next(dict(n.params)["loop"] for n in F.graph.nodes if n.primitive.name == "while_loop")
+    kernel = compiled._kernel(spec)
+    assert kernel is not None and (kernel.__module__ == compiled.__name__) == (language == "c")
+    values, tangents = F(points), J(points)
+    monkeypatch.setattr(compiled, "WHILE_STEPS_PER_CALL", 3)
+    _close(F(points), values, 0.0)
+    monkeypatch.setattr(evaluation, "compiled_while", lambda *arguments: None)
+    F, J = sd.trace(f, points[0]), sd.jacfwd(f).trace(points[0])
+    _close(F(points), values, 1e-14)
+    _close(J(points), tangents, 1e-14)
+
+
+def test_a_while_loop_that_does_not_step_and_one_at_nan():
+    f = lambda x: sd.while_loop(lambda v: v < 1.0, lambda v: v + 1.0, x)  # noqa: E731
+    F = sd.trace(f, 0.5)
+    np.testing.assert_array_equal(F(np.array([5.0, 0.5, -1.5])), [5.0, 1.5, 1.5])
+    assert np.isnan(F(np.nan))  # nan < 1 is false, as in NumPy: no step is taken

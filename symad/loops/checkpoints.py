@@ -22,8 +22,6 @@ a guard ``where(k < n, body(c), c)`` leaves the carry alone on the padded steps.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from symad.array_primitives import record_concatenate, record_reshape, record_slice

@@ -19,9 +19,11 @@ is numba's (:func:`loop_kernel_source`, the numba backend's scalar forms), whose
 code numba keeps beside the module (``cache=True``). Either is kept under symad's cache
 directory, so another process loads it (``SYMAD_CACHE=0``: built, not kept). A larger
 body of arrays runs, where there is a C compiler, in a C kernel that calls the body's own
-C function (:func:`loop_body_c_source`: ``F.to_c``'s loop nests) once per step. Where
-neither takes the body, :func:`run_compiled` returns None and the loop runs one call of
-the body's NumPy evaluator per step (:mod:`symad.loops.evaluation`).
+C function (:func:`loop_body_c_source`: ``F.to_c``'s loop nests) once per step. A
+while_loop's kernel (:func:`compiled_while`) steps each point until its condition fails,
+returning to Python every :data:`WHILE_STEPS_PER_CALL` steps. Where neither takes the body,
+:func:`run_compiled` returns None and the loop runs one call of the body's NumPy evaluator
+per step (:mod:`symad.loops.evaluation`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ import numpy as np
 
 from symad.loops.spec import pack_results
 
-__all__ = ["run_compiled", "compiled_window", "loop_kernel_source", "loop_kernel_c_source", "loop_body_c_source",
+__all__ = ["run_compiled", "compiled_window", "compiled_while", "WHILE_STEPS_PER_CALL",
+           "loop_kernel_source", "loop_kernel_c_source", "loop_body_c_source",
            "MAX_BODY_INSTRUCTIONS", "MAX_KERNEL_ELEMENTS", "slots"]
 
 #: Bodies of more instructions than this run step by step in NumPy (LLVM's time grows
@@ -75,13 +78,14 @@ def _scalar_graph(spec):
 
 def _scalar_program(spec):
     """The body's program of scalars (the scalar compiler's), or None where the loop's body
-    is not one a kernel runs (a while_loop, array leaves, too many instructions)."""
+    is not one a kernel runs (array leaves too many to expand, too many instructions)."""
     from symad.compile.scalar.program import compile_program
 
-    graph = None if spec.kind == "while_loop" else _scalar_graph(spec)
+    graph = _scalar_graph(spec)
     if graph is None:
         return None
     n_carry, n_x, n_q, n_y = slots(spec)
+    n_y += spec.kind == "while_loop"  # a while loop's body returns its condition last
     program = compile_program(graph, lambda instruction: False, spec.name)
     if (len(program.instructions) > MAX_BODY_INSTRUCTIONS
             or program.input_count != 1 + n_carry + n_x + n_q
@@ -130,19 +134,25 @@ def loop_kernel_source(spec) -> str | None:
     ]
     lines += [f"        a{i} = carry[{i}, p]" for i in range(n_carry)]
     lines += [f"        q{i} = consts[{i}, p]" for i in range(n_q)]
-    lines += ["        for j in range(n):", f"{inner}k = (n - 1 - j) if reverse else j",
-              f"{inner}s0 = lower + k"]
+    lines += ["        running = 1.0", "        for j in range(n):",
+              f"{inner}k = (n - 1 - j) if reverse else j", f"{inner}s0 = lower + k"]
     sources = ([f"a{i}" for i in range(n_carry)] + [f"xs[{i}, p, k]" for i in range(n_x)]
                + [f"q{i}" for i in range(n_q)])
     lines += [f"{inner}s{position + 1} = {source}" for position, source in enumerate(sources)]
     for instruction, form in zip(program.instructions, forms):
         lines.append(f"{inner}s{instruction.result} = {form([_operand(o) for o in instruction.operands])}")
     outputs = [_operand(o) for o in program.outputs]
-    lines += [f"{inner}out_y[{i}, p, k] = {text}" for i, text in enumerate(outputs[n_carry:])]
+    if spec.kind == "while_loop":  # the condition on the carry the step was given
+        lines += [f"{inner}if not ({outputs[n_carry]} != 0.0):", f"{inner}    running = 0.0",
+                  f"{inner}    break"]
+    else:
+        lines += [f"{inner}out_y[{i}, p, k] = {text}" for i, text in enumerate(outputs[n_carry:])]
     if n_carry:  # every new carry is read before any is written
         lines.append(f"{inner}{', '.join(f'a{i}' for i in range(n_carry))} = "
                      f"{', '.join(outputs[:n_carry])}")
     lines += [f"        out_carry[{i}, p] = a{i}" for i in range(n_carry)]
+    if spec.kind == "while_loop":
+        lines.append("        out_y[0, p, 0] = running")
     lines.append("    return 0")
     return "\n".join(lines) + "\n"
 
@@ -190,22 +200,35 @@ def loop_kernel_c_source(spec) -> str | None:
                            constants, spec.name, helpers)
         body.append(f"const double s{instruction.result} = {text};")
     outputs = [operand(o) for o in program.outputs]
-    body += [f"out_y[((int64_t){i} * points + p) * n + k] = {text};"
-             for i, text in enumerate(outputs[n_carry:])]
+    if spec.kind == "while_loop":  # the condition on the carry the step was given
+        body.append(f"if (!({outputs[n_carry]} != 0.0)) {{ running = 0.0; break; }}")
+    else:
+        body += [f"out_y[((int64_t){i} * points + p) * n + k] = {text};"
+                 for i, text in enumerate(outputs[n_carry:])]
     body += [f"a{i} = {text};" for i, text in enumerate(outputs[:n_carry])]
     lines = ["/* Generated by symad: a loop's kernel (symad.loops.compiled). */",
              "#include <math.h>", "#include <stdint.h>", "", *sorted(helpers), "",
              _C_SIGNATURE, "{", "    for (int64_t p = 0; p < points; p++) {"]
     lines += [f"        double a{i} = carry[(int64_t){i} * points + p];" for i in range(n_carry)]
     lines += [f"        const double q{i} = consts[(int64_t){i} * points + p];" for i in range(n_q)]
-    lines += ["        for (int64_t j = 0; j < n; j++) {",
+    declare, store = _c_running(spec)
+    lines += declare + ["        for (int64_t j = 0; j < n; j++) {",
               "            const int64_t k = reverse ? n - 1 - j : j;",
               "            const double s0 = lower + (double)k;"]
     lines += [f"            {line}" for line in body]
     lines += ["        }"]
     lines += [f"        out_carry[(int64_t){i} * points + p] = a{i};" for i in range(n_carry)]
-    lines += ["    }", "    return 0;", "}", ""]
+    lines += store + ["    }", "    return 0;", "}", ""]
     return "\n".join(lines)
+
+
+def _c_running(spec) -> tuple[list[str], list[str]]:
+    """A while loop's kernel writes, per point, whether it stopped for its step budget (1)
+    rather than for its condition (0), so that the caller runs it on: the flag's declaration
+    before the steps and its store after them (none for other loops)."""
+    if spec.kind != "while_loop":
+        return [], []
+    return ["        double running = 1.0;"], ["        out_y[p] = running;"]
 
 
 #: The C kernels' signature (both kinds): 0 on success, 1 where memory ran out.
@@ -227,14 +250,18 @@ def loop_body_c_source(spec) -> str | None:
     """
     from symad.errors import ExportError
 
-    if spec.kind == "while_loop":
-        return None
     try:
         body, _ = spec.body.to_c("symad_body")
     except ExportError:
         return None
     n_carry, n_x, n_q, n_y = slots(spec)
     x_at, q_at = 1 + n_carry, 1 + n_carry + n_x
+    declare, store = _c_running(spec)
+    if spec.kind == "while_loop":  # the condition on the carry the step was given
+        outputs = [f"            if (!(out[{n_carry}] != 0.0)) {{ running = 0.0; break; }}"]
+    else:
+        outputs = [f"            for (int64_t e = 0; e < {n_y}; e++) "
+                   f"out_y[(e * points + p) * n + k] = out[{n_carry} + e];"]
     return "\n".join([
         body, "#include <stdint.h>", "#include <stdlib.h>", "", _C_SIGNATURE, "{",
         f"    double *in = malloc(sizeof(double) * {1 + n_carry + n_x + n_q});",
@@ -243,15 +270,17 @@ def loop_body_c_source(spec) -> str | None:
         "    for (int64_t p = 0; p < points; p++) {",
         f"        for (int64_t e = 0; e < {n_carry}; e++) in[1 + e] = carry[e * points + p];",
         f"        for (int64_t e = 0; e < {n_q}; e++) in[{q_at} + e] = consts[e * points + p];",
+        *declare,
         "        for (int64_t j = 0; j < n; j++) {",
         "            const int64_t k = reverse ? n - 1 - j : j;",
         "            in[0] = lower + (double)k;",
         f"            for (int64_t e = 0; e < {n_x}; e++) in[{x_at} + e] = xs[(e * points + p) * n + k];",
         "            symad_body(in, out);",
+        *outputs,
         f"            for (int64_t e = 0; e < {n_carry}; e++) in[1 + e] = out[e];",
-        f"            for (int64_t e = 0; e < {n_y}; e++) out_y[(e * points + p) * n + k] = out[{n_carry} + e];",
         "        }",
         f"        for (int64_t e = 0; e < {n_carry}; e++) out_carry[e * points + p] = in[1 + e];",
+        *store,
         "    }",
         "    free(in);", "    free(out);", "    return 0;", "}", ""])
 
@@ -316,6 +345,36 @@ def run_compiled(spec, arrays: list, batch: tuple):
     return None if found is None else pack_results(spec, batch, *found)
 
 
+def _rows(values, shapes, batch: tuple, steps: tuple = ()) -> np.ndarray:
+    """Each leaf (batch + steps + its shape) as one row per element: ``(elements, points) +
+    steps``, the kernel's layout (transpose, not np.moveaxis: binomial checkpointing makes
+    thousands of these calls)."""
+    points = math.prod(batch)
+    front = (len(steps) + 1,) + tuple(range(len(steps) + 1))
+    parts = []
+    for value, shape in zip(values, shapes):
+        value = np.asarray(value)
+        if value.shape != batch + steps + shape:
+            value = np.broadcast_to(value, batch + steps + shape)
+        parts.append(value.reshape((points,) + steps + (math.prod(shape),)).transpose(front))
+    if not parts:
+        return np.empty((0, points) + steps)
+    block = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    return np.ascontiguousarray(block, np.float64)
+
+
+def _leaves(block, shapes, batch: tuple, steps: tuple = ()) -> list:
+    """The inverse of :func:`_rows`: each leaf as batch + steps + its shape."""
+    back = tuple(range(1, block.ndim)) + (0,)
+    out, start_row = [], 0
+    for shape in shapes:
+        size = math.prod(shape)
+        part = block[start_row:start_row + size].transpose(back)
+        out.append(part.reshape(batch + steps + shape))
+        start_row += size
+    return out
+
+
 def compiled_window(spec, arrays: list, batch: tuple, start: int, count: int):
     """Steps ``start .. start + count - 1`` of the loop by its compiled kernel, from the carry
     in ``arrays`` (the scanned arrays cut to those steps): ``(carry leaves, stacked ys of the
@@ -325,40 +384,46 @@ def compiled_window(spec, arrays: list, batch: tuple, start: int, count: int):
     if kernel is None:
         return None
     n_carry, n_x, _ = spec.counts()
-    points = math.prod(batch)
-
-    def rows(values, shapes, steps=()):
-        # Each leaf (batch + steps + its shape) as one row per element: (elements, points) + steps.
-        # (transpose, not np.moveaxis: binomial checkpointing makes thousands of these calls)
-        front = (len(steps) + 1,) + tuple(range(len(steps) + 1))
-        parts = []
-        for value, shape in zip(values, shapes):
-            value = np.asarray(value)
-            if value.shape != batch + steps + shape:
-                value = np.broadcast_to(value, batch + steps + shape)
-            parts.append(value.reshape((points,) + steps + (math.prod(shape),)).transpose(front))
-        if not parts:
-            return np.empty((0, points) + steps)
-        block = np.concatenate(parts) if len(parts) > 1 else parts[0]
-        return np.ascontiguousarray(block, np.float64)
-
-    def leaves(block, shapes, steps=()):
-        # The inverse of rows(): each leaf as batch + steps + its shape.
-        back = tuple(range(1, block.ndim)) + (0,)
-        out, start_row = [], 0
-        for shape in shapes:
-            size = math.prod(shape)
-            part = block[start_row:start_row + size].transpose(back)
-            out.append(part.reshape(batch + steps + shape))
-            start_row += size
-        return out
-
     steps = (count,)
-    carry = rows(arrays[:n_carry], spec.carry_shapes)
-    xs = rows(arrays[n_carry:n_carry + n_x], spec.x_shapes, steps)
-    consts = rows(arrays[n_carry + n_x:], spec.const_shapes)
+    carry = _rows(arrays[:n_carry], spec.carry_shapes, batch)
+    xs = _rows(arrays[n_carry:n_carry + n_x], spec.x_shapes, batch, steps)
+    consts = _rows(arrays[n_carry + n_x:], spec.const_shapes, batch)
     n_carry_slots, _, _, n_y_slots = slots(spec)
+    points = math.prod(batch)
     out_carry = np.empty((n_carry_slots, points))
     out_y = np.empty((n_y_slots, points, count))
     kernel(carry, xs, consts, out_carry, out_y, float(spec.lower + start), count, spec.reverse)
-    return leaves(out_carry, spec.carry_shapes), leaves(out_y, spec.y_shapes, steps)
+    return _leaves(out_carry, spec.carry_shapes, batch), _leaves(out_y, spec.y_shapes, batch, steps)
+
+
+#: Steps a while loop's kernel takes per call before it returns to Python, which calls it
+#: again where a point is still running: a loop that never ends stays interruptible.
+WHILE_STEPS_PER_CALL = 1 << 20
+
+
+def compiled_while(spec, arrays: list, batch: tuple):
+    """A while loop's final carry leaves by its compiled kernel (each point stepping until
+    its condition fails), or None where there is no kernel.
+
+    >>> import symad as sd
+    >>> F = sd.trace(lambda x: sd.while_loop(lambda v: v < 100.0, lambda v: 3.0 * v, x), 1.0)
+    >>> spec = next(dict(n.params)["loop"] for n in F.graph.nodes if n.primitive.name == "while_loop")
+    >>> [float(v) for v in compiled_while(spec, [np.array([1.0, 50.0, 200.0])], (3,))[0]]
+    [243.0, 150.0, 200.0]
+    """
+    kernel = _kernel(spec)
+    if kernel is None:
+        return None
+    n_carry = len(spec.carry_shapes)
+    points = math.prod(batch)
+    carry = _rows(arrays[:n_carry], spec.carry_shapes, batch)
+    consts = _rows(arrays[n_carry:], spec.const_shapes, batch)
+    xs, running = np.empty((0, points, 0)), np.empty((1, points, 1))
+    taken = 0
+    while True:
+        out_carry = np.empty((carry.shape[0], points))
+        kernel(carry, xs, consts, out_carry, running, float(taken), WHILE_STEPS_PER_CALL, False)
+        taken += WHILE_STEPS_PER_CALL
+        if not running.any():
+            return _leaves(out_carry, spec.carry_shapes, batch)
+        carry = out_carry

@@ -1,17 +1,17 @@
-"""The value of a loop node: the body's compiled evaluator called once per step.
+"""The value of a loop node: the body's compiled kernel, or its NumPy evaluator once per step.
 
-The compiled path (:mod:`symad.loops.compiled`: the body's scalar kernel inside a
-numba ``for`` loop, no Python per step) serves a body of scalars when numba is
-installed; otherwise, and for bodies of arrays, each step is one call of the body's
-compiled NumPy evaluator on the whole batch (every point, seed and mapped axis at
-once), so Python runs once per step, not once per point.
+The compiled path (:mod:`symad.loops.compiled`: a C or numba kernel that runs the steps,
+a while loop's too, with no Python per step) serves every body it can spell; otherwise
+each step is one call of the body's compiled NumPy evaluator on the whole batch (every
+point, seed and mapped axis at once), so Python runs once per step, not once per point.
+Binomial checkpointing runs a loop a window of steps at a time (:func:`run_window`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from symad.loops.compiled import compiled_window
+from symad.loops.compiled import compiled_while, compiled_window
 from symad.loops.spec import pack_results
 
 __all__ = ["run_loop", "run_window", "run_while", "broadcast_operands"]
@@ -90,6 +90,9 @@ def _run_steps(spec, arrays: list, batch: tuple, start: int, count: int) -> tupl
 def run_while(spec, in_shapes, operands) -> np.ndarray:
     """A while loop on a batch: each point steps until its condition fails (the others wait)."""
     arrays, batch = broadcast_operands(spec, in_shapes, operands)
+    found = compiled_while(spec, arrays, batch)
+    if found is not None:
+        return pack_results(spec, batch, found, [])
     n_carry = len(spec.carry_shapes)
     carry = [np.array(a) for a in arrays[:n_carry]]
     consts = arrays[n_carry:]
