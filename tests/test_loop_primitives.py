@@ -507,3 +507,34 @@ def test_a_while_loop_that_does_not_step_and_one_at_nan():
     F = sd.trace(f, 0.5)
     np.testing.assert_array_equal(F(np.array([5.0, 0.5, -1.5])), [5.0, 1.5, 1.5])
     assert np.isnan(F(np.nan))  # nan < 1 is false, as in NumPy: no step is taken
+
+
+# -- complex values: inside a step they are traced; across steps they are refused ------------
+
+COMPLEX_AT_THE_BOUNDARY = [
+    lambda a: sd.fori_loop(0, 3, lambda i, z: z * 2.0, a + 1j),                      # carry
+    lambda a: sd.fori_loop(0, 3, lambda i, z: z * (1j + a), 1.0),                    # made complex
+    lambda a: sd.scan(lambda c, x: (c + np.real(x), c), a, np.ones(3) * 1j)[0],      # scanned
+    lambda a: sd.scan(lambda c, x: (c + x, c * 1j), a, np.ones(3))[0],               # an output
+    lambda a: (lambda w: sd.fori_loop(0, 3, lambda i, z: z + np.real(w * w * z), 1.0))(a * 1j + 1),
+    lambda a: sd.while_loop(lambda z: np.abs(z) < 3.0, lambda z: z * 2.0, a + 1j),
+]
+
+
+@pytest.mark.parametrize("program", COMPLEX_AT_THE_BOUNDARY)
+def test_complex_values_across_steps_are_refused_saying_what_to_write(program):
+    # Before, a complex carry's imaginary part was cast away (a wrong number) or the kernel's
+    # C printer raised TypeError.
+    with pytest.raises(TracingError, match=r"complex values in a loop's carry.*\(z\.real, z\.imag\)"):
+        sd.trace(program, 0.5)  # traced: a complex value the body reads is an operand
+
+
+@pytest.mark.parametrize("checkpoints", [None, ("binomial", 1)], ids=str)
+def test_complex_values_inside_one_step_are_traced(checkpoints):
+    def body(i, z):
+        return z + np.real(0.3 * 1j * np.exp(1j * z)) * np.abs(z + 2j)
+    loop = lambda a: sd.fori_loop(0, 5, body, a, checkpoints=checkpoints)  # noqa: E731
+    unrolled = lambda a: python_fori(0, 5, body, a)  # noqa: E731
+    for transform in (lambda f: f, sd.grad, sd.hessian, sd.jacfwd):
+        _close(transform(loop)(0.7), transform(unrolled)(0.7), 1e-12)
+    _close(sd.vmap(sd.grad(loop))(np.array([0.7, -0.2])), np.array([sd.grad(unrolled)(0.7), sd.grad(unrolled)(-0.2)]))

@@ -28,11 +28,11 @@ from symad.graph import atom_shape, current_builder
 from symad.loops import formulas as _formulas  # noqa: F401  (recurrences in LaTeX)
 from symad.loops import rules as _rules  # noqa: F401  (registers the derivative rules)
 from symad.loops import series as _series  # noqa: F401  (Taylor mode through loops)
-from symad.loops.body import leaf_names, loop_results, record_loop, trace_body
+from symad.loops.body import complex_loop_error, leaf_names, loop_results, record_loop, trace_body
 from symad.loops.nodes import loop_p, while_p
 from symad.loops.spec import LoopSpec
 from symad.pytree import tree_flatten, tree_unflatten
-from symad.tracer import Tracer, is_traced
+from symad.tracer import Tracer, is_complex_value, is_traced
 
 __all__ = ["fori_loop", "scan", "while_loop", "checkpoint"]
 
@@ -159,6 +159,8 @@ def _loop(step, init, xs, length, lower, reverse, fun, kind, checkpoints):
     name = function_name(fun)
     carry_leaves, carry_def = tree_flatten(init)
     x_leaves, x_def = tree_flatten(xs)
+    if any(is_complex_value(leaf) for leaf in carry_leaves + x_leaves):
+        raise complex_loop_error(kind, name)
     carry_shapes = [_shape(leaf) for leaf in carry_leaves]
     x_shapes = [_shape(leaf)[1:] for leaf in x_leaves]
     names = leaf_names(fun, len(carry_leaves), len(x_leaves), kind == "fori_loop")
@@ -186,6 +188,8 @@ def while_loop(cond_fun, body_fun, init_val):
     if current_builder() is None:
         return trace(lambda v: while_loop(cond_fun, body_fun, v), init_val, name=name)(init_val)
     carry_leaves, carry_def = tree_flatten(init_val)
+    if any(is_complex_value(leaf) for leaf in carry_leaves):
+        raise complex_loop_error("while_loop", name)
     carry_shapes = [_shape(leaf) for leaf in carry_leaves]
 
     def step(k, carry, x):

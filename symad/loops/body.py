@@ -17,6 +17,7 @@ import numpy as np
 
 from symad.array_primitives import record_reshape, record_slice
 from symad.atom_arrays import active_input_names, builder_parameter_atom, fresh_input
+from symad.atoms import is_complex_atom
 from symad.errors import TracingError
 from symad.function import Function, finish_function, trace
 from symad.graph import ArrayInput, GraphBuilder, Node, atom_shape, current_builder, replay
@@ -24,7 +25,8 @@ from symad.leaves import leaf_atoms
 from symad.pytree import tree_flatten, tree_unflatten
 from symad.tracer import Tracer, as_atom
 
-__all__ = ["trace_body", "close_over", "record_loop", "loop_results", "flat_treedef"]
+__all__ = ["complex_loop_error", "trace_body", "close_over", "record_loop", "loop_results",
+           "flat_treedef"]
 
 
 def flat_treedef(count: int):
@@ -121,8 +123,22 @@ def trace_body(step, carry_shapes, carry_def, x_shapes, x_def, names: list[str],
             f"{kind}: the body {name!r} changes the carry's shapes from {list(carry_shapes)} to "
             f"{list(out_carry)}; the carry must keep its shapes (broadcast the initial value "
             "to the shape the body returns)")
+    if any(traced.complex_outputs):  # a carry or an output made complex inside the body
+        raise complex_loop_error(kind, name)
     body, consts = close_over(traced, name)
+    if any(is_complex_atom(atom) for atom in consts):  # a complex value read from outside
+        raise complex_loop_error(kind, name)
     return body, traced.out_shapes[n_carry:], found["y_def"], consts
+
+
+def complex_loop_error(kind: str, name: str) -> TracingError:
+    """The refusal of complex values in a loop, saying what to write instead."""
+    return TracingError(
+        f"{kind} {name!r}: complex values in a loop's carry, its scanned arrays, its outputs "
+        "or the values its body reads from outside are not traced (the loop's kernels and "
+        "stored carries hold real numbers; complex values made and used up inside one step "
+        "are); carry the real and imaginary parts as two real leaves, (z.real, z.imag), and "
+        "form z = re + 1j * im inside the body or after the loop")
 
 
 def _identifiers(names: list[str]) -> list[str]:

@@ -319,6 +319,8 @@ def _kernel(spec):
     """The loaded kernel of ``spec`` (made once per loop): C where there is a compiler, else
     numba's; None where neither takes the body."""
     kernel = spec.derived.get("kernel")
+    if kernel is None and spec.body.is_complex_program:  # complex values inside the body:
+        kernel = spec.derived["kernel"] = _UNSUPPORTED    # the kernels hold doubles
     if kernel is None:
         kernel = _c_kernel(spec) or _UNSUPPORTED
         source = kernel is _UNSUPPORTED and _available() and loop_kernel_source(spec)
