@@ -509,32 +509,71 @@ def test_a_while_loop_that_does_not_step_and_one_at_nan():
     assert np.isnan(F(np.nan))  # nan < 1 is false, as in NumPy: no step is taken
 
 
-# -- complex values: inside a step they are traced; across steps they are refused ------------
-
-COMPLEX_AT_THE_BOUNDARY = [
-    lambda a: sd.fori_loop(0, 3, lambda i, z: z * 2.0, a + 1j),                      # carry
-    lambda a: sd.fori_loop(0, 3, lambda i, z: z * (1j + a), 1.0),                    # made complex
-    lambda a: sd.scan(lambda c, x: (c + np.real(x), c), a, np.ones(3) * 1j)[0],      # scanned
-    lambda a: sd.scan(lambda c, x: (c + x, c * 1j), a, np.ones(3))[0],               # an output
-    lambda a: (lambda w: sd.fori_loop(0, 3, lambda i, z: z + np.real(w * w * z), 1.0))(a * 1j + 1),
-    lambda a: sd.while_loop(lambda z: np.abs(z) < 3.0, lambda z: z * 2.0, a + 1j),
-]
+# -- complex values: carried as their real and imaginary parts ---------------------------------
 
 
-@pytest.mark.parametrize("program", COMPLEX_AT_THE_BOUNDARY)
-def test_complex_values_across_steps_are_refused_saying_what_to_write(program):
-    # Before, a complex carry's imaginary part was cast away (a wrong number) or the kernel's
-    # C printer raised TypeError.
-    with pytest.raises(TracingError, match=r"complex values in a loop's carry.*\(z\.real, z\.imag\)"):
-        sd.trace(program, 0.5)  # traced: a complex value the body reads is an operand
+def _complex_programs():
+    """(name, loop program of (fori, scan, a), as JAX writes it): complex carries, slices,
+    outputs and complex values read from outside, each to a real result."""
+    xs = np.arange(4.0) + 0.5j
+
+    def carry(fori, scan, a):
+        return np.abs(fori(0, 3, lambda i, z: z * (0.3j + a), a + 1j)) ** 2
+
+    def scanned_and_outputs(fori, scan, a):
+        step = lambda c, x: (c * np.exp(1j * a * x) + x, c * x)  # noqa: E731
+        c, ys = scan(step, 1.0 + 0j, xs)
+        return np.real(np.sum(ys)) + np.imag(c)
+
+    def read_from_outside(fori, scan, a):
+        w = a * 1j + 1.0
+        return fori(0, 3, lambda i, z: z + np.real(w * w * z), 1.0)
+
+    def pytree_with_a_complex_array(fori, scan, a):
+        out = fori(0, 4, lambda i, s: {"z": s["z"] * np.exp(1j * s["r"]), "r": s["r"] + 0.1 * a},
+                   {"z": np.array([1.0 + 1j, 0.4 - 0.5j]) * a, "r": a})
+        return np.sum(np.abs(out["z"] + 1.0) ** 2) + out["r"]
+
+    def inside_one_step(fori, scan, a):
+        return fori(0, 5, lambda i, z: z + np.real(0.3 * 1j * np.exp(1j * z)) * np.abs(z + 2j), a)
+
+    return {f.__name__: f for f in (carry, scanned_and_outputs, read_from_outside,
+                                    pytree_with_a_complex_array, inside_one_step)}
+
+
+COMPLEX_PROGRAMS = _complex_programs()
 
 
 @pytest.mark.parametrize("checkpoints", [None, ("binomial", 1)], ids=str)
-def test_complex_values_inside_one_step_are_traced(checkpoints):
-    def body(i, z):
-        return z + np.real(0.3 * 1j * np.exp(1j * z)) * np.abs(z + 2j)
-    loop = lambda a: sd.fori_loop(0, 5, body, a, checkpoints=checkpoints)  # noqa: E731
-    unrolled = lambda a: python_fori(0, 5, body, a)  # noqa: E731
+@pytest.mark.parametrize("name", list(COMPLEX_PROGRAMS))
+def test_complex_values_go_through_loops(name, checkpoints):
+    # Before: the imaginary part of a complex carry was cast away (a wrong number), or the C
+    # kernel's printer raised TypeError.
+    program = COMPLEX_PROGRAMS[name]
+    fori = lambda *a: sd.fori_loop(*a, checkpoints=checkpoints)  # noqa: E731
+    scan = lambda *a: sd.scan(*a, checkpoints=checkpoints)  # noqa: E731
+    loop = lambda a: program(fori, scan, a)  # noqa: E731
+    unrolled = lambda a: program(python_fori, python_scan, a)  # noqa: E731
     for transform in (lambda f: f, sd.grad, sd.hessian, sd.jacfwd):
         _close(transform(loop)(0.7), transform(unrolled)(0.7), 1e-12)
-    _close(sd.vmap(sd.grad(loop))(np.array([0.7, -0.2])), np.array([sd.grad(unrolled)(0.7), sd.grad(unrolled)(-0.2)]))
+    _close(sd.vmap(sd.grad(loop))(np.array([0.7, -0.2])),
+           np.array([sd.grad(unrolled)(0.7), sd.grad(unrolled)(-0.2)]))
+    h = 1e-6
+    assert abs(sd.grad(loop)(0.7) - (loop(0.7 + h) - loop(0.7 - h)) / (2 * h)) < 1e-6
+
+
+def test_a_complex_while_loop_and_a_complex_result():
+    f = lambda a: sd.while_loop(lambda z: np.abs(z) < 3.0, lambda z: z * 1.5 * np.exp(0.1j * a), a + 1j)  # noqa: E731
+    z, expected = f(0.5), 0.5 + 1j
+    while abs(expected) < 3.0:
+        expected = expected * 1.5 * np.exp(0.05j)
+    assert np.iscomplexobj(z) and abs(z - expected) < 1e-14
+    value, tangent = sd.jvp(lambda a: np.real(f(a)), (0.5,), (1.0,))
+    h = 1e-7
+    assert abs(tangent - (np.real(f(0.5 + h)) - np.real(f(0.5 - h))) / (2 * h)) < 1e-6
+
+
+def test_a_real_carry_made_complex_is_refused_saying_what_to_write():
+    # JAX refuses a carry whose type changes too.
+    with pytest.raises(TracingError, match=r"complex value for a real leaf of the carry.*\+ 0j"):
+        sd.fori_loop(0, 3, lambda i, z: z * 1j, 1.0)

@@ -28,7 +28,14 @@ from symad.graph import atom_shape, current_builder
 from symad.loops import formulas as _formulas  # noqa: F401  (recurrences in LaTeX)
 from symad.loops import rules as _rules  # noqa: F401  (registers the derivative rules)
 from symad.loops import series as _series  # noqa: F401  (Taylor mode through loops)
-from symad.loops.body import complex_loop_error, leaf_names, loop_results, record_loop, trace_body
+from symad.loops.body import (
+    join_complex,
+    leaf_names,
+    loop_results,
+    record_loop,
+    split_complex,
+    trace_body,
+)
 from symad.loops.nodes import loop_p, while_p
 from symad.loops.spec import LoopSpec
 from symad.pytree import tree_flatten, tree_unflatten
@@ -159,19 +166,31 @@ def _loop(step, init, xs, length, lower, reverse, fun, kind, checkpoints):
     name = function_name(fun)
     carry_leaves, carry_def = tree_flatten(init)
     x_leaves, x_def = tree_flatten(xs)
-    if any(is_complex_value(leaf) for leaf in carry_leaves + x_leaves):
-        raise complex_loop_error(kind, name)
+    # Complex leaves go through the loop as their real and imaginary parts (symad.loops.body).
+    carry_complex = [is_complex_value(leaf) for leaf in carry_leaves]
+    x_complex = [is_complex_value(leaf) for leaf in x_leaves]
+    carry_leaves, x_leaves = split_complex(carry_leaves, carry_complex), split_complex(x_leaves, x_complex)
     carry_shapes = [_shape(leaf) for leaf in carry_leaves]
     x_shapes = [_shape(leaf)[1:] for leaf in x_leaves]
-    names = leaf_names(fun, len(carry_leaves), len(x_leaves), kind == "fori_loop")
-    body, y_shapes, y_def, consts = trace_body(step, carry_shapes, carry_def, x_shapes, x_def,
-                                               names, name, kind)
+    names = leaf_names(fun, len(carry_complex), len(x_complex), kind == "fori_loop")
+    names = [names[0]] + _part_names(names[1:], carry_complex + x_complex)
+    body, y_shapes, y_def, consts, y_complex = trace_body(
+        step, carry_shapes, carry_def, x_shapes, x_def, names, name, kind, carry_complex, x_complex)
     spec = LoopSpec(body, length, lower, reverse, carry_shapes, x_shapes,
                     [atom_shape(c) for c in consts], y_shapes, name, kind, checkpoints)
     node = record_loop(loop_p, spec, carry_leaves + x_leaves + consts)
     results = [Tracer.of_atom(a) for a in loop_results(current_builder(), node, spec)]
-    return (tree_unflatten(carry_def, results[:len(carry_leaves)]),
-            tree_unflatten(y_def, results[len(carry_leaves):]))
+    carry_count = len(carry_leaves)
+    return (tree_unflatten(carry_def, join_complex(results[:carry_count], carry_complex)),
+            tree_unflatten(y_def, join_complex(results[carry_count:], y_complex)))
+
+
+def _part_names(names: list[str], complex_flags: list) -> list[str]:
+    """A complex leaf's name as its two parts' (``z`` as ``z_re``, ``z_im``)."""
+    out = []
+    for leaf_name, is_complex in zip(names, complex_flags):
+        out += [f"{leaf_name}_re", f"{leaf_name}_im"] if is_complex else [leaf_name]
+    return out
 
 
 def while_loop(cond_fun, body_fun, init_val):
@@ -188,16 +207,20 @@ def while_loop(cond_fun, body_fun, init_val):
     if current_builder() is None:
         return trace(lambda v: while_loop(cond_fun, body_fun, v), init_val, name=name)(init_val)
     carry_leaves, carry_def = tree_flatten(init_val)
-    if any(is_complex_value(leaf) for leaf in carry_leaves):
-        raise complex_loop_error("while_loop", name)
+    carry_complex = [is_complex_value(leaf) for leaf in carry_leaves]
+    carry_leaves = split_complex(carry_leaves, carry_complex)
     carry_shapes = [_shape(leaf) for leaf in carry_leaves]
 
     def step(k, carry, x):
         return body_fun(carry), cond_fun(carry)
 
-    names = leaf_names(body_fun, len(carry_leaves), 0, False)[1:]
-    body, pred_shapes, _, consts = trace_body(step, carry_shapes, carry_def, [], tree_flatten(None)[1],
-                                              ["k"] + names, name, "while_loop")
+    names = _part_names(leaf_names(body_fun, len(carry_complex), 0, False)[1:], carry_complex)
+    body, pred_shapes, _, consts, pred_complex = trace_body(
+        step, carry_shapes, carry_def, [], tree_flatten(None)[1], ["k"] + names, name,
+        "while_loop", carry_complex)
+    if any(pred_complex):
+        raise TracingError(f"while_loop({name}): cond_fun must return a real truth value, not a "
+                           "complex number")
     if list(pred_shapes) != [()]:
         raise TracingError(f"while_loop({name}): cond_fun must return one scalar truth value, got "
                            f"shapes {list(pred_shapes)}")
@@ -205,7 +228,7 @@ def while_loop(cond_fun, body_fun, init_val):
                     "while_loop")
     node = record_loop(while_p, spec, carry_leaves + consts)
     results = [Tracer.of_atom(a) for a in loop_results(current_builder(), node, spec)]
-    return tree_unflatten(carry_def, results)
+    return tree_unflatten(carry_def, join_complex(results, carry_complex))
 
 
 def checkpoint(fun):

@@ -23,10 +23,10 @@ from symad.function import Function, finish_function, trace
 from symad.graph import ArrayInput, GraphBuilder, Node, atom_shape, current_builder, replay
 from symad.leaves import leaf_atoms
 from symad.pytree import tree_flatten, tree_unflatten
-from symad.tracer import Tracer, as_atom
+from symad.tracer import Tracer, as_atom, is_complex_value
 
-__all__ = ["complex_loop_error", "trace_body", "close_over", "record_loop", "loop_results",
-           "flat_treedef"]
+__all__ = ["split_complex", "join_complex", "complex_carry_error", "trace_body", "close_over",
+           "record_loop", "loop_results", "flat_treedef"]
 
 
 def flat_treedef(count: int):
@@ -56,13 +56,23 @@ def close_over(function: Function, name: str) -> tuple[Function, list]:
     taken = {s.name for s in function.graph.inputs} | active_input_names()
     builder = GraphBuilder(name)
     in_symbols = list(function.in_symbols)
-    bindings, operands = {}, []
+    bindings, operands, complex_parts = {}, [], {}
     for position, atom in enumerate(free):
-        symbol = fresh_input(f"q{position}", atom_shape(atom), taken)
-        taken.add(symbol.name)
-        bindings[atom] = symbol
-        in_symbols.append(_holder(symbol))
-        operands.append(atom)
+        # A complex value read from outside comes in as its real and imaginary parts (the
+        # loop's operands are real), joined again inside the body.
+        parts = ("re", "im") if is_complex_atom(atom) else ("",)
+        symbols = []
+        for part in parts:
+            symbol = fresh_input(f"q{position}{part}", atom_shape(atom), taken)
+            taken.add(symbol.name)
+            symbols.append(symbol)
+            in_symbols.append(_holder(symbol))
+        if len(symbols) == 2:
+            complex_parts[atom] = symbols
+            operands += [as_atom(part) for part in split_complex([Tracer.of_atom(atom)], [True])]
+        else:
+            bindings[atom] = symbols[0]
+            operands.append(atom)
     for parameter, symbols in function.parameters:
         in_symbols.append(symbols)
         operands.append(builder_parameter_atom(outer, parameter))
@@ -70,6 +80,9 @@ def close_over(function: Function, name: str) -> tuple[Function, list]:
         for symbol in leaf_atoms(symbols):
             builder.add_input(symbol)
     with builder.active():
+        for atom, (real, imaginary) in complex_parts.items():
+            joined = join_complex([Tracer.of_atom(real), Tracer.of_atom(imaginary)], [True])[0]
+            bindings[atom] = as_atom(joined)
         env = replay(function.graph, builder, bindings)
         outputs = []
         for atoms in function.output_atoms():
@@ -91,27 +104,37 @@ def _holder(symbol):
 
 
 def trace_body(step, carry_shapes, carry_def, x_shapes, x_def, names: list[str], name: str,
-               kind: str):
-    """Trace ``step(k, carry, x) -> (carry', y)`` once; ``(body, y_shapes, y_def, consts)``.
+               kind: str, carry_complex=None, x_complex=None):
+    """Trace ``step(k, carry, x) -> (carry', y)`` once; ``(body, y_shapes, y_def, consts, y_complex)``.
 
-    ``body`` is the closed Function ``body(k, *carry, *x, *consts) -> (*carry', *y)``;
-    ``consts`` the atoms of the enclosing trace it reads.
+    ``body`` is the closed Function ``body(k, *carry, *x, *consts) -> (*carry', *y)`` over
+    real leaves: a complex leaf (``carry_complex``/``x_complex`` mark the carry's and the
+    slices' leaves; ``y_complex`` is found) is two leaves, its real and imaginary parts, so
+    the loop's kernels, stored carries and derived loops hold real numbers only.
+    ``carry_shapes``, ``x_shapes`` and ``names`` are per real leaf; ``consts`` the atoms of
+    the enclosing trace the body reads (a complex one as two: :func:`close_over`).
     """
+    carry_complex = [False] * carry_def.num_leaves if carry_complex is None else list(carry_complex)
+    x_complex = [False] * x_def.num_leaves if x_complex is None else list(x_complex)
     n_carry = len(carry_shapes)
     found = {}
 
     def flat(*leaves):
-        carry = tree_unflatten(carry_def, list(leaves[1:1 + n_carry]))
-        x = tree_unflatten(x_def, list(leaves[1 + n_carry:]))
+        carry = tree_unflatten(carry_def, join_complex(list(leaves[1:1 + n_carry]), carry_complex))
+        x = tree_unflatten(x_def, join_complex(list(leaves[1 + n_carry:]), x_complex))
         new_carry, y = step(leaves[0], carry, x)
         new_leaves, new_def = tree_flatten(new_carry)
         if new_def != carry_def:
             raise TracingError(
                 f"{kind}: the body {name!r} returned a carry of structure {new_def.kind} with "
                 f"{len(new_leaves)} leaves for an initial carry of {carry_def.kind} with "
-                f"{n_carry}; return the carry in the structure it was given")
+                f"{carry_def.num_leaves}; return the carry in the structure it was given")
+        if any(is_complex_value(leaf) and not was for leaf, was in zip(new_leaves, carry_complex)):
+            raise complex_carry_error(kind, name)
         y_leaves, found["y_def"] = tree_flatten(y)
-        return tuple(new_leaves) + tuple(y_leaves)
+        found["y_complex"] = [is_complex_value(leaf) for leaf in y_leaves]
+        return (tuple(split_complex(new_leaves, carry_complex))
+                + tuple(split_complex(y_leaves, found["y_complex"])))
 
     flat.__signature__ = inspect.Signature(
         [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in _identifiers(names)])
@@ -123,22 +146,36 @@ def trace_body(step, carry_shapes, carry_def, x_shapes, x_def, names: list[str],
             f"{kind}: the body {name!r} changes the carry's shapes from {list(carry_shapes)} to "
             f"{list(out_carry)}; the carry must keep its shapes (broadcast the initial value "
             "to the shape the body returns)")
-    if any(traced.complex_outputs):  # a carry or an output made complex inside the body
-        raise complex_loop_error(kind, name)
     body, consts = close_over(traced, name)
-    if any(is_complex_atom(atom) for atom in consts):  # a complex value read from outside
-        raise complex_loop_error(kind, name)
-    return body, traced.out_shapes[n_carry:], found["y_def"], consts
+    return body, traced.out_shapes[n_carry:], found["y_def"], consts, found["y_complex"]
 
 
-def complex_loop_error(kind: str, name: str) -> TracingError:
-    """The refusal of complex values in a loop, saying what to write instead."""
+def split_complex(leaves: list, complex_flags: list) -> list:
+    """Each leaf marked complex as two real leaves, its real and imaginary parts."""
+    out = []
+    for leaf, is_complex in zip(leaves, complex_flags):
+        out += [np.real(leaf), np.imag(leaf)] if is_complex else [leaf]
+    return out
+
+
+def join_complex(leaves: list, complex_flags: list) -> list:
+    """The inverse of :func:`split_complex`: ``re + 1j * im`` for each leaf marked complex."""
+    out, position = [], 0
+    for is_complex in complex_flags:
+        if is_complex:
+            out.append(leaves[position] + 1j * leaves[position + 1])
+            position += 2
+        else:
+            out.append(leaves[position])
+            position += 1
+    return out
+
+
+def complex_carry_error(kind: str, name: str) -> TracingError:
+    """The refusal of a real carry leaf the body makes complex (JAX refuses it too)."""
     return TracingError(
-        f"{kind} {name!r}: complex values in a loop's carry, its scanned arrays, its outputs "
-        "or the values its body reads from outside are not traced (the loop's kernels and "
-        "stored carries hold real numbers; complex values made and used up inside one step "
-        "are); carry the real and imaginary parts as two real leaves, (z.real, z.imag), and "
-        "form z = re + 1j * im inside the body or after the loop")
+        f"{kind} {name!r}: the body returns a complex value for a real leaf of the carry; "
+        "the carry keeps its type from step to step: start it complex (x + 0j)")
 
 
 def _identifiers(names: list[str]) -> list[str]:

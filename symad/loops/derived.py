@@ -46,7 +46,7 @@ def derived_spec(parent: LoopSpec, key, step, carry_shapes, x_shapes, const_shap
                       + [f"x{i}" for i in range(len(x_shapes))]
                       + [f"q{i}" for i in range(len(const_shapes))])
     kind = kind or parent.kind
-    body, y_shapes, _, consts = trace_body(step, carry_shapes, carry_def,
+    body, y_shapes, _, consts, _ = trace_body(step, carry_shapes, carry_def,
                                            list(x_shapes) + list(const_shapes), xq_def, names, name,
                                            kind)
     if consts:  # a derived step reads only its inputs
