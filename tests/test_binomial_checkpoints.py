@@ -183,3 +183,13 @@ def test_cotangents_of_the_scanned_arrays(reverse, block):
 
     point = xs + (np.array([0.2, -0.4]),)
     _close(make(("binomial", 2, block))(*point), make(None)(*point), 1e-12)
+
+
+def test_one_traced_gradient_differentiated_by_several_transforms():
+    # The store-all form a second order differentiates is recorded in each transform's own
+    # graph: a traced gradient taken apart by jacfwd, then jacrev, then jacfwd again (each
+    # a new graph over the same binomial node) gives the stored Hessian every time.
+    loop, stored, args = _pair("pendulum", 13, ("binomial", 2, 3))
+    G, H = (sd.grad(f, argnums=(0, 1)).trace(*args) for f in (loop, stored))
+    for transform in (sd.jacfwd, sd.jacrev, sd.jacfwd, sd.jacrev):
+        _close(transform(G, argnums=(0, 1))(*args), transform(H, argnums=(0, 1))(*args), 1e-12)

@@ -166,17 +166,21 @@ def _stored_adjoint(builder, spec: LoopSpec, operands: list):
 
 
 def _expansion(builder, node):
-    """The store-all form of a ``binomial_adjoint`` node, recorded (made once per node): its
-    value atom, which equals the node's, and the nodes between the node's operands and it."""
+    """The store-all form of a ``binomial_adjoint`` node, recorded in ``builder`` (once per
+    node and builder): its value atom, which equals the node's, and the nodes between the
+    node's operands and it."""
     binomial = dict(node.params)["loop"]
     key = ("expansion", node)
     with binomial.lock:
         found = binomial.derived.get(key)
-    if found is None:
+    # One graph (a traced gradient) is differentiated by several transforms, each recording
+    # into its own builder: nodes recorded in another's are not in this graph. (Only the
+    # latest is kept: a builder is not held past its transform.)
+    if found is None or builder.node_of(found[0]) is None:
         value = _stored_adjoint(builder, binomial.loop, list(node.args))
         found = (value, _nodes_between(value, node.args))
         with binomial.lock:
-            found = binomial.derived.setdefault(key, found)
+            binomial.derived[key] = found
     return found
 
 
