@@ -193,3 +193,21 @@ def test_one_traced_gradient_differentiated_by_several_transforms():
     G, H = (sd.grad(f, argnums=(0, 1)).trace(*args) for f in (loop, stored))
     for transform in (sd.jacfwd, sd.jacrev, sd.jacfwd, sd.jacrev):
         _close(transform(G, argnums=(0, 1))(*args), transform(H, argnums=(0, 1))(*args), 1e-12)
+
+
+@pytest.mark.parametrize("checkpoints", [None, ("binomial", 2, 3)], ids=str)
+def test_grad_of_vmap_over_a_loop(checkpoints):
+    # vmap inside a trace records the loop once for the mapped axis: the loop node's operand
+    # shapes are the mapped ones (they were the traced point's: a crash at evaluation).
+    loop, _, args = _pair("pendulum", 13, checkpoints)
+    scales = np.array([1.0, 0.9, 1.2])
+
+    def mapped(k, c):
+        return np.sum(sd.vmap(loop, in_axes=(0, None))(k * scales, c) * scales)
+
+    def summed(k, c):
+        return sum(loop(k * s, c) * s for s in scales)
+
+    _close(sd.grad(mapped, argnums=(0, 1))(*args), sd.grad(summed, argnums=(0, 1))(*args), 1e-12)
+    F, points = sd.trace(mapped, *args), (np.array([2.0, 1.5]), np.array([0.3, 0.1]))
+    _close(F(*points), np.array([summed(k, c) for k, c in zip(*points)]), 1e-12)

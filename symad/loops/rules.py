@@ -47,6 +47,7 @@ from symad.rules.tangents import TANGENT
 from symad.rules.taylor import TAYLOR
 from symad.rules.transposes import TRANSPOSE
 from symad.rules.unroll import UNROLL
+from symad.transforms.batching import BATCHED_PARAMS
 from symad.transforms.forward import push_forward
 from symad.transforms.reverse import backpropagate
 from symad.transforms.series import SERIES
@@ -235,6 +236,17 @@ def _while_transpose(builder, cotangent, node, index, lead):
 
 TRANSPOSE.register(loop_p)(_loop_transpose)
 TRANSPOSE.register(while_p)(_while_transpose)
+
+
+def _batched_params(params: tuple, args) -> tuple:
+    # sd.vmap inside a trace records a loop again over operands with the mapped axis in
+    # front: their shapes in the graph are those now (symad.loops.evaluation tells a batch
+    # of points from them).
+    return tuple((name, tuple(atom_shape(a) for a in args)) if name == "in_shapes" else (name, value)
+                 for name, value in params)
+
+
+BATCHED_PARAMS.update(dict.fromkeys((loop_p, while_p, binomial_p), _batched_params))
 
 # The tables a loop has no rule in, and why.
 _WHOLE = "a loop: its value comes from running its body, not from its elements"
