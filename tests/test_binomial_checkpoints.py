@@ -211,3 +211,20 @@ def test_grad_of_vmap_over_a_loop(checkpoints):
     _close(sd.grad(mapped, argnums=(0, 1))(*args), sd.grad(summed, argnums=(0, 1))(*args), 1e-12)
     F, points = sd.trace(mapped, *args), (np.array([2.0, 1.5]), np.array([0.3, 0.1]))
     _close(F(*points), np.array([summed(k, c) for k, c in zip(*points)]), 1e-12)
+
+
+@pytest.mark.parametrize("checkpoints", [None, ("binomial", 2, 2)], ids=str)
+def test_grad_of_vmap_over_a_scan_of_stacked_outputs(checkpoints):
+    # The stacked ys are reshaped out of the loop's value: under vmap in a trace the reshape
+    # has the mapped axis in front, which its transpose keeps in front (it reshaped it away).
+    xs = np.cos(np.arange(18.0)).reshape(6, 3)
+
+    def f(v, s):
+        c, ys = sd.scan(lambda c, x: (np.tanh(c * s + x * v), c * v), v, xs, reverse=True,
+                        checkpoints=checkpoints)
+        return np.sum(c ** 2) + np.sum(ys * xs) + np.sum(np.broadcast_to(v, (2, 3)) * xs[:2])
+
+    V = np.stack([np.linspace(-0.5, 0.5, 3) * s for s in (1.0, 0.5, -1.2, 2.0)])
+    mapped = lambda V, s: np.sum(sd.vmap(f, in_axes=(0, None))(V, s) ** 2)  # noqa: E731
+    summed = lambda V, s: sum(f(V[i], s) ** 2 for i in range(4))  # noqa: E731
+    _close(sd.grad(mapped, argnums=(0, 1))(V, 0.7), sd.grad(summed, argnums=(0, 1))(V, 0.7), 1e-12)
