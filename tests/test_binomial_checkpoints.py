@@ -233,3 +233,15 @@ def test_grad_of_vmap_over_a_scan_of_stacked_outputs(checkpoints):
     mapped = lambda V, s: np.sum(sd.vmap(f, in_axes=(0, None))(V, s) ** 2)  # noqa: E731
     summed = lambda V, s: sum(f(V[i], s) ** 2 for i in range(4))  # noqa: E731
     _close(sd.grad(mapped, argnums=(0, 1))(V, 0.7), sd.grad(summed, argnums=(0, 1))(V, 0.7), 1e-12)
+
+
+def test_more_snapshots_than_python_recursion_allows():
+    # With as many snapshots as blocks the schedule keeps a carry before every block: 2,000
+    # carries held at once, deeper than Python's recursion limit (the schedule keeps them in
+    # a list of its own, not in the call stack).
+    order, most_held, advanced = _run_schedule(2000, 5000)
+    assert order == list(range(1999, -1, -1)) and most_held == 1999
+    assert max(advanced.values()) == 1
+    f = lambda checkpoints: lambda k: sd.fori_loop(  # noqa: E731
+        0, 3000, lambda i, y: y - 1e-3 * k * y, 1.0, checkpoints=checkpoints)
+    assert sd.grad(f(("binomial", 2000)))(0.3) == pytest.approx(sd.grad(f(None))(0.3), rel=1e-13)
