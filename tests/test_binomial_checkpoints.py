@@ -245,3 +245,20 @@ def test_more_snapshots_than_python_recursion_allows():
     f = lambda checkpoints: lambda k: sd.fori_loop(  # noqa: E731
         0, 3000, lambda i, y: y - 1e-3 * k * y, 1.0, checkpoints=checkpoints)
     assert sd.grad(f(("binomial", 2000)))(0.3) == pytest.approx(sd.grad(f(None))(0.3), rel=1e-13)
+
+
+def test_views_of_a_gradient_holding_the_node():
+    # What a Function offers beside its value: formulas and stats work, pickling keeps the
+    # value, and the views with no form for a loop say so and why.
+    import pickle
+
+    from symad.errors import ExportError, SymadError
+
+    loop, stored, args = _pair("scan_several_xs", 9, ("binomial", 2, 2))
+    G = sd.grad(loop, argnums=(0, 1)).trace(*args)
+    _close(pickle.loads(pickle.dumps(G))(*args), sd.grad(stored, argnums=(0, 1))(*args), 1e-13)
+    assert "binomial_adjoint" in G.stats()["operations"] and G.latex() and G.formula()
+    with pytest.raises(SymadError, match="'(loop|binomial_adjoint)': a loop: the sparsity"):
+        G.sparsity()
+    with pytest.raises(ExportError, match="binomial_adjoint"):
+        G.to_c()
