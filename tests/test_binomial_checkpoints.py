@@ -214,6 +214,8 @@ def test_grad_of_vmap_over_a_loop(checkpoints):
         return sum(loop(k * s, c) * s for s in scales)
 
     _close(sd.grad(mapped, argnums=(0, 1))(*args), sd.grad(summed, argnums=(0, 1))(*args), 1e-12)
+    # Forward over reverse: the Jacobian's seeds go in front of the mapped axis, not beside it.
+    _close(sd.hessian(mapped, argnums=(0, 1))(*args), sd.hessian(summed, argnums=(0, 1))(*args), 1e-12)
     F, points = sd.trace(mapped, *args), (np.array([2.0, 1.5]), np.array([0.3, 0.1]))
     _close(F(*points), np.array([summed(k, c) for k, c in zip(*points)]), 1e-12)
 

@@ -43,7 +43,7 @@ from symad.loops.derived import (
 from symad.loops.formulas import loop_element
 from symad.loops.nodes import loop_p, while_p
 from symad.loops.spec import LoopSpec
-from symad.rules.tangents import TANGENT
+from symad.rules.tangents import TANGENT, aligned
 from symad.rules.taylor import TAYLOR
 from symad.rules.transposes import TRANSPOSE
 from symad.rules.unroll import UNROLL
@@ -104,6 +104,13 @@ def _loop_tangent(builder, node, tangents, lead):
     active_x = tuple(i for i, t in enumerate(xt) if t is not None)
     active_q = tuple(i for i, t in enumerate(qt) if t is not None)
     tspec = _tangent_spec(spec, active_x, active_q)
+    if lead:  # seeds in front of the node's own leading dimensions (a vmap axis), not beside
+        own = len(node.shape) - 1
+        ct0, xt, qt = ([None if t is None else aligned(builder, t, own + len(core), lead)
+                        for t, core in zip(tangents, cores)]
+                       for tangents, cores in ((ct0, spec.carry_shapes),
+                                               (xt, spec.operand_shapes[n_carry:n_carry + n_x]),
+                                               (qt, spec.const_shapes)))
     carry_tangents = [t if t is not None else zeros(s) for t, s in zip(ct0, spec.carry_shapes)]
     operands = (c0 + carry_tangents + xs + [xt[i] for i in active_x] + q + [qt[i] for i in active_q])
     tnode = record_loop(node.primitive, tspec, operands)
