@@ -204,8 +204,8 @@ def test_one_traced_gradient_differentiated_by_several_transforms():
 def test_grad_of_vmap_over_a_loop(checkpoints):
     # vmap inside a trace records the loop once for the mapped axis: the loop node's operand
     # shapes are the mapped ones (they were the traced point's: a crash at evaluation).
-    loop, _, args = _pair("pendulum", 13, checkpoints)
-    scales = np.array([1.0, 0.9, 1.2])
+    loop, _, args = _pair("pendulum", 5, checkpoints)
+    scales = np.array([1.0, 1.2])
 
     def mapped(k, c):
         return np.sum(sd.vmap(loop, in_axes=(0, None))(k * scales, c) * scales)
