@@ -76,10 +76,15 @@ def test_the_schedule_with_one_snapshot_is_the_quadratic_one():
     assert most_held == 1 and advanced == {0: 5, 1: 4, 2: 3, 3: 2, 4: 1}
 
 
-@pytest.mark.parametrize("checkpoints", [("binomial", 1), ("binomial", 2), ("binomial", 3, 2),
-                                         ("binomial", 2, 100)], ids=str)
+# The step counts with the options that matter at them (0 and 1 step: one block, whatever
+# the options; 7: one snapshot, several, blocks of 2 not dividing 7, a block longer than 7).
+STEPS_AND_OPTIONS = [(0, ("binomial", 1)), (1, ("binomial", 2)), (7, ("binomial", 1)),
+                     (7, ("binomial", 3, 2)), (7, ("binomial", 2, 100))]
+
+
+@pytest.mark.parametrize("n,checkpoints", STEPS_AND_OPTIONS, ids=str)
 @pytest.mark.parametrize("transform", ["grad", "jacrev", "vjp", "hessian"])
-@pytest.mark.parametrize("name,n", [(name, n) for name in PROGRAMS for n in (0, 1, 7)])
+@pytest.mark.parametrize("name", list(PROGRAMS))
 def test_binomial_reverse_mode_matches_the_unrolled_loop(name, n, transform, checkpoints):
     loop, unrolled, args = _both(name, n, checkpoints)
     _close(TRANSFORMS[transform](loop)(*args), TRANSFORMS[transform](unrolled)(*args), 1e-10)
@@ -183,3 +188,79 @@ def test_cotangents_of_the_scanned_arrays(reverse, block):
 
     point = xs + (np.array([0.2, -0.4]),)
     _close(make(("binomial", 2, block))(*point), make(None)(*point), 1e-12)
+
+
+def test_one_traced_gradient_differentiated_by_several_transforms():
+    # The store-all form a second order differentiates is recorded in each transform's own
+    # graph: a traced gradient taken apart by jacfwd, then jacrev, then jacfwd again (each
+    # a new graph over the same binomial node) gives the stored Hessian every time.
+    loop, stored, args = _pair("pendulum", 13, ("binomial", 2, 3))
+    G, H = (sd.grad(f, argnums=(0, 1)).trace(*args) for f in (loop, stored))
+    for transform in (sd.jacfwd, sd.jacrev, sd.jacfwd, sd.jacrev):
+        _close(transform(G, argnums=(0, 1))(*args), transform(H, argnums=(0, 1))(*args), 1e-12)
+
+
+@pytest.mark.parametrize("checkpoints", [None, ("binomial", 2, 3)], ids=str)
+def test_grad_of_vmap_over_a_loop(checkpoints):
+    # vmap inside a trace records the loop once for the mapped axis: the loop node's operand
+    # shapes are the mapped ones (they were the traced point's: a crash at evaluation).
+    loop, _, args = _pair("pendulum", 5, checkpoints)
+    scales = np.array([1.0, 1.2])
+
+    def mapped(k, c):
+        return np.sum(sd.vmap(loop, in_axes=(0, None))(k * scales, c) * scales)
+
+    def summed(k, c):
+        return sum(loop(k * s, c) * s for s in scales)
+
+    _close(sd.grad(mapped, argnums=(0, 1))(*args), sd.grad(summed, argnums=(0, 1))(*args), 1e-12)
+    # Forward over reverse: the Jacobian's seeds go in front of the mapped axis, not beside it.
+    _close(sd.hessian(mapped, argnums=(0, 1))(*args), sd.hessian(summed, argnums=(0, 1))(*args), 1e-12)
+    F, points = sd.trace(mapped, *args), (np.array([2.0, 1.5]), np.array([0.3, 0.1]))
+    _close(F(*points), np.array([summed(k, c) for k, c in zip(*points)]), 1e-12)
+
+
+@pytest.mark.parametrize("checkpoints", [None, ("binomial", 2, 2)], ids=str)
+def test_grad_of_vmap_over_a_scan_of_stacked_outputs(checkpoints):
+    # The stacked ys are reshaped out of the loop's value: under vmap in a trace the reshape
+    # has the mapped axis in front, which its transpose keeps in front (it reshaped it away).
+    xs = np.cos(np.arange(18.0)).reshape(6, 3)
+
+    def f(v, s):
+        c, ys = sd.scan(lambda c, x: (np.tanh(c * s + x * v), c * v), v, xs, reverse=True,
+                        checkpoints=checkpoints)
+        return np.sum(c ** 2) + np.sum(ys * xs) + np.sum(np.broadcast_to(v, (2, 3)) * xs[:2])
+
+    V = np.stack([np.linspace(-0.5, 0.5, 3) * s for s in (1.0, 0.5, -1.2, 2.0)])
+    mapped = lambda V, s: np.sum(sd.vmap(f, in_axes=(0, None))(V, s) ** 2)  # noqa: E731
+    summed = lambda V, s: sum(f(V[i], s) ** 2 for i in range(4))  # noqa: E731
+    _close(sd.grad(mapped, argnums=(0, 1))(V, 0.7), sd.grad(summed, argnums=(0, 1))(V, 0.7), 1e-12)
+
+
+def test_more_snapshots_than_python_recursion_allows():
+    # With as many snapshots as blocks the schedule keeps a carry before every block: 2,000
+    # carries held at once, deeper than Python's recursion limit (the schedule keeps them in
+    # a list of its own, not in the call stack).
+    order, most_held, advanced = _run_schedule(2000, 5000)
+    assert order == list(range(1999, -1, -1)) and most_held == 1999
+    assert max(advanced.values()) == 1
+    f = lambda checkpoints: lambda k: sd.fori_loop(  # noqa: E731
+        0, 3000, lambda i, y: y - 1e-3 * k * y, 1.0, checkpoints=checkpoints)
+    assert sd.grad(f(("binomial", 2000)))(0.3) == pytest.approx(sd.grad(f(None))(0.3), rel=1e-13)
+
+
+def test_views_of_a_gradient_holding_the_node():
+    # What a Function offers beside its value: formulas and stats work, pickling keeps the
+    # value, and the views with no form for a loop say so and why.
+    import pickle
+
+    from symad.errors import ExportError, SymadError
+
+    loop, stored, args = _pair("scan_several_xs", 9, ("binomial", 2, 2))
+    G = sd.grad(loop, argnums=(0, 1)).trace(*args)
+    _close(pickle.loads(pickle.dumps(G))(*args), sd.grad(stored, argnums=(0, 1))(*args), 1e-13)
+    assert "binomial_adjoint" in G.stats()["operations"] and G.latex() and G.formula()
+    with pytest.raises(SymadError, match="'(loop|binomial_adjoint)': a loop: the sparsity"):
+        G.sparsity()
+    with pytest.raises(ExportError, match="binomial_adjoint"):
+        G.to_c()

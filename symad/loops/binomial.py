@@ -87,15 +87,21 @@ def reverse_blocks(carry, count: int, snapshots: int, advance, reverse) -> None:
     >>> runs
     [(0, 3), (3, 5), ('reverse', 5), (3, 4), ('reverse', 4), ('reverse', 3), (0, 1), (1, 2), ('reverse', 2), ('reverse', 1), ('reverse', 0)]
     """
-    def reverse_range(carry, first: int, end: int, free: int) -> None:
-        while end - first > 1:
+    # Frames (carry before block ``first``, blocks ``first .. end - 1``, snapshots free) on a
+    # list, not the call stack: with as many snapshots as blocks the schedule holds a carry
+    # before every block, more than Python's recursion limit. The deepest frame runs first:
+    # it advances to a carry it keeps, reverses the part after it (a new frame, one snapshot
+    # fewer), then the part before it; a single block it reverses.
+    frames = [(carry, 0, count, snapshots)] if count > 0 else []
+    while frames:
+        carry, first, end, free = frames[-1]
+        if end - first > 1:
             middle = first + _advance_length(end - first, free)
-            reverse_range(advance(carry, first, middle), middle, end, free - 1)
-            end = middle
-        reverse(carry, first)
-
-    if count > 0:
-        reverse_range(carry, 0, count, snapshots)
+            frames[-1] = (carry, first, middle, free)
+            frames.append((advance(carry, first, middle), middle, end, free - 1))
+        else:
+            frames.pop()
+            reverse(carry, first)
 
 
 def is_binomial(spec: LoopSpec) -> bool:

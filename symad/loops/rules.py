@@ -43,10 +43,11 @@ from symad.loops.derived import (
 from symad.loops.formulas import loop_element
 from symad.loops.nodes import loop_p, while_p
 from symad.loops.spec import LoopSpec
-from symad.rules.tangents import TANGENT
+from symad.rules.tangents import TANGENT, aligned
 from symad.rules.taylor import TAYLOR
 from symad.rules.transposes import TRANSPOSE
 from symad.rules.unroll import UNROLL
+from symad.transforms.batching import BATCHED_PARAMS
 from symad.transforms.forward import push_forward
 from symad.transforms.reverse import backpropagate
 from symad.transforms.series import SERIES
@@ -103,6 +104,13 @@ def _loop_tangent(builder, node, tangents, lead):
     active_x = tuple(i for i, t in enumerate(xt) if t is not None)
     active_q = tuple(i for i, t in enumerate(qt) if t is not None)
     tspec = _tangent_spec(spec, active_x, active_q)
+    if lead:  # seeds in front of the node's own leading dimensions (a vmap axis), not beside
+        own = len(node.shape) - 1
+        ct0, xt, qt = ([None if t is None else aligned(builder, t, own + len(core), lead)
+                        for t, core in zip(tangents, cores)]
+                       for tangents, cores in ((ct0, spec.carry_shapes),
+                                               (xt, spec.operand_shapes[n_carry:n_carry + n_x]),
+                                               (qt, spec.const_shapes)))
     carry_tangents = [t if t is not None else zeros(s) for t, s in zip(ct0, spec.carry_shapes)]
     operands = (c0 + carry_tangents + xs + [xt[i] for i in active_x] + q + [qt[i] for i in active_q])
     tnode = record_loop(node.primitive, tspec, operands)
@@ -166,17 +174,21 @@ def _stored_adjoint(builder, spec: LoopSpec, operands: list):
 
 
 def _expansion(builder, node):
-    """The store-all form of a ``binomial_adjoint`` node, recorded (made once per node): its
-    value atom, which equals the node's, and the nodes between the node's operands and it."""
+    """The store-all form of a ``binomial_adjoint`` node, recorded in ``builder`` (once per
+    node and builder): its value atom, which equals the node's, and the nodes between the
+    node's operands and it."""
     binomial = dict(node.params)["loop"]
     key = ("expansion", node)
     with binomial.lock:
         found = binomial.derived.get(key)
-    if found is None:
+    # One graph (a traced gradient) is differentiated by several transforms, each recording
+    # into its own builder: nodes recorded in another's are not in this graph. (Only the
+    # latest is kept: a builder is not held past its transform.)
+    if found is None or builder.node_of(found[0]) is None:
         value = _stored_adjoint(builder, binomial.loop, list(node.args))
         found = (value, _nodes_between(value, node.args))
         with binomial.lock:
-            found = binomial.derived.setdefault(key, found)
+            binomial.derived[key] = found
     return found
 
 
@@ -231,6 +243,17 @@ def _while_transpose(builder, cotangent, node, index, lead):
 
 TRANSPOSE.register(loop_p)(_loop_transpose)
 TRANSPOSE.register(while_p)(_while_transpose)
+
+
+def _batched_params(params: tuple, args) -> tuple:
+    # sd.vmap inside a trace records a loop again over operands with the mapped axis in
+    # front: their shapes in the graph are those now (symad.loops.evaluation tells a batch
+    # of points from them).
+    return tuple((name, tuple(atom_shape(a) for a in args)) if name == "in_shapes" else (name, value)
+                 for name, value in params)
+
+
+BATCHED_PARAMS.update(dict.fromkeys((loop_p, while_p, binomial_p), _batched_params))
 
 # The tables a loop has no rule in, and why.
 _WHOLE = "a loop: its value comes from running its body, not from its elements"

@@ -181,7 +181,9 @@ def _einsum(builder, ct, node, index, lead):
 
 @TRANSPOSE.register(A.reshape_p)
 def _reshape(builder, ct, node, index, lead):
-    return A.record_reshape(builder, ct, _params(node)["in_shape"], lead)
+    # The node's own leading dimensions (a vmap axis recorded in a trace) stay in front too.
+    shape = _params(node)["shape"]
+    return A.record_reshape(builder, ct, _params(node)["in_shape"], lead + len(node.shape) - len(shape))
 
 
 @TRANSPOSE.register(A.transpose_p)
@@ -199,7 +201,7 @@ def _broadcast(builder, ct, node, index, lead):
     axes = [axis for axis in range(extra)]
     axes += [extra + axis for axis, size in enumerate(in_shape) if size == 1 and shape[extra + axis] != 1]
     summed = A.record_reduction(builder, A.reduce_sum_p, ct, tuple(a - len(shape) for a in axes))
-    return A.record_reshape(builder, summed, in_shape, lead)
+    return A.record_reshape(builder, summed, in_shape, lead + len(node.shape) - len(shape))
 
 
 @TRANSPOSE.register(A.slice_p)

@@ -19,7 +19,13 @@ from symad.leaves import bind_input, leaf_atoms, leaf_shape
 from symad.pytree import tree_unflatten
 from symad.tracer import Tracer, as_atom, as_operand
 
-__all__ = ["inline_batched"]
+__all__ = ["inline_batched", "BATCHED_PARAMS"]
+
+#: The primitives whose parameters describe their operands' whole shapes, not only their
+#: cores (a loop's ``in_shapes`` tell its seeds and mapped axes from a batch of points):
+#: ``primitive -> rule(params, args)``, the parameters of the node recorded again over
+#: operands that carry the batch axis. Filled by the modules that define them.
+BATCHED_PARAMS: dict = {}
 
 
 def inline_batched(function, leaves: list, batched: list[bool], size: int) -> Any:
@@ -74,7 +80,8 @@ def inline_batched(function, leaves: list, batched: list[bool], size: int) -> An
                                      + atom_shape(a)[1:], 1)
                     if a.is_Symbol and a in carried and len(atom_shape(a)) - 1 < rank else a
                     for a in args]
-        value = builder.record(node.primitive, args, node.params)
+        rule = BATCHED_PARAMS.get(node.primitive)
+        value = builder.record(node.primitive, args, node.params if rule is None else rule(node.params, args))
         env[node] = value
         carried.add(value)
     out_leaves = []

@@ -535,7 +535,9 @@ def _visit(node, patterns: Patterns, known: dict) -> None:
         return
     rule = _elementwise if node.primitive.elementwise else PATTERN.get(node.primitive)
     if rule is None:
-        raise SymadError(f"sparsity: no dependency rule for the primitive {node.primitive.name!r}")
+        reason = PATTERN.reason_missing(node.primitive)  # why, where the table says (a loop)
+        raise SymadError(f"sparsity: no dependency rule for the primitive {node.primitive.name!r}"
+                         + (f": {reason}" if reason else ""))
     sizes = [_size(atom) if atom.is_Symbol else 1 for atom in node.args]
     offsets = np.cumsum([0] + sizes[:-1]).tolist()
     out_rows, operand_rows, knowledge = rule(node, offsets, [p is not None for p in operands], known)
