@@ -411,3 +411,15 @@ def test_array_programs_in_both_precision_backends():
         for a, b, enclosure in zip(low.reshape(-1), high.reshape(-1), box.reshape(-1)):
             assert isinstance(a, mpmath.mpf) and abs(a - b) < mpmath.mpf(10) ** -28
             assert b in enclosure and enclosure.delta < mpmath.mpf(10) ** -25
+
+
+@pytest.mark.parametrize("error", [ZeroDivisionError, ValueError, mpmath.libmp.NoConvergence])
+def test_an_mpmath_function_that_raises_gives_nan(error):
+    # mpmath 1.3 has no mpmath.NoConvergence: the handler named it, so any error inside a
+    # wrapped function became AttributeError when the except clause was evaluated.
+    from symad.compile.precise import mpmath_backend
+
+    def failing(x):
+        raise error("undefined here")
+
+    assert mpmath.isnan(mpmath_backend._total(failing)(mpmath.mpf(1)))

@@ -32,6 +32,7 @@ its primitives'.
 from __future__ import annotations
 
 import mpmath
+from mpmath.libmp import NoConvergence  # not at mpmath's top level in mpmath 1.3
 import sympy
 
 from symad.compile.precise.interpret import Arithmetic, number_constant, scalar_argument
@@ -61,7 +62,7 @@ def _total(function):
     def evaluate(*args):
         try:
             return _real(function(*args))
-        except (ZeroDivisionError, ValueError, mpmath.NoConvergence):
+        except (ZeroDivisionError, ValueError, NoConvergence):
             return NAN
 
     evaluate.__name__ = getattr(function, "__name__", "evaluate")
