@@ -423,3 +423,37 @@ def test_an_mpmath_function_that_raises_gives_nan(error):
         raise error("undefined here")
 
     assert mpmath.isnan(mpmath_backend._total(failing)(mpmath.mpf(1)))
+
+
+FLOAT_ONLY_ARRAY_OPERATIONS = {
+    "det": lambda a: np.linalg.det(a),
+    "fft": lambda a: np.sum(np.real(np.fft.fft(a[0]))),
+    "loop": lambda a: sd.fori_loop(0, 2, lambda i, y: y * a[0, 0], 1.0),
+    "expm": lambda a: snp.linalg.expm(a)[0, 0],
+}
+
+
+@pytest.mark.parametrize("backend", ["mpmath", "interval"])
+@pytest.mark.parametrize("name", list(FLOAT_ONLY_ARRAY_OPERATIONS))
+def test_array_operations_computed_in_floats_are_refused_by_the_precise_backends(name, backend):
+    # Before: det and fft raised NumPy's TypeError; a loop and expm returned their float64
+    # value as if it were precise (a point where the interval backend promises an enclosure).
+    a = np.array([[2.0, 1.0], [1.0, 3.0]])
+    F = sd.trace(FLOAT_ONLY_ARRAY_OPERATIONS[name], a)
+    with pytest.raises(sd.CompileError, match=rf"the {backend} backend: the array operation '\w+' is "
+                                              r"computed in floating point.*F\.compile\('numpy'\)"):
+        F.compile(backend)(a)
+
+
+def test_sorting_and_elements_of_arrays_evaluate_precisely():
+    # Sorting compares the backend's numbers; an element taken from an array is a number (a
+    # 0-d object array reached mpmath's functions, which refused it).
+    a = np.array([[2.0, 1.0], [1.0, 3.0]])
+    f = lambda a: np.sort(a[0])[0] * np.median(a) + np.sum(a ** 2)  # noqa: E731
+    G = sd.grad(f).trace(a)
+    exact = G(a)
+    precise = G.compile("mpmath", dps=30)(a)
+    assert all(isinstance(v, mpmath.mpf) for v in precise.ravel())
+    np.testing.assert_array_equal(np.asarray(precise, dtype=float), exact)
+    enclosure = sd.trace(f, a).compile("interval")(a)
+    assert enclosure.a <= f(a) <= enclosure.b

@@ -126,6 +126,8 @@ class GraphProgram:
         for node in graph.nodes:
             if not node.primitive.elementwise:
                 implementation = _array_step(node.primitive, arithmetic)
+                if not node.shape:  # a scalar, as the scalar steps reading it take one
+                    implementation = _unwrapped(implementation)
             else:
                 implementation = arithmetic.implementation(node.primitive)
                 if implementation is None:
@@ -261,6 +263,15 @@ def _reduction(entry: Callable) -> Callable:
     return reduce
 
 
+def _unwrapped(step: Callable) -> Callable:
+    """``step`` giving the number a 0-d array of its result holds (an element taken from an
+    array: mpmath's functions refuse the array)."""
+    def scalar(*operands, **params):
+        out = step(*operands, **params)
+        return out[()] if isinstance(out, np.ndarray) and out.ndim == 0 else out
+    return scalar
+
+
 def _array_step(primitive, arithmetic: Arithmetic) -> Callable:
     """The step of an array primitive over object arrays of ``arithmetic``'s numbers."""
     from symad import array_primitives as A
@@ -287,11 +298,28 @@ def _array_step(primitive, arithmetic: Arithmetic) -> Callable:
             return np.einsum(f"...{sa},...{sb}->...{sc}", np.asarray(a, dtype=object),
                              np.asarray(b, dtype=object))
         return einsum
+    if primitive is A.argsort_p:  # positions, found by comparing the backend's numbers
+        def argsort(x, *, axis):
+            return np.argsort(np.asarray(x, dtype=object), axis=axis, kind="stable")
+        return argsort
     # Structural and adding steps: the NumPy implementations, on object arrays.
     implementation = primitive.numpy_impl
+    refusal = (f"the {arithmetic.name} backend: the array operation {primitive.name!r} is computed "
+               "in floating point (by NumPy's or a compiled kernel: linear algebra, transforms, "
+               "loops), not at this backend's precision; evaluate the function with "
+               "F.compile('numpy') or the default backend")
 
     def structural(*operands, **params):
-        return implementation(*[np.asarray(o, dtype=object) for o in operands], **params)
+        try:
+            out = implementation(*[np.asarray(o, dtype=object) for o in operands], **params)
+        except TypeError as error:  # NumPy's numeric kernels take no object arrays
+            raise CompileError(refusal) from error
+        # An implementation that cast the numbers to floats (a loop's kernel, expm) computed
+        # at double precision: its result would pass for a precise one (a point for an
+        # interval). Indices (argsort's) are not numbers of the backend.
+        if np.issubdtype(np.asarray(out).dtype, np.inexact):
+            raise CompileError(refusal)
+        return out
     return structural
 
 
