@@ -577,3 +577,44 @@ def test_a_real_carry_made_complex_is_refused_saying_what_to_write():
     # JAX refuses a carry whose type changes too.
     with pytest.raises(TracingError, match=r"complex value for a real leaf of the carry.*\+ 0j"):
         sd.fori_loop(0, 3, lambda i, z: z * 1j, 1.0)
+
+
+# -- found by the random loop programs (tests/random_loops.py) ----------------------------------
+
+
+def test_hessian_of_a_scan_over_an_empty_array():
+    # Before: ValueError "cannot reshape array of size 0 into shape (1,0,newaxis)" when
+    # packing the loop's results for the Hessian's rows of the empty scanned array.
+    def f(c, xs):
+        return sd.scan(lambda c, x: (0.6 * c + 0.4 * np.tanh(c * x), None), c, xs)[0]
+
+    def unrolled(c, xs):
+        return python_scan(lambda c, x: (0.6 * c + 0.4 * np.tanh(c * x), None), c, xs)[0]
+
+    args = (np.array(0.5), np.zeros(0))
+    hessian = sd.hessian(f, argnums=(0, 1))(*args)
+    assert np.shape(hessian[1][1]) == (0, 0) and np.shape(hessian[0][1]) == (0,)
+    _close(hessian, sd.hessian(unrolled, argnums=(0, 1))(*args))
+    assert float(hessian[0][0]) == 0.0  # f(c) = c at 0 steps
+
+
+@pytest.mark.parametrize("checkpoints", [1, 2, ("levels", 2)], ids=str)
+def test_checkpointed_gradient_where_padded_steps_would_be_singular(checkpoints):
+    # n = 3 steps in segments of 2: the scanned array is padded to 4 steps. It was padded
+    # with zeros, where norm(c * x) has a nan derivative; the guard multiplies it by 0,
+    # and 0 * nan made the whole gradient nan. Now padded with the last step.
+    def program(scan):
+        def f(c, xs):
+            def body(carry, x):
+                c1, c2 = carry
+                v = np.linalg.norm(c1 * x)
+                return (0.6 * c1 + 0.4 * np.tanh(v), 0.6 * c2 + 0.4 * np.tanh(v)), None
+            (c1, c2), _ = scan(body, (c, np.full((1,), -0.3)), xs)
+            return c1 + np.sum(c2)
+        return f
+
+    args = (np.array(0.67), np.array([0.5, 0.7, 0.9]))
+    got = sd.grad(program(lambda *a: sd.scan(*a, checkpoints=checkpoints)), argnums=(0, 1))(*args)
+    want = sd.grad(program(python_scan), argnums=(0, 1))(*args)
+    assert np.all(np.isfinite(got[1]))
+    _close(got, want, 1e-12)

@@ -139,14 +139,24 @@ def _outer_specs(spec: LoopSpec, m: int) -> tuple[LoopSpec, LoopSpec]:
     return outer_forward, outer_backward
 
 
-def _segments(builder, atom, step_shape: tuple, n: int, m: int):
+def _segments(builder, atom, step_shape: tuple, n: int, m: int, edge: bool = False):
     """A stacked operand (steps along its core's first axis) as ``(segments, m) + step_shape``,
-    padded with zeros to whole segments."""
+    padded to whole segments: with zeros, or with ``edge`` copies of its last step.
+
+    Scanned arrays take ``edge``: the body still runs on the padded steps (the guard drops
+    their carry), and its vjp there is multiplied by the guard's zero. At zeros the body
+    can be at a singular point (``norm(c * x)`` at ``x = 0``: a nan derivative, and
+    ``0 * nan`` is nan in every gradient); the last step is a point the loop has visited.
+    Cotangents of ys take zeros: the guard does not mask ys, so theirs must be 0."""
     count = -(-n // m)
     lead = len(atom_shape(atom)) - len(step_shape) - 1
     if count * m != n:
-        zeros = constant_atom(builder, np.zeros((count * m - n,) + tuple(step_shape)))
-        atom = record_concatenate(builder, [atom, zeros],
+        if edge:
+            last = (("s", n - 1, n, 1),) + tuple(("s", 0, size, 1) for size in step_shape)
+            pad = [record_slice(builder, atom, last, lead)] * (count * m - n)
+        else:
+            pad = [constant_atom(builder, np.zeros((count * m - n,) + tuple(step_shape)))]
+        atom = record_concatenate(builder, [atom, *pad],
                                   -len(step_shape) - 1, lead)
         lead = len(atom_shape(atom)) - len(step_shape) - 1
     return record_reshape(builder, atom, (count, m) + tuple(step_shape), lead)
@@ -169,7 +179,7 @@ def checkpointed_cotangents(builder, spec: LoopSpec, c0, xs, q, cbar, ybar) -> l
     n_carry, n_x, n_q = spec.counts()
     n = spec.length
     outer_forward, outer_backward = _outer_specs(spec, m)
-    xs_seg = [_segments(builder, x, s, n, m) for x, s in zip(xs, spec.x_shapes)]
+    xs_seg = [_segments(builder, x, s, n, m, edge=True) for x, s in zip(xs, spec.x_shapes)]
     ybar_seg = [_segments(builder, y, s, n, m) for y, s in zip(ybar, spec.y_shapes)]
     fnode = record_loop(loop_p, outer_forward, c0 + xs_seg + q)
     starts = loop_results(builder, fnode, outer_forward, len(atom_shape(fnode)) - 1)[n_carry:]

@@ -201,12 +201,14 @@ def loop_shape(shapes, params) -> tuple:
 
 def pack_results(spec, batch: tuple, carry: list, ys: list) -> np.ndarray:
     """The node's value: every result leaf flattened behind the batch, joined."""
+    # Sizes spelled out, not -1: a batch with a 0-long axis (the Hessian's rows for an
+    # empty scanned array) leaves -1 undetermined and NumPy refuses the reshape.
     if batch:
         parts = [(c if np.shape(c) == batch + shape else np.broadcast_to(c, batch + shape))
-                 .reshape(batch + (-1,)) for c, shape in zip(carry, spec.carry_shapes)]
+                 .reshape(batch + (math.prod(shape),)) for c, shape in zip(carry, spec.carry_shapes)]
     else:
         parts = [np.ravel(c) for c in carry]
-    parts += [y.reshape(batch + (-1,)) for y in ys]
+    parts += [y.reshape(batch + (math.prod(np.shape(y)[len(batch):]),)) for y in ys]
     if not parts:
         return np.zeros(batch + (0,))
     return np.concatenate(parts, axis=-1) if len(parts) > 1 else np.array(parts[0])
