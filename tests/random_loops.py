@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import functools
 import math
-import traceback
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -390,26 +389,12 @@ def check(program: LoopProgram, hessian_size: int = 6, groups=GROUPS) -> Verdict
     """Check the loop version of ``program`` against its unrolled version (see the module
     docstring): a Verdict as :func:`tests.random_programs.check` gives. Values, gradients
     and central differences always; the comparisons of ``groups`` after them."""
-    import symad as sd
-
     found = program.inputs_and_value()
     if found is None:
         return Verdict("invalid", message="no inputs inside the limits")
     checker = LoopChecker(program, found[0], hessian_size, {name for g in groups for name in g})
     checker.value = found[1]
-    try:
-        checker.run()
-    except Failure as failure:
-        return Verdict("wrong", failure.check, str(failure))
-    except sd.SymadError as error:
-        return Verdict("refused", checker.stage, f"{type(error).__name__}: {error}",
-                       type(error).__name__)
-    except Exception as error:  # noqa: BLE001 - every other exception is a finding
-        where = traceback.extract_tb(error.__traceback__)[-1]
-        return Verdict("error", checker.stage,
-                       f"{type(error).__name__}: {error} (at {where.filename}:{where.lineno})",
-                       type(error).__name__)
-    return Verdict("agree")
+    return rp.verdict_of(checker)
 
 
 def _close(got, want, what: str, rtol: float = RTOL) -> None:
@@ -560,29 +545,9 @@ def candidates(program: LoopProgram):
             yield replace(program, sources=program.sources[:k] + (k,) + program.sources[k + 1:])
 
 
-@dataclass
-class Shrunk:
-    program: LoopProgram
-    verdict: Verdict
-    tries: int = 0
-
-
-def shrink(program: LoopProgram, verdict: Verdict, test=check, budget: int = 300) -> Shrunk:
+def shrink(program: LoopProgram, verdict: Verdict, test=check, budget: int = 300) -> rp.Shrunk:
     """The smallest program found that fails as ``program`` does (same Verdict.kind())."""
-    best, best_verdict, tries, improved = program, verdict, 0, True
-    while improved and tries < budget:
-        improved = False
-        for candidate in candidates(best):
-            if tries >= budget:
-                break
-            if candidate.inputs() is None:
-                continue
-            tries += 1
-            outcome = test(candidate)
-            if outcome.kind() == verdict.kind():
-                best, best_verdict, improved = candidate, outcome, True
-                break
-    return Shrunk(best, best_verdict, tries)
+    return rp.shrink(program, verdict, test, budget, propose=candidates)
 
 
 def report(program: LoopProgram, verdict: Verdict) -> str:

@@ -1280,12 +1280,18 @@ class Failure(Exception):
 
 def check(program: Program, options: Options = Options()) -> Verdict:
     """Check symad on ``program``; see :class:`Checker` for the comparisons, in order."""
-    import symad as sd
 
     args = program.inputs()
     if args is None:
         return Verdict("invalid", message="no inputs away from its kinks")
-    checker = Checker(program, args, options)
+    return verdict_of(Checker(program, args, options))
+
+
+def verdict_of(checker) -> Verdict:
+    """Run ``checker`` (its ``run()`` raises :class:`Failure` on a wrong number; its ``stage``
+    says what it was checking) and classify how it ended: agree, wrong, refused or error."""
+    import symad as sd
+
     try:
         checker.run()
     except Failure as failure:
@@ -1618,17 +1624,19 @@ class Shrunk:
 
 
 def shrink(program: Program, verdict: Verdict, test: Callable[[Program], Verdict] = check,
-           budget: int = 400) -> Shrunk:
+           budget: int = 400, propose: Callable = None) -> Shrunk:
     """The smallest program found that fails the same way as ``program`` (greedy).
 
     "The same way" is the same :meth:`Verdict.kind`: status, check and exception type.
-    ``budget`` bounds the number of candidates checked.
+    ``budget`` bounds the number of candidates checked; ``propose(program)`` yields the
+    smaller candidates (:func:`candidates`; the loop programs' own in tests/random_loops.py).
     """
+    propose = propose or candidates
     best, best_verdict, tries = program, verdict, 0
     improved = True
     while improved and tries < budget:
         improved = False
-        for candidate in candidates(best):
+        for candidate in propose(best):
             if tries >= budget:
                 break
             if candidate.inputs() is None:  # NumPy refuses it, or no smooth point: not tried

@@ -32,8 +32,8 @@ its primitives'.
 from __future__ import annotations
 
 import mpmath
-from mpmath.libmp import NoConvergence  # not at mpmath's top level in mpmath 1.3
 import sympy
+from mpmath.libmp import NoConvergence  # not at mpmath's top level in mpmath 1.3
 
 from symad.compile.precise.interpret import Arithmetic, number_constant, scalar_argument
 from symad.errors import CompileError
