@@ -64,8 +64,9 @@ def test_random_loop_program(loop_seed, long_run):
 
 
 def test_refusals_are_rare():
-    # Runs after the programs above (file order) and reads their verdicts.
-    if len(VERDICTS) < 70:
+    # Runs after the programs above (file order) and reads their verdicts: those of its own
+    # process, about half of them under the suite's two xdist workers (70 skipped it there).
+    if len(VERDICTS) < QUICK // 4:
         pytest.skip("too few random loop programs checked in this session")
     refused = {seed: v for seed, v in VERDICTS.items() if v.status == "refused"}
     listing = "\n".join(f"  {seed}: {v.check}: {v.message[:160]}" for seed, v in refused.items())
