@@ -111,7 +111,6 @@ class LoopSpec:
                                self.x_shapes, self.const_shapes, self.y_shapes, self.name, self.kind,
                                self.checkpoints)
 
-
     def printed_loops(self, operands: list) -> list:
         """The loops a formula prints for this node, each with its printed operands."""
         return [(self, operands)]
